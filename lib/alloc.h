@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * alloc: free-space allocator over the data area [start, end) in blocks.
+ *
+ * Free space is not stored on disk: at mount every block the metadata
+ * references is marked with alloc_use() and the rest is free.  Blocks can be
+ * shared (copy_file_range reflinks), so a block carries a reference count:
+ * one bit in a bitmap for the common single owner, and a hash table for the
+ * few blocks with more than one.
+ *
+ * The area is split into allocation groups, each with its own lock and
+ * cursor, so parallel writers allocate without contending; a caller passes a
+ * hint (e.g. its inode number) to keep one file's blocks together.
+ *
+ * Deferred frees: copy-on-write drops old blocks in a metadata record with a
+ * log sequence number; the blocks become reusable only when that sequence
+ * is durable (alloc_release_durable), so a crash can never find them
+ * overwritten while the durable metadata still points at them.
+ *
+ * A reserve (alloc_create's reserve) is kept for metadata (checkpoints):
+ * ALLOC_DATA allocations fail with -ENOSPC before eating into it.
+ *
+ * Thread-safe.  Functions return 0 or -errno.
+ */
+#ifndef TWINFS_ALLOC_H
+#define TWINFS_ALLOC_H
+
+#include <stdint.h>
+
+struct alloc;
+
+enum alloc_kind { ALLOC_DATA = 0, ALLOC_META = 1 };
+
+int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out);
+void alloc_destroy(struct alloc *a);
+
+/* Allocate between 1 and @want contiguous blocks (as many as a free run
+ * near the hint gives); *blk/*got receive the run.  -ENOSPC when none. */
+int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
+	      uint64_t *blk, uint64_t *got);
+/* Drop one reference from each block of the run; a block whose count
+ * reaches zero is free again at once. */
+void alloc_put(struct alloc *a, uint64_t blk, uint64_t n);
+/* Add one reference to each block of the run (free blocks become used with
+ * count 1).  Used at mount to rebuild the map, and by reflink. */
+int alloc_use(struct alloc *a, uint64_t blk, uint64_t n);
+/* Reference count of one block (0 = free). */
+uint32_t alloc_refs(struct alloc *a, uint64_t blk);
+
+/* alloc_put() the run once log sequence @seq is durable. */
+int alloc_defer(struct alloc *a, uint64_t blk, uint64_t n, uint64_t seq);
+void alloc_release_durable(struct alloc *a, uint64_t durable_seq);
+/* Release every deferred free regardless of sequence (unmount after the
+ * final commit). */
+void alloc_release_all(struct alloc *a);
+
+uint64_t alloc_free_blocks(struct alloc *a);	/* includes the reserve */
+uint64_t alloc_total_blocks(struct alloc *a);
+uint64_t alloc_reserve_blocks(struct alloc *a);
+
+#endif

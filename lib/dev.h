@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * dev: raw devices (block devices or image files) and the I/O backends that
+ * drive them, behind one vtable: io_uring (default), libaio (fallback when
+ * io_uring is refused), pread/pwrite (files that refuse O_DIRECT) and a
+ * fault-injecting wrapper for tests.
+ *
+ * The unit of work is a batch: the caller fills an array of struct dev_io and
+ * dev_submit() runs them all concurrently and returns when every one has
+ * completed.  Mirrored writes are one batch with one entry per device, so
+ * mirrors are written in parallel, never one after the other.
+ *
+ * All functions return 0 (or a count) or -errno.
+ */
+#ifndef TWINFS_DEV_H
+#define TWINFS_DEV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define DEV_MAX 8
+
+enum dev_op { DEV_READ = 0, DEV_WRITE = 1, DEV_FLUSH = 2 };
+
+struct dev {
+	char *path;
+	int fd;
+	int idx;		/* slot in the backend, set by dev_backend_attach */
+	uint64_t size;		/* bytes, rounded down to 4096 */
+	bool direct;		/* opened with O_DIRECT */
+	bool is_blk;		/* block device (else regular file) */
+};
+
+struct dev_io {
+	struct dev *dev;
+	uint8_t op;		/* enum dev_op */
+	uint64_t off;		/* bytes, 4096-aligned */
+	void *buf;		/* 4096-aligned */
+	uint32_t len;		/* bytes, multiple of 4096; 0 for DEV_FLUSH */
+	int res;		/* out: 0 on success (full length) or -errno */
+};
+
+struct dev_backend;
+
+struct dev_ops {
+	const char *name;
+	/* Run all n I/Os concurrently; return when all are complete.  Returns
+	 * 0, or -errno when the batch could not be issued at all; per-I/O
+	 * outcome is in ios[i].res (short transfers are reported as -EIO). */
+	int (*submit)(struct dev_backend *be, struct dev_io *ios, unsigned n);
+	int (*attach)(struct dev_backend *be, struct dev *d);
+	void (*destroy)(struct dev_backend *be);
+};
+
+struct dev_backend {
+	const struct dev_ops *ops;
+	struct dev *devs[DEV_MAX];	/* attached devices, by idx */
+	unsigned ndevs;
+	void *priv;
+};
+
+/*
+ * Open a device or image file read-write with O_DIRECT (falling back to
+ * buffered I/O only when the file system refuses O_DIRECT with EINVAL) and
+ * take an exclusive flock() on it so a second daemon or mkfs cannot use it at
+ * the same time (-EBUSY).  @readonly opens O_RDONLY (fsck -n).
+ * On failure writes a one-line reason naming the path into err.
+ */
+int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_t errlen);
+void dev_close(struct dev *d);
+
+/*
+ * Create a backend: name is "auto" (io_uring, else libaio when io_uring is
+ * refused with EPERM/ENOSYS/EACCES, else "file"), "uring", "aio" or "file".
+ * "file" uses pread/pwrite/fdatasync and works with or without O_DIRECT.
+ */
+int dev_backend_create(const char *name, struct dev_backend **out);
+/* Attach a device: assigns d->idx.  All devices are attached before I/O. */
+int dev_backend_attach(struct dev_backend *be, struct dev *d);
+int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n);
+void dev_backend_destroy(struct dev_backend *be);
+const char *dev_backend_name(const struct dev_backend *be);
+
+/* Convenience single-I/O helpers built on dev_submit. */
+int dev_pread(struct dev_backend *be, struct dev *d, void *buf, uint32_t len, uint64_t off);
+int dev_pwrite(struct dev_backend *be, struct dev *d, const void *buf, uint32_t len, uint64_t off);
+int dev_flush(struct dev_backend *be, struct dev *d);
+
+/*
+ * Fault injection.  dev_fault_create wraps @lower (which it then owns).
+ * Rules match I/Os by device index, op and byte range; a matching I/O either
+ * fails with rule.err (not issued), or for reads is issued and then has its
+ * buffer corrupted (one bit flipped per matched block), or for writes is
+ * silently dropped ("lost write": reported as success, not issued).
+ * count < 0 means forever; otherwise the rule fires that many times.
+ */
+enum dev_fault_kind { DEV_FAULT_ERROR, DEV_FAULT_CORRUPT, DEV_FAULT_DROP };
+
+struct dev_fault_rule {
+	int dev_idx;		/* -1: any device */
+	int op;			/* enum dev_op, or -1: any */
+	uint64_t off, len;	/* byte range; len 0 = whole device */
+	int kind;		/* enum dev_fault_kind */
+	int err;		/* positive errno for DEV_FAULT_ERROR, e.g. EIO */
+	int count;
+};
+
+int dev_fault_create(struct dev_backend *lower, struct dev_backend **out);
+int dev_fault_add_rule(struct dev_backend *be, const struct dev_fault_rule *r);
+void dev_fault_clear(struct dev_backend *be);
+/*
+ * Parse and add rules from a mount-option string:
+ *   "dev=1,op=read,off=0,len=0,kind=error,err=5,count=-1;dev=0,..."
+ * Returns 0 or -EINVAL.
+ */
+int dev_fault_parse(struct dev_backend *be, const char *spec);
+
+/*
+ * Crash recording: while recording, every completed write (with a copy of
+ * its data) and every flush is appended to an in-memory journal, in
+ * completion order.  A crash test replays a prefix of the journal plus any
+ * subset of the writes after the last flush onto copies of the images.
+ */
+struct dev_fault_rec {
+	uint8_t op;		/* DEV_WRITE or DEV_FLUSH */
+	int dev_idx;
+	uint64_t off;
+	uint32_t len;
+	void *data;		/* DEV_WRITE only; owned by the journal */
+};
+void dev_fault_record(struct dev_backend *be, bool on);
+/* Borrow the journal; valid until dev_fault_record(be, true) or destroy. */
+const struct dev_fault_rec *dev_fault_journal(struct dev_backend *be, size_t *n);
+
+#endif

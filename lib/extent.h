@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * extent: a file's map from file block to (physical block, checksum).
+ *
+ * On disk a file's map is a list of extent records (file block, physical
+ * start, length, one checksum per block: see log.h).  In memory it is a
+ * four-level radix tree of 512-way nodes whose leaves hold one
+ * struct extent_ent per file block: O(1) lookup and update, and writers to
+ * disjoint ranges touch disjoint leaf entries, so they need no common lock
+ * (interior nodes are installed with compare-and-swap).  The caller's range
+ * lock (rangelock.h) keeps a reader and a writer of the same block apart.
+ *
+ * File blocks up to 2^36 (256 TiB files).  Functions return 0 or -errno.
+ */
+#ifndef TWINFS_EXTENT_H
+#define TWINFS_EXTENT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define EXTENT_MAX_FBLK (1ull << 36)
+
+struct extent_ent {
+	uint64_t phys;		/* 0 = hole (block 0 is never data) */
+	uint64_t csum;
+};
+
+struct extent_map {
+	void *root;		/* radix root, installed with CAS */
+	_Atomic uint64_t mapped;	/* number of non-hole blocks (st_blocks) */
+};
+
+/* Called for each physical block a set/clear replaces; @n consecutive
+ * physical blocks starting at @phys (runs are coalesced where possible). */
+typedef void (*extent_drop_fn)(void *ctx, uint64_t phys, uint64_t n);
+
+void extent_init(struct extent_map *m);
+/* Frees the tree; calls drop for every mapped block if drop != NULL. */
+void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx);
+
+/* Map file blocks [fblk, fblk+n) to physical [phys, phys+n) with csums[i].
+ * csums may be unaligned (it points into log records): read it with memcpy. */
+int extent_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
+	       const void *csums, extent_drop_fn drop, void *ctx);
+/* Set one block. */
+int extent_set1(struct extent_map *m, uint64_t fblk, const struct extent_ent *e,
+		extent_drop_fn drop, void *ctx);
+/* Make [fblk, fblk+n) a hole; n may be huge (truncate: EXTENT_MAX_FBLK). */
+void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n,
+		  extent_drop_fn drop, void *ctx);
+/* Look up one block; a hole gives phys 0. */
+void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out);
+
+/* First mapped block >= fblk, or EXTENT_MAX_FBLK. Skips empty subtrees. */
+uint64_t extent_next_data(const struct extent_map *m, uint64_t fblk);
+/* First hole >= fblk (EXTENT_MAX_FBLK never, practically). */
+uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk);
+
+/* Visit mapped blocks in [from, to) in file order as runs where both file
+ * and physical blocks are consecutive: cb(ctx, fblk, phys, n, ents) with
+ * ents[0..n) the entries.  Stops and returns cb's value if nonzero. */
+typedef int (*extent_run_fn)(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+			     const struct extent_ent *ents);
+int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to,
+		extent_run_fn cb, void *ctx);
+
+static inline uint64_t extent_mapped(const struct extent_map *m)
+{
+	return atomic_load_explicit(&m->mapped, memory_order_relaxed);
+}
+
+#endif

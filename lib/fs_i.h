@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fs_i.h: private structures of the file system layer (fs.c, inode.c, dir.c,
+ * namei.c, xattr.c, apply.c, ckpt.c, file.c).  Not for daemon/.
+ *
+ * Every metadata change is a transaction of state records (log.h): the
+ * operation builds the records under its locks, meta_tx_commit() applies
+ * them to memory with the very code replay uses (apply.c) and then appends
+ * them to the log.  So what is in memory and what the log says can never
+ * drift apart, and a record is applied before it gets its sequence number
+ * (which a checkpoint relies on: everything <= its seq is in memory).
+ *
+ * Lock order: fs->ns_lock -> inode rangelock -> inode->lock (parent before
+ * child; two unrelated inodes in increasing ino order) -> fs->itable_lock ->
+ * log -> alloc.
+ */
+#ifndef TWINFS_FS_I_H
+#define TWINFS_FS_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "bounce.h"
+#include "csum.h"
+#include "dev.h"
+#include "extent.h"
+#include "log.h"
+#include "mirror.h"
+#include "rangelock.h"
+#include "super.h"
+#include "tfs.h"
+
+struct dir;		/* dir.h */
+
+struct xattr {
+	struct xattr *next;
+	char *name;
+	void *val;
+	uint32_t vallen;
+};
+
+struct tfs_inode {
+	uint64_t ino;
+	struct tfs_inode *hnext;	/* itable chain, protected by fs->itable_lock */
+
+	pthread_mutex_t lock;		/* protects everything below except where noted */
+	uint32_t mode, uid, gid, nlink, flags;
+	uint64_t rdev, gen;
+	uint64_t parent;		/* directories: for ".." */
+	_Atomic uint64_t size;		/* written under lock; read lock-free by the data path */
+	struct timespec atime, mtime, ctime, btime;
+	char *symlink;			/* symlink target, NUL-terminated */
+	struct xattr *xattrs;
+	struct dir *dir;		/* directories */
+	uint64_t last_seq;		/* newest log seq touching this inode */
+
+	struct extent_map map;		/* regular files; entries under the rangelock */
+	struct rangelock rl;		/* regular files */
+
+	_Atomic uint64_t nlookup;	/* kernel references */
+	_Atomic uint32_t nopen;		/* open handles */
+};
+
+struct tfs_file {
+	struct tfs *fs;
+	struct tfs_inode *ip;
+	int flags;			/* open(2) flags */
+};
+
+struct tfs {
+	struct mirror mirror;
+	struct dev_backend *be;
+	struct dev *devs[DEV_MAX];	/* NULL when missing */
+	unsigned ndevs;
+	struct bounce_pool *bounce;
+	struct alloc *alloc;
+	struct log *log;
+	struct super sb;		/* in-memory copy; protected by ckpt_mu */
+
+	pthread_rwlock_t itable_lock;	/* protects itable buckets */
+	struct tfs_inode **itable;
+	size_t itable_size;		/* power of two */
+	_Atomic uint64_t ninodes;
+	_Atomic uint64_t next_ino;
+
+	pthread_mutex_t ns_lock;	/* serializes namespace changes */
+
+	pthread_mutex_t ckpt_mu;	/* one checkpoint at a time; protects sb */
+	pthread_t bg_thread;		/* periodic commit + checkpoint on pressure */
+	pthread_mutex_t bg_mu;
+	pthread_cond_t bg_cv;
+	bool bg_stop, bg_want_ckpt, bg_running;
+	unsigned commit_ms;
+
+	bool replaying;			/* apply without live side effects */
+	bool readonly;
+};
+
+/* ---- inode table (inode.c) ---- */
+struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino);	/* NULL if absent */
+/* Create an empty in-memory inode and insert it (apply of LR_INODE). */
+struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino);
+/* Remove from the table and free memory (blocks dropped via drop cb). */
+void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *ctx);
+void fs_istat(struct tfs_inode *ip, struct stat *st);	/* caller holds ip->lock */
+void fs_iencode(struct tfs_inode *ip, struct log_rec *r); /* LR_INODE of current state */
+/* Delete an inode whose nlink is 0 once it has no lookups and no opens. */
+void fs_imaybe_delete(struct tfs *fs, struct tfs_inode *ip);
+uint64_t fs_ialloc(struct tfs *fs);	/* next free inode number */
+
+/* ---- transactions (apply.c) ---- */
+struct meta_tx {
+	struct log_buf buf;
+	/* runs of physical blocks the records dropped: freed when durable */
+	struct { uint64_t phys, n; } *drops;
+	size_t ndrops, capdrops;
+};
+void meta_tx_init(struct meta_tx *tx);
+void meta_tx_free(struct meta_tx *tx);
+int meta_tx_add(struct meta_tx *tx, const struct log_rec *r);
+/* Apply every record to memory (collecting dropped blocks), append to the
+ * log, defer the drops to the returned seq.  Caller holds the locks of the
+ * objects the records touch. */
+int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq);
+/* Apply one record (replay and live). */
+int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
+
+/* ---- checkpoint (ckpt.c) ---- */
+int ckpt_write(struct tfs *fs);			/* serialize + flip superblock */
+int ckpt_load(struct tfs *fs);			/* from fs->sb */
+
+/* ---- files (file.c) ---- */
+/* Truncate/extend to size; caller holds nothing; takes the inode exclusively. */
+int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size);
+/* Drop all data (inode deletion). */
+
+static inline struct timespec fs_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
+#endif

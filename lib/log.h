@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * log: metadata records, the circular metadata log with group commit, and
+ * replay.
+ *
+ * Records are state records (the new full state of one object), so applying
+ * one twice is harmless: replay after a checkpoint may see records whose
+ * effect the checkpoint already holds.  The same encoding is the checkpoint
+ * stream (see checkpoint in fs).
+ *
+ * Commit: the first waiter becomes the leader, takes every pending record,
+ * flushes the devices (the data those records point to becomes durable
+ * first), writes one chunk to every mirror, flushes again, and wakes every
+ * waiter whose sequence is covered.  Concurrent fsyncs share those writes.
+ *
+ * Chunk on disk (at a block boundary in the log region):
+ *   struct log_chunk_hdr (little-endian, 64 bytes) + payload + zero padding
+ *   to whole blocks.  The header's csum covers header (csum zeroed) and
+ *   payload, seeded with the chunk's block position.  A chunk never wraps:
+ *   one that does not fit before the end of the region is written at 0.
+ * Replay reads at head; a chunk is valid when magic, log_id, position and
+ * first seq match what is expected and the csum verifies; otherwise it tries
+ * position 0 once; otherwise the log ends.
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef TWINFS_LOG_H
+#define TWINFS_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mirror;
+
+enum log_rec_type {
+	LR_INODE = 1,		/* full inode state */
+	LR_INODE_DEL = 2,	/* inode gone, its blocks dropped */
+	LR_DENT_SET = 3,	/* parent/name -> ino */
+	LR_DENT_DEL = 4,	/* parent/name removed */
+	LR_EXT_SET = 5,		/* ino blocks [fblk, +n) -> phys [phys, +n), csums */
+	LR_EXT_CLEAR = 6,	/* ino blocks [fblk, +n) -> hole */
+	LR_XATTR_SET = 7,
+	LR_XATTR_DEL = 8,
+	LR_MAX
+};
+
+#define LOG_NAME_MAX 255
+#define LOG_XATTR_VAL_MAX 65536
+#define LOG_SYMLINK_MAX 4095
+#define LOG_EXT_MAX_BLOCKS 4096		/* per LR_EXT_SET record */
+
+struct log_inode {
+	uint64_t ino, parent;	/* parent: directories only (for ".."), else 0 */
+	uint32_t mode, uid, gid, nlink, flags;
+	uint64_t rdev, size, gen;
+	int64_t atime_ns, mtime_ns, ctime_ns, btime_ns;
+	uint32_t target_len;	/* symlinks */
+	const char *target;
+};
+
+struct log_rec {
+	uint16_t type;
+	union {
+		struct log_inode inode;
+		struct { uint64_t ino; } del;
+		struct { uint64_t parent, ino; uint16_t namelen; const char *name; } dent;
+		struct { uint64_t ino, fblk, phys; uint32_t n; const void *csums; } ext;
+		struct { uint64_t ino, fblk, n; } clr;
+		struct { uint64_t ino; uint16_t namelen; uint32_t vallen;
+			 const char *name; const void *val; } xattr;
+	};
+};
+
+/* A growable buffer of encoded records (one operation's transaction, or a
+ * checkpoint stream). */
+struct log_buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+void log_buf_init(struct log_buf *b);
+void log_buf_reset(struct log_buf *b);
+void log_buf_free(struct log_buf *b);
+/* Append one encoded record.  -EINVAL for an out-of-range field. */
+int log_buf_add(struct log_buf *b, const struct log_rec *r);
+
+/* Decode records from [p, p+len); calls cb for each (pointers in the record
+ * point into p).  Stops and returns cb's nonzero value.  -EUCLEAN on any
+ * malformed record (bounds, type, lengths); never reads outside [p, p+len). */
+typedef int (*log_rec_fn)(void *ctx, const struct log_rec *r);
+int log_decode(const void *p, size_t len, log_rec_fn cb, void *ctx);
+
+/* ---- the log region ---- */
+
+struct log;
+
+struct log_geom {
+	uint64_t start;		/* first block of the region (device block) */
+	uint64_t nblocks;
+	uint64_t head_pos;	/* where replay starts (block offset in region) */
+	uint64_t head_seq;	/* first seq expected there */
+	uint64_t log_id;
+};
+
+/*
+ * Replay from the head: calls cb for every record of every valid chunk, in
+ * order.  Reads each chunk from the first healthy device whose copy
+ * verifies.  *end_pos/*next_seq get where the log ends (where the next
+ * chunk goes and its first seq).  A record decode error inside a verified
+ * chunk returns -EUCLEAN.
+ */
+int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
+	       uint64_t *end_pos, uint64_t *next_seq);
+
+/*
+ * Open the log for appending at (pos, seq) with the given log_id; g->head_pos
+ * is the durable head (space before it up to pos is in use).
+ * on_durable(ctx, seq) is called after each commit (without log locks held)
+ * with the newest durable seq.  on_pressure(ctx) is called (at most once per
+ * commit) when more than half the region is in use: the owner should write
+ * a checkpoint.
+ */
+struct log_cbs {
+	void (*on_durable)(void *ctx, uint64_t durable_seq);
+	void (*on_pressure)(void *ctx);
+	void *ctx;
+};
+int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t seq,
+	     const struct log_cbs *cbs, struct log **out);
+void log_close(struct log *l);
+
+/* Append one transaction (all its records go into the same chunk).  Returns
+ * the assigned seq in *seq.  May wait for log space (a checkpoint). */
+int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq);
+/* Make everything up to @seq durable (group commit).  seq = UINT64_MAX
+ * means everything appended so far. */
+int log_commit(struct log *l, uint64_t seq);
+uint64_t log_durable_seq(struct log *l);
+uint64_t log_last_seq(struct log *l);
+
+/* For a checkpoint: commit everything appended so far and return, atomically,
+ * the last seq covered and the position where the next chunk will go. */
+int log_barrier(struct log *l, uint64_t *seq, uint64_t *pos);
+/* The superblock now points at head (pos, seq): space before pos is free. */
+void log_set_head(struct log *l, uint64_t pos, uint64_t seq);
+/* Blocks in use between the durable head and the write position. */
+uint64_t log_used_blocks(struct log *l);
+
+#endif

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rangelock: per-inode byte-range (here: block-range) reader/writer locks.
+ * Non-overlapping ranges never wait for each other; overlapping ranges wait
+ * unless both are readers.  Grants are FIFO among conflicting requests, so a
+ * stream of readers cannot starve a writer.  The caller provides the
+ * struct rl_range (usually on its stack).
+ *
+ * Whole-inode exclusive = rl_lock(rl, r, 0, RL_EOF, true): extending writes,
+ * truncate, fallocate.
+ *
+ * Lock order (whole filesystem): fs->ns_lock -> inode range lock ->
+ * inode->lock -> log internal lock -> alloc group lock.
+ */
+#ifndef TWINFS_RANGELOCK_H
+#define TWINFS_RANGELOCK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RL_EOF UINT64_MAX
+
+struct rl_range {
+	uint64_t start, end;	/* [start, end) */
+	bool write;
+	bool granted;
+	struct rl_range *next, *prev;
+};
+
+struct rangelock {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rl_range *head, *tail;	/* held and waiting, arrival order */
+	/* Instrumentation for tests/bench: max concurrently granted writers. */
+	unsigned cur_writers, max_writers;
+};
+
+void rl_init(struct rangelock *rl);
+void rl_destroy(struct rangelock *rl);
+void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end, bool write);
+void rl_unlock(struct rangelock *rl, struct rl_range *r);
+
+#endif

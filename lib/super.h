@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * super: the superblock codec and the on-device layout.
+ *
+ * Every device carries two superblock slots (blocks 0 and 1) written
+ * alternately (slot = generation % 2), each checksummed.  Mount reads both
+ * slots of every device and takes the valid one with the highest generation.
+ * The metadata (checkpoint + log head) it points to is identical on every
+ * device; only dev_index and the per-device counters differ.
+ *
+ * Layout of every device (blocks of 4096 bytes):
+ *   0, 1            superblock slots
+ *   2 .. 15         reserved (zero)
+ *   16 .. +log_blocks   metadata log (circular)
+ *   data_start ..   data and checkpoint blocks (allocator)
+ *
+ * See docs/FORMAT.md.  Functions return 0 or -errno.
+ */
+#ifndef TWINFS_SUPER_H
+#define TWINFS_SUPER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dev.h"
+
+#define SUPER_MAGIC "TWINFS\x01\x00"	/* 8 bytes */
+#define SUPER_VERSION 1
+#define SUPER_INCOMPAT_SUPP 0u
+#define SUPER_RO_COMPAT_SUPP 0u
+#define SUPER_LOG_START 16
+#define SUPER_MIN_BLOCKS 16384		/* 64 MiB */
+
+enum super_state { SUPER_DIRTY = 0, SUPER_CLEAN = 1 };
+
+struct super_devstats {
+	uint64_t read_err, write_err, flush_err, csum_err, repaired, unrecoverable;
+};
+
+struct super {
+	uint32_t version;
+	uint32_t compat, ro_compat, incompat;
+	uint8_t fs_uuid[16];
+	uint8_t dev_uuid[16];		/* this device */
+	uint32_t dev_index;		/* this device's slot */
+	uint32_t ndevs;
+	uint8_t dev_uuids[DEV_MAX][16];
+	char label[64];			/* NUL-terminated */
+	uint32_t block_size;		/* 4096 */
+	uint64_t total_blocks;		/* same on every device */
+	uint64_t log_start, log_blocks;
+	uint64_t data_start;
+	uint64_t generation;
+	uint32_t state;			/* enum super_state */
+	/* checkpoint: table of per-block csums + payload, contiguous */
+	uint64_t ckpt_start, ckpt_blocks, ckpt_bytes, ckpt_table_csum, ckpt_seq;
+	/* log replay starts here */
+	uint64_t log_head_pos;		/* block offset inside the log region */
+	uint64_t log_head_seq;		/* seq of the first record to replay */
+	uint64_t log_id;		/* changes every mount; records carry it */
+	uint64_t next_ino;
+	uint64_t ctime_ns;		/* mkfs time */
+	struct super_devstats stats[DEV_MAX];
+};
+
+/* Encode into a 4096-byte buffer for slot @slot (0 or 1). */
+void super_encode(const struct super *sb, unsigned slot, void *buf);
+/*
+ * Decode and validate.  Returns 0; -ENOENT when the magic is absent (not
+ * twinfs); -EUCLEAN for a bad checksum or inconsistent geometry;
+ * -EPROTONOSUPPORT for an unknown version or incompat/ro_compat feature.
+ * On error writes a one-line reason (without the device name) into why.
+ */
+int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, size_t whylen);
+
+/* Names the foreign file system whose magic is in the first 128 KiB of a
+ * device (ext2/3/4, xfs, btrfs), or NULL. buf holds at least 128 KiB. */
+const char *super_probe_foreign(const void *buf, size_t len);
+
+/* Layout for a new file system of @total_blocks: log size etc. */
+void super_layout(struct super *sb, uint64_t total_blocks);
+
+/*
+ * Read both slots of @d and return the newest valid one in *sb (and its
+ * slot).  -ENOENT if neither slot has the magic, -EUCLEAN if none verifies,
+ * -EPROTONOSUPPORT for an unknown version; why gets the reason.
+ */
+int super_read_dev(struct dev_backend *be, struct dev *d, struct super *sb,
+		   unsigned *slot, char *why, size_t whylen);
+/* Write sb (with dev_index set by the caller) to slot generation % 2. */
+int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb);
+
+#endif

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tfs: the file system API of lib/, used by the FUSE daemon, mkfs, the tools
+ * and the tests.  Inode numbers are the FUSE node ids (root = 1).  Every
+ * function returns 0 (or a count) or -errno; the daemon replies
+ * fuse_reply_err(req, -ret).
+ *
+ * Permission checks are the kernel's (the daemon mounts with
+ * default_permissions); these functions check only what the kernel cannot
+ * (names, types, emptiness, loops in rename).
+ */
+#ifndef TWINFS_TFS_H
+#define TWINFS_TFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#define TFS_ROOT_INO 1
+#define TFS_IO_MAX (1u << 20)		/* largest read or write */
+#define TFS_NAME_MAX 255
+
+struct tfs;
+struct tfs_file;
+
+struct tfs_opts {
+	const char *const *devs;	/* device paths */
+	unsigned ndevs;
+	const char *backend;		/* "auto" (NULL), "uring", "aio", "file" */
+	const char *fault;		/* dev_fault_parse() spec, wraps backend */
+	bool degraded;			/* allow missing devices */
+	unsigned commit_ms;		/* background commit interval (0: 5000) */
+	unsigned bounce_bufs;		/* bounce pool size (0: default) */
+};
+
+struct tfs_format_opts {
+	const char *label;
+	bool force;			/* overwrite existing file systems */
+	const char *backend;
+};
+
+/* mkfs: writes a new empty file system (root directory) on every device.
+ * Refuses (without force) devices holding twinfs/ext4/xfs/btrfs, devices
+ * smaller than 64 MiB, and the same device twice.  On error err holds one
+ * line naming the device; nothing is written. */
+int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
+	       char *err, size_t errlen);
+
+/* Mount: open devices, read superblocks, load checkpoint, replay the log,
+ * reclaim orphans, write a fresh checkpoint.  err gets one line. */
+int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen);
+/* Final commit + checkpoint, mark clean, close devices, free everything. */
+int tfs_unmount(struct tfs *fs);
+/* Without checkpointing or writing anything (simulated crash in tests). */
+void tfs_abandon(struct tfs *fs);
+
+const char *tfs_backend_name(struct tfs *fs);
+
+/* ---- namespace ---- */
+
+struct tfs_cred {
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Bits for tfs_setattr's to_set. */
+#define TFS_SET_MODE		(1 << 0)
+#define TFS_SET_UID		(1 << 1)
+#define TFS_SET_GID		(1 << 2)
+#define TFS_SET_SIZE		(1 << 3)
+#define TFS_SET_ATIME		(1 << 4)
+#define TFS_SET_MTIME		(1 << 5)
+#define TFS_SET_ATIME_NOW	(1 << 6)
+#define TFS_SET_MTIME_NOW	(1 << 7)
+#define TFS_SET_CTIME		(1 << 8)
+
+/* lookup, mknod, mkdir, symlink, link, create and readdirplus add one
+ * kernel reference (nlookup) to the inode they return; forget drops n. */
+int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *st);
+void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup);
+int tfs_getattr(struct tfs *fs, uint64_t ino, struct stat *st);
+/* in: st_mode, st_uid, st_gid, st_size, st_atim, st_mtim, st_ctim as selected.
+ * f may be NULL (path-based truncate). */
+int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
+		struct tfs_file *f, struct stat *out);
+/* Regular files, fifos, sockets, char/block devices (metadata only). */
+int tfs_mknod(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+	      const struct tfs_cred *c, struct stat *st);
+int tfs_mkdir(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+	      const struct tfs_cred *c, struct stat *st);
+int tfs_symlink(struct tfs *fs, uint64_t parent, const char *name, const char *target,
+		const struct tfs_cred *c, struct stat *st);
+int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newname,
+	     struct stat *st);
+int tfs_unlink(struct tfs *fs, uint64_t parent, const char *name);
+int tfs_rmdir(struct tfs *fs, uint64_t parent, const char *name);
+/* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE (others: -EINVAL). */
+int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+	       const char *newname, unsigned flags);
+/* Returns the target length; copies at most size bytes (no NUL). */
+ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size);
+
+/* ---- directories ---- */
+
+/* fill() returns nonzero when the reply buffer is full (the entry was not
+ * taken: with plus, no reference is added for it).  next_off is the offset
+ * to resume after this entry.  Offsets 0 and 1 are "." and "..". */
+typedef int (*tfs_dirfill_fn)(void *ctx, const char *name, const struct stat *st,
+			      uint64_t next_off);
+int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
+		tfs_dirfill_fn fill, void *ctx);
+
+/* ---- files ---- */
+
+/* open: flags as open(2) (O_TRUNC honoured; O_APPEND makes every write go
+ * to the end). */
+int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f);
+/* create: O_EXCL gives -EEXIST if the name exists; otherwise an existing
+ * regular file is opened (and truncated with O_TRUNC). */
+int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
+	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f);
+int tfs_release(struct tfs_file *f);
+uint64_t tfs_file_ino(const struct tfs_file *f);
+
+/* Read into a bounce buffer: *buf is a pool buffer holding the data at
+ * *buf + *data_off; give it back with tfs_buf_put.  Returns bytes (short at
+ * EOF, 0 past it) or -errno (-EIO where no copy of a block verifies). */
+ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *data_off);
+void tfs_buf_put(struct tfs *fs, void *buf);
+/* Convenience: read into a caller buffer. */
+ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off);
+
+/* Write: fill(ctx, dst, len) copies the caller's len bytes into dst (the
+ * bounce buffer) exactly once.  flags: O_DSYNC/O_SYNC make the write durable
+ * before returning.  Returns bytes written or -errno. */
+typedef int (*tfs_fill_fn)(void *ctx, void *dst, size_t len);
+ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
+		  int flags);
+ssize_t tfs_pwrite(struct tfs_file *f, const void *src, size_t len, off_t off, int flags);
+
+int tfs_fsync(struct tfs *fs, uint64_t ino, bool datasync);
+int tfs_syncfs(struct tfs *fs);
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE. */
+int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len);
+/* SEEK_DATA / SEEK_HOLE (and SEEK_SET/CUR/END trivially). */
+off_t tfs_lseek(struct tfs_file *f, off_t off, int whence);
+/* Shares whole aligned blocks (reflink), copies the unaligned edges. */
+ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
+		       off_t off_out, size_t len);
+
+int tfs_statfs(struct tfs *fs, struct statvfs *st);
+
+/* ---- xattrs ---- */
+/* flags: XATTR_CREATE / XATTR_REPLACE. */
+int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val,
+		 size_t size, int flags);
+/* size 0: return the value's size.  -ENODATA, -ERANGE. */
+ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, size_t size);
+ssize_t tfs_listxattr(struct tfs *fs, uint64_t ino, char *buf, size_t size);
+int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name);
+
+#endif
