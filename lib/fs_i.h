@@ -133,10 +133,17 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
 int ckpt_write(struct tfs *fs);			/* serialize + flip superblock */
 int ckpt_load(struct tfs *fs);			/* from fs->sb */
 
+/* ---- namespace helpers (namei.c) ---- */
+/* Create a new inode of @mode (any type) named @name in @parent, with an
+ * optional symlink target; on success *ipp is the new inode with nlookup
+ * already incremented.  Takes ns_lock itself. -EEXIST if the name exists. */
+int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+		 dev_t rdev, const char *target, const struct tfs_cred *c,
+		 struct tfs_inode **ipp);
+
 /* ---- files (file.c) ---- */
 /* Truncate/extend to size; caller holds nothing; takes the inode exclusively. */
 int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size);
-/* Drop all data (inode deletion). */
 
 static inline struct timespec fs_now(void)
 {
