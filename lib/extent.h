@@ -20,8 +20,14 @@
 
 #define EXTENT_MAX_FBLK (1ull << 36)
 
+/* An allocated block that has never been written (fallocate): reads as
+ * zeros without touching the device; its csum is 0.  The flag is part of
+ * phys in memory and in LR_EXT_SET records. */
+#define EXTENT_UNWRITTEN (1ull << 63)
+#define EXTENT_PHYS(p) ((p) & ~EXTENT_UNWRITTEN)
+
 struct extent_ent {
-	uint64_t phys;		/* 0 = hole (block 0 is never data) */
+	uint64_t phys;		/* 0 = hole (block 0 is never data); may carry EXTENT_UNWRITTEN */
 	uint64_t csum;
 };
 
@@ -57,7 +63,8 @@ uint64_t extent_next_data(const struct extent_map *m, uint64_t fblk);
 uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk);
 
 /* Visit mapped blocks in [from, to) in file order as runs where both file
- * and physical blocks are consecutive: cb(ctx, fblk, phys, n, ents) with
+ * and physical blocks are consecutive and the EXTENT_UNWRITTEN flag is the
+ * same (phys carries the flag): cb(ctx, fblk, phys, n, ents) with
  * ents[0..n) the entries.  Stops and returns cb's value if nonzero. */
 typedef int (*extent_run_fn)(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 			     const struct extent_ent *ents);

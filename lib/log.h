@@ -130,8 +130,13 @@ int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t 
 	     const struct log_cbs *cbs, struct log **out);
 void log_close(struct log *l);
 
+/* Wait until the log has room (more than LOG_SLACK of the region free),
+ * asking for a checkpoint if needed.  Operations call this BEFORE taking any
+ * lock, because a checkpoint takes the locks of the objects it serializes. */
+int log_wait_space(struct log *l);
 /* Append one transaction (all its records go into the same chunk).  Returns
- * the assigned seq in *seq.  May wait for log space (a checkpoint). */
+ * the assigned seq in *seq.  Never waits for space (see log_wait_space);
+ * -ENOSPC only if the region is truly full. */
 int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq);
 /* Make everything up to @seq durable (group commit).  seq = UINT64_MAX
  * means everything appended so far. */

@@ -59,6 +59,9 @@ struct super {
 	uint64_t log_head_seq;		/* seq of the first record to replay */
 	uint64_t log_id;		/* changes every mount; records carry it */
 	uint64_t next_ino;
+	/* Per device: 0 = in sync; 1 = stale (failed or missing while the file
+	 * system was written): it must not serve reads until rebuilt. */
+	uint32_t dev_state[DEV_MAX];
 	uint64_t ctime_ns;		/* mkfs time */
 	struct super_devstats stats[DEV_MAX];
 };
