@@ -108,9 +108,20 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino);
 void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *ctx);
 void fs_istat(struct tfs_inode *ip, struct stat *st);	/* caller holds ip->lock */
 void fs_iencode(struct tfs_inode *ip, struct log_rec *r); /* LR_INODE of current state */
-/* Delete an inode whose nlink is 0 once it has no lookups and no opens. */
+/* Delete an inode whose nlink is 0 once it has no lookups and no opens.
+ * The caller must know ip is still alive: a count dropped outside ns_lock
+ * can race with another dropper that deletes first, so drop nopen with
+ * fs_iput_open() instead of nopen-- followed by this. */
 void fs_imaybe_delete(struct tfs *fs, struct tfs_inode *ip);
+/* Drop one open reference (file release) under ns_lock and delete the
+ * inode if that was the last reference to an unlinked inode. */
+void fs_iput_open(struct tfs *fs, struct tfs_inode *ip);
 uint64_t fs_ialloc(struct tfs *fs);	/* next free inode number */
+/* Mount/unmount (fs.c): init sets up itable_lock and the buckets (fs_inew
+ * also allocates the buckets lazily); destroy frees every inode without
+ * dropping blocks and destroys itable_lock. */
+int fs_itable_init(struct tfs *fs);
+void fs_itable_destroy(struct tfs *fs);
 
 /* ---- transactions (apply.c) ---- */
 struct meta_tx {
