@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Description: run one libFuzzer target for a bounded time on a fresh corpus
+# seeded by the target itself.  run_libfuzzer.sh FUZZER SECONDS
+set -euo pipefail
+fz=$1 secs=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+mkdir "$dir/corpus"
+"$fz" -twinfs_seeds="$dir/corpus"
+"$fz" -max_total_time="$secs" -seed=1 -rss_limit_mb=1024 -timeout=10 \
+	-print_final_stats=1 "$dir/corpus" 2>&1 | tail -n 25
