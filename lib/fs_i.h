@@ -36,6 +36,10 @@
 
 struct dir;		/* dir.h */
 
+/* Bounce buffer size: an unaligned TFS_IO_MAX write touches up to
+ * TFS_IO_MAX/4096 + 1 blocks, all staged in one buffer (file.c). */
+#define FS_BOUNCE_SIZE (TFS_IO_MAX + TFS_BLOCK_SIZE)
+
 struct xattr {
 	struct xattr *next;
 	char *name;
@@ -76,7 +80,7 @@ struct tfs {
 	struct dev_backend *be;
 	struct dev *devs[DEV_MAX];	/* NULL when missing */
 	unsigned ndevs;
-	struct bounce_pool *bounce;
+	struct bounce_pool *bounce;	/* buffers of FS_BOUNCE_SIZE bytes */
 	struct alloc *alloc;
 	struct log *log;
 	struct super sb;		/* in-memory copy; protected by ckpt_mu */
