@@ -120,6 +120,8 @@ void fs_imaybe_delete(struct tfs *fs, struct tfs_inode *ip);
 /* Drop one open reference (file release) under ns_lock and delete the
  * inode if that was the last reference to an unlinked inode. */
 void fs_iput_open(struct tfs *fs, struct tfs_inode *ip);
+/* The same with fs->ns_lock already held (and no inode lock). */
+void fs_imaybe_delete_locked(struct tfs *fs, struct tfs_inode *ip);
 uint64_t fs_ialloc(struct tfs *fs);	/* next free inode number */
 /* Mount/unmount (fs.c): init sets up itable_lock and the buckets (fs_inew
  * also allocates the buckets lazily); destroy frees every inode without
@@ -164,6 +166,24 @@ static inline struct timespec fs_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
+/* Timestamps in log records are nanoseconds since the epoch. */
+static inline int64_t fs_ts_ns(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline struct timespec fs_ns_ts(int64_t ns)
+{
+	struct timespec ts;
+	ts.tv_sec = ns / 1000000000;
+	ts.tv_nsec = ns % 1000000000;
+	if (ts.tv_nsec < 0) {	/* before 1970: keep tv_nsec in [0, 1e9) */
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
 	return ts;
 }
 
