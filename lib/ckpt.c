@@ -1,1 +1,515 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ckpt: checkpoints.  A checkpoint is the whole in-memory metadata
+ * serialized as a stream of state records (the log's record encoding) into
+ * newly allocated, contiguous blocks, after which the superblock is flipped
+ * to point at it and the log is trimmed up to the checkpoint's sequence.
+ *
+ * On disk (contiguous run of ckpt_blocks at ckpt_start, mirrored like data):
+ *   table:   ceil(payload_blocks * 8 / 4096) blocks; entry i (little-endian
+ *            u64) is csum_block(payload block i, its physical block number);
+ *            zero padded to whole blocks
+ *   payload: ceil(ckpt_bytes / 4096) blocks: the record stream, zero padded
+ * The superblock's ckpt_table_csum = csum_buf(table, table_blocks * 4096,
+ * seed = CKPT_TABLE_SEED(fs_uuid)), the first 8 bytes of fs_uuid read as a
+ * little-endian u64: a table left by an earlier file system on the same
+ * device never verifies.
+ *
+ * The stream holds every LR_INODE record first, then directory entries,
+ * xattrs and extents, so loading never meets a reference to an inode that
+ * does not exist yet.
+ *
+ * Owns: the layout above, ckpt_write() and ckpt_load().
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dir.h"
+#include "fs_i.h"
+
+#define CKPT_IO_BLOCKS 256u	/* blocks per mirror I/O (1 MiB) */
+#define CKPT_ALLOC_TRIES 64	/* short runs held while looking for a long one */
+
+static uint64_t le64_get(const void *p)
+{
+	const uint8_t *b = p;
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | b[i];
+	return v;
+}
+
+static void le64_put(void *p, uint64_t v)
+{
+	uint8_t *b = p;
+
+	for (int i = 0; i < 8; i++, v >>= 8)
+		b[i] = (uint8_t)v;
+}
+
+static uint64_t ckpt_table_seed(const struct super *sb)
+{
+	return le64_get(sb->fs_uuid);
+}
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+/* ---- serialization ---- */
+
+struct ckpt_ser {
+	struct log_buf *rest;	/* dentries, xattrs, extents */
+	uint64_t ino;
+	uint64_t *csums;	/* LOG_EXT_MAX_BLOCKS scratch */
+};
+
+static int ser_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		   const struct extent_ent *ents)
+{
+	struct ckpt_ser *s = ctx;
+
+	for (uint32_t off = 0; off < n; ) {
+		uint32_t k = n - off;
+		struct log_rec r = { .type = LR_EXT_SET };
+		int ret;
+
+		if (k > LOG_EXT_MAX_BLOCKS)
+			k = LOG_EXT_MAX_BLOCKS;
+		for (uint32_t i = 0; i < k; i++)
+			s->csums[i] = ents[off + i].csum;
+		r.ext.ino = s->ino;
+		r.ext.fblk = fblk + off;
+		/* The flag bit is far above any block number: adding keeps it. */
+		r.ext.phys = phys + off;
+		r.ext.n = k;
+		r.ext.csums = s->csums;
+		ret = log_buf_add(s->rest, &r);
+		if (ret < 0)
+			return ret;
+		off += k;
+	}
+	return 0;
+}
+
+/* Emit one inode: LR_INODE into @inodes, the rest into s->rest.  Caller
+ * holds ns_lock (and the rangelock for regular files). */
+static int ser_inode(struct tfs_inode *ip, struct log_buf *inodes, struct ckpt_ser *s)
+{
+	struct log_rec r;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	fs_iencode(ip, &r);
+	ret = log_buf_add(inodes, &r);
+	if (ret < 0)
+		return ret;
+
+	if (S_ISDIR(ip->mode) && ip->dir) {
+		struct dir_ent e;
+		uint64_t c = 2;
+
+		while (dir_next(ip->dir, c, &e) == 0) {
+			memset(&r, 0, sizeof(r));
+			r.type = LR_DENT_SET;
+			r.dent.parent = ip->ino;
+			r.dent.ino = e.ino;
+			r.dent.namelen = e.namelen;
+			r.dent.name = e.name;
+			ret = log_buf_add(s->rest, &r);
+			if (ret < 0)
+				return ret;
+			c = e.cookie + 1;
+		}
+	}
+	for (struct xattr *x = ip->xattrs; x; x = x->next) {
+		memset(&r, 0, sizeof(r));
+		r.type = LR_XATTR_SET;
+		r.xattr.ino = ip->ino;
+		r.xattr.namelen = (uint16_t)strlen(x->name);
+		r.xattr.vallen = x->vallen;
+		r.xattr.name = x->name;
+		r.xattr.val = x->val;
+		ret = log_buf_add(s->rest, &r);
+		if (ret < 0)
+			return ret;
+	}
+	if (S_ISREG(ip->mode)) {
+		s->ino = ip->ino;
+		ret = extent_walk(&ip->map, 0, EXTENT_MAX_FBLK, ser_run, s);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Snapshot of the inode set.  The caller holds ns_lock, which is what keeps
+ * the pointers alive after itable_lock is dropped. */
+static int collect_inodes(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
+{
+	struct tfs_inode **v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_rwlock_rdlock(&fs->itable_lock);
+	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
+		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 256;
+				struct tfs_inode **nv = realloc(v, nc * sizeof(*v));
+
+				if (!nv) {
+					pthread_rwlock_unlock(&fs->itable_lock);
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = ip;
+		}
+	}
+	pthread_rwlock_unlock(&fs->itable_lock);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/* Serialize all metadata into @out.  Takes ns_lock. */
+static int ckpt_serialize(struct tfs *fs, struct log_buf *out)
+{
+	struct log_buf rest;
+	struct ckpt_ser s = { .rest = &rest };
+	struct tfs_inode **v = NULL;
+	size_t n = 0;
+	int ret;
+
+	log_buf_init(&rest);
+	s.csums = malloc(LOG_EXT_MAX_BLOCKS * sizeof(uint64_t));
+	if (!s.csums)
+		return -ENOMEM;
+
+	pthread_mutex_lock(&fs->ns_lock);
+	ret = collect_inodes(fs, &v, &n);
+	for (size_t i = 0; ret == 0 && i < n; i++) {
+		struct tfs_inode *ip = v[i];
+		struct rl_range r;
+		bool reg;
+
+		/* The type never changes; read it to know whether there is a
+		 * range lock to take (lock order: rangelock before ip->lock). */
+		pthread_mutex_lock(&ip->lock);
+		reg = S_ISREG(ip->mode);
+		pthread_mutex_unlock(&ip->lock);
+
+		/* Shared over the whole file: no write or truncate changes the
+		 * map while we walk it, and no half-applied write is seen. */
+		if (reg)
+			rl_lock(&ip->rl, &r, 0, RL_EOF, false);
+		pthread_mutex_lock(&ip->lock);
+		ret = ser_inode(ip, out, &s);
+		pthread_mutex_unlock(&ip->lock);
+		if (reg)
+			rl_unlock(&ip->rl, &r);
+	}
+	pthread_mutex_unlock(&fs->ns_lock);
+
+	if (ret == 0 && rest.len) {
+		if (out->cap < out->len + rest.len) {
+			uint8_t *p = realloc(out->p, out->len + rest.len);
+
+			if (!p)
+				ret = -ENOMEM;
+			else {
+				out->p = p;
+				out->cap = out->len + rest.len;
+			}
+		}
+		if (ret == 0) {
+			memcpy(out->p + out->len, rest.p, rest.len);
+			out->len += rest.len;
+		}
+	}
+	free(v);
+	free(s.csums);
+	log_buf_free(&rest);
+	return ret;
+}
+
+/* One contiguous run of @want metadata blocks.  Short runs the allocator
+ * hands out are held (so the next try finds another run) and given back. */
+static int ckpt_alloc(struct tfs *fs, uint64_t want, uint64_t *blk)
+{
+	struct { uint64_t blk, n; } held[CKPT_ALLOC_TRIES];
+	int nheld = 0, ret = -ENOSPC;
+
+	for (int i = 0; i < CKPT_ALLOC_TRIES; i++) {
+		uint64_t b, got;
+
+		if (alloc_get(fs->alloc, want, 0, ALLOC_META, &b, &got) < 0)
+			break;
+		if (got == want) {
+			*blk = b;
+			ret = 0;
+			break;
+		}
+		held[nheld].blk = b;
+		held[nheld].n = got;
+		nheld++;
+	}
+	for (int i = 0; i < nheld; i++)
+		alloc_put(fs->alloc, held[i].blk, held[i].n);
+	return ret;
+}
+
+static int write_blocks(struct mirror *m, uint64_t blk, const uint8_t *buf, uint64_t n)
+{
+	for (uint64_t off = 0; off < n; off += CKPT_IO_BLOCKS) {
+		uint32_t k = (uint32_t)(n - off < CKPT_IO_BLOCKS ? n - off : CKPT_IO_BLOCKS);
+		int ret = mirror_write(m, blk + off, buf + off * TFS_BLOCK_SIZE, k);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Write the superblock to every healthy device.  A device whose write fails
+ * is failed (its copy is stale).  Returns the number of devices written. */
+static unsigned write_supers(struct tfs *fs)
+{
+	struct super sb = fs->sb;
+	unsigned ok = 0;
+
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		struct dev *d = fs->mirror.devs[i];
+		int ret;
+
+		if (!d || atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		sb.dev_index = i;
+		memcpy(sb.dev_uuid, sb.dev_uuids[i], sizeof(sb.dev_uuid));
+		ret = super_write_dev(fs->mirror.be, d, &sb);
+		if (ret < 0)
+			mirror_fail_dev(&fs->mirror, i, ret);
+		else
+			ok++;
+	}
+	return ok;
+}
+
+/* Device state and counters into fs->sb.  Returns true if it changed the
+ * set of stale devices. */
+static bool fill_dev_state(struct tfs *fs)
+{
+	bool changed = false;
+
+	for (unsigned i = 0; i < fs->mirror.ndevs && i < DEV_MAX; i++) {
+		const struct mirror_counters *c = &fs->mirror.ctr[i];
+		struct super_devstats *st = &fs->sb.stats[i];
+		uint32_t stale = atomic_load(&fs->mirror.state[i]) != MDEV_OK;
+
+		if (fs->sb.dev_state[i] != stale)
+			changed = true;
+		fs->sb.dev_state[i] = stale;
+		st->read_err = atomic_load(&c->read_err);
+		st->write_err = atomic_load(&c->write_err);
+		st->flush_err = atomic_load(&c->flush_err);
+		st->csum_err = atomic_load(&c->csum_err);
+		st->repaired = atomic_load(&c->repaired);
+		st->unrecoverable = atomic_load(&c->unrecoverable);
+	}
+	return changed;
+}
+
+int ckpt_write(struct tfs *fs)
+{
+	struct log_buf lb;
+	uint64_t seq, pos, payload, table, total, start = 0;
+	uint64_t prev_start, prev_blocks;
+	struct super old;
+	uint8_t *buf = NULL;
+	int ret;
+
+	log_buf_init(&lb);
+	pthread_mutex_lock(&fs->ckpt_mu);
+
+	/* Everything <= seq is applied in memory and durable; records after it
+	 * stay in the log from pos on and are replayed over the checkpoint
+	 * (state records: re-applying one the checkpoint already holds is
+	 * harmless). */
+	ret = log_barrier(fs->log, &seq, &pos);
+	if (ret < 0)
+		goto out;
+	ret = ckpt_serialize(fs, &lb);
+	if (ret < 0)
+		goto out;
+
+	payload = div_up(lb.len, TFS_BLOCK_SIZE);
+	table = div_up(payload * 8, TFS_BLOCK_SIZE);
+	total = table + payload;
+	if (total == 0) {	/* there is always a root directory */
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = ckpt_alloc(fs, total, &start);
+	if (ret < 0)
+		goto out;
+	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, total * TFS_BLOCK_SIZE)) {
+		ret = -ENOMEM;
+		goto out_put;
+	}
+	memset(buf, 0, total * TFS_BLOCK_SIZE);
+	memcpy(buf + table * TFS_BLOCK_SIZE, lb.p, lb.len);
+	for (uint64_t i = 0; i < payload; i++) {
+		uint64_t phys = start + table + i;
+
+		le64_put(buf + i * 8,
+			 csum_block(buf + (table + i) * TFS_BLOCK_SIZE, phys));
+	}
+
+	ret = write_blocks(&fs->mirror, start, buf, total);
+	if (ret < 0)
+		goto out_put;
+	/* The checkpoint (and every data block the metadata in it points to)
+	 * must be durable before any superblock points at it. */
+	ret = mirror_flush(&fs->mirror);
+	if (ret < 0)
+		goto out_put;
+
+	old = fs->sb;
+	prev_start = fs->sb.ckpt_start;
+	prev_blocks = fs->sb.ckpt_blocks;
+	fs->sb.ckpt_start = start;
+	fs->sb.ckpt_blocks = total;
+	fs->sb.ckpt_bytes = lb.len;
+	fs->sb.ckpt_table_csum = csum_buf(buf, table * TFS_BLOCK_SIZE, ckpt_table_seed(&fs->sb));
+	fs->sb.ckpt_seq = seq;
+	fs->sb.log_head_pos = pos;
+	fs->sb.log_head_seq = seq + 1;
+	fs->sb.next_ino = atomic_load(&fs->next_ino);
+
+	/* A device that fails while we write the superblocks must be recorded
+	 * as stale in a newer superblock on the others, or a later mount could
+	 * take its old (same-generation) copy for a healthy one. */
+	for (int round = 0; ; round++) {
+		bool changed = fill_dev_state(fs);
+		unsigned ok;
+
+		if (round > 0 && !changed)
+			break;
+		if (round > DEV_MAX) {
+			ret = -EIO;
+			break;
+		}
+		fs->sb.generation++;
+		ok = write_supers(fs);
+		/* The superblock is the commit point: make it durable before
+		 * the log space and the old checkpoint are reused. */
+		if (ok)
+			mirror_flush(&fs->mirror);
+		if (!ok || mirror_healthy(&fs->mirror) == 0) {
+			ret = -EIO;
+			break;
+		}
+	}
+	if (ret < 0) {
+		/* No device took the new superblock; the old checkpoint remains
+		 * the durable one, so keep its blocks and drop the new ones. */
+		fs->sb = old;
+		goto out_put;
+	}
+
+	log_set_head(fs->log, pos, seq + 1);
+	if (prev_blocks)
+		alloc_put(fs->alloc, prev_start, prev_blocks);
+	goto out;
+
+out_put:
+	alloc_put(fs->alloc, start, total);
+out:
+	pthread_mutex_unlock(&fs->ckpt_mu);
+	free(buf);
+	log_buf_free(&lb);
+	return ret;
+}
+
+/* ---- load ---- */
+
+struct load_ctx {
+	struct tfs *fs;
+	struct meta_tx drops;	/* ignored: the allocator is rebuilt after load */
+};
+
+static int load_rec(void *ctx, const struct log_rec *r)
+{
+	struct load_ctx *lc = ctx;
+
+	return meta_apply(lc->fs, r, &lc->drops);
+}
+
+int ckpt_load(struct tfs *fs)
+{
+	const struct super *sb = &fs->sb;
+	uint64_t table, payload, *csums = NULL;
+	uint8_t *tbuf = NULL, *pbuf = NULL;
+	struct load_ctx lc = { .fs = fs };
+	int ret = -EUCLEAN;
+
+	if (sb->ckpt_blocks == 0)
+		return 0;
+	payload = div_up(sb->ckpt_bytes, TFS_BLOCK_SIZE);
+	table = div_up(payload * 8, TFS_BLOCK_SIZE);
+	if (table + payload != sb->ckpt_blocks || sb->ckpt_start < sb->data_start ||
+	    sb->ckpt_start + sb->ckpt_blocks > sb->total_blocks ||
+	    table > UINT32_MAX)
+		return -EUCLEAN;
+
+	if (posix_memalign((void **)&tbuf, TFS_BLOCK_SIZE, table * TFS_BLOCK_SIZE) ||
+	    posix_memalign((void **)&pbuf, TFS_BLOCK_SIZE, payload * TFS_BLOCK_SIZE) ||
+	    !(csums = malloc(payload * sizeof(*csums)))) {
+		ret = -ENOMEM;
+		goto out;
+	}
+
+	/* The table is checked as a whole against the superblock; take the
+	 * first healthy copy that verifies. */
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		if (!fs->mirror.devs[i] || atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		if (mirror_read_dev(&fs->mirror, i, sb->ckpt_start, tbuf, (uint32_t)table) < 0)
+			continue;
+		if (csum_buf(tbuf, table * TFS_BLOCK_SIZE, ckpt_table_seed(sb)) ==
+		    sb->ckpt_table_csum) {
+			ret = 0;
+			break;
+		}
+	}
+	if (ret < 0)
+		goto out;
+	for (uint64_t i = 0; i < payload; i++)
+		csums[i] = le64_get(tbuf + i * 8);
+
+	for (uint64_t off = 0; off < payload; off += CKPT_IO_BLOCKS) {
+		uint32_t k = (uint32_t)(payload - off < CKPT_IO_BLOCKS ? payload - off
+							       : CKPT_IO_BLOCKS);
+
+		ret = mirror_read(&fs->mirror, sb->ckpt_start + table + off,
+				  pbuf + off * TFS_BLOCK_SIZE, k, csums + off, NULL);
+		if (ret < 0)
+			goto out;
+	}
+
+	meta_tx_init(&lc.drops);
+	ret = log_decode(pbuf, sb->ckpt_bytes, load_rec, &lc);
+	meta_tx_free(&lc.drops);
+	if (ret > 0)
+		ret = -EUCLEAN;
+out:
+	free(csums);
+	free(tbuf);
+	free(pbuf);
+	return ret;
+}
