@@ -1,1 +1,660 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * alloc: the free-space allocator of the data area.
+ *
+ * Owns the in-memory block map: one bit per block (set = at least one
+ * reference), a per-group hash of the extra references of shared blocks,
+ * the allocation groups (lock, free count, cursor) and the list of deferred
+ * frees.  Nothing here is persistent; mount rebuilds it with alloc_use().
+ *
+ * Groups start at multiples of 64 blocks, so every bitmap word belongs to
+ * exactly one group and that group's lock protects it.  Scans skip whole
+ * words (all-used or all-free) so a nearly full 1 TiB area is not walked bit
+ * by bit.
+ *
+ * The global free count is an atomic that alloc_get() decrements *before*
+ * searching (a reservation of at most the request), so the reserve check and
+ * the count are exact under concurrency and a search that holds a
+ * reservation always finds at least one free block.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+
+#define AG_MIN_BLOCKS 32768u
+#define AG_MAX 8u
+#define RUN_UNKNOWN UINT64_MAX
+
+/* Extra references (count - 1) of one shared block; key = blk + 1, 0 = empty. */
+struct ref_ent {
+	uint64_t key;
+	uint32_t extra;
+};
+
+struct ag {
+	pthread_mutex_t mu;
+	/* Everything below, and the bitmap words of [gstart, gend), under mu. */
+	uint64_t gstart, gend;		/* block offsets relative to the area start */
+	uint64_t free;
+	uint64_t cursor;		/* next search starts here */
+	uint64_t maxrun;		/* upper bound of the longest free run; reset on frees */
+	struct ref_ent *refs;		/* open addressing, linear probing */
+	uint64_t nrefs, refcap;		/* refcap is 0 or a power of two */
+} __attribute__((aligned(64)));
+
+struct defer_ent {
+	uint64_t blk, n, seq;
+};
+
+struct alloc {
+	uint64_t start, end, total, reserve;
+	uint64_t *bm;			/* bit i = block start + i is used */
+	unsigned ngroups;
+	uint64_t gsize;			/* blocks per group but the last */
+	_Atomic uint64_t nfree;		/* free blocks minus outstanding reservations */
+	_Atomic uint64_t errors;	/* double frees, out-of-range puts */
+
+	pthread_mutex_t defer_mu;
+	/* under defer_mu */
+	struct defer_ent *defer;
+	size_t ndefer, defercap;
+
+	struct ag groups[];
+};
+
+/* ---- bitmap ---- */
+
+static inline uint64_t word_mask(uint64_t from, uint64_t to)
+{
+	/* bits [from & 63, to - (from & ~63)) of the word holding @from; to > from */
+	uint64_t lo = from & 63, hi = to - (from & ~63ull);
+	uint64_t m = ~0ull << lo;
+	if (hi < 64)
+		m &= (1ull << hi) - 1;
+	return m;
+}
+
+/* First clear bit in [pos, end), or end. */
+static uint64_t bm_next_zero(const uint64_t *bm, uint64_t pos, uint64_t end)
+{
+	while (pos < end) {
+		uint64_t w = pos >> 6;
+		uint64_t bits = ~bm[w] & (~0ull << (pos & 63));
+		if (bits) {
+			uint64_t r = (w << 6) + (uint64_t)__builtin_ctzll(bits);
+			return r < end ? r : end;
+		}
+		pos = (w + 1) << 6;
+	}
+	return end;
+}
+
+/* First set bit in [pos, end), or end. */
+static uint64_t bm_next_one(const uint64_t *bm, uint64_t pos, uint64_t end)
+{
+	while (pos < end) {
+		uint64_t w = pos >> 6;
+		uint64_t bits = bm[w] & (~0ull << (pos & 63));
+		if (bits) {
+			uint64_t r = (w << 6) + (uint64_t)__builtin_ctzll(bits);
+			return r < end ? r : end;
+		}
+		pos = (w + 1) << 6;
+	}
+	return end;
+}
+
+/* Last set bit in [lo, pos) plus one, or lo: the start of the free run ending at pos. */
+static uint64_t bm_prev_one_end(const uint64_t *bm, uint64_t lo, uint64_t pos)
+{
+	while (pos > lo) {
+		uint64_t w = (pos - 1) >> 6;
+		uint64_t bits = bm[w];
+		uint64_t top = pos - (w << 6);	/* 1..64 bits of this word are below pos */
+		if (top < 64)
+			bits &= (1ull << top) - 1;
+		if (bits) {
+			uint64_t r = (w << 6) + 64 - (uint64_t)__builtin_clzll(bits);
+			return r > lo ? r : lo;
+		}
+		pos = w << 6;
+	}
+	return lo;
+}
+
+static void bm_set(uint64_t *bm, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		uint64_t m = word_mask(from, to);
+		bm[from >> 6] |= m;
+		from = ((from >> 6) + 1) << 6;
+	}
+}
+
+/* ---- extra reference table (per group, under its lock) ---- */
+
+static inline uint64_t ref_hash(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return key;
+}
+
+static struct ref_ent *ref_find(struct ag *g, uint64_t blk)
+{
+	if (!g->nrefs)
+		return NULL;
+	uint64_t key = blk + 1, mask = g->refcap - 1;
+	for (uint64_t i = ref_hash(key) & mask;; i = (i + 1) & mask) {
+		if (g->refs[i].key == key)
+			return &g->refs[i];
+		if (!g->refs[i].key)
+			return NULL;
+	}
+}
+
+static void ref_insert_slot(struct ref_ent *tab, uint64_t cap, uint64_t key, uint32_t extra)
+{
+	uint64_t mask = cap - 1;
+	uint64_t i = ref_hash(key) & mask;
+	while (tab[i].key)
+		i = (i + 1) & mask;
+	tab[i].key = key;
+	tab[i].extra = extra;
+}
+
+/* Make room for @more new keys at load <= 1/2.  0 or -ENOMEM. */
+static int ref_reserve(struct ag *g, uint64_t more)
+{
+	uint64_t need = g->nrefs + more;
+	if (need * 2 <= g->refcap)
+		return 0;
+	uint64_t cap = g->refcap ? g->refcap : 16;
+	while (cap < need * 2)
+		cap *= 2;
+	struct ref_ent *tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < g->refcap; i++)
+		if (g->refs[i].key)
+			ref_insert_slot(tab, cap, g->refs[i].key, g->refs[i].extra);
+	free(g->refs);
+	g->refs = tab;
+	g->refcap = cap;
+	return 0;
+}
+
+/* Caller has reserved room. */
+static void ref_inc(struct ag *g, uint64_t blk)
+{
+	struct ref_ent *e = ref_find(g, blk);
+	if (e) {
+		if (e->extra < UINT32_MAX - 1)
+			e->extra++;
+		return;
+	}
+	ref_insert_slot(g->refs, g->refcap, blk + 1, 1);
+	g->nrefs++;
+}
+
+/* Remove slot @e with backward-shift deletion (keeps probe chains intact). */
+static void ref_remove(struct ag *g, struct ref_ent *e)
+{
+	uint64_t mask = g->refcap - 1;
+	uint64_t i = (uint64_t)(e - g->refs), j = i;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!g->refs[j].key)
+			break;
+		uint64_t home = ref_hash(g->refs[j].key) & mask;
+		/* may j's entry move to i?  Only if home is not in (i, j] cyclically. */
+		bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (between)
+			continue;
+		g->refs[i] = g->refs[j];
+		i = j;
+	}
+	g->refs[i].key = 0;
+	g->refs[i].extra = 0;
+	g->nrefs--;
+}
+
+/* ---- groups ---- */
+
+static unsigned group_of(const struct alloc *a, uint64_t off)
+{
+	uint64_t gi = off / a->gsize;
+	return gi >= a->ngroups ? a->ngroups - 1 : (unsigned)gi;
+}
+
+/*
+ * Find a free run of @want in @g starting the search at the cursor and
+ * wrapping.  Returns want (run at *rs) or, when there is none, the longest
+ * run (possibly 0) and records it as the group's maxrun.  Under g->mu.
+ */
+static uint64_t group_search(struct alloc *a, struct ag *g, uint64_t want, uint64_t *rs)
+{
+	uint64_t best = 0, bs = 0;
+	uint64_t from[2] = { g->cursor, g->gstart }, limit[2] = { g->gend, g->cursor };
+
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t pos = from[pass];
+		while (pos < limit[pass]) {
+			uint64_t z = bm_next_zero(a->bm, pos, limit[pass]);
+			if (z >= limit[pass])
+				break;
+			uint64_t cap = g->gend - z < want ? g->gend : z + want;
+			uint64_t o = bm_next_one(a->bm, z, cap);
+			if (o - z >= want) {
+				*rs = z;
+				return want;
+			}
+			if (o - z > best) {
+				best = o - z;
+				bs = z;
+			}
+			pos = o;
+		}
+	}
+	g->maxrun = best;
+	*rs = bs;
+	return best;
+}
+
+/* Mark [rs, rs+n) used (all free) in group @g.  Under g->mu. */
+static void group_take(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
+{
+	bm_set(a->bm, rs, rs + n);
+	g->free -= n;
+	g->cursor = rs + n < g->gend ? rs + n : g->gstart;
+}
+
+static uint64_t group_bound(struct ag *g)
+{
+	return g->maxrun < g->free ? g->maxrun : g->free;
+}
+
+/*
+ * A run of @want across group boundaries (only when no group holds one by
+ * itself: large requests such as checkpoints).  Takes every group lock in
+ * ascending order.  Returns 0 and the run start, or -ENOSPC.
+ */
+static int search_across(struct alloc *a, uint64_t want, uint64_t *rs)
+{
+	int ret = -ENOSPC;
+	uint64_t open = 0, ostart = 0;
+
+	for (unsigned i = 0; i < a->ngroups; i++)
+		pthread_mutex_lock(&a->groups[i].mu);
+	for (unsigned i = 0; i < a->ngroups; i++) {
+		struct ag *g = &a->groups[i];
+		if (!open)
+			ostart = g->gstart;
+		uint64_t head = bm_next_one(a->bm, g->gstart, g->gend) - g->gstart;
+		if (open + head >= want) {
+			*rs = ostart;
+			ret = 0;
+			break;
+		}
+		if (head == g->gend - g->gstart) {
+			open += head;
+			continue;
+		}
+		ostart = bm_prev_one_end(a->bm, g->gstart, g->gend);
+		open = g->gend - ostart;
+	}
+	if (!ret) {
+		uint64_t pos = *rs, end = *rs + want;
+		while (pos < end) {
+			struct ag *g = &a->groups[group_of(a, pos)];
+			uint64_t e = g->gend < end ? g->gend : end;
+			group_take(a, g, pos, e - pos);
+			pos = e;
+		}
+	}
+	for (unsigned i = a->ngroups; i-- > 0;)
+		pthread_mutex_unlock(&a->groups[i].mu);
+	return ret;
+}
+
+/* ---- API ---- */
+
+int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out)
+{
+	if (end <= start)
+		return -EINVAL;
+	uint64_t total = end - start;
+	unsigned ng = total / AG_MIN_BLOCKS > AG_MAX ? AG_MAX : (unsigned)(total / AG_MIN_BLOCKS);
+	if (!ng)
+		ng = 1;
+
+	struct alloc *a = calloc(1, sizeof(*a) + ng * sizeof(struct ag));
+	if (!a)
+		return -ENOMEM;
+	uint64_t nwords = (total + 63) / 64;
+	a->bm = calloc(nwords, sizeof(uint64_t));
+	if (!a->bm) {
+		free(a);
+		return -ENOMEM;
+	}
+	/* Bits past the end read as used so word scans need no special tail. */
+	if (total & 63)
+		a->bm[nwords - 1] = ~0ull << (total & 63);
+
+	a->start = start;
+	a->end = end;
+	a->total = total;
+	a->reserve = reserve;
+	a->ngroups = ng;
+	a->gsize = ng > 1 ? (total / ng) & ~63ull : total;
+	atomic_init(&a->nfree, total);
+	atomic_init(&a->errors, 0);
+	pthread_mutex_init(&a->defer_mu, NULL);
+	for (unsigned i = 0; i < ng; i++) {
+		struct ag *g = &a->groups[i];
+		pthread_mutex_init(&g->mu, NULL);
+		g->gstart = i * a->gsize;
+		g->gend = i + 1 == ng ? total : (i + 1) * a->gsize;
+		g->free = g->gend - g->gstart;
+		g->cursor = g->gstart;
+		g->maxrun = RUN_UNKNOWN;
+	}
+	*out = a;
+	return 0;
+}
+
+void alloc_destroy(struct alloc *a)
+{
+	if (!a)
+		return;
+	for (unsigned i = 0; i < a->ngroups; i++) {
+		pthread_mutex_destroy(&a->groups[i].mu);
+		free(a->groups[i].refs);
+	}
+	pthread_mutex_destroy(&a->defer_mu);
+	free(a->defer);
+	free(a->bm);
+	free(a);
+}
+
+/* Take up to @want from the free count, honouring the reserve for data. */
+static uint64_t reserve_count(struct alloc *a, uint64_t want, int kind)
+{
+	uint64_t f = atomic_load(&a->nfree), take;
+	do {
+		uint64_t floor = kind == ALLOC_META ? 0 : a->reserve;
+		if (f <= floor)
+			return 0;
+		take = f - floor < want ? f - floor : want;
+	} while (!atomic_compare_exchange_weak(&a->nfree, &f, f - take));
+	return take;
+}
+
+int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
+	      uint64_t *blk, uint64_t *got)
+{
+	if (!want)
+		return -EINVAL;
+	uint64_t take = reserve_count(a, want, kind);
+	if (!take)
+		return -ENOSPC;
+
+	unsigned first = (unsigned)(hint % a->ngroups);
+	uint64_t rs = 0, n = 0;
+
+	/* 1: a full run, hint group first. */
+	for (unsigned k = 0; k < a->ngroups && !n; k++) {
+		struct ag *g = &a->groups[(first + k) % a->ngroups];
+		pthread_mutex_lock(&g->mu);
+		if (group_bound(g) >= take && group_search(a, g, take, &rs) == take) {
+			group_take(a, g, rs, take);
+			n = take;
+		}
+		pthread_mutex_unlock(&g->mu);
+	}
+	/* 2: a full run spanning groups. */
+	if (!n && take > 1 && a->ngroups > 1 && search_across(a, take, &rs) == 0)
+		n = take;
+	/*
+	 * 3: the longest run of the group with the best bound.  Our reservation
+	 * guarantees a free block exists, so some bound is >= 1; each failed
+	 * try lowers a bound to the truth, so this ends.
+	 */
+	while (!n) {
+		struct ag *best = NULL;
+		uint64_t bb = 0;
+		for (unsigned k = 0; k < a->ngroups; k++) {
+			struct ag *g = &a->groups[(first + k) % a->ngroups];
+			pthread_mutex_lock(&g->mu);
+			uint64_t b = group_bound(g);
+			pthread_mutex_unlock(&g->mu);
+			if (b > bb) {
+				bb = b;
+				best = g;
+			}
+		}
+		if (!best)
+			break;
+		pthread_mutex_lock(&best->mu);
+		n = group_search(a, best, take, &rs);
+		if (n)
+			group_take(a, best, rs, n);
+		pthread_mutex_unlock(&best->mu);
+	}
+	if (n < take)
+		atomic_fetch_add(&a->nfree, take - n);
+	if (!n)
+		return -ENOSPC;
+	*blk = a->start + rs;
+	*got = n;
+	return 0;
+}
+
+int alloc_use(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	if (blk < a->start || blk > a->end || n > a->end - blk)
+		return -EINVAL;
+	uint64_t pos = blk - a->start, end = pos + n;
+
+	while (pos < end) {
+		struct ag *g = &a->groups[group_of(a, pos)];
+		uint64_t gend = g->gend < end ? g->gend : end;
+
+		pthread_mutex_lock(&g->mu);
+		uint64_t shared = 0;
+		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6)
+			shared += (uint64_t)__builtin_popcountll(a->bm[p >> 6] & word_mask(p, gend));
+		int ret = shared ? ref_reserve(g, shared) : 0;
+		if (ret) {
+			pthread_mutex_unlock(&g->mu);
+			return ret;
+		}
+		uint64_t newly = 0;
+		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
+			uint64_t m = word_mask(p, gend), *w = &a->bm[p >> 6];
+			uint64_t used = *w & m;
+			newly += (uint64_t)__builtin_popcountll(~*w & m);
+			*w |= m;
+			while (used) {
+				ref_inc(g, a->start + ((p & ~63ull) | (uint64_t)__builtin_ctzll(used)));
+				used &= used - 1;
+			}
+		}
+		g->free -= newly;
+		pthread_mutex_unlock(&g->mu);
+		atomic_fetch_sub(&a->nfree, newly);
+		pos = gend;
+	}
+	return 0;
+}
+
+void alloc_put(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	if (blk < a->start || blk > a->end || n > a->end - blk) {
+		atomic_fetch_add(&a->errors, 1);
+		return;
+	}
+	uint64_t pos = blk - a->start, end = pos + n;
+
+	while (pos < end) {
+		struct ag *g = &a->groups[group_of(a, pos)];
+		uint64_t gend = g->gend < end ? g->gend : end;
+		uint64_t freed = 0, bad = 0;
+
+		pthread_mutex_lock(&g->mu);
+		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
+			uint64_t m = word_mask(p, gend), *w = &a->bm[p >> 6];
+			uint64_t used = *w & m;
+			bad += (uint64_t)__builtin_popcountll(~*w & m);
+			if (!g->nrefs) {
+				/* Fast path: nothing shared in this group. */
+				*w &= ~used;
+				freed += (uint64_t)__builtin_popcountll(used);
+				continue;
+			}
+			while (used) {
+				uint64_t bit = (uint64_t)__builtin_ctzll(used);
+				used &= used - 1;
+				struct ref_ent *e = ref_find(g, a->start + ((p & ~63ull) | bit));
+				if (e) {
+					if (!--e->extra)
+						ref_remove(g, e);
+				} else {
+					*w &= ~(1ull << bit);
+					freed++;
+				}
+			}
+		}
+		if (freed) {
+			g->free += freed;
+			g->maxrun = RUN_UNKNOWN;
+		}
+		pthread_mutex_unlock(&g->mu);
+		atomic_fetch_add(&a->nfree, freed);
+		if (bad)
+			atomic_fetch_add(&a->errors, bad);
+		pos = gend;
+	}
+}
+
+uint32_t alloc_refs(struct alloc *a, uint64_t blk)
+{
+	if (blk < a->start || blk >= a->end)
+		return 0;
+	uint64_t off = blk - a->start;
+	struct ag *g = &a->groups[group_of(a, off)];
+	uint32_t r = 0;
+
+	pthread_mutex_lock(&g->mu);
+	if (a->bm[off >> 6] & (1ull << (off & 63))) {
+		struct ref_ent *e = ref_find(g, blk);
+		r = 1 + (e ? e->extra : 0);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return r;
+}
+
+int alloc_defer(struct alloc *a, uint64_t blk, uint64_t n, uint64_t seq)
+{
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&a->defer_mu);
+	if (a->ndefer == a->defercap) {
+		size_t cap = a->defercap ? a->defercap * 2 : 64;
+		struct defer_ent *d = realloc(a->defer, cap * sizeof(*d));
+		if (!d) {
+			pthread_mutex_unlock(&a->defer_mu);
+			return -ENOMEM;
+		}
+		a->defer = d;
+		a->defercap = cap;
+	}
+	a->defer[a->ndefer++] = (struct defer_ent){ blk, n, seq };
+	pthread_mutex_unlock(&a->defer_mu);
+	return 0;
+}
+
+/*
+ * Move the entries with seq <= @upto out of the list under the lock, then
+ * put them without it (alloc_put takes group locks; keeping the two locks
+ * apart means deferring never waits on allocation).
+ */
+static void release_upto(struct alloc *a, uint64_t upto)
+{
+	pthread_mutex_lock(&a->defer_mu);
+	size_t keep = 0, nrel = 0;
+	for (size_t i = 0; i < a->ndefer; i++)
+		nrel += a->defer[i].seq <= upto;
+	struct defer_ent *rel = nrel ? malloc(nrel * sizeof(*rel)) : NULL;
+	if (nrel && !rel) {
+		/* No memory for the side list: put under the lock instead. */
+		for (size_t i = 0; i < a->ndefer; i++) {
+			if (a->defer[i].seq <= upto)
+				alloc_put(a, a->defer[i].blk, a->defer[i].n);
+			else
+				a->defer[keep++] = a->defer[i];
+		}
+		a->ndefer = keep;
+		pthread_mutex_unlock(&a->defer_mu);
+		return;
+	}
+	nrel = 0;
+	for (size_t i = 0; i < a->ndefer; i++) {
+		if (a->defer[i].seq <= upto)
+			rel[nrel++] = a->defer[i];
+		else
+			a->defer[keep++] = a->defer[i];
+	}
+	a->ndefer = keep;
+	pthread_mutex_unlock(&a->defer_mu);
+
+	for (size_t i = 0; i < nrel; i++)
+		alloc_put(a, rel[i].blk, rel[i].n);
+	free(rel);
+}
+
+void alloc_release_durable(struct alloc *a, uint64_t durable_seq)
+{
+	release_upto(a, durable_seq);
+}
+
+void alloc_release_all(struct alloc *a)
+{
+	release_upto(a, UINT64_MAX);
+}
+
+uint64_t alloc_free_blocks(struct alloc *a)
+{
+	return atomic_load(&a->nfree);
+}
+
+uint64_t alloc_total_blocks(struct alloc *a)
+{
+	return a->total;
+}
+
+uint64_t alloc_reserve_blocks(struct alloc *a)
+{
+	return a->reserve;
+}
+
+uint64_t alloc_errors(struct alloc *a)
+{
+	return atomic_load(&a->errors);
+}
+
+uint64_t alloc_deferred_blocks(struct alloc *a)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&a->defer_mu);
+	for (size_t i = 0; i < a->ndefer; i++)
+		n += a->defer[i].n;
+	pthread_mutex_unlock(&a->defer_mu);
+	return n;
+}

@@ -17,6 +17,11 @@
  * is durable (alloc_release_durable), so a crash can never find them
  * overwritten while the durable metadata still points at them.
  *
+ * alloc_get() returns the full @want whenever a free run that long exists
+ * anywhere (hint group first, then the others, then across group
+ * boundaries), so checkpoints get contiguous space; otherwise the longest
+ * free run of one group.
+ *
  * A reserve (alloc_create's reserve) is kept for metadata (checkpoints):
  * ALLOC_DATA allocations fail with -ENOSPC before eating into it.
  *
@@ -35,7 +40,7 @@ int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **
 void alloc_destroy(struct alloc *a);
 
 /* Allocate between 1 and @want contiguous blocks (as many as a free run
- * near the hint gives); *blk/*got receive the run.  -ENOSPC when none. */
+ * near the hint gives); *blk and *got receive the run.  -ENOSPC when none. */
 int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 	      uint64_t *blk, uint64_t *got);
 /* Drop one reference from each block of the run; a block whose count
@@ -57,5 +62,10 @@ void alloc_release_all(struct alloc *a);
 uint64_t alloc_free_blocks(struct alloc *a);	/* includes the reserve */
 uint64_t alloc_total_blocks(struct alloc *a);
 uint64_t alloc_reserve_blocks(struct alloc *a);
+/* Puts of free blocks (double frees) and out-of-range puts, ignored but
+ * counted: nonzero means a reference-counting bug somewhere. */
+uint64_t alloc_errors(struct alloc *a);
+/* Blocks waiting in the deferred-free list. */
+uint64_t alloc_deferred_blocks(struct alloc *a);
 
 #endif
