@@ -86,7 +86,8 @@ void log_buf_free(struct log_buf *b);
 int log_buf_add(struct log_buf *b, const struct log_rec *r);
 
 /* Decode records from [p, p+len); calls cb for each (pointers in the record
- * point into p).  Stops and returns cb's nonzero value.  -EUCLEAN on any
+ * point into p: unaligned, names/targets not NUL-terminated, ext csums are
+ * n little-endian u64s to read with memcpy).  Stops and returns cb's nonzero value.  -EUCLEAN on any
  * malformed record (bounds, type, lengths); never reads outside [p, p+len). */
 typedef int (*log_rec_fn)(void *ctx, const struct log_rec *r);
 int log_decode(const void *p, size_t len, log_rec_fn cb, void *ctx);
@@ -106,7 +107,7 @@ struct log_geom {
 /*
  * Replay from the head: calls cb for every record of every valid chunk, in
  * order.  Reads each chunk from the first healthy device whose copy
- * verifies.  *end_pos/*next_seq get where the log ends (where the next
+ * verifies.  *end_pos and *next_seq get where the log ends (where the next
  * chunk goes and its first seq).  A record decode error inside a verified
  * chunk returns -EUCLEAN.
  */
@@ -117,7 +118,7 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
  * Open the log for appending at (pos, seq) with the given log_id; g->head_pos
  * is the durable head (space before it up to pos is in use).
  * on_durable(ctx, seq) is called after each commit (without log locks held)
- * with the newest durable seq.  on_pressure(ctx) is called (at most once per
+ * with the newest durable seq; calls are serialized and never decrease.  on_pressure(ctx) is called (at most once per
  * commit) when more than half the region is in use: the owner should write
  * a checkpoint.
  */
@@ -128,6 +129,8 @@ struct log_cbs {
 };
 int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t seq,
 	     const struct log_cbs *cbs, struct log **out);
+/* Frees the log without writing anything: commit first to keep pending
+ * records. */
 void log_close(struct log *l);
 
 /* Wait until the log has room (more than LOG_SLACK of the region free),
@@ -149,7 +152,19 @@ uint64_t log_last_seq(struct log *l);
 int log_barrier(struct log *l, uint64_t *seq, uint64_t *pos);
 /* The superblock now points at head (pos, seq): space before pos is free. */
 void log_set_head(struct log *l, uint64_t pos, uint64_t seq);
-/* Blocks in use between the durable head and the write position. */
+/* Blocks in use between the durable head and the write position, plus the
+ * blocks the not yet written chunks will take. */
 uint64_t log_used_blocks(struct log *l);
+
+/* Counters (monotonic since log_open), for tests and twinfs-ctl stats. */
+struct log_stats {
+	uint64_t appends;	/* transactions appended */
+	uint64_t commits;	/* log_commit/barrier calls that had to wait */
+	uint64_t chunks;	/* chunks written (one per group commit) */
+	uint64_t chunk_blocks;	/* blocks written in chunks */
+	uint64_t space_waits;	/* times log_wait_space slept */
+	uint64_t errors;	/* chunk writes that failed */
+};
+void log_get_stats(struct log *l, struct log_stats *st);
 
 #endif
