@@ -1,1 +1,1033 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * fs: the life cycle of a file system: format, mount (devices, superblocks,
+ * checkpoint, log replay, orphans, allocator rebuild), the background
+ * commit/checkpoint thread, unmount, and the whole-fs calls (statfs, syncfs,
+ * fsync).  Owns struct tfs's setup and teardown.
+ *
+ * Every error path of format and mount closes what it opened (a ladder of
+ * labels in reverse order of setup), writes one line naming the device into
+ * err, and has written nothing to the devices.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dir.h"
+#include "fs_i.h"
+
+#define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
+#define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
+#define FS_DEFAULT_COMMIT_MS 5000u
+#define FS_DEFAULT_BOUNCE 64u
+#define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
+
+__attribute__((format(printf, 3, 4)))
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void uuid_str(const uint8_t u[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	char *p = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
+}
+
+static int fill_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t r = getrandom(p, len, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+static int random_u64_nonzero(uint64_t *v)
+{
+	int ret;
+
+	do {
+		ret = fill_random(v, sizeof(*v));
+	} while (ret == 0 && *v == 0);
+	return ret;
+}
+
+/* ---- struct tfs ---- */
+
+static void fs_kick_bg(struct tfs *fs)
+{
+	pthread_mutex_lock(&fs->bg_mu);
+	fs->bg_want_ckpt = true;
+	pthread_cond_signal(&fs->bg_cv);
+	pthread_mutex_unlock(&fs->bg_mu);
+}
+
+static void cb_durable(void *ctx, uint64_t seq)
+{
+	struct tfs *fs = ctx;
+
+	alloc_release_durable(fs->alloc, seq);
+}
+
+static void cb_pressure(void *ctx)
+{
+	fs_kick_bg(ctx);
+}
+
+/* A device changed state: record it in the superblocks soon, so a device
+ * that missed writes is known to be stale after a crash. */
+static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
+{
+	fs_kick_bg(ctx);
+}
+
+static int fs_new(struct tfs **out)
+{
+	struct tfs *fs = calloc(1, sizeof(*fs));
+	pthread_condattr_t ca;
+	int ret;
+
+	if (!fs)
+		return -ENOMEM;
+	ret = fs_itable_init(fs);
+	if (ret < 0) {
+		free(fs);
+		return ret;
+	}
+	pthread_mutex_init(&fs->ns_lock, NULL);
+	pthread_mutex_init(&fs->ckpt_mu, NULL);
+	pthread_mutex_init(&fs->bg_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->bg_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	atomic_store(&fs->next_ino, TFS_ROOT_INO + 1);
+	*out = fs;
+	return 0;
+}
+
+/* Frees the in-memory fs (inodes, log, allocator, pool); devices and the
+ * backend are closed by the caller's ladder. */
+static void fs_free(struct tfs *fs)
+{
+	if (fs->log)
+		log_close(fs->log);
+	fs_itable_destroy(fs);
+	if (fs->bounce)
+		bounce_pool_destroy(fs->bounce);
+	if (fs->alloc)
+		alloc_destroy(fs->alloc);
+	pthread_cond_destroy(&fs->bg_cv);
+	pthread_mutex_destroy(&fs->bg_mu);
+	pthread_mutex_destroy(&fs->ckpt_mu);
+	pthread_mutex_destroy(&fs->ns_lock);
+	free(fs);
+}
+
+static void close_devs(struct dev **d, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (d[i])
+			dev_close(d[i]);
+		d[i] = NULL;
+	}
+}
+
+static uint64_t fs_reserve(uint64_t data_blocks)
+{
+	uint64_t r = data_blocks / 100;
+
+	if (r < FS_RESERVE_MIN)
+		r = FS_RESERVE_MIN;
+	if (r > data_blocks / 2)
+		r = data_blocks / 2;
+	return r;
+}
+
+static int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
+{
+	struct log_geom g = {
+		.start = fs->sb.log_start,
+		.nblocks = fs->sb.log_blocks,
+		.head_pos = fs->sb.log_head_pos,
+		.head_seq = fs->sb.log_head_seq,
+		.log_id = fs->sb.log_id,
+	};
+	struct log_cbs cbs = {
+		.on_durable = cb_durable,
+		.on_pressure = cb_pressure,
+		.ctx = fs,
+	};
+
+	return log_open(&fs->mirror, &g, pos, seq, &cbs, &fs->log);
+}
+
+static int backend_create(const char *name, const char *fault, struct dev_backend **out,
+			  char *err, size_t errlen)
+{
+	struct dev_backend *be, *fb;
+	int ret;
+
+	ret = dev_backend_create(name ? name : "auto", &be);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot create the %s I/O backend: %s",
+		       name ? name : "auto", strerror(-ret));
+		return ret;
+	}
+	if (fault) {
+		ret = dev_fault_create(be, &fb);
+		if (ret < 0) {
+			dev_backend_destroy(be);
+			seterr(err, errlen, "cannot create the fault backend: %s", strerror(-ret));
+			return ret;
+		}
+		be = fb;
+		ret = dev_fault_parse(be, fault);
+		if (ret < 0) {
+			dev_backend_destroy(be);
+			seterr(err, errlen, "invalid fault specification: %s", fault);
+			return ret;
+		}
+	}
+	*out = be;
+	return 0;
+}
+
+/* Identity of a path for "the same device twice": the device number for
+ * block devices, (st_dev, st_ino) for files.  -errno if it cannot be
+ * stat'ed (dev_open reports that). */
+static int dev_identity(const char *path, dev_t *dv, ino_t *ino)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		*dv = st.st_rdev;
+		*ino = 0;
+	} else {
+		*dv = st.st_dev;
+		*ino = st.st_ino;
+	}
+	return 0;
+}
+
+static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t errlen)
+{
+	uint64_t blocks = d->size / TFS_BLOCK_SIZE;
+
+	if (blocks < SUPER_MIN_BLOCKS) {
+		seterr(err, errlen, "%s: too small (%llu MiB; twinfs needs at least %u MiB)",
+		       d->path, (unsigned long long)(d->size >> 20),
+		       (unsigned)(((uint64_t)SUPER_MIN_BLOCKS * TFS_BLOCK_SIZE) >> 20));
+		return -ENOSPC;
+	}
+	if (blocks < *min_blocks)
+		*min_blocks = blocks;
+	return 0;
+}
+
+/* ---- format ---- */
+
+/* Refuse a device holding a file system unless forced. */
+static int format_probe(struct dev_backend *be, struct dev *d, bool force, void *buf,
+			char *err, size_t errlen)
+{
+	char why[256] = "";
+	struct super sb;
+	const char *name;
+	unsigned slot;
+	int ret;
+
+	if (force)
+		return 0;
+	ret = dev_pread(be, d, buf, FS_PROBE_BYTES, 0);
+	if (ret < 0) {
+		seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
+		return ret;
+	}
+	name = super_probe_foreign(buf, FS_PROBE_BYTES);
+	if (name) {
+		seterr(err, errlen, "%s: contains %s %s file system (use -f to overwrite)",
+		       d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
+		return -EEXIST;
+	}
+	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
+	if (ret != -ENOENT) {
+		seterr(err, errlen, "%s: contains a twinfs file system (use -f to overwrite)",
+		       d->path);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+/* The root directory of a new file system, applied like a replayed record. */
+static int format_root(struct tfs *fs, uint64_t now_ns)
+{
+	struct log_rec r;
+	struct meta_tx tx;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	r.type = LR_INODE;
+	r.inode.ino = TFS_ROOT_INO;
+	r.inode.parent = TFS_ROOT_INO;
+	r.inode.mode = S_IFDIR | 0755;
+	r.inode.uid = geteuid();
+	r.inode.gid = getegid();
+	r.inode.nlink = 2;
+	r.inode.gen = 1;
+	r.inode.atime_ns = r.inode.mtime_ns = r.inode.ctime_ns = r.inode.btime_ns =
+		(int64_t)now_ns;
+	meta_tx_init(&tx);
+	fs->replaying = true;
+	ret = meta_apply(fs, &r, &tx);
+	fs->replaying = false;
+	meta_tx_free(&tx);
+	return ret;
+}
+
+int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
+	       char *err, size_t errlen)
+{
+	static const struct tfs_format_opts defopts;
+	struct dev *d[DEV_MAX] = { 0 };
+	struct dev_backend *be = NULL;
+	struct tfs *fs = NULL;
+	uint64_t total = UINT64_MAX, zero_blocks;
+	void *buf = NULL;
+	struct timespec now;
+	int ret;
+
+	if (!o)
+		o = &defopts;
+	if (n == 0 || n > DEV_MAX) {
+		seterr(err, errlen, "need 1 to %d devices, got %u", DEV_MAX, n);
+		return -EINVAL;
+	}
+	if (o->label && strlen(o->label) >= sizeof(((struct super *)0)->label)) {
+		seterr(err, errlen, "label too long (at most %zu bytes)",
+		       sizeof(((struct super *)0)->label) - 1);
+		return -EINVAL;
+	}
+	/* Checked on the paths before opening: the exclusive lock dev_open
+	 * takes would turn the second open of one device into a vaguer EBUSY. */
+	for (unsigned i = 0; i < n; i++) {
+		dev_t di = 0, dj = 0;
+		ino_t ii = 0, ij = 0;
+
+		if (dev_identity(devs[i], &di, &ii) < 0)
+			continue;
+		for (unsigned j = 0; j < i; j++) {
+			if (dev_identity(devs[j], &dj, &ij) == 0 && di == dj && ii == ij) {
+				seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
+				return -EINVAL;
+			}
+		}
+	}
+
+	for (unsigned i = 0; i < n; i++) {
+		ret = dev_open(devs[i], false, &d[i], err, errlen);
+		if (ret < 0)
+			goto out_devs;
+		ret = size_check(d[i], &total, err, errlen);
+		if (ret < 0)
+			goto out_devs;
+	}
+	ret = backend_create(o->backend, NULL, &be, err, errlen);
+	if (ret < 0)
+		goto out_devs;
+	for (unsigned i = 0; i < n; i++) {
+		ret = dev_backend_attach(be, d[i]);
+		if (ret < 0) {
+			seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
+			       devs[i], strerror(-ret));
+			goto out_be;
+		}
+	}
+	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
+		ret = -ENOMEM;
+		seterr(err, errlen, "out of memory");
+		goto out_be;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ret = format_probe(be, d[i], o->force, buf, err, errlen);
+		if (ret < 0)
+			goto out_buf;
+	}
+
+	ret = fs_new(&fs);
+	if (ret < 0) {
+		seterr(err, errlen, "out of memory");
+		goto out_buf;
+	}
+	fs->be = be;
+	fs->ndevs = n;
+	memcpy(fs->devs, d, sizeof(d));
+	memset(&fs->sb, 0, sizeof(fs->sb));
+	super_layout(&fs->sb, total);
+	fs->sb.version = SUPER_VERSION;
+	fs->sb.block_size = TFS_BLOCK_SIZE;
+	fs->sb.ndevs = n;
+	ret = fill_random(fs->sb.fs_uuid, sizeof(fs->sb.fs_uuid));
+	for (unsigned i = 0; ret == 0 && i < n; i++)
+		ret = fill_random(fs->sb.dev_uuids[i], 16);
+	if (ret == 0)
+		ret = random_u64_nonzero(&fs->sb.log_id);
+	if (ret < 0) {
+		seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		goto out_fs;
+	}
+	if (o->label)
+		snprintf(fs->sb.label, sizeof(fs->sb.label), "%s", o->label);
+	clock_gettime(CLOCK_REALTIME, &now);
+	fs->sb.ctime_ns = (uint64_t)fs_ts_ns(now);
+	fs->sb.generation = 0;		/* ckpt_write makes it 1 */
+	fs->sb.state = SUPER_CLEAN;
+	fs->sb.log_head_pos = 0;
+	fs->sb.log_head_seq = 1;
+	fs->sb.next_ino = TFS_ROOT_INO + 1;
+
+	ret = mirror_init(&fs->mirror, be, d, n);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		goto out_fs;
+	}
+	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
+			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
+		goto out_fs;
+	}
+	ret = format_root(fs, (uint64_t)fs_ts_ns(now));
+	if (ret < 0) {
+		seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
+		goto out_fs;
+	}
+
+	/* Every check passed: from here on we write.  Clear the superblock
+	 * slots and reserved blocks (an older file system's superblock in the
+	 * slot we do not write would otherwise win by its generation), and the
+	 * start of the log (a foreign btrfs superblock lives there). */
+	zero_blocks = FS_ZERO_LOG_BLOCKS < fs->sb.log_blocks ? FS_ZERO_LOG_BLOCKS
+							      : fs->sb.log_blocks;
+	zero_blocks += fs->sb.log_start;
+	if (zero_blocks * TFS_BLOCK_SIZE > FS_PROBE_BYTES)
+		zero_blocks = FS_PROBE_BYTES / TFS_BLOCK_SIZE;
+	memset(buf, 0, FS_PROBE_BYTES);
+	ret = mirror_write(&fs->mirror, 0, buf, (uint32_t)zero_blocks);
+	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+		ret = -EIO;
+	if (ret < 0) {
+		seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
+		goto out_fs;
+	}
+	ret = fs_log_open(fs, 0, 1);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
+		goto out_fs;
+	}
+	/* The first checkpoint holds the root directory; it and superblock
+	 * generation 1 on every device are written and flushed by ckpt_write. */
+	ret = ckpt_write(fs);
+	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+		ret = -EIO;
+	if (ret < 0)
+		seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
+
+out_fs:
+	fs_free(fs);
+out_buf:
+	free(buf);
+out_be:
+	dev_backend_destroy(be);
+out_devs:
+	close_devs(d, n);
+	return ret;
+}
+
+/* ---- mount ---- */
+
+struct apply_ctx {
+	struct tfs *fs;
+	struct meta_tx drops;	/* ignored: the allocator is rebuilt after replay */
+};
+
+static int replay_rec(void *ctx, const struct log_rec *r)
+{
+	struct apply_ctx *ac = ctx;
+
+	return meta_apply(ac->fs, r, &ac->drops);
+}
+
+static int collect_all(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
+{
+	struct tfs_inode **v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_rwlock_rdlock(&fs->itable_lock);
+	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
+		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 256;
+				struct tfs_inode **nv = realloc(v, nc * sizeof(*v));
+
+				if (!nv) {
+					pthread_rwlock_unlock(&fs->itable_lock);
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = ip;
+		}
+	}
+	pthread_rwlock_unlock(&fs->itable_lock);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		   const struct extent_ent *ents)
+{
+	struct tfs *fs = ctx;
+
+	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
+}
+
+/* Unlinked inodes that were still open at the crash: delete them now (not
+ * logged: the checkpoint written at the end of mount records it). Then
+ * mark every block the metadata references, and the checkpoint's. */
+static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
+{
+	struct tfs_inode **v = NULL;
+	struct apply_ctx ac = { .fs = fs };
+	uint64_t max_ino = TFS_ROOT_INO;
+	size_t n = 0;
+	int ret;
+
+	ret = collect_all(fs, &v, &n);
+	if (ret < 0)
+		goto nomem;
+	meta_tx_init(&ac.drops);
+	for (size_t i = 0; i < n; i++) {
+		struct log_rec r = { .type = LR_INODE_DEL };
+
+		if (v[i]->nlink != 0 || v[i]->ino == TFS_ROOT_INO)
+			continue;
+		r.del.ino = v[i]->ino;
+		ret = meta_apply(fs, &r, &ac.drops);
+		if (ret < 0) {
+			meta_tx_free(&ac.drops);
+			free(v);
+			seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
+			       (unsigned long long)r.del.ino, strerror(-ret));
+			return ret;
+		}
+	}
+	meta_tx_free(&ac.drops);
+	free(v);
+
+	if (!fs_iget(fs, TFS_ROOT_INO)) {
+		seterr(err, errlen, "%s: metadata has no root directory",
+		       fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
+		return -EUCLEAN;
+	}
+	ret = collect_all(fs, &v, &n);
+	if (ret < 0)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		struct tfs_inode *ip = v[i];
+
+		if (ip->ino > max_ino)
+			max_ino = ip->ino;
+		if (!S_ISREG(ip->mode))
+			continue;
+		ret = extent_walk(&ip->map, 0, EXTENT_MAX_FBLK, use_run, fs);
+		if (ret < 0) {
+			free(v);
+			seterr(err, errlen, "inode %llu maps a block outside the data area",
+			       (unsigned long long)ip->ino);
+			return -EUCLEAN;
+		}
+	}
+	free(v);
+	if (atomic_load(&fs->next_ino) <= max_ino)
+		atomic_store(&fs->next_ino, max_ino + 1);
+	if (fs->sb.ckpt_blocks) {
+		ret = alloc_use(fs->alloc, fs->sb.ckpt_start, fs->sb.ckpt_blocks);
+		if (ret < 0) {
+			seterr(err, errlen, "checkpoint lies outside the data area");
+			return -EUCLEAN;
+		}
+	}
+	return 0;
+nomem:
+	seterr(err, errlen, "out of memory");
+	return ret;
+}
+
+static void *bg_main(void *arg)
+{
+	struct tfs *fs = arg;
+	struct timespec due;
+
+	clock_gettime(CLOCK_MONOTONIC, &due);
+	pthread_mutex_lock(&fs->bg_mu);
+	while (!fs->bg_stop) {
+		struct timespec now;
+		bool ckpt, commit;
+
+		due.tv_sec += fs->commit_ms / 1000;
+		due.tv_nsec += (long)(fs->commit_ms % 1000) * 1000000;
+		if (due.tv_nsec >= 1000000000) {
+			due.tv_sec++;
+			due.tv_nsec -= 1000000000;
+		}
+		while (!fs->bg_stop && !fs->bg_want_ckpt &&
+		       pthread_cond_timedwait(&fs->bg_cv, &fs->bg_mu, &due) == 0)
+			;
+		if (fs->bg_stop)
+			break;
+		ckpt = fs->bg_want_ckpt;
+		fs->bg_want_ckpt = false;
+		pthread_mutex_unlock(&fs->bg_mu);
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		commit = now.tv_sec > due.tv_sec ||
+			 (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec);
+		if (ckpt)
+			ckpt_write(fs);
+		else if (commit)
+			log_commit(fs->log, UINT64_MAX);
+		if (!commit) {
+			/* woken early: keep the same deadline */
+			due.tv_sec -= fs->commit_ms / 1000;
+			due.tv_nsec -= (long)(fs->commit_ms % 1000) * 1000000;
+			if (due.tv_nsec < 0) {
+				due.tv_sec--;
+				due.tv_nsec += 1000000000;
+			}
+		} else {
+			clock_gettime(CLOCK_MONOTONIC, &due);
+		}
+		pthread_mutex_lock(&fs->bg_mu);
+	}
+	pthread_mutex_unlock(&fs->bg_mu);
+	return NULL;
+}
+
+static void bg_stop(struct tfs *fs)
+{
+	if (!fs->bg_running)
+		return;
+	pthread_mutex_lock(&fs->bg_mu);
+	fs->bg_stop = true;
+	pthread_cond_signal(&fs->bg_cv);
+	pthread_mutex_unlock(&fs->bg_mu);
+	pthread_join(fs->bg_thread, NULL);
+	fs->bg_running = false;
+}
+
+/* Read and cross-check the superblocks of the opened devices, place them
+ * by dev_index into mdevs and decide each slot's state. */
+static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
+			struct dev **mdevs, int *state, char *err, size_t errlen)
+{
+	struct super *sbs = calloc(o->ndevs, sizeof(*sbs));
+	const char *paths[DEV_MAX] = { 0 };
+	int first = -1, newest = -1, ret = 0;
+	char u[37];
+
+	if (!sbs) {
+		seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		char why[200] = "";
+		unsigned slot;
+
+		if (!opened[i])
+			continue;
+		ret = super_read_dev(fs->be, opened[i], &sbs[i], &slot, why, sizeof(why));
+		if (ret == -ENOENT) {
+			seterr(err, errlen, "%s: not a twinfs device", o->devs[i]);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (ret == -EUCLEAN) {
+			seterr(err, errlen, "%s: %s", o->devs[i],
+			       why[0] ? why : "superblock checksum mismatch");
+			goto out;
+		}
+		if (ret < 0) {
+			seterr(err, errlen, "%s: %s", o->devs[i], why[0] ? why : strerror(-ret));
+			goto out;
+		}
+		if (first < 0)
+			first = (int)i;
+		if (memcmp(sbs[i].fs_uuid, sbs[first].fs_uuid, 16) != 0) {
+			uuid_str(sbs[i].fs_uuid, u);
+			seterr(err, errlen, "%s: belongs to another twinfs (uuid %s, not the one on %s)",
+			       o->devs[i], u, o->devs[first]);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (newest < 0 || sbs[i].generation > sbs[newest].generation)
+			newest = (int)i;
+	}
+	if (newest < 0) {
+		seterr(err, errlen, "no device of the file system could be opened");
+		ret = -ENODEV;
+		goto out;
+	}
+	fs->sb = sbs[newest];
+	if (fs->sb.ndevs == 0 || fs->sb.ndevs > DEV_MAX) {
+		seterr(err, errlen, "%s: superblock names %u devices", o->devs[newest],
+		       fs->sb.ndevs);
+		ret = -EUCLEAN;
+		goto out;
+	}
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		uint32_t idx = sbs[i].dev_index;
+
+		if (!opened[i])
+			continue;
+		if (idx >= fs->sb.ndevs ||
+		    memcmp(sbs[i].dev_uuid, fs->sb.dev_uuids[idx], 16) != 0) {
+			seterr(err, errlen, "%s: no longer a member of this twinfs", o->devs[i]);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (mdevs[idx]) {
+			seterr(err, errlen, "%s: same device as %s", o->devs[i], paths[idx]);
+			ret = -EINVAL;
+			goto out;
+		}
+		mdevs[idx] = opened[i];
+		paths[idx] = o->devs[i];
+	}
+	for (unsigned i = 0; i < fs->sb.ndevs; i++) {
+		uuid_str(fs->sb.dev_uuids[i], u);
+		if (!mdevs[i]) {
+			state[i] = MDEV_MISSING;
+			if (!o->degraded) {
+				seterr(err, errlen, "device %u (uuid %s) is missing "
+				       "(mount with -o degraded to use the others)", i, u);
+				ret = -ENODEV;
+				goto out;
+			}
+		} else if (fs->sb.dev_state[i]) {
+			/* It missed writes while failed or absent: until it is
+			 * rebuilt none of its blocks may be served. */
+			state[i] = MDEV_FAILED;
+			if (!o->degraded) {
+				seterr(err, errlen, "%s: stale (it missed writes while failed or "
+				       "missing); mount with -o degraded", paths[i]);
+				ret = -ENODEV;
+				goto out;
+			}
+		} else {
+			state[i] = MDEV_OK;
+		}
+	}
+	ret = -ENODEV;
+	for (unsigned i = 0; i < fs->sb.ndevs; i++)
+		if (state[i] == MDEV_OK)
+			ret = 0;
+	if (ret < 0)
+		seterr(err, errlen, "no device holds a current copy of the file system");
+out:
+	free(sbs);
+	return ret;
+}
+
+int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
+{
+	struct dev *opened[DEV_MAX] = { 0 };
+	struct dev *mdevs[DEV_MAX] = { 0 };
+	int state[DEV_MAX] = { 0 };
+	struct apply_ctx ac;
+	struct tfs *fs = NULL;
+	uint64_t end_pos = 0, next_seq = 0, log_id;
+	const char *name0 = "twinfs";	/* names the fs in messages: first device */
+	int ret;
+
+	*out = NULL;
+	if (!o || o->ndevs == 0 || o->ndevs > DEV_MAX) {
+		seterr(err, errlen, "need 1 to %d devices", DEV_MAX);
+		return -EINVAL;
+	}
+	ret = fs_new(&fs);
+	if (ret < 0) {
+		seterr(err, errlen, "out of memory");
+		return ret;
+	}
+	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
+
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		ret = dev_open(o->devs[i], false, &opened[i], err, errlen);
+		if (ret == -ENOENT && o->degraded) {
+			opened[i] = NULL;
+			continue;
+		}
+		if (ret == -ENOENT)
+			seterr(err, errlen, "%s: %s", o->devs[i], strerror(ENOENT));
+		if (ret < 0)
+			goto out_devs;
+	}
+	ret = backend_create(o->backend, o->fault, &fs->be, err, errlen);
+	if (ret < 0)
+		goto out_devs;
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		if (!opened[i])
+			continue;
+		ret = dev_backend_attach(fs->be, opened[i]);
+		if (ret < 0) {
+			seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
+			       o->devs[i], strerror(-ret));
+			goto out_be;
+		}
+	}
+	ret = mount_supers(fs, o, opened, mdevs, state, err, errlen);
+	if (ret < 0)
+		goto out_be;
+	fs->ndevs = fs->sb.ndevs;
+	memcpy(fs->devs, mdevs, sizeof(mdevs));
+	for (unsigned i = DEV_MAX; i-- > 0; )
+		if (mdevs[i])
+			name0 = mdevs[i]->path;
+
+	ret = mirror_init(&fs->mirror, fs->be, mdevs, fs->ndevs);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		goto out_be;
+	}
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		struct mirror_counters *c = &fs->mirror.ctr[i];
+		const struct super_devstats *st = &fs->sb.stats[i];
+
+		atomic_store(&fs->mirror.state[i], state[i]);
+		/* counters survive remounts */
+		atomic_store(&c->read_err, st->read_err);
+		atomic_store(&c->write_err, st->write_err);
+		atomic_store(&c->flush_err, st->flush_err);
+		atomic_store(&c->csum_err, st->csum_err);
+		atomic_store(&c->repaired, st->repaired);
+		atomic_store(&c->unrecoverable, st->unrecoverable);
+	}
+	fs->mirror.on_state = cb_mirror_state;
+	fs->mirror.on_state_ctx = fs;
+
+	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
+			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
+		goto out_fs;
+	}
+	if (fs->sb.next_ino > TFS_ROOT_INO)
+		atomic_store(&fs->next_ino, fs->sb.next_ino);
+
+	fs->replaying = true;
+	ret = ckpt_load(fs);
+	if (ret < 0) {
+		seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0, strerror(-ret));
+		goto out_fs;
+	}
+	{
+		struct log_geom g = {
+			.start = fs->sb.log_start,
+			.nblocks = fs->sb.log_blocks,
+			.head_pos = fs->sb.log_head_pos,
+			.head_seq = fs->sb.log_head_seq,
+			.log_id = fs->sb.log_id,
+		};
+
+		ac.fs = fs;
+		meta_tx_init(&ac.drops);
+		ret = log_replay(&fs->mirror, &g, replay_rec, &ac, &end_pos, &next_seq);
+		meta_tx_free(&ac.drops);
+	}
+	if (ret < 0) {
+		seterr(err, errlen, "%s: cannot replay the metadata log: %s", name0,
+		       strerror(-ret));
+		goto out_fs;
+	}
+	ret = mount_rebuild(fs, err, errlen);
+	if (ret < 0)
+		goto out_fs;
+	fs->replaying = false;
+
+	/* Each mount writes its records under a new log_id, so chunks an
+	 * earlier mount left beyond the replay end can never be taken for
+	 * ours. */
+	do {
+		ret = random_u64_nonzero(&log_id);
+	} while (ret == 0 && log_id == fs->sb.log_id);
+	if (ret < 0) {
+		seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		goto out_fs;
+	}
+	fs->sb.log_id = log_id;
+	ret = fs_log_open(fs, end_pos, next_seq);
+	if (ret < 0) {
+		seterr(err, errlen, "%s: cannot open the metadata log: %s", name0, strerror(-ret));
+		goto out_fs;
+	}
+	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
+				 o->bounce_bufs ? o->bounce_bufs : FS_DEFAULT_BOUNCE, &fs->bounce);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot create the buffer pool: %s", strerror(-ret));
+		goto out_fs;
+	}
+
+	/* The first write of this mount.  The new superblock names the new
+	 * log_id and the replay end as the log head; it must be durable before
+	 * any record carrying the new log_id is written, or a crash would
+	 * leave a superblock expecting the old log_id at a position holding
+	 * new chunks, and replay would drop committed (fsynced) records. */
+	fs->sb.state = SUPER_DIRTY;
+	ret = ckpt_write(fs);
+	if (ret < 0) {
+		seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0, strerror(-ret));
+		goto out_fs;
+	}
+
+	fs->bg_stop = false;
+	fs->bg_want_ckpt = false;
+	ret = -pthread_create(&fs->bg_thread, NULL, bg_main, fs);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot start the background thread: %s", strerror(-ret));
+		goto out_fs;
+	}
+	fs->bg_running = true;
+	*out = fs;
+	return 0;
+
+out_fs:
+	{
+		struct dev_backend *be = fs->be;
+
+		fs_free(fs);
+		dev_backend_destroy(be);
+		close_devs(opened, o->ndevs);
+		return ret;
+	}
+out_be:
+	dev_backend_destroy(fs->be);
+out_devs:
+	fs_free(fs);
+	close_devs(opened, o->ndevs);
+	return ret;
+}
+
+static void fs_teardown(struct tfs *fs)
+{
+	struct dev_backend *be = fs->be;
+	struct dev *devs[DEV_MAX];
+	unsigned n = fs->ndevs;
+
+	memcpy(devs, fs->devs, sizeof(devs));
+	fs_free(fs);
+	dev_backend_destroy(be);
+	close_devs(devs, n);
+}
+
+int tfs_unmount(struct tfs *fs)
+{
+	int ret, r2;
+
+	bg_stop(fs);
+	ret = log_commit(fs->log, UINT64_MAX);
+	fs->sb.state = SUPER_CLEAN;
+	r2 = ckpt_write(fs);
+	if (ret == 0)
+		ret = r2;
+	alloc_release_all(fs->alloc);
+	fs_teardown(fs);
+	return ret;
+}
+
+void tfs_abandon(struct tfs *fs)
+{
+	bg_stop(fs);
+	fs_teardown(fs);
+}
+
+int tfs_checkpoint(struct tfs *fs)
+{
+	return ckpt_write(fs);
+}
+
+const char *tfs_backend_name(struct tfs *fs)
+{
+	return dev_backend_name(fs->be);
+}
+
+int tfs_statfs(struct tfs *fs, struct statvfs *st)
+{
+	uint64_t total = alloc_total_blocks(fs->alloc);
+	uint64_t free_ = alloc_free_blocks(fs->alloc);
+	uint64_t reserve = alloc_reserve_blocks(fs->alloc);
+	uint64_t f0, f1;
+
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = TFS_BLOCK_SIZE;
+	st->f_frsize = TFS_BLOCK_SIZE;
+	st->f_blocks = total;
+	st->f_bfree = free_;
+	st->f_bavail = free_ > reserve ? free_ - reserve : 0;
+	st->f_files = atomic_load(&fs->ninodes) + free_;
+	st->f_ffree = free_;
+	st->f_favail = free_;
+	st->f_namemax = TFS_NAME_MAX;
+	memcpy(&f0, fs->sb.fs_uuid, 8);
+	memcpy(&f1, fs->sb.fs_uuid + 8, 8);
+	st->f_fsid = (unsigned long)(f0 ^ f1);
+	return 0;
+}
+
+/* Every data write completed before its record was appended, and a commit
+ * flushes the devices before writing the log chunk: committing the log is
+ * all fsync and syncfs need. */
+int tfs_syncfs(struct tfs *fs)
+{
+	return log_commit(fs->log, UINT64_MAX);
+}
+
+int tfs_fsync(struct tfs *fs, uint64_t ino, bool datasync)
+{
+	return log_commit(fs->log, UINT64_MAX);
+}

@@ -152,6 +152,9 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 		       off_t off_out, size_t len);
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st);
+/* Write a checkpoint now (tests and tools; the daemon checkpoints on its
+ * own when the log fills). */
+int tfs_checkpoint(struct tfs *fs);
 
 /* ---- xattrs ---- */
 /* flags: XATTR_CREATE / XATTR_REPLACE. */
