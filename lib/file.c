@@ -1,1 +1,1174 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * file: the data path.  Open/create/release of regular files, read, write,
+ * truncate, fallocate, SEEK_DATA/SEEK_HOLE and copy_file_range.
+ *
+ * Writes are copy-on-write: the caller's bytes are copied once into a bounce
+ * buffer (with the old content of partially written edge blocks read around
+ * them), checksummed there, written to newly allocated blocks on every mirror
+ * at once, and only then published by one metadata transaction (LR_EXT_SET
+ * per physical run + LR_INODE) whose commit drops the old blocks into the
+ * deferred-free list.  A crash therefore leaves every block with its old or
+ * its new content, never a torn mix.
+ *
+ * Locking (see fs_i.h for the global order): the data path never takes
+ * fs->ns_lock or any other global lock.  A non-extending write locks only its
+ * blocks in the inode's range lock, so disjoint writers to one file run fully
+ * in parallel; extending writes, truncate, fallocate and the destination of
+ * copy_range lock the whole inode exclusively.  ip->size only changes under
+ * a whole-inode exclusive range lock, so any range-lock holder sees a stable
+ * size.  ip->lock is held only around meta_tx_commit().  Bounce buffers and
+ * log space are obtained BEFORE any lock: a holder of a range lock waiting
+ * for a bounce buffer held by a thread queued on that range lock would
+ * deadlock, and log_wait_space() may need a checkpoint, which takes inode
+ * locks.
+ *
+ * Invariant relied on by reads and extending writes: the bytes of the last
+ * block past EOF are zero (truncate zeroes them copy-on-write; blocks past
+ * EOF are otherwise only holes or unwritten fallocate blocks).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+
+#define BS TFS_BLOCK_SIZE
+#define IO_BLOCKS (TFS_IO_MAX / TFS_BLOCK_SIZE + 1)	/* blocks one I/O can touch */
+#define FALLOC_PIECE_BLOCKS (64u << 20 >> TFS_BLOCK_SHIFT) /* commit fallocate every 64 MiB */
+#define MAX_BYTES (EXTENT_MAX_FBLK << TFS_BLOCK_SHIFT)
+
+/* Which timestamps an inode record refreshes. */
+#define T_MTIME 1
+#define T_CTIME 2
+
+static const uint64_t zero_csums[LOG_EXT_MAX_BLOCKS];	/* unwritten blocks */
+
+static inline uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static inline uint64_t isize(const struct tfs_inode *ip)
+{
+	return atomic_load(&ip->size);
+}
+
+static bool writable(int flags)
+{
+	return (flags & O_ACCMODE) == O_WRONLY || (flags & O_ACCMODE) == O_RDWR;
+}
+
+/* ---- transactions ---- */
+
+/*
+ * Add an LR_INODE for @ip and commit @tx under ip->lock.  The size and times
+ * go through the record, never by hand: meta_tx_commit applies it to memory.
+ * @size is the new size if @exact, else a lower bound (max with the current).
+ */
+static int commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+			uint64_t size, bool exact, int times, uint64_t *seq)
+{
+	struct log_rec r;
+	int64_t now = fs_ts_ns(fs_now());
+	uint64_t s = 0;
+	int ret;
+
+	pthread_mutex_lock(&ip->lock);
+	memset(&r, 0, sizeof(r));
+	fs_iencode(ip, &r);
+	if (!exact && r.inode.size > size)
+		size = r.inode.size;
+	r.inode.size = size;
+	if (times & T_MTIME)
+		r.inode.mtime_ns = now;
+	if (times & T_CTIME)
+		r.inode.ctime_ns = now;
+	ret = meta_tx_add(tx, &r);
+	if (!ret)
+		ret = meta_tx_commit(fs, tx, &s);
+	if (!ret && s > ip->last_seq)
+		ip->last_seq = s;
+	pthread_mutex_unlock(&ip->lock);
+	if (seq)
+		*seq = s;
+	return ret;
+}
+
+/* Commit @tx (extent records only) under ip->lock. */
+static int commit_plain(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx)
+{
+	uint64_t s = 0;
+	int ret;
+
+	pthread_mutex_lock(&ip->lock);
+	ret = meta_tx_commit(fs, tx, &s);
+	if (!ret && s > ip->last_seq)
+		ip->last_seq = s;
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
+
+/* ---- copy-on-write of staged blocks ---- */
+
+/* Newly allocated runs holding the staged blocks [fblk, fblk + nblk). */
+struct cow {
+	uint64_t fblk;
+	uint32_t nblk, nruns;
+	struct { uint64_t phys; uint32_t off, n; } runs[IO_BLOCKS];
+	uint64_t csums[IO_BLOCKS];
+};
+
+static void cow_put(struct tfs *fs, struct cow *cw)
+{
+	for (uint32_t i = 0; i < cw->nruns; i++)
+		alloc_put(fs->alloc, cw->runs[i].phys, cw->runs[i].n);
+	cw->nruns = 0;
+}
+
+/*
+ * After a failed commit: give back the new blocks the map does not point to
+ * (if the records were applied before the failure, the map owns them).
+ * Caller holds the range lock, so the map entries are stable.
+ */
+static void cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
+{
+	for (uint32_t i = 0; i < cw->nruns; i++) {
+		for (uint32_t j = 0; j < cw->runs[i].n; j++) {
+			struct extent_ent e;
+			uint64_t phys = cw->runs[i].phys + j;
+
+			extent_get(&ip->map, cw->fblk + cw->runs[i].off + j, &e);
+			if (e.phys != phys)
+				alloc_put(fs->alloc, phys, 1);
+		}
+	}
+	cw->nruns = 0;
+}
+
+/* Allocate for 1 <= nblk <= IO_BLOCKS staged blocks, checksum them and
+ * write them to every mirror.  On error nothing stays allocated. */
+static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		     const uint8_t *buf, struct cow *cw)
+{
+	uint32_t done = 0;
+	bool retried = false;
+	int ret;
+
+	cw->fblk = fblk;
+	cw->nblk = nblk;
+	cw->nruns = 0;
+	while (done < nblk) {
+		uint64_t blk, got;
+
+		ret = alloc_get(fs->alloc, nblk - done, ip->ino, ALLOC_DATA, &blk, &got);
+		if (ret == -ENOSPC && !retried) {
+			/* Deferred frees wait for a durable commit: force one
+			 * (we hold no inode lock the log needs) and retry. */
+			retried = true;
+			if (log_commit(fs->log, UINT64_MAX) == 0)
+				continue;
+		}
+		if (ret)
+			goto fail;
+		if (got > nblk - done)
+			got = nblk - done;
+		cw->runs[cw->nruns].phys = blk;
+		cw->runs[cw->nruns].off = done;
+		cw->runs[cw->nruns].n = (uint32_t)got;
+		cw->nruns++;
+		for (uint32_t i = 0; i < got; i++)
+			cw->csums[done + i] = csum_block(buf + (size_t)(done + i) * BS, blk + i);
+		done += (uint32_t)got;
+	}
+	for (uint32_t i = 0; i < cw->nruns; i++) {
+		ret = mirror_write(&fs->mirror, cw->runs[i].phys,
+				   buf + (size_t)cw->runs[i].off * BS, cw->runs[i].n);
+		if (ret)
+			goto fail;
+	}
+	return 0;
+fail:
+	cow_put(fs, cw);
+	return ret;
+}
+
+static int cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
+{
+	for (uint32_t i = 0; i < cw->nruns; i++) {
+		struct log_rec r = { .type = LR_EXT_SET };
+		int ret;
+
+		r.ext.ino = ino;
+		r.ext.fblk = cw->fblk + cw->runs[i].off;
+		r.ext.phys = cw->runs[i].phys;
+		r.ext.n = cw->runs[i].n;
+		r.ext.csums = &cw->csums[cw->runs[i].off];
+		ret = meta_tx_add(tx, &r);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- reading blocks (caller holds a range lock over them) ---- */
+
+/* Read file blocks [fblk, fblk + nblk) into buf: holes and unwritten blocks
+ * read as zeros, runs of consecutive physical blocks are one verified
+ * mirror_read.  -EIO if a block has no good copy. */
+static int read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		       uint8_t *buf)
+{
+	uint64_t csums[IO_BLOCKS];
+	uint32_t i = 0;
+
+	while (i < nblk) {
+		struct extent_ent e;
+		uint32_t n = 1;
+		uint64_t phys;
+		int ret;
+
+		extent_get(&ip->map, fblk + i, &e);
+		if (e.phys == 0 || (e.phys & EXTENT_UNWRITTEN)) {
+			memset(buf + (size_t)i * BS, 0, BS);
+			i++;
+			continue;
+		}
+		phys = e.phys;
+		csums[0] = e.csum;
+		while (i + n < nblk && n < IO_BLOCKS) {
+			extent_get(&ip->map, fblk + i + n, &e);
+			if (e.phys != phys + n)	/* also stops at holes and unwritten */
+				break;
+			csums[n++] = e.csum;
+		}
+		ret = mirror_read(&fs->mirror, phys, buf + (size_t)i * BS, n, csums, NULL);
+		if (ret)
+			return ret;
+		i += n;
+	}
+	return 0;
+}
+
+/* ---- open / create / release ---- */
+
+static int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_file **out)
+{
+	struct tfs_file *f;
+	uint32_t mode;
+	int ret;
+
+	pthread_mutex_lock(&ip->lock);
+	mode = ip->mode;
+	pthread_mutex_unlock(&ip->lock);
+	if (S_ISDIR(mode))
+		return -EISDIR;
+	if (S_ISLNK(mode))
+		return -ELOOP;		/* only reachable with O_NOFOLLOW semantics */
+	if (!S_ISREG(mode))
+		return -EINVAL;		/* the kernel opens device nodes and fifos itself */
+	if (fs->readonly && (writable(flags) || (flags & O_TRUNC)))
+		return -EROFS;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->fs = fs;
+	f->ip = ip;
+	f->flags = flags;
+	/* Count the open before truncating so a concurrent unlink + forget
+	 * cannot free the inode under us. */
+	atomic_fetch_add(&ip->nopen, 1);
+	if ((flags & O_TRUNC) && writable(flags)) {
+		ret = file_truncate(fs, ip, 0);
+		if (ret) {
+			tfs_release(f);
+			return ret;
+		}
+	}
+	*out = f;
+	return 0;
+}
+
+int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+
+	if (!ip)
+		return -ENOENT;
+	return file_open_ip(fs, ip, flags, f);
+}
+
+int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
+	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f)
+{
+	struct tfs_inode *ip;
+	int ret;
+
+	for (int tries = 0; tries < 8; tries++) {
+		struct stat tmp;
+
+		ret = namei_create(fs, parent, name, S_IFREG | (mode & 07777), 0, NULL, c, &ip);
+		if (ret == 0) {
+			/* New and empty: no truncate needed. */
+			ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
+			if (ret) {
+				tfs_forget(fs, ip->ino, 1);
+				return ret;
+			}
+			break;
+		}
+		if (ret != -EEXIST || (flags & O_EXCL))
+			return ret;
+		/* Existing name: open it like open(2) without O_CREAT.  The lookup
+		 * adds the kernel reference create promises. */
+		ret = tfs_lookup(fs, parent, name, &tmp);
+		if (ret == -ENOENT)
+			continue;	/* unlinked meanwhile: create again */
+		if (ret)
+			return ret;
+		ip = fs_iget(fs, tmp.st_ino);
+		if (!ip) {
+			tfs_forget(fs, tmp.st_ino, 1);
+			continue;
+		}
+		ret = file_open_ip(fs, ip, flags, f);
+		if (ret) {
+			tfs_forget(fs, tmp.st_ino, 1);
+			return ret;
+		}
+		break;
+	}
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ip->lock);
+	fs_istat(ip, st);
+	pthread_mutex_unlock(&ip->lock);
+	return 0;
+}
+
+int tfs_release(struct tfs_file *f)
+{
+	struct tfs *fs = f->fs;
+	struct tfs_inode *ip = f->ip;
+
+	free(f);
+	fs_iput_open(fs, ip);	/* nopen-- and delete if unlinked, under ns_lock */
+	return 0;
+}
+
+uint64_t tfs_file_ino(const struct tfs_file *f)
+{
+	return f->ip->ino;
+}
+
+/* ---- read ---- */
+
+/*
+ * No atime update: the file system has noatime semantics (a read never
+ * writes metadata, so reads scale and never wait for the log).
+ * On success with data, *buf must be given back with tfs_buf_put(); with 0 or
+ * an error *buf is NULL (tfs_buf_put(NULL) is a no-op).
+ */
+ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *data_off)
+{
+	struct tfs *fs = f->fs;
+	struct tfs_inode *ip = f->ip;
+	struct rl_range r;
+	uint64_t size, fb0, nblk;
+	uint8_t *b;
+	size_t n = 0;
+	int ret = 0;
+
+	*buf = NULL;
+	*data_off = 0;
+	if (off < 0)
+		return -EINVAL;
+	if (len > TFS_IO_MAX)
+		len = TFS_IO_MAX;	/* a short read is allowed */
+	if (len == 0 || (uint64_t)off >= isize(ip))
+		return 0;
+	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
+		return -EINVAL;
+
+	b = bounce_get(fs->bounce);
+	fb0 = (uint64_t)off / BS;
+	rl_lock(&ip->rl, &r, fb0, div_up((uint64_t)off + len, BS), false);
+	size = isize(ip);
+	if ((uint64_t)off < size) {
+		n = len;
+		if ((uint64_t)off + n > size)
+			n = size - (uint64_t)off;
+		nblk = div_up((uint64_t)off + n, BS) - fb0;
+		ret = read_blocks(fs, ip, fb0, (uint32_t)nblk, b);
+	}
+	rl_unlock(&ip->rl, &r);
+	if (ret || n == 0) {
+		bounce_put(fs->bounce, b);
+		return ret;
+	}
+	*buf = b;
+	*data_off = (size_t)off % BS;
+	return (ssize_t)n;
+}
+
+void tfs_buf_put(struct tfs *fs, void *buf)
+{
+	if (buf)
+		bounce_put(fs->bounce, buf);
+}
+
+ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		size_t want = len - done, doff;
+		void *buf;
+		ssize_t n;
+
+		if (want > TFS_IO_MAX)
+			want = TFS_IO_MAX;
+		n = tfs_read(f, off + (off_t)done, want, &buf, &doff);
+		if (n < 0)
+			return done ? (ssize_t)done : n;
+		if (n == 0)
+			break;
+		memcpy((uint8_t *)dst + done, (uint8_t *)buf + doff, (size_t)n);
+		tfs_buf_put(f->fs, buf);
+		done += (size_t)n;
+		if ((size_t)n < want)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+/* ---- write ---- */
+
+/*
+ * Write [off, off + len) with the range lock already held over its blocks
+ * (whole inode exclusively if it extends the file).  buf is a bounce
+ * buffer.  Edge blocks are read-modify-written; the payload is filled once.
+ */
+static int write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
+			tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
+{
+	uint64_t fb0 = off / BS;
+	uint32_t nblk = (uint32_t)(div_up(off + len, BS) - fb0);
+	size_t head = off % BS, tail = (off + len) % BS;
+	struct meta_tx tx;
+	struct cow *cw;
+	int ret;
+
+	if (head) {
+		ret = read_blocks(fs, ip, fb0, 1, buf);
+		if (ret)
+			return ret;
+	}
+	if (tail && (nblk > 1 || !head)) {
+		ret = read_blocks(fs, ip, fb0 + nblk - 1, 1, buf + (size_t)(nblk - 1) * BS);
+		if (ret)
+			return ret;
+	}
+	ret = fill(ctx, buf + head, len);	/* the one copy of the caller's bytes */
+	if (ret < 0)
+		return ret;
+
+	cw = malloc(sizeof(*cw));
+	if (!cw)
+		return -ENOMEM;
+	ret = cow_write(fs, ip, fb0, nblk, buf, cw);
+	if (ret)
+		goto out;
+	meta_tx_init(&tx);
+	ret = cow_records(&tx, ip->ino, cw);
+	if (!ret)
+		ret = commit_inode(fs, ip, &tx, off + len, false, T_MTIME | T_CTIME, seq);
+	meta_tx_free(&tx);
+	if (ret)
+		cow_undo(fs, ip, cw);
+out:
+	free(cw);
+	return ret;
+}
+
+ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
+		  int flags)
+{
+	struct tfs *fs = f->fs;
+	struct tfs_inode *ip = f->ip;
+	struct rl_range r;
+	uint64_t seq = 0, uoff;
+	bool excl;
+	uint8_t *buf;
+	int ret;
+
+	if (off < 0 || len > TFS_IO_MAX)
+		return -EINVAL;
+	if (!writable(f->flags))
+		return -EBADF;
+	if (fs->readonly)
+		return -EROFS;
+	if (len == 0)
+		return 0;
+	if ((uint64_t)off + len > MAX_BYTES)
+		return -EFBIG;
+	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
+		return -EINVAL;
+
+	/* Before any lock (see the header comment). */
+	buf = bounce_get(fs->bounce);
+	ret = log_wait_space(fs->log);
+	if (ret)
+		goto out_buf;
+
+	uoff = (uint64_t)off;
+	excl = (f->flags & O_APPEND) || uoff + len > isize(ip);
+	for (;;) {
+		if (excl) {
+			rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+			if (f->flags & O_APPEND)
+				uoff = isize(ip);
+			break;
+		}
+		rl_lock(&ip->rl, &r, uoff / BS, div_up(uoff + len, BS), true);
+		/* A truncate may have shrunk the file before we got the lock. */
+		if (uoff + len <= isize(ip))
+			break;
+		rl_unlock(&ip->rl, &r);
+		excl = true;
+	}
+	if (uoff + len > MAX_BYTES)
+		ret = -EFBIG;
+	else
+		ret = write_locked(fs, ip, uoff, len, fill, ctx, buf, &seq);
+	rl_unlock(&ip->rl, &r);
+	/* Wait for durability without the range lock, so other writers
+	 * proceed and join the same group commit. */
+	if (!ret && ((flags | f->flags) & (O_DSYNC | O_SYNC)))
+		ret = log_commit(fs->log, seq);
+out_buf:
+	bounce_put(fs->bounce, buf);
+	return ret ? ret : (ssize_t)len;
+}
+
+static int fill_memcpy(void *ctx, void *dst, size_t len)
+{
+	memcpy(dst, ctx, len);
+	return 0;
+}
+
+ssize_t tfs_pwrite(struct tfs_file *f, const void *src, size_t len, off_t off, int flags)
+{
+	size_t done = 0;
+
+	if (len == 0)
+		return tfs_write(f, off, 0, fill_memcpy, (void *)src, flags);
+	while (done < len) {
+		size_t n = len - done;
+		ssize_t ret;
+
+		if (n > TFS_IO_MAX)
+			n = TFS_IO_MAX;
+		ret = tfs_write(f, off + (off_t)done, n, fill_memcpy,
+				(void *)((const uint8_t *)src + done), flags);
+		if (ret < 0)
+			return done ? (ssize_t)done : ret;
+		done += (size_t)ret;
+	}
+	return (ssize_t)done;
+}
+
+/* ---- truncate and punch ---- */
+
+/*
+ * Zero bytes [from, to) of file block fblk copy-on-write, adding its
+ * LR_EXT_SET to tx.  Holes and unwritten blocks already read as zeros.
+ * Caller holds the inode exclusively.  cw->nruns is 0 if nothing was written.
+ */
+static int zero_block_range(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk,
+			    size_t from, size_t to, uint8_t *buf, struct meta_tx *tx,
+			    struct cow *cw)
+{
+	struct extent_ent e;
+	int ret;
+
+	cw->nruns = 0;
+	extent_get(&ip->map, fblk, &e);
+	if (e.phys == 0 || (e.phys & EXTENT_UNWRITTEN) || from >= to)
+		return 0;
+	ret = read_blocks(fs, ip, fblk, 1, buf);
+	if (ret)
+		return ret;
+	memset(buf + from, 0, to - from);
+	ret = cow_write(fs, ip, fblk, 1, buf, cw);
+	if (ret)
+		return ret;
+	return cow_records(tx, ip->ino, cw);
+}
+
+static int clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n)
+{
+	struct log_rec r = { .type = LR_EXT_CLEAR };
+
+	r.clr.ino = ino;
+	r.clr.fblk = fblk;
+	r.clr.n = n;
+	return meta_tx_add(tx, &r);
+}
+
+/* Caller holds the inode exclusively; buf is a bounce buffer. */
+static int truncate_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t size, uint8_t *buf)
+{
+	struct cow cw = { .nruns = 0 };
+	struct meta_tx tx;
+	uint64_t keep = div_up(size, BS);	/* blocks that stay */
+	int ret = 0;
+
+	meta_tx_init(&tx);
+	if (size < isize(ip)) {
+		/* Keep the invariant: bytes past EOF in the last block are 0. */
+		if (size % BS)
+			ret = zero_block_range(fs, ip, size / BS, size % BS, BS, buf, &tx, &cw);
+		if (!ret && extent_next_data(&ip->map, keep) < EXTENT_MAX_FBLK)
+			ret = clear_rec(&tx, ip->ino, keep, EXTENT_MAX_FBLK - keep);
+	}
+	/* Growing is a hole: the old tail past EOF is already zero, and
+	 * blocks kept past EOF (KEEP_SIZE) are unwritten, so read as zeros. */
+	if (!ret)
+		ret = commit_inode(fs, ip, &tx, size, true, T_MTIME | T_CTIME, NULL);
+	if (ret)
+		cow_undo(fs, ip, &cw);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size)
+{
+	struct rl_range r;
+	uint8_t *buf;
+	int ret;
+
+	if (size > MAX_BYTES)
+		return -EFBIG;
+	if (fs->readonly)
+		return -EROFS;
+	buf = bounce_get(fs->bounce);
+	ret = log_wait_space(fs->log);
+	if (!ret) {
+		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+		ret = truncate_locked(fs, ip, size, buf);
+		rl_unlock(&ip->rl, &r);
+	}
+	bounce_put(fs->bounce, buf);
+	return ret;
+}
+
+static int punch_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, uint64_t end,
+			uint8_t *buf)
+{
+	struct cow *cw = malloc(2 * sizeof(*cw));
+	uint64_t sb = off / BS, eb = (end - 1) / BS;
+	uint64_t full0 = div_up(off, BS), full1 = end / BS;
+	struct meta_tx tx;
+	int ret = 0;
+
+	if (!cw)
+		return -ENOMEM;
+	cw[0].nruns = cw[1].nruns = 0;
+	meta_tx_init(&tx);
+	if (off % BS)
+		ret = zero_block_range(fs, ip, sb, off % BS,
+				       sb == eb ? end - sb * BS : BS, buf, &tx, &cw[0]);
+	if (!ret && end % BS && (eb != sb || off % BS == 0))
+		ret = zero_block_range(fs, ip, eb, 0, end % BS, buf, &tx, &cw[1]);
+	if (!ret && full0 < full1)
+		ret = clear_rec(&tx, ip->ino, full0, full1 - full0);
+	if (!ret)
+		ret = commit_inode(fs, ip, &tx, 0, false, T_MTIME | T_CTIME, NULL);
+	if (ret) {
+		cow_undo(fs, ip, &cw[0]);
+		cow_undo(fs, ip, &cw[1]);
+	}
+	meta_tx_free(&tx);
+	free(cw);
+	return ret;
+}
+
+/* ---- fallocate ---- */
+
+struct runlist {
+	struct { uint64_t phys, n; } *v;
+	size_t n, cap;
+};
+
+static int runlist_add(struct runlist *l, uint64_t phys, uint64_t n)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		void *p = realloc(l->v, cap * sizeof(*l->v));
+
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	l->v[l->n].phys = phys;
+	l->v[l->n].n = n;
+	l->n++;
+	return 0;
+}
+
+/* Give back blocks of an uncommitted (or failed) piece the map does not own. */
+static void runlist_undo(struct tfs *fs, struct tfs_inode *ip, struct runlist *l,
+			 const uint64_t *fblks)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		for (uint64_t j = 0; j < l->v[i].n; j++) {
+			struct extent_ent e;
+
+			extent_get(&ip->map, fblks[i] + j, &e);
+			if (EXTENT_PHYS(e.phys) != l->v[i].phys + j || !(e.phys & EXTENT_UNWRITTEN))
+				alloc_put(fs->alloc, l->v[i].phys + j, 1);
+		}
+	}
+	l->n = 0;
+}
+
+/* Map every hole in blocks [fb, fe) to newly allocated unwritten blocks. */
+static int prealloc_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t fb, uint64_t fe)
+{
+	struct runlist l = { 0 };
+	uint64_t *fblks = NULL;
+	size_t fcap = 0;
+	uint64_t need = 0, avail, b, piece = 0;
+	struct meta_tx tx;
+	int ret = 0;
+
+	/* ENOSPC up front rather than half way. */
+	for (b = extent_next_hole(&ip->map, fb); b < fe;) {
+		uint64_t e = extent_next_data(&ip->map, b);
+
+		if (e > fe)
+			e = fe;
+		need += e - b;
+		b = e < fe ? extent_next_hole(&ip->map, e) : fe;
+	}
+	if (need == 0)
+		return 0;
+	avail = alloc_free_blocks(fs->alloc);
+	avail = avail > alloc_reserve_blocks(fs->alloc) ? avail - alloc_reserve_blocks(fs->alloc) : 0;
+	if (need > avail)
+		return -ENOSPC;
+
+	meta_tx_init(&tx);
+	for (b = extent_next_hole(&ip->map, fb); b < fe && !ret;) {
+		uint64_t e = extent_next_data(&ip->map, b);
+
+		if (e > fe)
+			e = fe;
+		while (b < e) {
+			uint64_t want = e - b, blk, got;
+			struct log_rec r = { .type = LR_EXT_SET };
+
+			if (want > LOG_EXT_MAX_BLOCKS)
+				want = LOG_EXT_MAX_BLOCKS;
+			ret = alloc_get(fs->alloc, want, ip->ino, ALLOC_DATA, &blk, &got);
+			if (ret)
+				break;
+			if (got > want)
+				got = want;
+			if (l.n >= fcap) {
+				size_t cap = fcap ? 2 * fcap : 16;
+				void *p = realloc(fblks, cap * sizeof(*fblks));
+
+				if (!p) {
+					alloc_put(fs->alloc, blk, got);
+					ret = -ENOMEM;
+					break;
+				}
+				fblks = p;
+				fcap = cap;
+			}
+			fblks[l.n] = b;
+			ret = runlist_add(&l, blk, got);
+			if (ret) {
+				alloc_put(fs->alloc, blk, got);
+				break;
+			}
+			r.ext.ino = ip->ino;
+			r.ext.fblk = b;
+			r.ext.phys = blk | EXTENT_UNWRITTEN;	/* no I/O, csum 0 */
+			r.ext.n = (uint32_t)got;
+			r.ext.csums = zero_csums;
+			ret = meta_tx_add(&tx, &r);
+			if (ret)
+				break;
+			b += got;
+			piece += got;
+			if (piece >= FALLOC_PIECE_BLOCKS) {
+				/* Bound the transaction; each piece maps whole
+				 * unwritten runs, so it is consistent alone. */
+				ret = commit_plain(fs, ip, &tx);
+				if (ret)
+					break;
+				l.n = 0;
+				piece = 0;
+				meta_tx_free(&tx);
+				meta_tx_init(&tx);
+			}
+		}
+		if (!ret && b < fe)
+			b = extent_next_hole(&ip->map, b);
+	}
+	if (!ret && piece)
+		ret = commit_plain(fs, ip, &tx);
+	if (ret)
+		runlist_undo(fs, ip, &l, fblks);
+	meta_tx_free(&tx);
+	free(l.v);
+	free(fblks);
+	return ret;
+}
+
+int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
+{
+	struct tfs *fs = f->fs;
+	struct tfs_inode *ip = f->ip;
+	struct rl_range r;
+	uint64_t start, end;
+	uint8_t *buf = NULL;
+	int ret;
+
+	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+		return -EOPNOTSUPP;
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if (!writable(f->flags))
+		return -EBADF;
+	if (fs->readonly)
+		return -EROFS;
+	start = (uint64_t)off;
+	end = start + (uint64_t)len;
+	if (end > MAX_BYTES || end < start) {
+		if (!(mode & FALLOC_FL_PUNCH_HOLE))
+			return -EFBIG;
+		end = MAX_BYTES;	/* punching past the largest file is a no-op */
+		if (start >= end)
+			return 0;
+	}
+
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		buf = bounce_get(fs->bounce);
+	ret = log_wait_space(fs->log);
+	if (ret)
+		goto out;
+	rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		ret = punch_locked(fs, ip, start, end, buf);
+	} else {
+		ret = prealloc_locked(fs, ip, start / BS, div_up(end, BS));
+		if (!ret) {
+			struct meta_tx tx;
+			bool grow = mode == 0 && end > isize(ip);
+
+			/* ctime always (the allocation changed); mtime and size
+			 * only when mode 0 extends the file. */
+			meta_tx_init(&tx);
+			ret = commit_inode(fs, ip, &tx, grow ? end : 0, false,
+					   grow ? T_MTIME | T_CTIME : T_CTIME, NULL);
+			meta_tx_free(&tx);
+		}
+	}
+	rl_unlock(&ip->rl, &r);
+out:
+	if (buf)
+		bounce_put(fs->bounce, buf);
+	return ret;
+}
+
+/* ---- lseek ---- */
+
+off_t tfs_lseek(struct tfs_file *f, off_t off, int whence)
+{
+	struct tfs_inode *ip = f->ip;
+	struct rl_range r;
+	uint64_t size, b, pos;
+
+	switch (whence) {
+	case SEEK_SET:
+	case SEEK_CUR:
+	case SEEK_END:
+		return off;	/* the kernel computes these itself */
+	case SEEK_DATA:
+	case SEEK_HOLE:
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (off < 0)
+		return -ENXIO;
+	rl_lock(&ip->rl, &r, 0, RL_EOF, false);
+	size = isize(ip);
+	if ((uint64_t)off >= size) {
+		rl_unlock(&ip->rl, &r);
+		return -ENXIO;
+	}
+	/* Unwritten (fallocated) blocks count as data: lseek(2) allows
+	 * reporting a hole as data. */
+	if (whence == SEEK_DATA) {
+		b = extent_next_data(&ip->map, (uint64_t)off / BS);
+		pos = b >= EXTENT_MAX_FBLK ? size : b * BS;
+		if (pos < (uint64_t)off)
+			pos = (uint64_t)off;
+		rl_unlock(&ip->rl, &r);
+		return pos >= size ? -ENXIO : (off_t)pos;
+	}
+	b = extent_next_hole(&ip->map, (uint64_t)off / BS);
+	pos = b >= EXTENT_MAX_FBLK ? size : b * BS;
+	if (pos < (uint64_t)off)
+		pos = (uint64_t)off;
+	rl_unlock(&ip->rl, &r);
+	return pos > size ? (off_t)size : (off_t)pos;	/* EOF is a hole */
+}
+
+/* ---- copy_file_range ---- */
+
+struct copy_ctx {
+	const uint8_t *src;
+};
+
+static int fill_copy(void *ctx, void *dst, size_t len)
+{
+	memcpy(dst, ((struct copy_ctx *)ctx)->src, len);
+	return 0;
+}
+
+/* Copy bytes through memory: read [soff, soff+n) of src, CoW-write to dst. */
+static int copy_bytes(struct tfs *fs, struct tfs_inode *src, uint64_t soff,
+		      struct tfs_inode *dst, uint64_t doff, size_t n, uint8_t *tmp,
+		      uint8_t *buf)
+{
+	uint64_t fb0 = soff / BS;
+	uint32_t nblk = (uint32_t)(div_up(soff + n, BS) - fb0);
+	struct copy_ctx c = { tmp + soff % BS };
+	int ret;
+
+	ret = read_blocks(fs, src, fb0, nblk, tmp);
+	if (ret)
+		return ret;
+	return write_locked(fs, dst, doff, n, fill_copy, &c, buf, NULL);
+}
+
+/*
+ * Share nblk whole source blocks at sfb into the destination at dfb:
+ * mapped blocks gain a reference and the same (phys, csum) in the
+ * destination (the csum is seeded with phys, so it stays valid); holes and
+ * unwritten blocks become holes.  Source entries are all read before the
+ * commit, so an overlapping same-file chunk reads the old mapping.
+ */
+static int share_blocks(struct tfs *fs, struct tfs_inode *src, uint64_t sfb,
+			struct tfs_inode *dst, uint64_t dfb, uint32_t nblk, uint64_t newsize)
+{
+	struct extent_ent *e = malloc(nblk * sizeof(*e));
+	uint64_t *csums = malloc(nblk * sizeof(*csums));
+	struct meta_tx tx;
+	uint32_t i = 0;
+	int ret = 0;
+
+	if (!e || !csums) {
+		free(e);
+		free(csums);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < nblk; k++) {
+		extent_get(&src->map, sfb + k, &e[k]);
+		if (e[k].phys & EXTENT_UNWRITTEN)
+			e[k].phys = 0;
+		csums[k] = e[k].csum;
+	}
+	meta_tx_init(&tx);
+	while (i < nblk && !ret) {
+		uint32_t n = 1;
+
+		if (e[i].phys == 0) {
+			while (i + n < nblk && e[i + n].phys == 0)
+				n++;
+			ret = clear_rec(&tx, dst->ino, dfb + i, n);
+		} else {
+			struct log_rec r = { .type = LR_EXT_SET };
+
+			while (i + n < nblk && n < LOG_EXT_MAX_BLOCKS &&
+			       e[i + n].phys == e[i].phys + n)
+				n++;
+			ret = alloc_use(fs->alloc, e[i].phys, n);
+			if (ret)
+				break;
+			r.ext.ino = dst->ino;
+			r.ext.fblk = dfb + i;
+			r.ext.phys = e[i].phys;
+			r.ext.n = n;
+			r.ext.csums = &csums[i];
+			ret = meta_tx_add(&tx, &r);
+			if (ret) {
+				alloc_put(fs->alloc, e[i].phys, n);
+				break;
+			}
+		}
+		i += n;
+	}
+	if (!ret)
+		ret = commit_inode(fs, dst, &tx, newsize, false, T_MTIME | T_CTIME, NULL);
+	if (ret) {
+		/* Drop the references taken (runs before i) for blocks the
+		 * destination map did not get. */
+		for (uint32_t k = 0; k < i && k < nblk; k++) {
+			struct extent_ent d;
+
+			if (!e[k].phys)
+				continue;
+			extent_get(&dst->map, dfb + k, &d);
+			if (d.phys != e[k].phys)
+				alloc_put(fs->alloc, e[k].phys, 1);
+		}
+	}
+	meta_tx_free(&tx);
+	free(e);
+	free(csums);
+	return ret;
+}
+
+/*
+ * One chunk of at most TFS_IO_MAX bytes: the aligned middle is shared, the
+ * rest copied.  Blocks can be shared when both offsets have the same
+ * position in their block; a final partial block is shared too when it ends
+ * at the source EOF and the copy ends at or past the destination EOF (both
+ * tails past EOF are then zero).
+ */
+static int copy_chunk(struct tfs *fs, struct tfs_inode *src, uint64_t soff,
+		      struct tfs_inode *dst, uint64_t doff, size_t n, uint8_t *tmp,
+		      uint8_t *buf, bool backward)
+{
+	size_t head = 0, mid = 0, tail;
+	int ret = 0;
+
+	if (soff % BS == doff % BS) {
+		uint64_t ssize = isize(src), dsize = isize(dst);
+
+		head = soff % BS ? BS - soff % BS : 0;
+		if (head > n)
+			head = n;
+		mid = (n - head) / BS * BS;
+		if (head + mid < n && soff + n == ssize && doff + n >= dsize)
+			mid = n - head;		/* shareable EOF block */
+	}
+	tail = n - head - mid;
+	/* Each piece reads its source before writing; pieces go in memmove
+	 * order so an overlapping same-file copy never reads its own output. */
+	if (backward && tail)
+		ret = copy_bytes(fs, src, soff + head + mid, dst, doff + head + mid,
+				 tail, tmp, buf);
+	if (!ret && !backward && head)
+		ret = copy_bytes(fs, src, soff, dst, doff, head, tmp, buf);
+	if (!ret && mid)
+		ret = share_blocks(fs, src, (soff + head) / BS, dst, (doff + head) / BS,
+				   (uint32_t)div_up(mid, BS), doff + head + mid);
+	if (!ret && backward && head)
+		ret = copy_bytes(fs, src, soff, dst, doff, head, tmp, buf);
+	if (!ret && !backward && tail)
+		ret = copy_bytes(fs, src, soff + head + mid, dst, doff + head + mid,
+				 tail, tmp, buf);
+	return ret;
+}
+
+ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
+		       off_t off_out, size_t len)
+{
+	struct tfs *fs = out->fs;
+	struct tfs_inode *src = in->ip, *dst = out->ip;
+	struct rl_range rs, rd;
+	uint64_t soff, doff, ssize;
+	uint8_t *buf, *tmp = NULL;
+	size_t done = 0;
+	bool backward;
+	int ret = 0;
+
+	if (off_in < 0 || off_out < 0)
+		return -EINVAL;
+	if (!writable(out->flags) || (in->flags & O_ACCMODE) == O_WRONLY)
+		return -EBADF;
+	if (fs->readonly)
+		return -EROFS;
+	if (len == 0)
+		return 0;
+	soff = (uint64_t)off_in;
+	doff = (uint64_t)off_out;
+	if (doff + len > MAX_BYTES || doff + len < doff)
+		return -EFBIG;
+	if (posix_memalign((void **)&tmp, BS, FS_BOUNCE_SIZE))
+		return -ENOMEM;
+
+	buf = bounce_get(fs->bounce);
+	ret = log_wait_space(fs->log);
+	if (ret)
+		goto out_buf;
+	/* Two inodes in increasing ino order; the source only shared. */
+	if (src == dst) {
+		rl_lock(&dst->rl, &rd, 0, RL_EOF, true);
+	} else if (src->ino < dst->ino) {
+		rl_lock(&src->rl, &rs, 0, RL_EOF, false);
+		rl_lock(&dst->rl, &rd, 0, RL_EOF, true);
+	} else {
+		rl_lock(&dst->rl, &rd, 0, RL_EOF, true);
+		rl_lock(&src->rl, &rs, 0, RL_EOF, false);
+	}
+
+	ssize = isize(src);
+	if (soff >= ssize)
+		len = 0;
+	else if (len > ssize - soff)
+		len = ssize - soff;
+	if (src == dst && soff == doff)
+		done = len;	/* copying onto itself changes nothing */
+	/* Same file, destination after an overlapping source: go backwards
+	 * so no source byte is overwritten before it is read (memmove). */
+	backward = src == dst && doff > soff && doff < soff + len;
+	while (done < len) {
+		size_t rem = len - done, n = rem > TFS_IO_MAX ? TFS_IO_MAX : rem;
+		uint64_t pos;
+
+		/* Chunk boundaries on source block boundaries, so aligned
+		 * copies share every whole block. */
+		if (!backward) {
+			pos = done;
+			if (n < rem)
+				n -= (soff + pos + n) % BS;
+		} else {
+			pos = rem - n;
+			if (pos) {
+				size_t adj = (BS - (soff + pos) % BS) % BS;
+
+				n -= adj;
+				pos += adj;
+			}
+		}
+		ret = copy_chunk(fs, src, soff + pos, dst, doff + pos, n, tmp, buf, backward);
+		if (ret)
+			break;
+		done += n;
+	}
+
+	if (src != dst)
+		rl_unlock(&src->rl, &rs);
+	rl_unlock(&dst->rl, &rd);
+out_buf:
+	bounce_put(fs->bounce, buf);
+	free(tmp);
+	if (ret && !done)
+		return ret;
+	return (ssize_t)done;
+}
