@@ -1,1 +1,361 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * super: the superblock codec (fixed little-endian layout with explicit
+ * offsets, see docs/FORMAT.md), its validation, the layout of a new file
+ * system, the foreign file system probe used by mkfs, and reading/writing
+ * the two slots of one device.
+ *
+ * The encoding never dumps a C struct: every field is written at its
+ * documented offset with an explicit little-endian helper, so the format
+ * does not depend on the compiler's padding or the host's byte order.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csum.h"
+#include "super.h"
+
+#define SB_SIZE 4096u
+#define SB_CSUM_SEED 0x7477696e66730000ull	/* "twinfs\0\0" + slot */
+
+/* Field offsets (bytes) inside the 4096-byte superblock: FORMAT.md. */
+enum {
+	SB_OFF_MAGIC = 0,		/* 8 bytes */
+	SB_OFF_VERSION = 8,		/* u32 */
+	SB_OFF_COMPAT = 12,		/* u32 */
+	SB_OFF_RO_COMPAT = 16,		/* u32 */
+	SB_OFF_INCOMPAT = 20,		/* u32 */
+	SB_OFF_FS_UUID = 24,		/* 16 bytes */
+	SB_OFF_DEV_UUID = 40,		/* 16 bytes */
+	SB_OFF_DEV_INDEX = 56,		/* u32 */
+	SB_OFF_NDEVS = 60,		/* u32 */
+	SB_OFF_DEV_UUIDS = 64,		/* DEV_MAX * 16 bytes */
+	SB_OFF_LABEL = 192,		/* 64 bytes */
+	SB_OFF_BLOCK_SIZE = 256,	/* u32 */
+	SB_OFF_STATE = 260,		/* u32 */
+	SB_OFF_TOTAL_BLOCKS = 264,	/* u64 ... */
+	SB_OFF_LOG_START = 272,
+	SB_OFF_LOG_BLOCKS = 280,
+	SB_OFF_DATA_START = 288,
+	SB_OFF_GENERATION = 296,
+	SB_OFF_CKPT_START = 304,
+	SB_OFF_CKPT_BLOCKS = 312,
+	SB_OFF_CKPT_BYTES = 320,
+	SB_OFF_CKPT_TABLE_CSUM = 328,
+	SB_OFF_CKPT_SEQ = 336,
+	SB_OFF_LOG_HEAD_POS = 344,
+	SB_OFF_LOG_HEAD_SEQ = 352,
+	SB_OFF_LOG_ID = 360,
+	SB_OFF_NEXT_INO = 368,
+	SB_OFF_CTIME_NS = 376,
+	SB_OFF_DEV_STATE = 384,		/* DEV_MAX * u32 */
+	SB_OFF_STATS = 416,		/* DEV_MAX * 6 * u64 */
+	SB_OFF_END_FIELDS = 800,	/* reserved zero up to the csum */
+	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
+};
+
+_Static_assert(DEV_MAX == 8, "superblock offsets assume DEV_MAX == 8");
+_Static_assert(SB_OFF_DEV_UUIDS + DEV_MAX * 16 == SB_OFF_LABEL, "layout");
+_Static_assert(SB_OFF_DEV_STATE + DEV_MAX * 4 == SB_OFF_STATS, "layout");
+_Static_assert(SB_OFF_STATS + DEV_MAX * 48 == SB_OFF_END_FIELDS, "layout");
+
+static void put32(uint8_t *b, size_t off, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b[off + i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *b, size_t off, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[off + i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *b, size_t off)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)b[off + i] << (8 * i);
+	return v;
+}
+
+static uint64_t get64(const uint8_t *b, size_t off)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)b[off + i] << (8 * i);
+	return v;
+}
+
+static uint64_t sb_seed(unsigned slot)
+{
+	return SB_CSUM_SEED + slot;
+}
+
+void super_encode(const struct super *sb, unsigned slot, void *buf)
+{
+	uint8_t *b = buf;
+
+	memset(b, 0, SB_SIZE);
+	memcpy(b + SB_OFF_MAGIC, SUPER_MAGIC, 8);
+	put32(b, SB_OFF_VERSION, sb->version);
+	put32(b, SB_OFF_COMPAT, sb->compat);
+	put32(b, SB_OFF_RO_COMPAT, sb->ro_compat);
+	put32(b, SB_OFF_INCOMPAT, sb->incompat);
+	memcpy(b + SB_OFF_FS_UUID, sb->fs_uuid, 16);
+	memcpy(b + SB_OFF_DEV_UUID, sb->dev_uuid, 16);
+	put32(b, SB_OFF_DEV_INDEX, sb->dev_index);
+	put32(b, SB_OFF_NDEVS, sb->ndevs);
+	for (unsigned i = 0; i < DEV_MAX; i++)
+		memcpy(b + SB_OFF_DEV_UUIDS + 16 * i, sb->dev_uuids[i], 16);
+	/* strnlen: the label is NUL-terminated, but never trust it to be */
+	memcpy(b + SB_OFF_LABEL, sb->label, strnlen(sb->label, sizeof(sb->label) - 1));
+	put32(b, SB_OFF_BLOCK_SIZE, sb->block_size);
+	put32(b, SB_OFF_STATE, sb->state);
+	put64(b, SB_OFF_TOTAL_BLOCKS, sb->total_blocks);
+	put64(b, SB_OFF_LOG_START, sb->log_start);
+	put64(b, SB_OFF_LOG_BLOCKS, sb->log_blocks);
+	put64(b, SB_OFF_DATA_START, sb->data_start);
+	put64(b, SB_OFF_GENERATION, sb->generation);
+	put64(b, SB_OFF_CKPT_START, sb->ckpt_start);
+	put64(b, SB_OFF_CKPT_BLOCKS, sb->ckpt_blocks);
+	put64(b, SB_OFF_CKPT_BYTES, sb->ckpt_bytes);
+	put64(b, SB_OFF_CKPT_TABLE_CSUM, sb->ckpt_table_csum);
+	put64(b, SB_OFF_CKPT_SEQ, sb->ckpt_seq);
+	put64(b, SB_OFF_LOG_HEAD_POS, sb->log_head_pos);
+	put64(b, SB_OFF_LOG_HEAD_SEQ, sb->log_head_seq);
+	put64(b, SB_OFF_LOG_ID, sb->log_id);
+	put64(b, SB_OFF_NEXT_INO, sb->next_ino);
+	put64(b, SB_OFF_CTIME_NS, sb->ctime_ns);
+	for (unsigned i = 0; i < DEV_MAX; i++) {
+		const struct super_devstats *s = &sb->stats[i];
+		size_t o = SB_OFF_STATS + 48 * i;
+
+		put32(b, SB_OFF_DEV_STATE + 4 * i, sb->dev_state[i]);
+		put64(b, o, s->read_err);
+		put64(b, o + 8, s->write_err);
+		put64(b, o + 16, s->flush_err);
+		put64(b, o + 24, s->csum_err);
+		put64(b, o + 32, s->repaired);
+		put64(b, o + 40, s->unrecoverable);
+	}
+	put64(b, SB_OFF_CSUM, csum_buf(b, SB_OFF_CSUM, sb_seed(slot)));
+}
+
+static void decode_fields(const uint8_t *b, struct super *sb)
+{
+	memset(sb, 0, sizeof(*sb));
+	sb->version = get32(b, SB_OFF_VERSION);
+	sb->compat = get32(b, SB_OFF_COMPAT);
+	sb->ro_compat = get32(b, SB_OFF_RO_COMPAT);
+	sb->incompat = get32(b, SB_OFF_INCOMPAT);
+	memcpy(sb->fs_uuid, b + SB_OFF_FS_UUID, 16);
+	memcpy(sb->dev_uuid, b + SB_OFF_DEV_UUID, 16);
+	sb->dev_index = get32(b, SB_OFF_DEV_INDEX);
+	sb->ndevs = get32(b, SB_OFF_NDEVS);
+	for (unsigned i = 0; i < DEV_MAX; i++)
+		memcpy(sb->dev_uuids[i], b + SB_OFF_DEV_UUIDS + 16 * i, 16);
+	memcpy(sb->label, b + SB_OFF_LABEL, sizeof(sb->label) - 1);
+	sb->label[sizeof(sb->label) - 1] = '\0';
+	sb->block_size = get32(b, SB_OFF_BLOCK_SIZE);
+	sb->state = get32(b, SB_OFF_STATE);
+	sb->total_blocks = get64(b, SB_OFF_TOTAL_BLOCKS);
+	sb->log_start = get64(b, SB_OFF_LOG_START);
+	sb->log_blocks = get64(b, SB_OFF_LOG_BLOCKS);
+	sb->data_start = get64(b, SB_OFF_DATA_START);
+	sb->generation = get64(b, SB_OFF_GENERATION);
+	sb->ckpt_start = get64(b, SB_OFF_CKPT_START);
+	sb->ckpt_blocks = get64(b, SB_OFF_CKPT_BLOCKS);
+	sb->ckpt_bytes = get64(b, SB_OFF_CKPT_BYTES);
+	sb->ckpt_table_csum = get64(b, SB_OFF_CKPT_TABLE_CSUM);
+	sb->ckpt_seq = get64(b, SB_OFF_CKPT_SEQ);
+	sb->log_head_pos = get64(b, SB_OFF_LOG_HEAD_POS);
+	sb->log_head_seq = get64(b, SB_OFF_LOG_HEAD_SEQ);
+	sb->log_id = get64(b, SB_OFF_LOG_ID);
+	sb->next_ino = get64(b, SB_OFF_NEXT_INO);
+	sb->ctime_ns = get64(b, SB_OFF_CTIME_NS);
+	for (unsigned i = 0; i < DEV_MAX; i++) {
+		struct super_devstats *s = &sb->stats[i];
+		size_t o = SB_OFF_STATS + 48 * i;
+
+		sb->dev_state[i] = get32(b, SB_OFF_DEV_STATE + 4 * i);
+		s->read_err = get64(b, o);
+		s->write_err = get64(b, o + 8);
+		s->flush_err = get64(b, o + 16);
+		s->csum_err = get64(b, o + 24);
+		s->repaired = get64(b, o + 32);
+		s->unrecoverable = get64(b, o + 40);
+	}
+}
+
+static int why_fmt(char *why, size_t whylen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int why_fmt(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/* Geometry checks: everything later code indexes with must be in range, so
+ * a superblock with a valid checksum but nonsense fields (a bug, or a
+ * hand-made image) is refused here rather than crashing the mount. */
+static int check_geometry(const struct super *sb, char *why, size_t whylen)
+{
+	const char *bad = NULL;
+	uint64_t log_end = sb->log_start + sb->log_blocks;
+
+	if (sb->block_size != TFS_BLOCK_SIZE)
+		bad = "block size is not 4096";
+	else if (sb->ndevs < 1 || sb->ndevs > DEV_MAX)
+		bad = "device count out of range";
+	else if (sb->dev_index >= sb->ndevs)
+		bad = "device index beyond the device count";
+	else if (sb->log_start < SUPER_LOG_START || sb->log_blocks == 0 ||
+		 log_end < sb->log_start || log_end > sb->data_start)
+		bad = "log region overlaps the superblocks or the data area";
+	else if (sb->data_start >= sb->total_blocks)
+		bad = "data area beyond the end of the device";
+	else if (sb->ckpt_blocks &&
+		 (sb->ckpt_start < sb->data_start ||
+		  sb->ckpt_blocks > sb->total_blocks - sb->ckpt_start))
+		bad = "checkpoint outside the data area";
+	else if (sb->ckpt_bytes / TFS_BLOCK_SIZE + (sb->ckpt_bytes % TFS_BLOCK_SIZE != 0) >
+		 sb->ckpt_blocks)
+		bad = "checkpoint longer than its blocks";
+	else if (sb->log_head_pos >= sb->log_blocks)
+		bad = "log head beyond the log region";
+	else if (sb->state > SUPER_CLEAN)
+		bad = "unknown state";
+	if (bad)
+		return why_fmt(why, whylen, -EUCLEAN, "inconsistent geometry: %s", bad);
+	return 0;
+}
+
+int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, size_t whylen)
+{
+	const uint8_t *b = buf;
+	uint64_t want;
+
+	if (memcmp(b + SB_OFF_MAGIC, SUPER_MAGIC, 8) != 0)
+		return why_fmt(why, whylen, -ENOENT, "no twinfs superblock");
+	/* The checksum comes before the version so a damaged block is
+	 * reported as damaged, not as a "newer format".  Every version keeps
+	 * magic, version and csum at these offsets. */
+	want = get64(b, SB_OFF_CSUM);
+	if (csum_buf(b, SB_OFF_CSUM, sb_seed(slot)) != want)
+		return why_fmt(why, whylen, -EUCLEAN, "superblock slot %u checksum mismatch", slot);
+	decode_fields(b, sb);
+	if (sb->version != SUPER_VERSION)
+		return why_fmt(why, whylen, -EPROTONOSUPPORT,
+			       "unsupported format version %u (this twinfs supports %u)",
+			       sb->version, SUPER_VERSION);
+	if (sb->incompat & ~SUPER_INCOMPAT_SUPP)
+		return why_fmt(why, whylen, -EPROTONOSUPPORT, "unknown incompat features 0x%x",
+			       sb->incompat & ~SUPER_INCOMPAT_SUPP);
+	if (sb->ro_compat & ~SUPER_RO_COMPAT_SUPP)
+		return why_fmt(why, whylen, -EPROTONOSUPPORT, "unknown ro_compat features 0x%x",
+			       sb->ro_compat & ~SUPER_RO_COMPAT_SUPP);
+	return check_geometry(sb, why, whylen);
+}
+
+const char *super_probe_foreign(const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+
+	if (len >= 4 && memcmp(b, "XFSB", 4) == 0)
+		return "xfs";
+	if (len >= 1080 + 2 && b[1080] == 0x53 && b[1081] == 0xEF)
+		return "ext2/3/4";
+	if (len >= 65536 + 64 + 8 && memcmp(b + 65536 + 64, "_BHRfS_M", 8) == 0)
+		return "btrfs";
+	return NULL;
+}
+
+void super_layout(struct super *sb, uint64_t total_blocks)
+{
+	uint64_t lb = total_blocks / 32;
+
+	if (lb < 4096)
+		lb = 4096;		/* 16 MiB */
+	if (lb > 65536)
+		lb = 65536;		/* 256 MiB */
+	sb->version = SUPER_VERSION;
+	sb->block_size = TFS_BLOCK_SIZE;
+	sb->total_blocks = total_blocks;
+	sb->log_start = SUPER_LOG_START;
+	sb->log_blocks = lb;
+	sb->data_start = SUPER_LOG_START + lb;
+	sb->log_head_pos = 0;
+}
+
+int super_read_dev(struct dev_backend *be, struct dev *d, struct super *sb,
+		   unsigned *slot, char *why, size_t whylen)
+{
+	struct super cand[2];
+	char whys[2][160];
+	int rc[2], best = -1;
+	void *buf;
+
+	if (d->size < 2 * SB_SIZE)
+		return why_fmt(why, whylen, -EUCLEAN, "device too small");
+	if (posix_memalign(&buf, SB_SIZE, 2 * SB_SIZE))
+		return -ENOMEM;
+	for (unsigned s = 0; s < 2; s++) {
+		/* One read per slot, so a bad sector under one slot still
+		 * lets the other one be used. */
+		rc[s] = dev_pread(be, d, (uint8_t *)buf + s * SB_SIZE, SB_SIZE, s * SB_SIZE);
+		if (rc[s] < 0)
+			snprintf(whys[s], sizeof(whys[s]), "superblock slot %u: read error %d",
+				 s, rc[s]);
+		else
+			rc[s] = super_decode((uint8_t *)buf + s * SB_SIZE, s, &cand[s],
+					     whys[s], sizeof(whys[s]));
+		if (rc[s] == 0 && (best < 0 || cand[s].generation > cand[best].generation))
+			best = (int)s;
+	}
+	free(buf);
+
+	/* A slot of a newer format wins over an older valid one: the newer
+	 * tool may have upgraded the file system, so the old slot is stale. */
+	for (unsigned s = 0; s < 2; s++)
+		if (rc[s] == -EPROTONOSUPPORT)
+			return why_fmt(why, whylen, rc[s], "%s", whys[s]);
+	if (best >= 0) {
+		*sb = cand[best];
+		if (slot)
+			*slot = (unsigned)best;
+		return 0;
+	}
+	if (rc[0] == -ENOENT && rc[1] == -ENOENT)
+		return why_fmt(why, whylen, -ENOENT, "no twinfs superblock");
+	/* Report the slot that got furthest (not just "no magic"). */
+	unsigned s = rc[0] == -ENOENT ? 1 : 0;
+
+	return why_fmt(why, whylen, rc[s] == -ENOENT ? -EUCLEAN : rc[s], "%s", whys[s]);
+}
+
+int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb)
+{
+	unsigned slot = (unsigned)(sb->generation % 2);
+	void *buf;
+	int ret;
+
+	if (posix_memalign(&buf, SB_SIZE, SB_SIZE))
+		return -ENOMEM;
+	super_encode(sb, slot, buf);
+	ret = dev_pwrite(be, d, buf, SB_SIZE, (uint64_t)slot * SB_SIZE);
+	free(buf);
+	return ret;
+}
