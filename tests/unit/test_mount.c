@@ -1,3 +1,469 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Placeholder until the subsystem's tests land. */
-int main(void) { return 77; }
+/* Description: format/mount/unmount life cycle: round trip, refused formats, corrupt and missing devices, crash, checkpoints, statfs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "csum.h"
+#include "tfs.h"
+
+#define IMG_SIZE (128ull << 20)
+#define NIMG 2
+
+static char img[NIMG][64];
+static const char *devs[NIMG];
+
+static void mk_image(char *path, uint64_t size)
+{
+	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
+	int fd;
+
+	snprintf(path, 64, "%s/tfs_mount_XXXXXX", dir);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	for (int i = 0; i < NIMG; i++) {
+		mk_image(img[i], IMG_SIZE);
+		devs[i] = img[i];
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	for (int i = 0; i < NIMG; i++)
+		unlink(img[i]);
+	return 0;
+}
+
+static void format2(void)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = "file" };
+	char err[256] = "";
+	int ret = tfs_format(devs, NIMG, &fo, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "format: %s\n", err);
+	assert_int_equal(ret, 0);
+}
+
+static int mount_opts(struct tfs **fs, bool degraded, char *err, size_t errlen)
+{
+	struct tfs_opts o = {
+		.devs = devs, .ndevs = NIMG, .backend = "file", .degraded = degraded,
+		.commit_ms = 600000,	/* only explicit syncs commit */
+		.bounce_bufs = 8,
+	};
+
+	return tfs_mount(&o, fs, err, errlen);
+}
+
+static struct tfs *mount2(bool degraded)
+{
+	struct tfs *fs = NULL;
+	char err[256] = "";
+	int ret = mount_opts(&fs, degraded, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "mount: %s\n", err);
+	assert_int_equal(ret, 0);
+	assert_non_null(fs);
+	return fs;
+}
+
+static struct tfs_cred cred(void)
+{
+	struct tfs_cred c = { .uid = getuid(), .gid = getgid() };
+
+	return c;
+}
+
+static void fill_pattern(uint8_t *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
+}
+
+/* Create (or truncate) parent/name with len bytes of pattern seed. */
+static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size_t len,
+			 unsigned seed)
+{
+	struct tfs_cred c = cred();
+	struct tfs_file *f = NULL;
+	struct stat st;
+	uint8_t *buf = malloc(len ? len : 1);
+	uint64_t ino;
+
+	assert_non_null(buf);
+	fill_pattern(buf, len, seed);
+	assert_int_equal(tfs_create(fs, parent, name, S_IFREG | 0644, O_RDWR | O_TRUNC, &c,
+				    &st, &f), 0);
+	ino = st.st_ino;
+	assert_int_equal(tfs_pwrite(f, buf, len, 0, 0), (ssize_t)len);
+	assert_int_equal(tfs_release(f), 0);
+	tfs_forget(fs, ino, 1);
+	free(buf);
+	return ino;
+}
+
+/* parent/name holds exactly len bytes of pattern seed. */
+static void check_file(struct tfs *fs, uint64_t parent, const char *name, size_t len,
+		       unsigned seed)
+{
+	struct tfs_file *f = NULL;
+	struct stat st;
+	uint8_t *want = malloc(len + 1), *got = malloc(len + 4096);
+
+	assert_non_null(want);
+	assert_non_null(got);
+	fill_pattern(want, len, seed);
+	assert_int_equal(tfs_lookup(fs, parent, name, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_size, (off_t)len);
+	assert_int_equal(tfs_open(fs, st.st_ino, O_RDONLY, &f), 0);
+	assert_int_equal(tfs_pread(f, got, len + 4096, 0), (ssize_t)len);
+	assert_memory_equal(got, want, len);
+	assert_int_equal(tfs_release(f), 0);
+	tfs_forget(fs, st.st_ino, 1);
+	free(want);
+	free(got);
+}
+
+static uint64_t lookup_dir(struct tfs *fs, uint64_t parent, const char *name)
+{
+	struct stat st;
+
+	assert_int_equal(tfs_lookup(fs, parent, name, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	tfs_forget(fs, st.st_ino, 1);
+	return st.st_ino;
+}
+
+/* Checksum of a whole image, to prove a failed mount wrote nothing. */
+static uint64_t image_sum(const char *path)
+{
+	size_t chunk = 1 << 20;
+	uint8_t *buf = malloc(chunk);
+	uint64_t h = 0;
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_non_null(buf);
+	while ((n = read(fd, buf, chunk)) > 0)
+		h = csum_buf(buf, (size_t)n, h);
+	assert_int_equal(n, 0);
+	close(fd);
+	free(buf);
+	return h;
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	uint8_t b;
+	int fd = open(path, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= 0x5a;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* ---- tests ---- */
+
+static void test_roundtrip(void **state)
+{
+	struct tfs_cred c = cred();
+	struct tfs *fs;
+	struct stat st;
+	uint64_t d;
+
+	format2();
+	fs = mount2(false);
+	assert_string_not_equal(tfs_backend_name(fs), "");
+	assert_int_equal(tfs_getattr(fs, TFS_ROOT_INO, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(tfs_mkdir(fs, TFS_ROOT_INO, "d", 0755, &c, &st), 0);
+	d = st.st_ino;
+	tfs_forget(fs, d, 1);
+	put_file(fs, d, "big", (1 << 20) + 12345, 1);
+	put_file(fs, TFS_ROOT_INO, "small", 100, 2);
+	put_file(fs, TFS_ROOT_INO, "empty", 0, 3);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	for (int round = 0; round < 2; round++) {
+		fs = mount2(false);
+		d = lookup_dir(fs, TFS_ROOT_INO, "d");
+		check_file(fs, d, "big", (1 << 20) + 12345, 1);
+		check_file(fs, TFS_ROOT_INO, "small", 100, 2);
+		check_file(fs, TFS_ROOT_INO, "empty", 0, 3);
+		assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "nope", &st), -ENOENT);
+		assert_int_equal(tfs_unmount(fs), 0);
+	}
+}
+
+static void test_format_refuses(void **state)
+{
+	struct tfs_format_opts fo = { .backend = "file" };
+	char small[64], err[256];
+	const char *two[2];
+	int ret;
+
+	/* too small */
+	mk_image(small, 32ull << 20);
+	two[0] = small;
+	two[1] = img[1];
+	err[0] = '\0';
+	ret = tfs_format(two, 2, &fo, err, sizeof(err));
+	assert_true(ret < 0);
+	assert_non_null(strstr(err, small));
+	unlink(small);
+
+	/* the same image twice */
+	two[0] = img[0];
+	two[1] = img[0];
+	err[0] = '\0';
+	fo.force = true;
+	ret = tfs_format(two, 2, &fo, err, sizeof(err));
+	assert_true(ret < 0);
+	assert_non_null(strstr(err, img[0]));
+	fo.force = false;
+
+	/* an existing twinfs: refused without force, the fs still mounts */
+	format2();
+	err[0] = '\0';
+	ret = tfs_format(devs, NIMG, &fo, err, sizeof(err));
+	assert_int_equal(ret, -EEXIST);
+	assert_non_null(strstr(err, "use -f"));
+	tfs_unmount(mount2(false));
+
+	/* ext4 */
+	if (access("/sbin/mkfs.ext4", X_OK) == 0) {
+		char cmd[200];
+		uint64_t before;
+
+		snprintf(cmd, sizeof(cmd), "/sbin/mkfs.ext4 -F -q %s >/dev/null 2>&1", img[1]);
+		if (system(cmd) == 0) {
+			before = image_sum(img[1]);
+			err[0] = '\0';
+			ret = tfs_format(devs, NIMG, &fo, err, sizeof(err));
+			assert_int_equal(ret, -EEXIST);
+			assert_non_null(strstr(err, img[1]));
+			assert_non_null(strstr(err, "ext4"));
+			assert_true(image_sum(img[1]) == before);
+			format2();	/* force overwrites it */
+			tfs_unmount(mount2(false));
+		}
+	}
+}
+
+static void test_corrupt_super(void **state)
+{
+	struct tfs *fs = NULL;
+	char err[256] = "";
+	uint64_t s0, s1;
+	int ret;
+
+	format2();
+	flip_byte(img[0], 200);
+	flip_byte(img[0], 4096 + 200);
+	s0 = image_sum(img[0]);
+	s1 = image_sum(img[1]);
+	ret = mount_opts(&fs, false, err, sizeof(err));
+	assert_int_equal(ret, -EUCLEAN);
+	assert_null(fs);
+	assert_non_null(strstr(err, img[0]));
+	/* a refused mount writes nothing, to either device */
+	assert_true(image_sum(img[0]) == s0);
+	assert_true(image_sum(img[1]) == s1);
+}
+
+static void test_missing_device(void **state)
+{
+	char saved[80], err[256] = "";
+	struct tfs *fs = NULL;
+	int ret;
+
+	format2();
+	fs = mount2(false);
+	put_file(fs, TFS_ROOT_INO, "before", 5000, 4);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	snprintf(saved, sizeof(saved), "%s.away", img[1]);
+	assert_int_equal(rename(img[1], saved), 0);
+	ret = mount_opts(&fs, false, err, sizeof(err));
+	assert_true(ret < 0);
+	assert_non_null(strstr(err, img[1]));
+
+	/* degraded: serves from the other device and records the missing one */
+	fs = mount2(true);
+	check_file(fs, TFS_ROOT_INO, "before", 5000, 4);
+	put_file(fs, TFS_ROOT_INO, "during", 9000, 5);
+	assert_int_equal(tfs_unmount(fs), 0);
+	assert_int_equal(rename(saved, img[1]), 0);
+
+	/* back, but stale: it missed "during"; only degraded mounts */
+	err[0] = '\0';
+	fs = NULL;
+	ret = mount_opts(&fs, false, err, sizeof(err));
+	assert_true(ret < 0);
+	assert_null(fs);
+	assert_non_null(strstr(err, img[1]));
+	fs = mount2(true);
+	check_file(fs, TFS_ROOT_INO, "before", 5000, 4);
+	check_file(fs, TFS_ROOT_INO, "during", 9000, 5);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+static void test_crash(void **state)
+{
+	struct tfs_file *f = NULL;
+	struct tfs *fs;
+	struct stat st;
+	uint8_t buf[8192];
+	uint64_t ino;
+
+	format2();
+	fs = mount2(false);
+	put_file(fs, TFS_ROOT_INO, "synced", 20000, 6);
+	assert_int_equal(tfs_syncfs(fs), 0);
+
+	/* after the sync: an overwrite, an extension and a new file */
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "synced", &st), 0);
+	ino = st.st_ino;
+	assert_int_equal(tfs_open(fs, ino, O_RDWR, &f), 0);
+	memset(buf, 0xee, sizeof(buf));
+	assert_int_equal(tfs_pwrite(f, buf, sizeof(buf), 4096, 0), (ssize_t)sizeof(buf));
+	assert_int_equal(tfs_pwrite(f, buf, sizeof(buf), 20000, 0), (ssize_t)sizeof(buf));
+	assert_int_equal(tfs_release(f), 0);
+	tfs_forget(fs, ino, 1);
+	put_file(fs, TFS_ROOT_INO, "unsynced", 3000, 7);
+	tfs_abandon(fs);
+
+	fs = mount2(false);
+	check_file(fs, TFS_ROOT_INO, "synced", 20000, 6);
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "unsynced", &st), -ENOENT);
+	/* and the crash left a file system that keeps working */
+	put_file(fs, TFS_ROOT_INO, "after", 7000, 8);
+	assert_int_equal(tfs_fsync(fs, TFS_ROOT_INO, false), 0);
+	tfs_abandon(fs);
+	fs = mount2(false);
+	check_file(fs, TFS_ROOT_INO, "synced", 20000, 6);
+	check_file(fs, TFS_ROOT_INO, "after", 7000, 8);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+static void test_many_checkpoints(void **state)
+{
+	struct statvfs s0, s1;
+	struct tfs *fs;
+	char name[32];
+
+	format2();
+	fs = mount2(false);
+	assert_int_equal(tfs_statfs(fs, &s0), 0);
+	for (unsigned i = 0; i < 24; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		put_file(fs, TFS_ROOT_INO, name, 3000 + i * 4096, 100 + i);
+		/* rewrite an older one so checkpoints see replaced extents */
+		if (i >= 3) {
+			snprintf(name, sizeof(name), "f%u", i - 3);
+			put_file(fs, TFS_ROOT_INO, name, 5000 + i, 200 + i);
+		}
+		assert_int_equal(tfs_checkpoint(fs), 0);
+		if (i % 2)
+			assert_int_equal(tfs_checkpoint(fs), 0);
+		if (i % 5 == 4) {
+			if (i % 10 == 4)
+				assert_int_equal(tfs_unmount(fs), 0);
+			else
+				tfs_abandon(fs);	/* the checkpoint alone must hold it */
+			fs = mount2(false);
+		}
+	}
+	for (unsigned i = 0; i < 24; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		if (i + 3 < 24)
+			check_file(fs, TFS_ROOT_INO, name, 5000 + i + 3, 200 + i + 3);
+		else
+			check_file(fs, TFS_ROOT_INO, name, 3000 + i * 4096, 100 + i);
+	}
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	/* no blocks leaked by all those checkpoints: deleting everything
+	 * gives back (about) the space of the empty fs */
+	fs = mount2(false);
+	for (unsigned i = 0; i < 24; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		assert_int_equal(tfs_unlink(fs, TFS_ROOT_INO, name), 0);
+	}
+	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	assert_int_equal(tfs_statfs(fs, &s1), 0);
+	assert_true(s1.f_bfree + 8 >= s0.f_bfree);
+	assert_true(s1.f_bfree <= s0.f_bfree + 8);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+static void test_statfs(void **state)
+{
+	struct statvfs s0, s1, s2;
+	struct tfs *fs;
+	size_t len = 8 << 20;
+
+	format2();
+	fs = mount2(false);
+	assert_int_equal(tfs_statfs(fs, &s0), 0);
+	assert_int_equal(s0.f_bsize, 4096);
+	assert_int_equal(s0.f_frsize, 4096);
+	assert_int_equal(s0.f_namemax, 255);
+	assert_true(s0.f_blocks > 0 && s0.f_blocks < IMG_SIZE / 4096);
+	assert_true(s0.f_bfree <= s0.f_blocks);
+	assert_true(s0.f_bavail < s0.f_bfree);
+	assert_true(s0.f_files >= 1);
+
+	put_file(fs, TFS_ROOT_INO, "big", len, 9);
+	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(tfs_statfs(fs, &s1), 0);
+	assert_true(s1.f_bfree + len / 4096 <= s0.f_bfree);
+
+	assert_int_equal(tfs_unlink(fs, TFS_ROOT_INO, "big"), 0);
+	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(tfs_statfs(fs, &s2), 0);
+	assert_true(s2.f_bfree >= s1.f_bfree + len / 4096);
+	assert_true(s2.f_bfree + 16 >= s0.f_bfree);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_format_refuses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_super, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_device, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_checkpoints, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
