@@ -1,1 +1,363 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * apply: metadata transactions.  meta_apply() turns one state record into
+ * the in-memory state; it is the only code that changes metadata, used live
+ * (meta_tx_commit) and by checkpoint load and log replay alike, so memory
+ * and the log cannot disagree.
+ *
+ * meta_tx_commit() applies the records decoded from the transaction's own
+ * buffer (exactly the bytes replay will see), appends the buffer to the log
+ * and hands the physical blocks the records dropped to the allocator as
+ * deferred frees, released when the transaction's seq is durable.
+ *
+ * meta_apply() takes no lock: live, the caller holds the locks of the
+ * objects the records touch; replay is single-threaded.  Only the itable
+ * insert/remove inside fs_inew/fs_ifree locks (itable_lock).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dir.h"
+#include "fs_i.h"
+
+void meta_tx_init(struct meta_tx *tx)
+{
+	log_buf_init(&tx->buf);
+	tx->drops = NULL;
+	tx->ndrops = tx->capdrops = 0;
+}
+
+void meta_tx_free(struct meta_tx *tx)
+{
+	log_buf_free(&tx->buf);
+	free(tx->drops);
+	tx->drops = NULL;
+	tx->ndrops = tx->capdrops = 0;
+}
+
+int meta_tx_add(struct meta_tx *tx, const struct log_rec *r)
+{
+	return log_buf_add(&tx->buf, r);
+}
+
+/* extent_drop_fn collecting runs into a meta_tx.  If memory runs out the
+ * run is leaked until the next mount (which rebuilds the allocator from the
+ * metadata): never freed early, which is what matters. */
+static void drop_collect(void *ctx, uint64_t phys, uint64_t n)
+{
+	struct meta_tx *tx = ctx;
+
+	phys = EXTENT_PHYS(phys);
+	if (tx->ndrops && tx->drops[tx->ndrops - 1].phys + tx->drops[tx->ndrops - 1].n == phys) {
+		tx->drops[tx->ndrops - 1].n += n;
+		return;
+	}
+	if (tx->ndrops == tx->capdrops) {
+		size_t ncap = tx->capdrops ? tx->capdrops * 2 : 8;
+		void *nd = realloc(tx->drops, ncap * sizeof(*tx->drops));
+		if (!nd) {
+			fprintf(stderr, "twinfs: out of memory: %llu blocks leaked until remount\n",
+				(unsigned long long)n);
+			return;
+		}
+		tx->drops = nd;
+		tx->capdrops = ncap;
+	}
+	tx->drops[tx->ndrops].phys = phys;
+	tx->drops[tx->ndrops].n = n;
+	tx->ndrops++;
+}
+
+/* A record names an object that does not exist: fine during replay (a
+ * checkpoint snapshot may lack objects later records touch), a bug live. */
+static int missing(struct tfs *fs)
+{
+	return fs->replaying ? 0 : -EUCLEAN;
+}
+
+static void bump_next_ino(struct tfs *fs, uint64_t ino)
+{
+	uint64_t cur = atomic_load(&fs->next_ino);
+	while (cur <= ino && !atomic_compare_exchange_weak(&fs->next_ino, &cur, ino + 1))
+		;
+}
+
+static int apply_inode(struct tfs *fs, const struct log_inode *li)
+{
+	struct tfs_inode *ip = fs_iget(fs, li->ino);
+
+	if (!ip) {
+		ip = fs_inew(fs, li->ino);
+		if (!ip)
+			return -ENOMEM;
+	}
+	if (li->target_len) {
+		if (!ip->symlink || strlen(ip->symlink) != li->target_len ||
+		    memcmp(ip->symlink, li->target, li->target_len)) {
+			char *t = strndup(li->target, li->target_len);
+			if (!t)
+				return -ENOMEM;
+			free(ip->symlink);
+			ip->symlink = t;
+		}
+	} else if (ip->symlink) {
+		free(ip->symlink);
+		ip->symlink = NULL;
+	}
+	if (S_ISDIR(li->mode) && !ip->dir) {
+		ip->dir = dir_new();
+		if (!ip->dir)
+			return -ENOMEM;
+	}
+	ip->mode = li->mode;
+	ip->uid = li->uid;
+	ip->gid = li->gid;
+	ip->nlink = li->nlink;
+	ip->flags = li->flags;
+	ip->rdev = li->rdev;
+	ip->gen = li->gen;
+	ip->parent = li->parent;
+	atomic_store(&ip->size, li->size);
+	ip->atime = fs_ns_ts(li->atime_ns);
+	ip->mtime = fs_ns_ts(li->mtime_ns);
+	ip->ctime = fs_ns_ts(li->ctime_ns);
+	ip->btime = fs_ns_ts(li->btime_ns);
+	bump_next_ino(fs, li->ino);
+	return 0;
+}
+
+static struct xattr *xattr_find(struct tfs_inode *ip, const char *name, size_t len,
+				struct xattr ***prevp)
+{
+	struct xattr **pp = &ip->xattrs;
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (strlen((*pp)->name) == len && !memcmp((*pp)->name, name, len)) {
+			if (prevp)
+				*prevp = pp;
+			return *pp;
+		}
+	}
+	return NULL;
+}
+
+static int apply_xattr_set(struct tfs_inode *ip, const struct log_rec *r)
+{
+	void *val = malloc(r->xattr.vallen ? r->xattr.vallen : 1);
+
+	if (!val)
+		return -ENOMEM;
+	memcpy(val, r->xattr.val, r->xattr.vallen);
+	struct xattr *x = xattr_find(ip, r->xattr.name, r->xattr.namelen, NULL);
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		char *name = strndup(r->xattr.name, r->xattr.namelen);
+		if (!x || !name) {
+			free(x);
+			free(name);
+			free(val);
+			return -ENOMEM;
+		}
+		x->name = name;
+		/* Append: listxattr shows names in creation order. */
+		struct xattr **pp = &ip->xattrs;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = x;
+	}
+	free(x->val);
+	x->val = val;
+	x->vallen = r->xattr.vallen;
+	return 0;
+}
+
+static void apply_xattr_del(struct tfs_inode *ip, const struct log_rec *r)
+{
+	struct xattr **pp;
+	struct xattr *x = xattr_find(ip, r->xattr.name, r->xattr.namelen, &pp);
+
+	if (!x)
+		return;		/* state record: already gone is the same state */
+	*pp = x->next;
+	free(x->name);
+	free(x->val);
+	free(x);
+}
+
+int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
+{
+	extent_drop_fn drop = NULL;
+	struct tfs_inode *ip;
+
+	/* Replay: the allocator is rebuilt from the final state afterwards. */
+	if (drops && !fs->replaying)
+		drop = drop_collect;
+
+	switch (r->type) {
+	case LR_INODE:
+		return apply_inode(fs, &r->inode);
+	case LR_INODE_DEL:
+		ip = fs_iget(fs, r->del.ino);
+		if (!ip)
+			return missing(fs);
+		if (ip->ino == TFS_ROOT_INO)
+			return -EUCLEAN;
+		fs_ifree(fs, ip, drop, drops);
+		return 0;
+	case LR_DENT_SET:
+	case LR_DENT_DEL:
+		ip = fs_iget(fs, r->dent.parent);
+		if (!ip)
+			return missing(fs);
+		if (!ip->dir)
+			return -EUCLEAN;
+		if (r->type == LR_DENT_SET)
+			return dir_set(ip->dir, r->dent.name, r->dent.namelen, r->dent.ino);
+		{
+			int ret = dir_del(ip->dir, r->dent.name, r->dent.namelen);
+			/* Replay may delete a name the snapshot never had. */
+			if (ret == -ENOENT && fs->replaying)
+				ret = 0;
+			return ret;
+		}
+	case LR_EXT_SET:
+		ip = fs_iget(fs, r->ext.ino);
+		if (!ip)
+			return missing(fs);
+		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
+				  drop, drops);
+	case LR_EXT_CLEAR:
+		ip = fs_iget(fs, r->clr.ino);
+		if (!ip)
+			return missing(fs);
+		extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
+		return 0;
+	case LR_XATTR_SET:
+	case LR_XATTR_DEL:
+		ip = fs_iget(fs, r->xattr.ino);
+		if (!ip)
+			return missing(fs);
+		if (r->type == LR_XATTR_SET)
+			return apply_xattr_set(ip, r);
+		apply_xattr_del(ip, r);
+		return 0;
+	default:
+		return -EUCLEAN;
+	}
+}
+
+/* Inodes a transaction touched, to stamp last_seq on after the append. */
+#define TOUCH_INLINE 8
+
+struct apply_ctx {
+	struct tfs *fs;
+	struct meta_tx *tx;
+	uint64_t inl[TOUCH_INLINE];
+	uint64_t *touched;
+	size_t ntouched, cap;
+};
+
+static void touch(struct apply_ctx *c, uint64_t ino)
+{
+	for (size_t i = 0; i < c->ntouched; i++)
+		if (c->touched[i] == ino)
+			return;
+	if (c->ntouched == c->cap) {
+		size_t ncap = c->cap * 2;
+		uint64_t *n = c->touched == c->inl ? malloc(ncap * sizeof(*n))
+						   : realloc(c->touched, ncap * sizeof(*n));
+		if (!n)
+			return;	/* last_seq is a hint for fsync; stale is only slower */
+		if (c->touched == c->inl)
+			memcpy(n, c->inl, sizeof(c->inl));
+		c->touched = n;
+		c->cap = ncap;
+	}
+	c->touched[c->ntouched++] = ino;
+}
+
+static int apply_cb(void *ctx, const struct log_rec *r)
+{
+	struct apply_ctx *c = ctx;
+	int ret = meta_apply(c->fs, r, c->tx);
+
+	if (ret)
+		return ret;
+	switch (r->type) {
+	case LR_INODE:
+		touch(c, r->inode.ino);
+		break;
+	case LR_DENT_SET:
+	case LR_DENT_DEL:
+		touch(c, r->dent.parent);
+		break;
+	case LR_EXT_SET:
+		touch(c, r->ext.ino);
+		break;
+	case LR_EXT_CLEAR:
+		touch(c, r->clr.ino);
+		break;
+	case LR_XATTR_SET:
+	case LR_XATTR_DEL:
+		touch(c, r->xattr.ino);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
+{
+	struct apply_ctx c = { .fs = fs, .tx = tx, .cap = TOUCH_INLINE };
+	uint64_t s = 0;
+	int ret;
+
+	if (fs->readonly)
+		return -EROFS;
+	if (!tx->buf.len) {
+		if (seq)
+			*seq = 0;
+		return 0;
+	}
+	c.touched = c.inl;
+	/* Apply the encoded bytes, not the caller's structs: this is exactly
+	 * what replay will apply. */
+	ret = log_decode(tx->buf.p, tx->buf.len, apply_cb, &c);
+	if (ret) {
+		/* A partly applied transaction: memory no longer matches the log.
+		 * Stop changing anything rather than checkpoint a half state. */
+		fprintf(stderr, "twinfs: applying a metadata transaction failed (%s); "
+			"the file system is now read-only\n", strerror(-ret));
+		fs->readonly = true;
+		goto out;
+	}
+	if (fs->log) {
+		ret = log_append(fs->log, &tx->buf, &s);
+		if (ret) {
+			fprintf(stderr, "twinfs: metadata log append failed (%s); "
+				"the file system is now read-only\n", strerror(-ret));
+			fs->readonly = true;
+			goto out;	/* the drops leak: never reuse what may be referenced */
+		}
+	}
+	if (fs->alloc)
+		for (size_t i = 0; i < tx->ndrops; i++)
+			alloc_defer(fs->alloc, tx->drops[i].phys, tx->drops[i].n, s);
+	tx->ndrops = 0;
+	/* The caller holds the locks of these inodes (those deleted in this tx
+	 * are gone from the table). */
+	for (size_t i = 0; i < c.ntouched; i++) {
+		struct tfs_inode *ip = fs_iget(fs, c.touched[i]);
+		if (ip && s > ip->last_seq)
+			ip->last_seq = s;
+	}
+	if (seq)
+		*seq = s;
+out:
+	if (c.touched != c.inl)
+		free(c.touched);
+	return ret;
+}

@@ -1,1 +1,880 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * namei: the namespace operations (lookup, create, link, unlink, rmdir,
+ * rename, readdir, readlink, getattr, setattr).
+ *
+ * Every namespace change holds fs->ns_lock for the whole operation, so the
+ * shape of the tree (directory contents, nlink, a directory's parent) is
+ * stable while it checks and builds its transaction; it also locks the
+ * inodes whose records it writes, because lookups, readdir, getattr and the
+ * data path do not take ns_lock, only inode locks.  Those readers lock a
+ * directory and then one of its entries, so a namespace change locks its
+ * inodes in an order compatible with that (see lock_inodes()).
+ *
+ * log_wait_space() is called before ns_lock: a checkpoint needs ns_lock.
+ * An inode whose last name goes away is deleted (under the same ns_lock)
+ * once nothing references it; usually the kernel still does, and the delete
+ * happens at its forget.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dir.h"
+#include "fs_i.h"
+
+#define TFS_LINK_MAX 65000
+
+/* Generation numbers for new inodes (inode numbers are never reused, so a
+ * per-process counter is enough to tell incarnations apart). */
+static _Atomic uint64_t gen_counter = 1;
+
+static int check_name(const char *name, size_t *lenp)
+{
+	size_t len = strnlen(name, TFS_NAME_MAX + 1);
+
+	if (len == 0)
+		return -EINVAL;
+	if (len > TFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', len))
+		return -EINVAL;
+	*lenp = len;
+	return 0;
+}
+
+static bool is_dot(const char *name, size_t len)
+{
+	return len == 1 && name[0] == '.';
+}
+
+static bool is_dotdot(const char *name, size_t len)
+{
+	return len == 2 && name[0] == '.' && name[1] == '.';
+}
+
+static void stat_inode(struct tfs_inode *ip, struct stat *st)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&ip->lock);
+	fs_istat(ip, st);
+	pthread_mutex_unlock(&ip->lock);
+}
+
+/* Start a namespace change: wait for log room, then take ns_lock. */
+static int ns_begin(struct tfs *fs)
+{
+	if (fs->readonly)
+		return -EROFS;
+	if (fs->log) {
+		int ret = log_wait_space(fs->log);
+		if (ret)
+			return ret;
+	}
+	pthread_mutex_lock(&fs->ns_lock);
+	return 0;
+}
+
+static void ns_end(struct tfs *fs)
+{
+	pthread_mutex_unlock(&fs->ns_lock);
+}
+
+/* ---- locking a set of inodes under ns_lock ---- */
+
+/* Distance from the root; ns_lock keeps every directory's parent stable. */
+static unsigned depth(struct tfs *fs, struct tfs_inode *ip)
+{
+	unsigned d = 0;
+
+	while (ip && ip->ino != TFS_ROOT_INO && d < (1u << 20)) {
+		ip = fs_iget(fs, ip->parent);
+		d++;
+	}
+	return d;
+}
+
+struct lockset {
+	struct tfs_inode *ip[4];
+	unsigned key[4];
+	unsigned n;
+};
+
+/*
+ * Lookups and readdir lock a directory, then one of its entries.  So lock
+ * directories before everything else, shallower directories first (a
+ * parent is always shallower than its subdirectory), then the rest by
+ * inode number (the order the data path uses for two files).
+ */
+static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *a,
+			struct tfs_inode *b, struct tfs_inode *c, struct tfs_inode *d)
+{
+	struct tfs_inode *in[4] = { a, b, c, d };
+
+	ls->n = 0;
+	for (unsigned i = 0; i < 4; i++) {
+		bool dup = !in[i];
+		for (unsigned j = 0; j < ls->n && !dup; j++)
+			dup = ls->ip[j] == in[i];
+		if (dup)
+			continue;
+		ls->ip[ls->n] = in[i];
+		ls->key[ls->n] = in[i]->dir ? depth(fs, in[i]) : UINT32_MAX;
+		ls->n++;
+	}
+	for (unsigned i = 1; i < ls->n; i++) {	/* insertion sort of <= 4 */
+		for (unsigned j = i; j > 0; j--) {
+			struct tfs_inode *x = ls->ip[j - 1], *y = ls->ip[j];
+			bool swap = ls->key[j - 1] > ls->key[j] ||
+				    (ls->key[j - 1] == ls->key[j] && x->ino > y->ino);
+			if (!swap)
+				break;
+			unsigned k = ls->key[j - 1];
+			ls->ip[j - 1] = y;
+			ls->ip[j] = x;
+			ls->key[j - 1] = ls->key[j];
+			ls->key[j] = k;
+		}
+	}
+	for (unsigned i = 0; i < ls->n; i++)
+		pthread_mutex_lock(&ls->ip[i]->lock);
+}
+
+static void unlock_inodes(struct lockset *ls)
+{
+	for (unsigned i = ls->n; i-- > 0;)
+		pthread_mutex_unlock(&ls->ip[i]->lock);
+	ls->n = 0;
+}
+
+/* ---- building transactions ---- */
+
+/* The new state of up to four inodes, one LR_INODE each (a state record
+ * replaces the whole inode, so two records for one inode would lose the
+ * first one's change). */
+struct ichanges {
+	struct tfs_inode *ip[4];
+	struct log_rec r[4];
+	unsigned n;
+};
+
+static struct log_inode *ichange(struct ichanges *v, struct tfs_inode *ip)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->ip[i] == ip)
+			return &v->r[i].inode;
+	v->ip[v->n] = ip;
+	fs_iencode(ip, &v->r[v->n]);
+	return &v->r[v->n++].inode;
+}
+
+static int ichanges_add(struct meta_tx *tx, struct ichanges *v)
+{
+	for (unsigned i = 0; i < v->n; i++) {
+		int ret = meta_tx_add(tx, &v->r[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int add_dent(struct meta_tx *tx, int type, uint64_t parent, const char *name,
+		    size_t len, uint64_t ino)
+{
+	struct log_rec r = { .type = (uint16_t)type };
+
+	r.dent.parent = parent;
+	r.dent.ino = ino;
+	r.dent.namelen = (uint16_t)len;
+	r.dent.name = name;
+	return meta_tx_add(tx, &r);
+}
+
+/* Parent directory touched by a name change: mtime and ctime, nlink delta. */
+static void touch_dir(struct ichanges *v, struct tfs_inode *dp, int64_t now, int dnlink)
+{
+	struct log_inode *li = ichange(v, dp);
+
+	li->mtime_ns = li->ctime_ns = now;
+	li->nlink = (uint32_t)((int64_t)li->nlink + dnlink);
+}
+
+static int commit(struct tfs *fs, struct meta_tx *tx)
+{
+	uint64_t seq;
+	return meta_tx_commit(fs, tx, &seq);
+}
+
+/* ---- lookup and attributes ---- */
+
+int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *st)
+{
+	size_t len;
+	int ret = check_name(name, &len);
+	struct tfs_inode *pip, *cip;
+	uint64_t ino;
+
+	if (ret)
+		return ret;
+	pip = fs_iget(fs, parent);
+	if (!pip)
+		return -ENOENT;
+
+	if (is_dotdot(name, len)) {
+		/* The parent's parent: a child-to-parent lock order is not
+		 * allowed, so hold ns_lock to keep it from going away. */
+		pthread_mutex_lock(&fs->ns_lock);
+		ret = -ENOTDIR;
+		if (pip->dir) {
+			cip = fs_iget(fs, pip->ino == TFS_ROOT_INO ? TFS_ROOT_INO : pip->parent);
+			ret = cip ? 0 : -ENOENT;
+			if (cip) {
+				pthread_mutex_lock(&cip->lock);
+				fs_istat(cip, st);
+				atomic_fetch_add(&cip->nlookup, 1);
+				pthread_mutex_unlock(&cip->lock);
+			}
+		}
+		pthread_mutex_unlock(&fs->ns_lock);
+		return ret;
+	}
+
+	pthread_mutex_lock(&pip->lock);
+	if (!pip->dir) {
+		ret = -ENOTDIR;
+	} else if (is_dot(name, len)) {
+		fs_istat(pip, st);
+		atomic_fetch_add(&pip->nlookup, 1);
+	} else if (dir_lookup(pip->dir, name, len, &ino)) {
+		ret = -ENOENT;
+	} else if (!(cip = fs_iget(fs, ino)) || cip == pip) {
+		ret = -EUCLEAN;
+	} else {
+		/* Holding the parent keeps the name, so the child cannot be
+		 * deleted before its reference is counted. */
+		pthread_mutex_lock(&cip->lock);
+		fs_istat(cip, st);
+		atomic_fetch_add(&cip->nlookup, 1);
+		pthread_mutex_unlock(&cip->lock);
+	}
+	pthread_mutex_unlock(&pip->lock);
+	return ret;
+}
+
+int tfs_getattr(struct tfs *fs, uint64_t ino, struct stat *st)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+
+	if (!ip)
+		return -ENOENT;
+	stat_inode(ip, st);
+	return 0;
+}
+
+int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
+		struct tfs_file *f, struct stat *out)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	int ret;
+
+	if (!ip)
+		return -ENOENT;
+	if (!to_set) {
+		stat_inode(ip, out);
+		return 0;
+	}
+	if (fs->readonly)
+		return -EROFS;
+	if (to_set & TFS_SET_SIZE) {
+		pthread_mutex_lock(&ip->lock);
+		uint32_t mode = ip->mode;
+		pthread_mutex_unlock(&ip->lock);
+		if (S_ISDIR(mode))
+			return -EISDIR;
+		if (!S_ISREG(mode))
+			return -EINVAL;
+		if (in->st_size < 0)
+			return -EINVAL;
+		/* Takes the range lock and the inode lock itself. */
+		ret = file_truncate(fs, ip, (uint64_t)in->st_size);
+		if (ret)
+			return ret;
+	}
+	if (fs->log) {
+		ret = log_wait_space(fs->log);
+		if (ret)
+			return ret;
+	}
+
+	struct meta_tx tx;
+	struct log_rec r;
+	int64_t now = fs_ts_ns(fs_now());
+
+	meta_tx_init(&tx);
+	pthread_mutex_lock(&ip->lock);
+	fs_iencode(ip, &r);
+	struct log_inode *li = &r.inode;
+	if (to_set & TFS_SET_MODE)
+		li->mode = (ip->mode & S_IFMT) | (in->st_mode & 07777);
+	if (to_set & TFS_SET_UID)
+		li->uid = in->st_uid;
+	if (to_set & TFS_SET_GID)
+		li->gid = in->st_gid;
+	if (to_set & TFS_SET_ATIME_NOW)
+		li->atime_ns = now;
+	else if (to_set & TFS_SET_ATIME)
+		li->atime_ns = fs_ts_ns(in->st_atim);
+	if (to_set & TFS_SET_MTIME_NOW)
+		li->mtime_ns = now;
+	else if (to_set & TFS_SET_MTIME)
+		li->mtime_ns = fs_ts_ns(in->st_mtim);
+	else if (to_set & TFS_SET_SIZE)
+		li->mtime_ns = now;	/* truncate(2) always sets mtime */
+	li->ctime_ns = (to_set & TFS_SET_CTIME) ? fs_ts_ns(in->st_ctim) : now;
+	ret = meta_tx_add(&tx, &r);
+	if (!ret)
+		ret = commit(fs, &tx);
+	if (!ret && out)
+		fs_istat(ip, out);
+	pthread_mutex_unlock(&ip->lock);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	ssize_t ret;
+
+	if (!ip)
+		return -ENOENT;
+	pthread_mutex_lock(&ip->lock);
+	if (!S_ISLNK(ip->mode) || !ip->symlink) {
+		ret = -EINVAL;
+	} else {
+		size_t len = strlen(ip->symlink);
+		memcpy(buf, ip->symlink, len < size ? len : size);
+		ret = (ssize_t)len;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
+
+/* ---- creating ---- */
+
+int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+		 dev_t rdev, const char *target, const struct tfs_cred *c,
+		 struct tfs_inode **ipp)
+{
+	size_t len, tlen = 0;
+	int ret = check_name(name, &len);
+
+	if (ret)
+		return ret;
+	if (is_dot(name, len) || is_dotdot(name, len))
+		return -EEXIST;
+	if (!(mode & S_IFMT))
+		mode |= S_IFREG;
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO:
+	case S_IFSOCK: case S_IFCHR: case S_IFBLK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (S_ISLNK(mode)) {
+		if (!target)
+			return -EINVAL;
+		tlen = strlen(target);
+		if (!tlen)
+			return -ENOENT;
+		if (tlen > LOG_SYMLINK_MAX)
+			return -ENAMETOOLONG;
+	}
+	ret = ns_begin(fs);
+	if (ret)
+		return ret;
+
+	struct tfs_inode *pip = fs_iget(fs, parent);
+	struct meta_tx tx;
+	struct ichanges v = { .n = 0 };
+	struct lockset ls = { .n = 0 };
+	uint64_t ino;
+
+	meta_tx_init(&tx);
+	if (!pip) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!pip->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	lock_inodes(fs, &ls, pip, NULL, NULL, NULL);
+	if (pip->nlink == 0) {		/* removed while the kernel holds it */
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!dir_lookup(pip->dir, name, len, &ino)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (S_ISDIR(mode) && pip->nlink >= TFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out;
+	}
+
+	int64_t now = fs_ts_ns(fs_now());
+	struct log_rec r = { .type = LR_INODE };
+	struct log_inode *li = &r.inode;
+
+	ino = fs_ialloc(fs);
+	li->ino = ino;
+	li->uid = c ? c->uid : 0;
+	li->gid = c ? c->gid : 0;
+	if (pip->mode & S_ISGID) {	/* BSD group semantics, inherited by subdirs */
+		li->gid = pip->gid;
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	li->mode = (uint32_t)mode;
+	li->nlink = S_ISDIR(mode) ? 2 : 1;
+	li->parent = S_ISDIR(mode) ? pip->ino : 0;
+	li->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? (uint64_t)rdev : 0;
+	li->size = tlen;
+	li->gen = atomic_fetch_add(&gen_counter, 1);
+	li->atime_ns = li->mtime_ns = li->ctime_ns = li->btime_ns = now;
+	li->target = target;
+	li->target_len = (uint32_t)tlen;
+
+	ret = meta_tx_add(&tx, &r);
+	if (!ret)
+		ret = add_dent(&tx, LR_DENT_SET, pip->ino, name, len, ino);
+	touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
+	if (!ret)
+		ret = ichanges_add(&tx, &v);
+	if (!ret)
+		ret = commit(fs, &tx);
+	if (!ret) {
+		struct tfs_inode *ip = fs_iget(fs, ino);
+		if (!ip) {
+			ret = -EUCLEAN;
+		} else {
+			atomic_fetch_add(&ip->nlookup, 1);
+			*ipp = ip;
+		}
+	}
+out:
+	unlock_inodes(&ls);
+	ns_end(fs);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+static int create_stat(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+		       dev_t rdev, const char *target, const struct tfs_cred *c,
+		       struct stat *st)
+{
+	struct tfs_inode *ip;
+	int ret = namei_create(fs, parent, name, mode, rdev, target, c, &ip);
+
+	if (!ret)
+		stat_inode(ip, st);	/* our new reference keeps it alive */
+	return ret;
+}
+
+int tfs_mknod(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+	      const struct tfs_cred *c, struct stat *st)
+{
+	if (S_ISDIR(mode) || S_ISLNK(mode))
+		return -EINVAL;
+	return create_stat(fs, parent, name, mode, rdev, NULL, c, st);
+}
+
+int tfs_mkdir(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+	      const struct tfs_cred *c, struct stat *st)
+{
+	return create_stat(fs, parent, name, S_IFDIR | (mode & 07777), 0, NULL, c, st);
+}
+
+int tfs_symlink(struct tfs *fs, uint64_t parent, const char *name, const char *target,
+		const struct tfs_cred *c, struct stat *st)
+{
+	return create_stat(fs, parent, name, S_IFLNK | 0777, 0, target, c, st);
+}
+
+int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newname,
+	     struct stat *st)
+{
+	size_t len;
+	int ret = check_name(newname, &len);
+
+	if (ret)
+		return ret;
+	if (is_dot(newname, len) || is_dotdot(newname, len))
+		return -EEXIST;
+	ret = ns_begin(fs);
+	if (ret)
+		return ret;
+
+	struct tfs_inode *ip = fs_iget(fs, ino), *pip = fs_iget(fs, newparent);
+	struct meta_tx tx;
+	struct ichanges v = { .n = 0 };
+	struct lockset ls = { .n = 0 };
+	uint64_t other;
+
+	meta_tx_init(&tx);
+	if (!ip || !pip) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!pip->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (ip->dir) {
+		ret = -EPERM;
+		goto out;
+	}
+	lock_inodes(fs, &ls, pip, ip, NULL, NULL);
+	if (pip->nlink == 0 || ip->nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!dir_lookup(pip->dir, newname, len, &other)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (ip->nlink >= TFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out;
+	}
+
+	int64_t now = fs_ts_ns(fs_now());
+	struct log_inode *li = ichange(&v, ip);
+
+	li->nlink++;
+	li->ctime_ns = now;
+	touch_dir(&v, pip, now, 0);
+	ret = add_dent(&tx, LR_DENT_SET, pip->ino, newname, len, ip->ino);
+	if (!ret)
+		ret = ichanges_add(&tx, &v);
+	if (!ret)
+		ret = commit(fs, &tx);
+	if (!ret) {
+		atomic_fetch_add(&ip->nlookup, 1);
+		if (st)
+			fs_istat(ip, st);
+	}
+out:
+	unlock_inodes(&ls);
+	ns_end(fs);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+/* ---- removing ---- */
+
+static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool isdir)
+{
+	size_t len;
+	int ret = check_name(name, &len);
+
+	if (ret)
+		return ret;
+	if (is_dot(name, len) || is_dotdot(name, len))
+		return isdir ? (is_dot(name, len) ? -EINVAL : -ENOTEMPTY) : -EISDIR;
+	ret = ns_begin(fs);
+	if (ret)
+		return ret;
+
+	struct tfs_inode *pip = fs_iget(fs, parent), *cip = NULL;
+	struct meta_tx tx;
+	struct ichanges v = { .n = 0 };
+	struct lockset ls = { .n = 0 };
+	uint64_t ino;
+
+	meta_tx_init(&tx);
+	if (!pip) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!pip->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (dir_lookup(pip->dir, name, len, &ino)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	cip = fs_iget(fs, ino);
+	if (!cip) {
+		ret = -EUCLEAN;
+		goto out;
+	}
+	if (isdir && !cip->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (!isdir && cip->dir) {
+		ret = -EISDIR;
+		goto out;
+	}
+	if (isdir && dir_count(cip->dir)) {
+		ret = -ENOTEMPTY;
+		goto out;
+	}
+	lock_inodes(fs, &ls, pip, cip, NULL, NULL);
+
+	int64_t now = fs_ts_ns(fs_now());
+	struct log_inode *li = ichange(&v, cip);
+
+	li->nlink = isdir ? 0 : li->nlink - 1;
+	li->ctime_ns = now;
+	touch_dir(&v, pip, now, isdir ? -1 : 0);
+	ret = add_dent(&tx, LR_DENT_DEL, pip->ino, name, len, ino);
+	if (!ret)
+		ret = ichanges_add(&tx, &v);
+	if (!ret)
+		ret = commit(fs, &tx);
+	unlock_inodes(&ls);
+	if (!ret)
+		fs_imaybe_delete_locked(fs, cip);
+out:
+	unlock_inodes(&ls);
+	ns_end(fs);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+int tfs_unlink(struct tfs *fs, uint64_t parent, const char *name)
+{
+	return remove_name(fs, parent, name, false);
+}
+
+int tfs_rmdir(struct tfs *fs, uint64_t parent, const char *name)
+{
+	return remove_name(fs, parent, name, true);
+}
+
+/* ---- rename ---- */
+
+/* Whether @anc is @ip or one of its ancestors (ns_lock held). */
+static bool is_ancestor(struct tfs *fs, struct tfs_inode *anc, struct tfs_inode *ip)
+{
+	for (unsigned n = 0; ip && n < (1u << 20); n++) {
+		if (ip == anc)
+			return true;
+		if (ip->ino == TFS_ROOT_INO)
+			return false;
+		ip = fs_iget(fs, ip->parent);
+	}
+	return false;
+}
+
+int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+	       const char *newname, unsigned flags)
+{
+	size_t len, nlen;
+	int ret;
+	bool exchange = flags & RENAME_EXCHANGE;
+
+	if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+	    (exchange && (flags & RENAME_NOREPLACE)))
+		return -EINVAL;
+	ret = check_name(name, &len);
+	if (!ret)
+		ret = check_name(newname, &nlen);
+	if (ret)
+		return ret;
+	if (is_dot(name, len) || is_dotdot(name, len) ||
+	    is_dot(newname, nlen) || is_dotdot(newname, nlen))
+		return -EINVAL;
+	ret = ns_begin(fs);
+	if (ret)
+		return ret;
+
+	struct tfs_inode *p1 = fs_iget(fs, parent), *p2 = fs_iget(fs, newparent);
+	struct tfs_inode *c1 = NULL, *c2 = NULL;
+	struct meta_tx tx;
+	struct ichanges v = { .n = 0 };
+	struct lockset ls = { .n = 0 };
+	uint64_t ino1, ino2;
+
+	meta_tx_init(&tx);
+	if (!p1 || !p2) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!p1->dir || !p2->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	if (dir_lookup(p1->dir, name, len, &ino1)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	c1 = fs_iget(fs, ino1);
+	if (!c1) {
+		ret = -EUCLEAN;
+		goto out;
+	}
+	if (!dir_lookup(p2->dir, newname, nlen, &ino2)) {
+		c2 = fs_iget(fs, ino2);
+		if (!c2) {
+			ret = -EUCLEAN;
+			goto out;
+		}
+	}
+	if (c2 == c1) {		/* two names of one inode: nothing to do */
+		ret = (flags & RENAME_NOREPLACE) ? -EEXIST : 0;
+		goto out;
+	}
+	if ((flags & RENAME_NOREPLACE) && c2) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (exchange && !c2) {
+		ret = -ENOENT;
+		goto out;
+	}
+	/* No directory into its own subtree. */
+	if ((c1->dir && is_ancestor(fs, c1, p2)) ||
+	    (exchange && c2->dir && is_ancestor(fs, c2, p1))) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (c2 && !exchange) {
+		if (c1->dir && !c2->dir) {
+			ret = -ENOTDIR;
+			goto out;
+		}
+		if (!c1->dir && c2->dir) {
+			ret = -EISDIR;
+			goto out;
+		}
+		if (c2->dir && dir_count(c2->dir)) {
+			ret = -ENOTEMPTY;
+			goto out;
+		}
+	}
+	lock_inodes(fs, &ls, p1, p2, c1, c2);
+	if (p2->nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	bool cross = p1 != p2;
+	if (cross && c1->dir && !(exchange && c2->dir) && p2->nlink >= TFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out;
+	}
+
+	int64_t now = fs_ts_ns(fs_now());
+	struct log_inode *l1 = ichange(&v, c1);
+
+	l1->ctime_ns = now;
+	touch_dir(&v, p1, now, 0);
+	touch_dir(&v, p2, now, 0);
+	if (exchange) {
+		struct log_inode *l2 = ichange(&v, c2);
+		l2->ctime_ns = now;
+		ret = add_dent(&tx, LR_DENT_SET, p1->ino, name, len, c2->ino);
+		if (!ret)
+			ret = add_dent(&tx, LR_DENT_SET, p2->ino, newname, nlen, c1->ino);
+		if (cross && c1->dir) {
+			l1->parent = p2->ino;
+			touch_dir(&v, p1, now, -1);
+			touch_dir(&v, p2, now, 1);
+		}
+		if (cross && c2->dir) {
+			l2->parent = p1->ino;
+			touch_dir(&v, p2, now, -1);
+			touch_dir(&v, p1, now, 1);
+		}
+	} else {
+		ret = add_dent(&tx, LR_DENT_SET, p2->ino, newname, nlen, c1->ino);
+		if (!ret)
+			ret = add_dent(&tx, LR_DENT_DEL, p1->ino, name, len, c1->ino);
+		if (c2) {	/* the replaced inode loses this name */
+			struct log_inode *l2 = ichange(&v, c2);
+			l2->nlink = c2->dir ? 0 : l2->nlink - 1;
+			l2->ctime_ns = now;
+			if (c2->dir)
+				touch_dir(&v, p2, now, -1);
+		}
+		if (cross && c1->dir) {
+			l1->parent = p2->ino;
+			touch_dir(&v, p1, now, -1);
+			touch_dir(&v, p2, now, 1);
+		}
+	}
+	if (!ret)
+		ret = ichanges_add(&tx, &v);
+	if (!ret)
+		ret = commit(fs, &tx);
+	unlock_inodes(&ls);
+	if (!ret && c2 && !exchange)
+		fs_imaybe_delete_locked(fs, c2);
+out:
+	unlock_inodes(&ls);
+	ns_end(fs);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+/* ---- readdir ---- */
+
+int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
+		tfs_dirfill_fn fill, void *ctx)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	struct stat st;
+	int ret = 0;
+
+	if (!ip)
+		return -ENOENT;
+	pthread_mutex_lock(&ip->lock);
+	if (!ip->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	/* "." and "..": the kernel takes no reference for them, even with
+	 * plus, so only the inode number and type matter. */
+	if (off == 0) {
+		fs_istat(ip, &st);
+		if (fill(ctx, ".", &st, 1))
+			goto out;
+		off = 1;
+	}
+	if (off == 1) {
+		memset(&st, 0, sizeof(st));
+		st.st_ino = ip->ino == TFS_ROOT_INO ? TFS_ROOT_INO : ip->parent;
+		st.st_mode = S_IFDIR;
+		if (fill(ctx, "..", &st, 2))
+			goto out;
+		off = 2;
+	}
+	for (uint64_t cookie = off;;) {
+		struct dir_ent e;
+		if (dir_next(ip->dir, cookie, &e))
+			break;
+		cookie = e.cookie + 1;
+		struct tfs_inode *cip = fs_iget(fs, e.ino);
+		if (!cip || cip == ip)
+			continue;	/* cannot happen with a sane directory */
+		/* Holding the directory keeps the entry's inode alive. */
+		pthread_mutex_lock(&cip->lock);
+		fs_istat(cip, &st);
+		int full = fill(ctx, e.name, &st, e.cookie + 1);
+		if (!full && plus)
+			atomic_fetch_add(&cip->nlookup, 1);
+		pthread_mutex_unlock(&cip->lock);
+		if (full)
+			break;
+	}
+out:
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}

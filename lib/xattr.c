@@ -1,1 +1,183 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * xattr: extended attributes.  An inode's attributes are a short list of
+ * (name, value) in memory (struct xattr, protected by the inode's lock);
+ * every change is one transaction: LR_XATTR_SET or LR_XATTR_DEL plus the
+ * inode's new ctime.  Names are 1..255 bytes, values up to 64 KiB, as on
+ * Linux (the kernel checks namespaces and permissions).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "fs_i.h"
+
+#define XATTR_NAME_MAX_LEN 255
+
+static int check_xname(const char *name, size_t *lenp)
+{
+	size_t len = strnlen(name, XATTR_NAME_MAX_LEN + 1);
+
+	if (len == 0 || len > XATTR_NAME_MAX_LEN)
+		return -ERANGE;	/* what setxattr(2)/getxattr(2) return */
+	*lenp = len;
+	return 0;
+}
+
+static struct xattr *xfind(struct tfs_inode *ip, const char *name, size_t len)
+{
+	for (struct xattr *x = ip->xattrs; x; x = x->next)
+		if (strlen(x->name) == len && !memcmp(x->name, name, len))
+			return x;
+	return NULL;
+}
+
+/* One xattr change and the inode's ctime; caller holds ip->lock. */
+static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *xr)
+{
+	struct meta_tx tx;
+	struct log_rec r;
+	uint64_t seq;
+	int ret;
+
+	meta_tx_init(&tx);
+	fs_iencode(ip, &r);
+	r.inode.ctime_ns = fs_ts_ns(fs_now());
+	ret = meta_tx_add(&tx, xr);
+	if (!ret)
+		ret = meta_tx_add(&tx, &r);
+	if (!ret)
+		ret = meta_tx_commit(fs, &tx, &seq);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+static int xattr_begin(struct tfs *fs)
+{
+	if (fs->readonly)
+		return -EROFS;
+	/* Before the inode lock: a checkpoint takes inode locks. */
+	return fs->log ? log_wait_space(fs->log) : 0;
+}
+
+int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val,
+		 size_t size, int flags)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	size_t len;
+	int ret;
+
+	if (!ip)
+		return -ENOENT;
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+		return -EINVAL;
+	ret = check_xname(name, &len);
+	if (ret)
+		return ret;
+	if (size > LOG_XATTR_VAL_MAX)
+		return -E2BIG;
+	ret = xattr_begin(fs);
+	if (ret)
+		return ret;
+
+	pthread_mutex_lock(&ip->lock);
+	struct xattr *x = xfind(ip, name, len);
+	if (x && (flags & XATTR_CREATE)) {
+		ret = -EEXIST;
+	} else if (!x && (flags & XATTR_REPLACE)) {
+		ret = -ENODATA;
+	} else {
+		struct log_rec r = { .type = LR_XATTR_SET };
+		r.xattr.ino = ino;
+		r.xattr.namelen = (uint16_t)len;
+		r.xattr.name = name;
+		r.xattr.vallen = (uint32_t)size;
+		r.xattr.val = size ? val : "";
+		ret = xattr_commit(fs, ip, &r);
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
+
+ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, size_t size)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	size_t len;
+	ssize_t ret;
+
+	if (!ip)
+		return -ENOENT;
+	ret = check_xname(name, &len);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ip->lock);
+	struct xattr *x = xfind(ip, name, len);
+	if (!x) {
+		ret = -ENODATA;
+	} else if (size == 0) {
+		ret = x->vallen;
+	} else if (size < x->vallen) {
+		ret = -ERANGE;
+	} else {
+		memcpy(buf, x->val, x->vallen);
+		ret = x->vallen;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
+
+ssize_t tfs_listxattr(struct tfs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	size_t total = 0;
+	ssize_t ret;
+
+	if (!ip)
+		return -ENOENT;
+	pthread_mutex_lock(&ip->lock);
+	for (struct xattr *x = ip->xattrs; x; x = x->next)
+		total += strlen(x->name) + 1;
+	if (size == 0) {
+		ret = (ssize_t)total;
+	} else if (size < total) {
+		ret = -ERANGE;
+	} else {
+		char *p = buf;
+		for (struct xattr *x = ip->xattrs; x; x = x->next) {
+			size_t n = strlen(x->name) + 1;
+			memcpy(p, x->name, n);
+			p += n;
+		}
+		ret = (ssize_t)total;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
+
+int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	size_t len;
+	int ret;
+
+	if (!ip)
+		return -ENOENT;
+	ret = check_xname(name, &len);
+	if (ret)
+		return ret;
+	ret = xattr_begin(fs);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ip->lock);
+	if (!xfind(ip, name, len)) {
+		ret = -ENODATA;
+	} else {
+		struct log_rec r = { .type = LR_XATTR_DEL };
+		r.xattr.ino = ino;
+		r.xattr.namelen = (uint16_t)len;
+		r.xattr.name = name;
+		ret = xattr_commit(fs, ip, &r);
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
