@@ -1,1 +1,377 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * extent: the in-memory per-file block map (see extent.h).
+ *
+ * A four-level radix tree: three levels of 512-way interior nodes (4 KiB of
+ * pointers) above leaves of 512 struct extent_ent (8 KiB); 9 bits of the
+ * file block per level, 36 bits in all.  The root pointer is the top
+ * interior node.
+ *
+ * Concurrency: a missing node is installed with compare-and-swap (the loser
+ * frees its copy), so writers to disjoint ranges share no lock and readers
+ * walk the tree without one.  Entries themselves are plain memory: the
+ * caller's range lock keeps readers and writers of the same block apart.
+ * Nodes are freed only by extent_clear()/extent_destroy() and only when the
+ * node's whole span lies inside the cleared range, which the caller holds
+ * exclusively, so nobody can be looking at a freed node.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extent.h"
+
+#define LVL_BITS 9
+#define FAN (1u << LVL_BITS)
+#define TOP 3			/* level of the root node; leaves are level 0 */
+#define NONE UINT64_MAX
+
+/* Blocks covered by one node (or leaf) at level @lvl. */
+static inline uint64_t span_of(int lvl)
+{
+	return 1ull << (LVL_BITS * (lvl + 1));
+}
+
+static inline unsigned slot_of(uint64_t fblk, int lvl)
+{
+	return (unsigned)(fblk >> (LVL_BITS * lvl)) & (FAN - 1);
+}
+
+static inline void *load_ptr(void *const *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/* Leaf holding @fblk; NULL when absent (and !create) or out of memory. */
+static struct extent_ent *get_leaf(void **root, uint64_t fblk, int create)
+{
+	void **p = root;
+
+	for (int lvl = TOP;; lvl--) {
+		void *node = load_ptr(p);
+		if (!node) {
+			if (!create)
+				return NULL;
+			void *fresh = lvl ? calloc(FAN, sizeof(void *))
+					  : calloc(FAN, sizeof(struct extent_ent));
+			if (!fresh)
+				return NULL;
+			void *expected = NULL;
+			if (__atomic_compare_exchange_n(p, &expected, fresh, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				node = fresh;
+			} else {
+				free(fresh);
+				node = expected;
+			}
+		}
+		if (!lvl)
+			return node;
+		p = &((void **)node)[slot_of(fblk, lvl)];
+	}
+}
+
+/* Coalesces dropped blocks into physical runs before calling drop. */
+struct dropper {
+	extent_drop_fn fn;
+	void *ctx;
+	uint64_t start, n;
+};
+
+static void drop_flush(struct dropper *d)
+{
+	if (d->n && d->fn)
+		d->fn(d->ctx, d->start, d->n);
+	d->n = 0;
+}
+
+static void drop_add(struct dropper *d, uint64_t phys)
+{
+	phys = EXTENT_PHYS(phys);
+	if (d->n && phys == d->start + d->n) {
+		d->n++;
+		return;
+	}
+	drop_flush(d);
+	d->start = phys;
+	d->n = 1;
+}
+
+void extent_init(struct extent_map *m)
+{
+	m->root = NULL;
+	atomic_init(&m->mapped, 0);
+}
+
+static void mapped_add(struct extent_map *m, int64_t delta)
+{
+	if (delta > 0)
+		atomic_fetch_add_explicit(&m->mapped, (uint64_t)delta, memory_order_relaxed);
+	else if (delta < 0)
+		atomic_fetch_sub_explicit(&m->mapped, (uint64_t)-delta, memory_order_relaxed);
+}
+
+int extent_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
+	       const void *csums, extent_drop_fn drop, void *ctx)
+{
+	if (!n)
+		return 0;
+	if (fblk >= EXTENT_MAX_FBLK || n > EXTENT_MAX_FBLK - fblk)
+		return -EFBIG;
+	if (!EXTENT_PHYS(phys))
+		return -EINVAL;
+
+	struct dropper d = { drop, ctx, 0, 0 };
+	const unsigned char *cs = csums;
+	int64_t delta = 0;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < n;) {
+		uint64_t f = fblk + i;
+		struct extent_ent *leaf = get_leaf(&m->root, f, 1);
+		if (!leaf) {
+			ret = -ENOMEM;
+			break;
+		}
+		unsigned j = slot_of(f, 0);
+		for (; j < FAN && i < n; j++, i++) {
+			struct extent_ent *e = &leaf[j];
+			uint64_t np = phys + i, c = 0;
+			if (cs)
+				memcpy(&c, cs + (size_t)i * sizeof(c), sizeof(c));
+			/*
+			 * The same physical block again (an unwritten block
+			 * written in place) keeps its one reference: dropping
+			 * it would free a block that is still mapped.
+			 */
+			if (e->phys && EXTENT_PHYS(e->phys) != EXTENT_PHYS(np))
+				drop_add(&d, e->phys);
+			else if (!e->phys)
+				delta++;
+			e->phys = np;
+			e->csum = c;
+		}
+	}
+	mapped_add(m, delta);
+	drop_flush(&d);
+	return ret;
+}
+
+int extent_set1(struct extent_map *m, uint64_t fblk, const struct extent_ent *e,
+		extent_drop_fn drop, void *ctx)
+{
+	if (fblk >= EXTENT_MAX_FBLK)
+		return -EFBIG;
+	if (!e->phys) {
+		extent_clear(m, fblk, 1, drop, ctx);
+		return 0;
+	}
+	return extent_set(m, fblk, 1, e->phys, &e->csum, drop, ctx);
+}
+
+/*
+ * Clear [from, to) inside the node at *p (level @lvl, first block @base);
+ * free the node when its whole span is cleared.  Returns the number of
+ * entries that were mapped.
+ */
+static uint64_t clear_node(void **p, int lvl, uint64_t base, uint64_t from, uint64_t to,
+			   struct dropper *d)
+{
+	void *node = load_ptr(p);
+	uint64_t cleared = 0;
+
+	if (!node)
+		return 0;
+	if (!lvl) {
+		struct extent_ent *leaf = node;
+		for (uint64_t j = from - base; j < to - base; j++) {
+			if (leaf[j].phys) {
+				drop_add(d, leaf[j].phys);
+				cleared++;
+			}
+			leaf[j].phys = 0;
+			leaf[j].csum = 0;
+		}
+	} else {
+		uint64_t cs = span_of(lvl - 1);
+		void **slots = node;
+		for (uint64_t i = (from - base) / cs; i <= (to - 1 - base) / cs; i++) {
+			uint64_t cb = base + i * cs;
+			if (!load_ptr(&slots[i]))
+				continue;
+			cleared += clear_node(&slots[i], lvl - 1, cb, from > cb ? from : cb,
+					      to < cb + cs ? to : cb + cs, d);
+		}
+	}
+	if (from == base && to == base + span_of(lvl)) {
+		__atomic_store_n(p, NULL, __ATOMIC_RELEASE);
+		free(node);
+	}
+	return cleared;
+}
+
+void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn drop,
+		  void *ctx)
+{
+	if (fblk >= EXTENT_MAX_FBLK || !n)
+		return;
+	uint64_t to = n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK : fblk + n;
+	struct dropper d = { drop, ctx, 0, 0 };
+	uint64_t cleared = clear_node(&m->root, TOP, 0, fblk, to, &d);
+
+	mapped_add(m, -(int64_t)cleared);
+	drop_flush(&d);
+}
+
+void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx)
+{
+	extent_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx);
+	m->root = NULL;
+	atomic_store(&m->mapped, 0);
+}
+
+void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out)
+{
+	struct extent_ent *leaf = NULL;
+
+	if (fblk < EXTENT_MAX_FBLK)
+		leaf = get_leaf((void **)&m->root, fblk, 0);
+	if (leaf) {
+		*out = leaf[slot_of(fblk, 0)];
+	} else {
+		out->phys = 0;
+		out->csum = 0;
+	}
+}
+
+/*
+ * Call fn for every present leaf meeting [from, to) in file order with the
+ * part [lo, hi) of it in range; stops at fn's first nonzero return.
+ */
+typedef int (*leaf_fn)(void *arg, const struct extent_ent *leaf, uint64_t base,
+		       uint64_t lo, uint64_t hi);
+
+static int visit(void *node, int lvl, uint64_t base, uint64_t from, uint64_t to,
+		 leaf_fn fn, void *arg)
+{
+	if (!lvl)
+		return fn(arg, node, base, from, to);
+	uint64_t cs = span_of(lvl - 1);
+	void **slots = node;
+	for (uint64_t i = (from - base) / cs; i <= (to - 1 - base) / cs; i++) {
+		void *child = load_ptr(&slots[i]);
+		uint64_t cb = base + i * cs;
+		if (!child)
+			continue;
+		int r = visit(child, lvl - 1, cb, from > cb ? from : cb,
+			      to < cb + cs ? to : cb + cs, fn, arg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int visit_map(const struct extent_map *m, uint64_t from, uint64_t to, leaf_fn fn,
+		     void *arg)
+{
+	void *root = load_ptr((void *const *)&m->root);
+
+	if (to > EXTENT_MAX_FBLK)
+		to = EXTENT_MAX_FBLK;
+	if (!root || from >= to)
+		return 0;
+	return visit(root, TOP, 0, from, to, fn, arg);
+}
+
+static int first_data(void *arg, const struct extent_ent *leaf, uint64_t base, uint64_t lo,
+		      uint64_t hi)
+{
+	for (uint64_t f = lo; f < hi; f++) {
+		if (leaf[f - base].phys) {
+			*(uint64_t *)arg = f;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+uint64_t extent_next_data(const struct extent_map *m, uint64_t fblk)
+{
+	uint64_t found = EXTENT_MAX_FBLK;
+
+	visit_map(m, fblk, EXTENT_MAX_FBLK, first_data, &found);
+	return found;
+}
+
+/* First hole >= from inside the node at level lvl starting at base, or NONE. */
+static uint64_t hole_in(void *node, int lvl, uint64_t base, uint64_t from)
+{
+	if (!node)
+		return from;
+	if (!lvl) {
+		const struct extent_ent *leaf = node;
+		for (uint64_t j = from - base; j < FAN; j++)
+			if (!leaf[j].phys)
+				return base + j;
+		return NONE;
+	}
+	uint64_t cs = span_of(lvl - 1);
+	void **slots = node;
+	for (uint64_t i = (from - base) / cs; i < FAN; i++) {
+		uint64_t cb = base + i * cs;
+		uint64_t r = hole_in(load_ptr(&slots[i]), lvl - 1, cb, from > cb ? from : cb);
+		if (r != NONE)
+			return r;
+	}
+	return NONE;
+}
+
+uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk)
+{
+	if (fblk >= EXTENT_MAX_FBLK)
+		return EXTENT_MAX_FBLK;
+	uint64_t r = hole_in(load_ptr((void *const *)&m->root), TOP, 0, fblk);
+	return r == NONE ? EXTENT_MAX_FBLK : r;
+}
+
+struct walk_arg {
+	extent_run_fn cb;
+	void *ctx;
+};
+
+/* Runs never cross a leaf, so ents always points at n contiguous entries. */
+static int walk_leaf(void *arg, const struct extent_ent *leaf, uint64_t base, uint64_t lo,
+		     uint64_t hi)
+{
+	struct walk_arg *w = arg;
+	uint64_t f = lo;
+
+	while (f < hi) {
+		const struct extent_ent *e = &leaf[f - base];
+		if (!e->phys) {
+			f++;
+			continue;
+		}
+		uint64_t n = 1;
+		while (f + n < hi) {
+			uint64_t p = e[n].phys;
+			if (!p || p != e->phys + n)
+				break;	/* same flag and consecutive phys in one compare */
+			n++;
+		}
+		int r = w->cb(w->ctx, f, e->phys, (uint32_t)n, e);
+		if (r)
+			return r;
+		f += n;
+	}
+	return 0;
+}
+
+int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb,
+		void *ctx)
+{
+	struct walk_arg w = { cb, ctx };
+
+	return visit_map(m, from, to, walk_leaf, &w);
+}

@@ -45,13 +45,21 @@ void extent_init(struct extent_map *m);
 void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx);
 
 /* Map file blocks [fblk, fblk+n) to physical [phys, phys+n) with csums[i].
- * csums may be unaligned (it points into log records): read it with memcpy. */
+ * csums may be unaligned (it points into log records): read it with memcpy;
+ * NULL means all zero.  The map holds one reference per mapped entry: the
+ * caller's reference to each new block passes to the map, and each replaced
+ * entry's block is dropped -- except where the new entry has the same
+ * physical block (an unwritten block written in place), which keeps its
+ * reference and is not dropped.  -EFBIG past EXTENT_MAX_FBLK, -EINVAL for
+ * phys 0, -ENOMEM (some blocks may be set). */
 int extent_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
 	       const void *csums, extent_drop_fn drop, void *ctx);
-/* Set one block. */
+/* Set one block (e->phys 0: make it a hole). */
 int extent_set1(struct extent_map *m, uint64_t fblk, const struct extent_ent *e,
 		extent_drop_fn drop, void *ctx);
-/* Make [fblk, fblk+n) a hole; n may be huge (truncate: EXTENT_MAX_FBLK). */
+/* Make [fblk, fblk+n) a hole; n may be huge (truncate: EXTENT_MAX_FBLK).
+ * Absent subtrees are skipped; nodes whose whole span is cleared are freed,
+ * so the caller must hold the range exclusively (no reader inside it). */
 void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n,
 		  extent_drop_fn drop, void *ctx);
 /* Look up one block; a hole gives phys 0. */
@@ -65,7 +73,9 @@ uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk);
 /* Visit mapped blocks in [from, to) in file order as runs where both file
  * and physical blocks are consecutive and the EXTENT_UNWRITTEN flag is the
  * same (phys carries the flag): cb(ctx, fblk, phys, n, ents) with
- * ents[0..n) the entries.  Stops and returns cb's value if nonzero. */
+ * ents[0..n) the entries.  A run never crosses a 512-block leaf boundary
+ * (ents is contiguous), so callers merging runs must not assume maximal
+ * ones.  Stops and returns cb's value if nonzero. */
 typedef int (*extent_run_fn)(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 			     const struct extent_ent *ents);
 int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to,
