@@ -1,1 +1,301 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * dev: opening raw devices and image files, choosing an I/O backend and the
+ * thin dispatch layer over the backend vtable.  Also the per-thread context
+ * registry the io_uring and libaio backends share (dev_i.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dev.h"
+#include "dev_i.h"
+
+static void dev_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void dev_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_t errlen)
+{
+	int flags = (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	struct dev *d;
+	struct stat st;
+	uint64_t size;
+	bool direct = true;
+	int fd, ret;
+
+	fd = open(path, flags | O_DIRECT);
+	if (fd < 0 && errno == EINVAL) {
+		/* tmpfs and some FUSE file systems refuse O_DIRECT. */
+		direct = false;
+		fd = open(path, flags);
+	}
+	if (fd < 0) {
+		ret = -errno;
+		dev_err(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		dev_err(err, errlen, "%s: %s", path, strerror(-ret));
+		goto out_close;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		if (ioctl(fd, BLKGETSIZE64, &size) < 0) {
+			ret = -errno;
+			dev_err(err, errlen, "%s: BLKGETSIZE64: %s", path, strerror(-ret));
+			goto out_close;
+		}
+	} else if (S_ISREG(st.st_mode)) {
+		size = (uint64_t)st.st_size;
+	} else {
+		ret = -ENODEV;
+		dev_err(err, errlen, "%s: not a block device or regular file", path);
+		goto out_close;
+	}
+	/* A second daemon, or mkfs on a mounted device, would corrupt it. */
+	if (flock(fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+		ret = -errno;
+		if (ret == -EWOULDBLOCK) {
+			ret = -EBUSY;
+			dev_err(err, errlen, "%s: in use by another twinfs process", path);
+		} else {
+			dev_err(err, errlen, "%s: flock: %s", path, strerror(-ret));
+		}
+		goto out_close;
+	}
+
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->path = strdup(path))) {
+		free(d);
+		ret = -ENOMEM;
+		dev_err(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		goto out_close;
+	}
+	d->fd = fd;
+	d->idx = -1;
+	d->size = size & ~(uint64_t)4095;
+	d->direct = direct;
+	d->is_blk = S_ISBLK(st.st_mode);
+	*out = d;
+	return 0;
+
+out_close:
+	close(fd);
+	return ret;
+}
+
+void dev_close(struct dev *d)
+{
+	if (!d)
+		return;
+	close(d->fd);		/* also drops the flock */
+	free(d->path);
+	free(d);
+}
+
+int dev_backend_create(const char *name, struct dev_backend **out)
+{
+	int ret;
+
+	if (!strcmp(name, "uring") || !strcmp(name, "io_uring"))
+		return dev_uring_create(out);
+	if (!strcmp(name, "aio") || !strcmp(name, "libaio"))
+		return dev_aio_create(out);
+	if (!strcmp(name, "file"))
+		return dev_file_create(out);
+	if (strcmp(name, "auto"))
+		return -EINVAL;
+
+	/* Containers and hardened kernels refuse io_uring (seccomp, the
+	 * io_uring_disabled sysctl): that is what the fallbacks are for.  Any
+	 * other failure is real and reported. */
+	ret = dev_uring_probe();
+	if (!ret)
+		return dev_uring_create(out);
+	if (ret != -EPERM && ret != -ENOSYS && ret != -EACCES)
+		return ret;
+	if (!dev_aio_probe())
+		return dev_aio_create(out);
+	return dev_file_create(out);
+}
+
+int dev_backend_attach(struct dev_backend *be, struct dev *d)
+{
+	unsigned idx = be->ndevs;
+	int ret;
+
+	if (idx >= DEV_MAX)
+		return -ENOSPC;
+	if (be->ops->attach) {
+		ret = be->ops->attach(be, d);
+		if (ret)
+			return ret;
+	}
+	d->idx = (int)idx;
+	be->devs[idx] = d;
+	be->ndevs = idx + 1;
+	return 0;
+}
+
+int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		const struct dev_io *io = &ios[i];
+
+		/* Misuse is a bug in the caller: refuse the batch before any
+		 * of it reaches a device. */
+		if (!io->dev || io->op > DEV_FLUSH ||
+		    (io->op != DEV_FLUSH && (!io->len || (io->len & 4095) ||
+					     (io->off & 4095) || !io->buf)))
+			goto inval;
+	}
+	if (!n)
+		return 0;
+	return be->ops->submit(be, ios, n);
+
+inval:
+	for (i = 0; i < n; i++)
+		ios[i].res = -EINVAL;
+	return -EINVAL;
+}
+
+void dev_backend_destroy(struct dev_backend *be)
+{
+	if (be)
+		be->ops->destroy(be);
+}
+
+const char *dev_backend_name(const struct dev_backend *be)
+{
+	return be->ops->name;
+}
+
+static int dev_one(struct dev_backend *be, struct dev *d, int op, void *buf,
+		   uint32_t len, uint64_t off)
+{
+	struct dev_io io = { .dev = d, .op = (uint8_t)op, .off = off, .buf = buf, .len = len };
+	int ret;
+
+	ret = dev_submit(be, &io, 1);
+	return ret ? ret : io.res;
+}
+
+int dev_pread(struct dev_backend *be, struct dev *d, void *buf, uint32_t len, uint64_t off)
+{
+	return dev_one(be, d, DEV_READ, buf, len, off);
+}
+
+int dev_pwrite(struct dev_backend *be, struct dev *d, const void *buf, uint32_t len, uint64_t off)
+{
+	/* The buffer is only read from; dev_io has one pointer for both. */
+	return dev_one(be, d, DEV_WRITE, (void *)buf, len, off);
+}
+
+int dev_flush(struct dev_backend *be, struct dev *d)
+{
+	return dev_one(be, d, DEV_FLUSH, NULL, 0, 0);
+}
+
+/* --- per-thread context registry --- */
+
+static void dev_tls_unlink(struct dev_tls_node *n)
+{
+	*n->pprev = n->next;
+	if (n->next)
+		n->next->pprev = n->pprev;
+	n->next = NULL;
+	n->pprev = NULL;
+}
+
+/* Thread exit: the key destructor hands us this thread's context. */
+static void dev_tls_thread_exit(void *p)
+{
+	struct dev_tls_node *n = p;
+	struct dev_tls *tls = n->tls;
+
+	pthread_mutex_lock(&tls->lock);
+	dev_tls_unlink(n);
+	pthread_mutex_unlock(&tls->lock);
+	tls->free_node(n);
+}
+
+int dev_tls_init(struct dev_tls *tls, void (*free_node)(struct dev_tls_node *n))
+{
+	int ret = pthread_key_create(&tls->key, dev_tls_thread_exit);
+
+	if (ret)
+		return -ret;
+	pthread_mutex_init(&tls->lock, NULL);
+	tls->head = NULL;
+	tls->free_node = free_node;
+	return 0;
+}
+
+struct dev_tls_node *dev_tls_get(struct dev_tls *tls)
+{
+	return pthread_getspecific(tls->key);
+}
+
+int dev_tls_set(struct dev_tls *tls, struct dev_tls_node *n)
+{
+	int ret = pthread_setspecific(tls->key, n);
+
+	if (ret)
+		return -ret;
+	n->tls = tls;
+	pthread_mutex_lock(&tls->lock);
+	n->next = tls->head;
+	if (n->next)
+		n->next->pprev = &n->next;
+	n->pprev = &tls->head;
+	tls->head = n;
+	pthread_mutex_unlock(&tls->lock);
+	return 0;
+}
+
+void dev_tls_drop(struct dev_tls *tls, struct dev_tls_node *n)
+{
+	pthread_setspecific(tls->key, NULL);
+	pthread_mutex_lock(&tls->lock);
+	dev_tls_unlink(n);
+	pthread_mutex_unlock(&tls->lock);
+	tls->free_node(n);
+}
+
+void dev_tls_destroy(struct dev_tls *tls)
+{
+	struct dev_tls_node *n;
+
+	/* Delete the key first so no thread exiting from now on runs the
+	 * destructor on a context we are about to free. */
+	pthread_setspecific(tls->key, NULL);
+	pthread_key_delete(tls->key);
+	pthread_mutex_lock(&tls->lock);
+	while ((n = tls->head)) {
+		dev_tls_unlink(n);
+		tls->free_node(n);
+	}
+	pthread_mutex_unlock(&tls->lock);
+	pthread_mutex_destroy(&tls->lock);
+}
