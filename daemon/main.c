@@ -1,1 +1,558 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * main: the twinfs daemon's command line, process lifecycle and logging.
+ *
+ *   twinfs [-f] [-d] [-s] [-o opt,...] DEV1[:DEV2[:DEV3]] MOUNTPOINT
+ *
+ * (also the mount.fuse3 form, which adds generic options such as rw,
+ * nodev, noatime).  Without -f the process forks before tfs_mount starts
+ * any thread; the parent waits on a pipe for the child's "mounted" or its
+ * one-line error and exits 0 or 1 with it, so scripts see mount errors.
+ * The child mounts, serves until a signal or an unmount ends the session,
+ * and then writes the final checkpoint (tfs_unmount) whichever way the
+ * session ended.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "daemon_i.h"
+
+#define DEVS_MAX 8		/* lib's DEV_MAX; lib checks the real limit */
+#define THREADS_DEFAULT 64
+#define THREADS_MAX 10000	/* libfuse's FUSE_LOOP_MT_MAX_THREADS */
+#define MSG_MOUNTED "mounted"
+
+/* ---- logging ---- */
+
+/* Written before the session loop starts, read-only after. */
+static bool log_syslog;		/* background mode after startup */
+static bool log_debug;		/* -d */
+
+static void vtlog(int level, const char *fmt, va_list ap)
+{
+	if (level == LOG_DEBUG && !log_debug)
+		return;
+	if (log_syslog) {
+		vsyslog(level, fmt, ap);
+		return;
+	}
+	flockfile(stderr);
+	fputs("twinfs: ", stderr);
+	if (level <= LOG_ERR)
+		fputs("error: ", stderr);
+	else if (level == LOG_WARNING)
+		fputs("warning: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	funlockfile(stderr);
+}
+
+void tlog(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vtlog(level, fmt, ap);
+	va_end(ap);
+}
+
+/* libfuse's messages (and -d traces) go where ours go.  libfuse builds
+ * some lines from several calls, so collect up to the newline. */
+static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	static __thread char line[1024];
+	static __thread size_t len;
+	int n;
+
+	n = vsnprintf(line + len, sizeof(line) - len, fmt, ap);
+	if (n < 0)
+		return;
+	len += (size_t)n;
+	if (len >= sizeof(line) - 1)
+		len = sizeof(line) - 1;		/* truncated: flush as is */
+	else if (len && line[len - 1] != '\n')
+		return;
+	while (len && line[len - 1] == '\n')
+		len--;
+	line[len] = '\0';
+	len = 0;
+	tlog((int)level, "%s", line);
+}
+
+/* ---- options ---- */
+
+struct cfg {
+	char *devs;		/* first positional argument */
+	char *mountpoint;	/* second */
+	char *backend;
+	char *fault;
+	int degraded;
+	int writethrough;
+	int writeback_cache;
+	unsigned commit_ms;
+	unsigned threads;
+	unsigned bufs;
+	int help;
+	int version;
+};
+
+enum { KEY_HELP, KEY_VERSION };
+
+#define CFG_OPT(t, field, v) { t, offsetof(struct cfg, field), v }
+
+static const struct fuse_opt cfg_opts[] = {
+	CFG_OPT("degraded", degraded, 1),
+	CFG_OPT("backend=%s", backend, 0),
+	CFG_OPT("fault=%s", fault, 0),
+	CFG_OPT("writethrough", writethrough, 1),
+	CFG_OPT("writeback_cache", writeback_cache, 1),
+	CFG_OPT("no_writeback_cache", writeback_cache, 0),
+	CFG_OPT("commit=%u", commit_ms, 0),
+	CFG_OPT("threads=%u", threads, 0),
+	CFG_OPT("bufs=%u", bufs, 0),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	/* Generic mount(8)/fstab options libfuse does not take; they mean
+	 * nothing to us (relatime and friends are the kernel's default). */
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("users", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("atime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("diratime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nodiratime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("norelatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nostrictatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("relatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("strictatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("lazytime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nolazytime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("iversion", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noiversion", FUSE_OPT_KEY_DISCARD),
+	/* fuse2's; fuse3 mounts on non-empty directories anyway. */
+	FUSE_OPT_KEY("nonempty", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+static int cfg_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cfg *c = data;
+
+	switch (key) {
+	case KEY_HELP:
+		c->help = 1;
+		return 0;
+	case KEY_VERSION:
+		c->version = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		/* Both positionals are ours: fuse_parse_cmdline would
+		 * realpath() the mountpoint and reject a second one. */
+		if (!c->devs)
+			return (c->devs = strdup(arg)) ? 0 : -1;
+		if (!c->mountpoint)
+			return (c->mountpoint = strdup(arg)) ? 0 : -1;
+		fprintf(stderr, "twinfs: unexpected argument '%s'\n", arg);
+		return -1;
+	case FUSE_OPT_KEY_OPT:
+		/* fstab comments and userspace-only options (x-systemd.*). */
+		if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
+			return 0;
+		return 1;
+	}
+	return 1;
+}
+
+static void usage(FILE *out, const char *prog)
+{
+	fprintf(out,
+		"usage: %s [-f] [-d] [-s] [-o opt,...] DEV1[:DEV2[:DEV3]] MOUNTPOINT\n"
+		"\n"
+		"twinfs options:\n"
+		"    -o degraded            mount with a device missing\n"
+		"    -o backend=NAME        device I/O: auto (default), uring, aio, file\n"
+		"    -o fault=SPEC          inject device faults (testing)\n"
+		"    -o writethrough        every open is direct I/O with parallel writes\n"
+		"    -o writeback_cache     let the kernel cache writes (off by default)\n"
+		"    -o commit=MS           background commit interval (default 5000)\n"
+		"    -o threads=N           max worker threads (default %u)\n"
+		"    -o bufs=N              bounce buffers (default: lib's)\n"
+		"    -o allow_other, -o allow_root\n",
+		prog, THREADS_DEFAULT);
+}
+
+/* Split "a:b:c" in place into devs[]; the count, or -1 on an empty part
+ * or too many. */
+static int split_devs(char *s, const char *devs[DEVS_MAX])
+{
+	int n = 0;
+	char *save = NULL, *tok;
+
+	if (!*s || s[0] == ':' || s[strlen(s) - 1] == ':' || strstr(s, "::"))
+		return -1;
+	for (tok = strtok_r(s, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+		if (n == DEVS_MAX)
+			return -1;
+		devs[n++] = tok;
+	}
+	return n;
+}
+
+/* Is @path (absolute, resolved) already a twinfs mount point? */
+static bool twinfs_mounted_at(const char *path)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		/* id parent dev root MOUNTPOINT opts [tags] - FSTYPE ... */
+		char mnt[PATH_MAX], fstype[64];
+		const char *dash = strstr(line, " - ");
+		char *o = mnt;
+
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+		    sscanf(dash + 3, "%63s", fstype) != 1)
+			continue;
+		/* undo the octal escapes of spaces, tabs, backslashes */
+		for (const char *p = mnt; *p; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				*o++ = *p;
+			}
+		}
+		*o = '\0';
+		found = !strcmp(mnt, path) && !strcmp(fstype, "fuse.twinfs");
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Resolve and check the mount point before anything starts, so the common
+ * mistakes get one clear line.  0 or -1 (printed). */
+static int check_mountpoint(const char *mnt, char *resolved)
+{
+	struct stat st;
+	unsigned fd;
+	char c;
+
+	/* The fd passed by a parent that mounted for us: libfuse's business. */
+	if (sscanf(mnt, "/dev/fd/%u%c", &fd, &c) == 1) {
+		strcpy(resolved, mnt);
+		return 0;
+	}
+	if (stat(mnt, &st) < 0 || !realpath(mnt, resolved)) {
+		tlog(LOG_ERR, "mountpoint %s: %s", mnt, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		tlog(LOG_ERR, "mountpoint %s is not a directory", mnt);
+		return -1;
+	}
+	if (twinfs_mounted_at(resolved)) {
+		tlog(LOG_ERR, "mountpoint %s is busy: twinfs is already mounted there", mnt);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- startup handshake ---- */
+
+/* Background parent: wait for the child's one line.  Returns the exit code. */
+static int parent_wait(int fd, pid_t child)
+{
+	char msg[1024];
+	size_t n = 0;
+	ssize_t r;
+	int status;
+
+	while (n < sizeof(msg) - 1) {
+		r = read(fd, msg + n, sizeof(msg) - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		if (memchr(msg, '\n', n))
+			break;
+	}
+	msg[n] = '\0';
+	msg[strcspn(msg, "\n")] = '\0';
+	close(fd);
+	if (!strcmp(msg, MSG_MOUNTED))
+		return 0;
+	if (n) {
+		fprintf(stderr, "twinfs: %s\n", msg);
+		return 1;
+	}
+	/* The child died without a word. */
+	if (waitpid(child, &status, 0) == child && WIFSIGNALED(status))
+		fprintf(stderr, "twinfs: daemon killed by signal %d during startup\n",
+			WTERMSIG(status));
+	else
+		fprintf(stderr, "twinfs: daemon exited during startup\n");
+	return 1;
+}
+
+/* Child: tell the waiting parent (if any) how startup went; msg NULL means
+ * mounted.  In the foreground errors are simply logged. */
+static void startup_report(int *fd, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	size_t len;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+	} else {
+		snprintf(msg, sizeof(msg), "%s", MSG_MOUNTED);
+	}
+	if (*fd < 0) {
+		if (fmt)
+			tlog(LOG_ERR, "%s", msg);
+		return;
+	}
+	len = strlen(msg);
+	msg[len++] = '\n';
+	if (write(*fd, msg, len) != (ssize_t)len && fmt)
+		tlog(LOG_ERR, "%s", msg);
+	close(*fd);
+	*fd = -1;
+}
+
+/* After a background mount: nothing holds the terminal, logs go to syslog. */
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	log_syslog = true;
+	if (chdir("/") < 0)
+		tlog(LOG_WARNING, "chdir /: %s", strerror(errno));
+}
+
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd, unsigned threads)
+{
+	struct fuse_loop_config *lc;
+	int ret;
+
+	if (cmd->singlethread)
+		return fuse_session_loop(se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	/* One /dev/fuse fd per worker: no contention on a single read. */
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, threads);
+	/* Keep idle workers: creating threads per burst costs more. */
+	fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads != UINT_MAX ?
+				       cmd->max_idle_threads : threads);
+	ret = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return ret;
+}
+
+/* Add the options we always pass, ahead of the user's so theirs win. */
+static int add_fixed_opts(struct fuse_args *args, const char *devs)
+{
+	char *o = NULL, *fsname = NULL;
+	int ret = -1;
+
+	if (asprintf(&fsname, "fsname=%s", devs) < 0)
+		return -1;
+	if (fuse_opt_add_opt(&o, "default_permissions") == 0 &&
+	    fuse_opt_add_opt(&o, "subtype=twinfs") == 0 &&
+	    fuse_opt_add_opt_escaped(&o, fsname) == 0 &&
+	    fuse_opt_insert_arg(args, 1, "-o") == 0 &&
+	    fuse_opt_insert_arg(args, 2, o) == 0)
+		ret = 0;
+	free(o);
+	free(fsname);
+	return ret;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts cmd = { 0 };
+	struct cfg cfg = { .threads = THREADS_DEFAULT };
+	struct tfsd d = { 0 };
+	struct tfs_opts to = { 0 };
+	struct fuse_session *se = NULL;
+	const char *devs[DEVS_MAX];
+	char *devlist = NULL;
+	char mnt[PATH_MAX];
+	char err[512] = "";
+	int report_fd = -1, ndevs, ret, loop_ret, exit_code = 1;
+
+	fuse_set_log_func(fuse_log_cb);
+	if (fuse_opt_parse(&args, &cfg, cfg_opts, cfg_proc) < 0)
+		goto out_usage;
+	/* Before fuse_parse_cmdline, which adds subtype=<program name>
+	 * unless it sees a subtype or fsname. */
+	if (cfg.devs && add_fixed_opts(&args, cfg.devs) < 0)
+		goto out_args;
+	if (fuse_parse_cmdline(&args, &cmd) < 0)
+		goto out_usage;
+	if (cfg.help || cmd.show_help) {
+		usage(stdout, argv[0]);
+		printf("\nFUSE options:\n");
+		fuse_cmdline_help();
+		fuse_lowlevel_help();
+		exit_code = 0;
+		goto out_args;
+	}
+	if (cfg.version || cmd.show_version) {
+		printf("twinfs %s\nFUSE library version %s\n", TWINFS_VERSION,
+		       fuse_pkgversion());
+		exit_code = 0;
+		goto out_args;
+	}
+	if (!cfg.devs || !cfg.mountpoint)
+		goto out_usage;
+	devlist = strdup(cfg.devs);	/* split_devs cuts cfg.devs */
+	ndevs = devlist ? split_devs(cfg.devs, devs) : -1;
+	if (ndevs < 0) {
+		fprintf(stderr, "twinfs: bad device list '%s'\n", cfg.devs);
+		goto out_usage;
+	}
+	if (cfg.threads == 0 || cfg.threads > THREADS_MAX) {
+		fprintf(stderr, "twinfs: threads must be 1..%u\n", THREADS_MAX);
+		goto out_usage;
+	}
+	log_debug = cmd.debug;
+	d.writethrough = cfg.writethrough;
+	d.writeback_cache = cfg.writeback_cache;
+	tfsd_files_init(&d);
+
+	/* Parses (and rejects) the FUSE options but starts nothing, so a bad
+	 * option is a usage error before we fork. */
+	se = fuse_session_new(&args, &tfsd_ops, sizeof(tfsd_ops), &d);
+	if (!se)
+		goto out_usage;
+	if (check_mountpoint(cfg.mountpoint, mnt) < 0)
+		goto out_session;
+
+	/* Fork before tfs_mount: it starts threads, which fork does not copy. */
+	if (!cmd.foreground) {
+		int pfd[2];
+		pid_t pid;
+
+		if (pipe2(pfd, O_CLOEXEC) < 0) {
+			tlog(LOG_ERR, "pipe: %s", strerror(errno));
+			goto out_session;
+		}
+		pid = fork();
+		if (pid < 0) {
+			tlog(LOG_ERR, "fork: %s", strerror(errno));
+			close(pfd[0]);
+			close(pfd[1]);
+			goto out_session;
+		}
+		if (pid > 0) {
+			close(pfd[1]);
+			exit_code = parent_wait(pfd[0], pid);
+			goto out_session;
+		}
+		close(pfd[0]);
+		report_fd = pfd[1];
+		setsid();
+		openlog("twinfs", LOG_PID, LOG_DAEMON);
+	}
+
+	to.devs = devs;
+	to.ndevs = (unsigned)ndevs;
+	to.backend = cfg.backend;
+	to.fault = cfg.fault;
+	to.degraded = cfg.degraded;
+	to.commit_ms = cfg.commit_ms;
+	to.bounce_bufs = cfg.bufs;
+	ret = tfs_mount(&to, &d.fs, err, sizeof(err));
+	if (ret < 0) {
+		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));
+		goto out_session;
+	}
+	if (fuse_set_signal_handlers(se) < 0) {
+		startup_report(&report_fd, "cannot set signal handlers");
+		goto out_tfs;
+	}
+	if (fuse_session_mount(se, mnt) < 0) {
+		/* libfuse (or fusermount3) printed why just before. */
+		startup_report(&report_fd, "cannot mount on %s", mnt);
+		goto out_signals;
+	}
+	startup_report(&report_fd, NULL);
+	if (!cmd.foreground)
+		detach_stdio();
+	tlog(LOG_INFO, "mounted %s on %s, %d device(s), backend %s", devlist, mnt, ndevs,
+	     tfs_backend_name(d.fs));
+
+	loop_ret = serve(se, &cmd, cfg.threads);
+	exit_code = 0;
+	if (loop_ret < 0) {
+		tlog(LOG_ERR, "session loop: %s", strerror(-loop_ret));
+		exit_code = 1;
+	}
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_tfs:
+	/* Handles the kernel never released (aborted connection, lazy
+	 * unmount) go first, so unlinked-open files can be reclaimed. */
+	tfsd_files_release_all(&d);
+	ret = tfs_unmount(d.fs);
+	if (ret < 0) {
+		tlog(LOG_ERR, "unmount: final checkpoint failed: %s", strerror(-ret));
+		exit_code = 1;
+	} else if (exit_code == 0) {
+		tlog(LOG_INFO, "unmounted %s", mnt);
+	}
+out_session:
+	if (se)
+		fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+	free(cmd.mountpoint);
+	free(cfg.devs);
+	free(cfg.mountpoint);
+	free(cfg.backend);
+	free(cfg.fault);
+	free(devlist);
+	return exit_code;
+
+out_usage:
+	usage(stderr, argv[0]);
+	exit_code = 2;
+	goto out_session;
+}

@@ -1,1 +1,803 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ops: the FUSE low-level ops table.  Each handler turns one request into
+ * one lib/tfs.h call and replies; it holds no storage logic.  lib returns
+ * 0/count or -errno and every handler converts once: fuse_reply_err(req,
+ * -ret) (reply_err below).
+ *
+ * Why open and create sometimes reply raw: libfuse 3.14.0 has no
+ * fuse_file_info field for FOPEN_PARALLEL_DIRECT_WRITES, and without that
+ * flag the kernel holds the inode lock exclusively for every direct write,
+ * so writers to one file reach us one at a time however many threads we
+ * run.  For direct opens (O_DIRECT, or every open with -o writethrough) we
+ * therefore build the reply ourselves from <linux/fuse.h>: a struct
+ * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
+ * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
+ * would, and send it with fuse_reply_buf.  Buffered opens use the normal
+ * replies and stay on the page cache, where shared writable mmap works
+ * (direct opens refuse it with ENODEV on this libfuse).
+ *
+ * Lookup references: tfs_lookup/mknod/mkdir/symlink/link/create/readdirplus
+ * add one nlookup to what they return.  When the kernel never receives the
+ * reply (the request was interrupted: fuse_reply_* gives -ENOENT) it takes
+ * no reference, so we give it back, as libfuse's high-level layer does.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+
+#include "daemon_i.h"
+
+#define ATTR_TIMEOUT 1.0
+#define ENTRY_TIMEOUT 1.0
+
+static struct tfsd *req_d(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct tfs *req_fs(fuse_req_t req)
+{
+	return req_d(req)->fs;
+}
+
+static struct tfsd_file *fi_file(const struct fuse_file_info *fi)
+{
+	return (struct tfsd_file *)(uintptr_t)fi->fh;
+}
+
+static struct tfs_cred req_cred(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+
+	return (struct tfs_cred){ .uid = c->uid, .gid = c->gid };
+}
+
+/* The one place a -errno becomes a FUSE error. */
+static void reply_err(fuse_req_t req, long ret)
+{
+	fuse_reply_err(req, (int)-ret);
+}
+
+static void fill_entry_param(struct fuse_entry_param *e, const struct stat *st)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = st->st_ino;
+	/* Inode numbers are never reused (fs_ialloc counts up), so the
+	 * generation can stay 0 for NFS export. */
+	e->generation = 0;
+	e->attr = *st;
+	e->attr_timeout = ATTR_TIMEOUT;
+	e->entry_timeout = ENTRY_TIMEOUT;
+}
+
+/* Reply an entry that carries a fresh lookup reference. */
+static void reply_entry(fuse_req_t req, const struct stat *st)
+{
+	struct tfs *fs = req_fs(req);	/* req is gone after the reply */
+	struct fuse_entry_param e;
+
+	fill_entry_param(&e, st);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		tfs_forget(fs, st->st_ino, 1);
+}
+
+/* ---- open file list ---- */
+
+void tfsd_files_init(struct tfsd *d)
+{
+	pthread_mutex_init(&d->files_lock, NULL);
+	d->files.prev = d->files.next = &d->files;
+}
+
+static struct tfsd_file *file_new(void)
+{
+	return calloc(1, sizeof(struct tfsd_file));
+}
+
+static void file_link(struct tfsd *d, struct tfsd_file *df)
+{
+	pthread_mutex_lock(&d->files_lock);
+	df->next = d->files.next;
+	df->prev = &d->files;
+	df->next->prev = df;
+	d->files.next = df;
+	pthread_mutex_unlock(&d->files_lock);
+}
+
+/* Unlink, release and free; returns tfs_release's result. */
+static int file_drop(struct tfsd *d, struct tfsd_file *df)
+{
+	int ret;
+
+	pthread_mutex_lock(&d->files_lock);
+	df->prev->next = df->next;
+	df->next->prev = df->prev;
+	pthread_mutex_unlock(&d->files_lock);
+	ret = tfs_release(df->f);
+	free(df);
+	return ret;
+}
+
+void tfsd_files_release_all(struct tfsd *d)
+{
+	unsigned n = 0;
+
+	while (d->files.next != &d->files) {
+		file_drop(d, d->files.next);
+		n++;
+	}
+	if (n)
+		tlog(LOG_INFO, "released %u file(s) the kernel left open", n);
+}
+
+/* ---- init ---- */
+
+static void want(struct fuse_conn_info *conn, unsigned cap, bool on)
+{
+	if (!on)
+		conn->want &= ~cap;
+	else if (conn->capable & cap)
+		conn->want |= cap;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct tfsd *d = userdata;
+
+	conn->max_write = TFS_IO_MAX;
+	conn->max_readahead = TFS_IO_MAX;
+	/* Async direct I/O is capped by max_background (default 12). */
+	conn->max_background = 256;
+	conn->congestion_threshold = 200;
+
+	want(conn, FUSE_CAP_ASYNC_READ, true);
+	want(conn, FUSE_CAP_ASYNC_DIO, true);
+	want(conn, FUSE_CAP_PARALLEL_DIROPS, true);
+	want(conn, FUSE_CAP_ATOMIC_O_TRUNC, true);	/* tfs_open honours O_TRUNC */
+	want(conn, FUSE_CAP_EXPORT_SUPPORT, true);
+	want(conn, FUSE_CAP_CACHE_SYMLINKS, true);	/* symlinks never change */
+	/* write_buf must get memory buffers: the fill callback's copy into
+	 * the bounce buffer is the one copy. */
+	want(conn, FUSE_CAP_SPLICE_READ, false);
+	want(conn, FUSE_CAP_SPLICE_WRITE, false);
+	want(conn, FUSE_CAP_SPLICE_MOVE, false);
+	/* The kernel clears suid/sgid on write with a setattr; lib does not. */
+	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
+	want(conn, FUSE_CAP_POSIX_ACL, false);
+	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
+	if (d->writeback_cache && !(conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		tlog(LOG_WARNING, "kernel does not offer writeback_cache; ignored");
+}
+
+/* ---- namespace ---- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+	int ret = tfs_lookup(req_fs(req), parent, name, &st);
+
+	if (ret == -ENOENT) {
+		/* Names only change through this mount: cache the miss. */
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = ENTRY_TIMEOUT };
+
+		fuse_reply_entry(req, &e);
+	} else if (ret < 0) {
+		reply_err(req, ret);
+	} else {
+		reply_entry(req, &st);
+	}
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	tfs_forget(req_fs(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct tfs *fs = req_fs(req);
+
+	for (size_t i = 0; i < count; i++)
+		tfs_forget(fs, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret = tfs_getattr(req_fs(req), ino, &st);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static int setattr_bits(int to_set)
+{
+	int t = 0;
+
+	if (to_set & FUSE_SET_ATTR_MODE)
+		t |= TFS_SET_MODE;
+	if (to_set & FUSE_SET_ATTR_UID)
+		t |= TFS_SET_UID;
+	if (to_set & FUSE_SET_ATTR_GID)
+		t |= TFS_SET_GID;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		t |= TFS_SET_SIZE;
+	/* The kernel sends ATIME together with ATIME_NOW: NOW wins. */
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		t |= TFS_SET_ATIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		t |= TFS_SET_ATIME;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		t |= TFS_SET_MTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		t |= TFS_SET_MTIME;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		t |= TFS_SET_CTIME;
+	return t;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct tfs_file *f = fi ? fi_file(fi)->f : NULL;
+	struct stat st;
+	int ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n = tfs_readlink(req_fs(req), ino, buf, sizeof(buf) - 1);
+
+	if (n >= 0 && (size_t)n > sizeof(buf) - 1)
+		n = -ENAMETOOLONG;
+	if (n < 0) {
+		reply_err(req, n);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	struct tfs_cred c = req_cred(req);
+	struct stat st;
+	int ret = tfs_mknod(req_fs(req), parent, name, mode, rdev, &c, &st);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct tfs_cred c = req_cred(req);
+	struct stat st;
+	int ret = tfs_mkdir(req_fs(req), parent, name, mode, &c, &st);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+		       const char *name)
+{
+	struct tfs_cred c = req_cred(req);
+	struct stat st;
+	int ret = tfs_symlink(req_fs(req), parent, name, target, &c, &st);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct stat st;
+	int ret = tfs_link(req_fs(req), ino, newparent, newname, &st);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		reply_entry(req, &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	reply_err(req, tfs_unlink(req_fs(req), parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	reply_err(req, tfs_rmdir(req_fs(req), parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	reply_err(req, tfs_rename(req_fs(req), parent, name, newparent, newname, flags));
+}
+
+/* ---- open, create, release ---- */
+
+/* Open flags as lib should see them. */
+static int open_flags(const struct tfsd *d, int flags)
+{
+	if (d->writeback_cache) {
+		/* The page cache may read to fill pages of a write-only open,
+		 * and the kernel picks append offsets itself. */
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+		flags &= ~O_APPEND;
+	}
+	return flags;
+}
+
+static bool open_is_direct(const struct tfsd *d, int flags)
+{
+	return d->writethrough || (flags & O_DIRECT);
+}
+
+static void fill_open_out(struct fuse_open_out *o, const struct tfsd_file *df)
+{
+	memset(o, 0, sizeof(*o));
+	o->fh = (uint64_t)(uintptr_t)df;
+	o->open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
+}
+
+/* As libfuse's calc_timeout_sec/nsec. */
+static void split_timeout(double t, uint64_t *sec, uint32_t *nsec)
+{
+	double f;
+
+	if (t < 0.0)
+		t = 0.0;
+	*sec = (uint64_t)t;
+	f = t - (double)*sec;
+	*nsec = f >= 0.999999999 ? 999999999 : (uint32_t)(f * 1.0e9);
+}
+
+/* As libfuse's fill_entry + convert_stat. */
+static void fill_entry_out(struct fuse_entry_out *o, const struct fuse_entry_param *e)
+{
+	const struct stat *st = &e->attr;
+
+	memset(o, 0, sizeof(*o));
+	o->nodeid = e->ino;
+	o->generation = e->generation;
+	split_timeout(e->entry_timeout, &o->entry_valid, &o->entry_valid_nsec);
+	split_timeout(e->attr_timeout, &o->attr_valid, &o->attr_valid_nsec);
+	o->attr.ino = st->st_ino;
+	o->attr.mode = st->st_mode;
+	o->attr.nlink = st->st_nlink;
+	o->attr.uid = st->st_uid;
+	o->attr.gid = st->st_gid;
+	o->attr.rdev = st->st_rdev;
+	o->attr.size = st->st_size;
+	o->attr.blksize = st->st_blksize;
+	o->attr.blocks = st->st_blocks;
+	o->attr.atime = st->st_atim.tv_sec;
+	o->attr.mtime = st->st_mtim.tv_sec;
+	o->attr.ctime = st->st_ctim.tv_sec;
+	o->attr.atimensec = st->st_atim.tv_nsec;
+	o->attr.mtimensec = st->st_mtim.tv_nsec;
+	o->attr.ctimensec = st->st_ctim.tv_nsec;
+}
+
+/* Reply to open; 0 or the reply's -errno. */
+static int reply_open(fuse_req_t req, const struct tfsd *d, struct tfsd_file *df,
+		      struct fuse_file_info *fi)
+{
+	if (open_is_direct(d, fi->flags)) {
+		struct fuse_open_out o;
+
+		fill_open_out(&o, df);
+		return fuse_reply_buf(req, (const char *)&o, sizeof(o));
+	}
+	fi->fh = (uint64_t)(uintptr_t)df;
+	fi->direct_io = 0;
+	fi->keep_cache = 0;
+	return fuse_reply_open(req, fi);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfsd *d = req_d(req);
+	struct tfsd_file *df = file_new();
+	int ret;
+
+	if (!df) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	ret = tfs_open(d->fs, ino, open_flags(d, fi->flags), &df->f);
+	if (ret < 0) {
+		free(df);
+		reply_err(req, ret);
+		return;
+	}
+	/* Linked before the reply: the release may arrive at once. */
+	file_link(d, df);
+	if (reply_open(req, d, df, fi) == -ENOENT)
+		file_drop(d, df);	/* the kernel will send no release */
+}
+
+/* Reply to create; 0 or the reply's -errno. */
+static int reply_create(fuse_req_t req, const struct tfsd *d, const struct stat *st,
+			struct tfsd_file *df, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+
+	fill_entry_param(&e, st);
+	if (open_is_direct(d, fi->flags)) {
+		struct {
+			struct fuse_entry_out entry;
+			struct fuse_open_out open;
+		} o;
+
+		/* The kernel reads the two back to back. */
+		_Static_assert(sizeof(o) == sizeof(o.entry) + sizeof(o.open),
+			       "padding between fuse_entry_out and fuse_open_out");
+
+		fill_entry_out(&o.entry, &e);
+		fill_open_out(&o.open, df);
+		return fuse_reply_buf(req, (const char *)&o, sizeof(o));
+	}
+	fi->fh = (uint64_t)(uintptr_t)df;
+	fi->direct_io = 0;
+	fi->keep_cache = 0;
+	return fuse_reply_create(req, &e, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct tfsd *d = req_d(req);
+	struct tfs_cred c = req_cred(req);
+	struct tfsd_file *df = file_new();
+	struct stat st;
+	int ret;
+
+	if (!df) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c, &st, &df->f);
+	if (ret < 0) {
+		free(df);
+		reply_err(req, ret);
+		return;
+	}
+	file_link(d, df);
+	/* tfs_create added the entry's lookup reference, which the reply
+	 * hands to the kernel (raw or not). */
+	if (reply_create(req, d, &st, df, fi) == -ENOENT) {
+		file_drop(d, df);
+		tfs_forget(d->fs, st.st_ino, 1);
+	}
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* Every write reached lib before its reply; durability is fsync's. */
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	reply_err(req, file_drop(req_d(req), fi_file(fi)));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	reply_err(req, tfs_fsync(req_fs(req), ino, datasync != 0));
+}
+
+/* ---- data ---- */
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct tfs *fs = req_fs(req);
+	void *buf = NULL;
+	size_t data_off = 0;
+	ssize_t n = tfs_read(fi_file(fi)->f, off, size, &buf, &data_off);
+
+	if (n < 0) {
+		reply_err(req, n);
+		return;
+	}
+	fuse_reply_buf(req, n ? (const char *)buf + data_off : NULL, (size_t)n);
+	if (buf)
+		tfs_buf_put(fs, buf);
+}
+
+/* tfs_fill_fn: the one copy, from libfuse's request buffer into the bounce
+ * buffer.  Consumes the source bufvec, so lib may fill in pieces. */
+static int write_fill(void *ctx, void *dst, size_t len)
+{
+	struct fuse_bufvec *src = ctx;
+	struct fuse_bufvec dbuf = FUSE_BUFVEC_INIT(len);
+	ssize_t n;
+
+	dbuf.buf[0].mem = dst;
+	n = fuse_buf_copy(&dbuf, src, 0);
+	if (n < 0)
+		return (int)n;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi)
+{
+	/* fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
+	ssize_t n = tfs_write(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in,
+			      fi->flags);
+
+	if (n < 0)
+		reply_err(req, n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	reply_err(req, tfs_fallocate(fi_file(fi)->f, mode, off, len));
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	off_t ret = tfs_lseek(fi_file(fi)->f, off, whence);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_lseek(req, ret);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	ssize_t n;
+
+	if (flags) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	n = tfs_copy_range(fi_file(fi_in)->f, off_in, fi_file(fi_out)->f, off_out, len);
+	if (n < 0)
+		reply_err(req, n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* ---- directories ---- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fi->fh = 0;
+	fuse_reply_open(req, fi);
+}
+
+struct dir_ctx {
+	fuse_req_t req;
+	char *buf;
+	size_t size, pos;
+	bool plus;
+	uint64_t *inos;		/* plus: references handed out, in order */
+	size_t ninos;
+};
+
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+}
+
+/* tfs_dirfill_fn: nonzero when the entry does not fit (not taken). */
+static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t next_off)
+{
+	struct dir_ctx *c = ctx;
+	size_t rem = c->size - c->pos, n;
+
+	if (c->plus) {
+		struct fuse_entry_param e;
+
+		fill_entry_param(&e, st);
+		n = fuse_add_direntry_plus(c->req, c->buf + c->pos, rem, name, &e,
+					   (off_t)next_off);
+	} else {
+		n = fuse_add_direntry(c->req, c->buf + c->pos, rem, name, st, (off_t)next_off);
+	}
+	if (n > rem)
+		return 1;
+	c->pos += n;
+	/* Even the smallest plus entry is larger than 8 bytes, so size/8
+	 * slots suffice.  The kernel takes no reference for "." and "..". */
+	if (c->plus && !is_dot(name))
+		c->inos[c->ninos++] = st->st_ino;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct tfs *fs = req_fs(req);
+	struct dir_ctx c = { .req = req, .size = size, .plus = plus };
+	int ret = -ENOMEM;
+
+	c.buf = malloc(size);
+	if (plus)
+		c.inos = malloc((size / 8 + 1) * sizeof(*c.inos));
+	if (!c.buf || (plus && !c.inos))
+		goto out_err;
+	ret = tfs_readdir(fs, ino, (uint64_t)off, plus, dir_fill, &c);
+	/* Entries taken hold references: send them even if a later one
+	 * failed; the error comes back on the next call. */
+	if (ret < 0 && c.pos == 0)
+		goto out_err;
+	if (fuse_reply_buf(req, c.buf, c.pos) == -ENOENT)
+		for (size_t i = 0; i < c.ninos; i++)
+			tfs_forget(fs, c.inos[i], 1);
+	goto out;
+out_err:
+	reply_err(req, ret);
+out:
+	free(c.inos);
+	free(c.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	reply_err(req, tfs_fsync(req_fs(req), ino, datasync != 0));
+}
+
+/* ---- misc ---- */
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int ret = tfs_statfs(req_fs(req), &sv);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	/* default_permissions: the kernel has checked the mode bits. */
+	struct stat st;
+
+	reply_err(req, tfs_getattr(req_fs(req), ino, &st));
+}
+
+/* ---- xattrs ---- */
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	reply_err(req, tfs_setxattr(req_fs(req), ino, name, value, size, flags));
+}
+
+/* Shared by getxattr and listxattr: size 0 asks for the length. */
+static void reply_xattr_result(fuse_req_t req, ssize_t n, const char *buf, size_t size)
+{
+	if (n < 0)
+		reply_err(req, n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = NULL;
+	ssize_t n = -ENOMEM;
+
+	if (size && !(buf = malloc(size)))
+		goto out;
+	n = tfs_getxattr(req_fs(req), ino, name, buf, size);
+out:
+	reply_xattr_result(req, n, buf, size);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = NULL;
+	ssize_t n = -ENOMEM;
+
+	if (size && !(buf = malloc(size)))
+		goto out;
+	n = tfs_listxattr(req_fs(req), ino, buf, size);
+out:
+	reply_xattr_result(req, n, buf, size);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	reply_err(req, tfs_removexattr(req_fs(req), ino, name));
+}
+
+const struct fuse_lowlevel_ops tfsd_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.access = op_access,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
+};

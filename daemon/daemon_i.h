@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * daemon_i.h: private interface between the daemon's files.  main.c owns
+ * option parsing, the process lifecycle and logging; ops.c owns the FUSE
+ * low-level ops table that turns requests into lib/tfs.h calls.
+ */
+#ifndef TWINFS_DAEMON_I_H
+#define TWINFS_DAEMON_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <syslog.h>
+
+#include <fuse_lowlevel.h>
+
+#include "tfs.h"
+
+#ifndef TWINFS_VERSION
+#define TWINFS_VERSION "0.1.0"
+#endif
+
+/* One open regular file.  fi->fh points at this (not at the tfs_file) so
+ * the daemon can release handles the kernel never released (connection
+ * aborted, lazy unmount) before tfs_unmount. */
+struct tfsd_file {
+	struct tfs_file *f;
+	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
+};
+
+/* The daemon's state, the session's userdata.  Everything except the file
+ * list is written before the session loop starts and read-only after. */
+struct tfsd {
+	struct tfs *fs;
+	bool writethrough;		/* every open is direct + parallel */
+	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
+
+	pthread_mutex_t files_lock;	/* protects files (open/release only) */
+	struct tfsd_file files;		/* list head of open files */
+};
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops tfsd_ops;
+void tfsd_files_init(struct tfsd *d);
+/* Release every file the kernel left open; call after the loop ended. */
+void tfsd_files_release_all(struct tfsd *d);
+
+/* main.c: log to stderr in foreground mode, to syslog in background mode.
+ * No trailing newline in fmt.  LOG_DEBUG is printed only with -d. */
+void tlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
