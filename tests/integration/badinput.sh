@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Bad input gets a one-line error naming the device and loses nothing:
+# mkfs refuses small devices, a device given twice and existing file systems
+# (without -f); mount refuses missing devices (unless -o degraded), foreign
+# images, truncated images and corrupt superblocks, and writes nothing when
+# it refuses; wrong usage prints usage.
+source "$(dirname "$0")/harness.sh"
+
+# mkfs_fails WHAT ARGS...: mkfs must exit 1 with one line naming WHAT.
+mkfs_fails() {
+	local what=$1 out rc=0
+	shift
+	out=$("$MKFS" "$@" 2>&1 >/dev/null) || rc=$?
+	((rc == 1)) || h_fail "mkfs.twinfs $*: exit $rc, want 1 ($out)"
+	h_expect_one_line "$out" "$what" "mkfs.twinfs $*"
+	[[ $out == "mkfs.twinfs: "* ]] || h_fail "mkfs error lacks the program prefix: $out"
+	h_log "ok: mkfs refused: $out"
+}
+
+# ---- mkfs -------------------------------------------------------------------
+small=$(h_mkimg small.img 32M)
+a=$(h_mkimg a.img 256M)
+b=$(h_mkimg b.img 256M)
+sum_ab=$(h_sums "$a" "$b")
+
+mkfs_fails "$small" "$small"
+mkfs_fails "$small" "$a" "$small"
+mkfs_fails "$a" "$a" "$a"
+ln -s "$a" "$T/a-again.img"
+mkfs_fails "$T/a" "$a" "$T/a-again.img"		# same file under another name
+mkfs_fails "$T/missing.img" "$a" "$T/missing.img"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mkfs modified an image"
+
+# Usage errors: exit 2 with a usage line.
+for args in "" "-x $a" "-L" "$a $a $a $a $a $a $a $a $a"; do
+	rc=0
+	# shellcheck disable=SC2086
+	out=$("$MKFS" $args 2>&1) || rc=$?
+	((rc == 2)) || h_fail "mkfs.twinfs $args: exit $rc, want 2"
+	grep -qi usage <<<"$out" || h_fail "mkfs.twinfs $args: no usage line: $out"
+done
+
+if command -v mkfs.ext4 >/dev/null; then
+	e=$(h_mkimg ext4.img 128M)
+	mkfs.ext4 -F -q "$e"
+	sum_e=$(h_sums "$e" "$b")
+	mkfs_fails "$e" "$e" "$b"
+	mkfs_fails "$e" "$b" "$e"
+	[[ $(h_sums "$e" "$b") == "$sum_e" ]] || h_fail "refused mkfs modified an image"
+	"$MKFS" -f "$e" "$b" >/dev/null || h_fail "mkfs -f over ext4 failed"
+	# Mounting a real ext4 image as twinfs is refused.
+	mkfs.ext4 -F -q "$e"
+	sum_e=$(h_sums "$e")
+	h_mount_fails "$e" degraded
+	grep -qF "$e" <<<"$FAIL_OUT" || h_fail "ext4 image not named: $FAIL_OUT"
+	[[ $(h_sums "$e") == "$sum_e" ]] || h_fail "refused mount modified the ext4 image"
+else
+	h_log "skip: mkfs.ext4 is absent, no ext4 cases"
+fi
+
+# An existing twinfs is refused without -f, overwritten with it.
+"$MKFS" "$a" "$b" >/dev/null || h_fail "mkfs of fresh images failed"
+sum_ab=$(h_sums "$a" "$b")
+mkfs_fails "$a" "$a" "$b"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mkfs modified an image"
+"$MKFS" -f -L again "$a" "$b" | grep -q again || h_fail "mkfs -f: summary lacks the label"
+sum_ab=$(h_sums "$a" "$b")
+
+# ---- mount ------------------------------------------------------------------
+# A missing device: refused, naming it; accepted with -o degraded.
+h_mount_fails "$a:$T/missing.img"
+grep -qF "$T/missing.img" <<<"$FAIL_OUT" || h_fail "missing device not named: $FAIL_OUT"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
+# One device of two given alone, without degraded: refused.
+h_mount_fails "$a"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
+LOG_ALLOW='missing|degraded|No such file'
+h_mount "$a:$T/missing.img" degraded
+echo hello >"$MNT/f"
+h_umount
+LOG_ALLOW=''
+
+# An all-zero image (no file system) is refused, naming it.
+z=$(h_mkimg zero.img 256M)
+h_mount_fails "$z" degraded
+grep -qF "$z" <<<"$FAIL_OUT" || h_fail "zero image not named: $FAIL_OUT"
+[[ -z $(tr -d '\0' <"$z" | head -c 1) ]] || h_fail "refused mount wrote to the zero image"
+
+# A corrupt superblock (both slots): the device alone is refused, naming it,
+# and nothing is written to either image.
+"$MKFS" -f "$a" "$b" >/dev/null
+dd if=/dev/urandom of="$a" bs=4096 count=2 conv=notrunc status=none
+sum_ab=$(h_sums "$a" "$b")
+h_mount_fails "$a" degraded
+grep -qF "$a" <<<"$FAIL_OUT" || h_fail "corrupt device not named: $FAIL_OUT"
+h_mount_fails "$a:$b"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
+
+# A truncated image: refused alone, naming it.
+"$MKFS" -f "$a" "$b" >/dev/null
+truncate -s 100M "$a"
+sum_ab=$(h_sums "$a" "$b")
+h_mount_fails "$a" degraded
+grep -qF "$a" <<<"$FAIL_OUT" || h_fail "truncated device not named: $FAIL_OUT"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
+
+# Wrong usage: nonzero with a usage line.
+for args in "" "$b" "-o" "-o bogus_option_xyz $b $MNT"; do
+	rc=0
+	# shellcheck disable=SC2086
+	out=$(timeout 20 "$TWINFS" $args 2>&1) || rc=$?
+	h_is_mounted "$MNT" && { fusermount3 -u "$MNT"; h_fail "twinfs $args mounted"; }
+	((rc != 0 && rc != 124)) || h_fail "twinfs $args: exit $rc"
+	if [[ $args != *bogus* ]]; then
+		grep -qi usage <<<"$out" || h_fail "twinfs $args: no usage: $out"
+	fi
+done
+echo "badinput: all refusals correct"

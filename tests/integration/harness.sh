@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck shell=bash
+#
+# Mount harness sourced by every integration test.  It owns the test's
+# private temp dir, the image files, the daemon (always run in the
+# foreground so we keep its pid and its stderr), the per-test timeout and the
+# cleanup trap.  A test fails if a daemon exits nonzero or logs an error line
+# the test did not declare with LOG_ALLOW (an extended regex).
+#
+# Environment (set by tests/integration/meson.build):
+#   TWINFS MKFS       the daemon and mkfs binaries
+#   OPCHECK MODEL     helper binaries
+#   TEST_TIMEOUT      seconds before the watchdog kills the test (default 280)
+#   HARNESS_OPTS      extra -o options for every mount (e.g. backend=aio)
+#
+# Exit 77 (skip) only when /dev/fuse is absent, or when not root.
+
+set -euo pipefail
+
+: "${TWINFS:?TWINFS must name the daemon binary}"
+: "${MKFS:?MKFS must name the mkfs binary}"
+
+if [[ ! -c /dev/fuse ]]; then
+	echo "SKIP: /dev/fuse is absent"
+	exit 77
+fi
+if ((EUID != 0)); then
+	echo "SKIP: integration tests mount file systems and need root"
+	exit 77
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/twinfs-it.XXXXXX")
+MNT=$T/mnt
+mkdir -p "$MNT"
+IMGS=()			# images of the current file system, in mkfs order
+DAEMON_PID=""		# daemon of the current mount
+DAEMON_LOG=""		# its stderr
+DEVSPEC=""		# what the current mount was given
+MOUNT_OPTS=""		# its -o options
+NLOG=0
+LOG_ALLOW=${LOG_ALLOW:-}
+# Lines in the daemon's stderr that mean a bug unless the test allows them.
+LOG_BAD='(\b(error|assert|assertion|panic|abort|aborted|fatal|BUG)\b|Sanitizer|runtime error:|leaked|double free|corrupted|Segmentation)'
+
+h_log() { echo "[$(date +%T)] $*"; }
+h_fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# ---- timeout ----------------------------------------------------------------
+# A hung FUSE request would block the test (and its trap) forever: the
+# watchdog kills the daemon first, which aborts the connection and unblocks
+# every caller with ENOTCONN, then terminates the test.
+h_watchdog() {
+	local secs=$1 parent=$$
+	(
+		trap - EXIT
+		sleep "$secs"
+		echo "FAIL: test timed out after ${secs}s" >&2
+		if [[ -f $T/daemon.pid ]]; then
+			kill -9 "$(cat "$T/daemon.pid")" 2>/dev/null || true
+		fi
+		umount -l "$MNT" 2>/dev/null || true
+		kill -TERM "$parent" 2>/dev/null || true
+	) </dev/null >/dev/null 2>&1 &
+	WATCHDOG_PID=$!
+}
+
+# ---- daemon log -------------------------------------------------------------
+# Prints the offending lines and returns 1 when the log has lines matching
+# LOG_BAD that do not match LOG_ALLOW.
+h_check_log() {
+	local log=$1 bad
+	[[ -s $log ]] || return 0
+	bad=$(grep -aiE "$LOG_BAD" "$log" || true)
+	if [[ -n $LOG_ALLOW && -n $bad ]]; then
+		bad=$(grep -aivE "$LOG_ALLOW" <<<"$bad" || true)
+	fi
+	if [[ -n $bad ]]; then
+		echo "FAIL: daemon logged (see $log):" >&2
+		echo "$bad" | head -n 20 >&2
+		return 1
+	fi
+	return 0
+}
+
+h_dump_log() {
+	local log=${1:-$DAEMON_LOG}
+	[[ -n $log && -s $log ]] || return 0
+	echo "---- daemon stderr ($log), last 40 lines ----" >&2
+	tail -n 40 "$log" >&2
+	echo "----" >&2
+}
+
+# ---- images -----------------------------------------------------------------
+# h_mkimg NAME SIZE: a sparse image file in the temp dir; prints its path.
+h_mkimg() {
+	local p=$T/$1
+	rm -f "$p"
+	truncate -s "$2" "$p"
+	echo "$p"
+}
+
+# h_setup [NDEVS [SIZE [MKFS_ARGS...]]]: fresh images IMGS[0..n-1] and mkfs.
+h_setup() {
+	local n=${1:-2} size=${2:-512M} i out
+	shift 2 || shift $#
+	IMGS=()
+	for ((i = 0; i < n; i++)); do
+		IMGS+=("$(h_mkimg "disk$i.img" "$size")")
+	done
+	if ! out=$("$MKFS" "$@" "${IMGS[@]}" 2>&1); then
+		echo "$out" >&2
+		h_fail "mkfs.twinfs ${IMGS[*]} failed"
+	fi
+}
+
+h_devspec() {
+	local IFS=:
+	echo "$*"
+}
+
+h_is_mounted() {
+	# mountinfo field 5 is the mount point.
+	awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+
+# ---- mount / unmount --------------------------------------------------------
+# h_mount [DEVSPEC [OPTS]]: start the daemon in the foreground (in the
+# background of this shell) and wait until the kernel shows the mount.
+h_mount() {
+	local spec=${1:-$(h_devspec "${IMGS[@]}")} opts=${2-$MOUNT_OPTS} all i
+	[[ -z $DAEMON_PID ]] || h_fail "h_mount: already mounted"
+	all=$opts
+	if [[ -n ${HARNESS_OPTS:-} ]]; then
+		all=${all:+$all,}$HARNESS_OPTS
+	fi
+	NLOG=$((NLOG + 1))
+	DAEMON_LOG=$T/daemon.$NLOG.log
+	DEVSPEC=$spec
+	MOUNT_OPTS=$opts
+	h_log "mount $spec${all:+ -o $all}"
+	if [[ -n $all ]]; then
+		"$TWINFS" -f "$spec" "$MNT" -o "$all" >"$DAEMON_LOG" 2>&1 &
+	else
+		"$TWINFS" -f "$spec" "$MNT" >"$DAEMON_LOG" 2>&1 &
+	fi
+	DAEMON_PID=$!
+	echo "$DAEMON_PID" >"$T/daemon.pid"
+	for ((i = 0; i < 200; i++)); do
+		h_is_mounted "$MNT" && return 0
+		if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+			local rc=0
+			wait "$DAEMON_PID" || rc=$?
+			DAEMON_PID=""
+			rm -f "$T/daemon.pid"
+			h_dump_log
+			h_fail "daemon exited with status $rc before mounting $spec"
+		fi
+		sleep 0.05
+	done
+	h_dump_log
+	h_fail "mount of $spec did not appear within 10 s"
+}
+
+# h_umount: fusermount3 -u, then wait for the daemon to write its clean
+# state and exit.  The daemon must exit 0 and its log must be clean.
+h_umount() {
+	local i rc=0
+	[[ -n $DAEMON_PID ]] || return 0
+	h_log "unmount"
+	if h_is_mounted "$MNT"; then
+		for ((i = 0; i < 50; i++)); do
+			fusermount3 -u "$MNT" 2>/dev/null && break
+			sleep 0.1	# EBUSY: a helper may still be closing files
+		done
+		h_is_mounted "$MNT" && h_fail "fusermount3 -u $MNT keeps failing"
+	fi
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$DAEMON_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$DAEMON_PID" 2>/dev/null; then
+		kill -9 "$DAEMON_PID" 2>/dev/null || true
+		wait "$DAEMON_PID" 2>/dev/null || true
+		DAEMON_PID=""
+		rm -f "$T/daemon.pid"
+		h_dump_log
+		h_fail "daemon did not exit within 30 s of unmount (killed)"
+	fi
+	wait "$DAEMON_PID" || rc=$?
+	DAEMON_PID=""
+	rm -f "$T/daemon.pid"
+	if ((rc != 0)); then
+		h_dump_log
+		h_fail "daemon exited with status $rc after unmount"
+	fi
+	h_check_log "$DAEMON_LOG" || { h_dump_log; exit 1; }
+}
+
+h_remount() {
+	local spec=$DEVSPEC opts=$MOUNT_OPTS
+	h_umount
+	h_mount "$spec" "$opts"
+}
+
+# h_mount_fails DEVSPEC [OPTS]: the daemon must refuse to mount.  Sets
+# FAIL_OUT to its output and FAIL_RC to its exit status.
+h_mount_fails() {
+	local spec=$1 opts=${2:-} i
+	local out=$T/fail.$((NLOG + 1)).log
+	NLOG=$((NLOG + 1))
+	if [[ -n $opts ]]; then
+		"$TWINFS" -f "$spec" "$MNT" -o "$opts" >"$out" 2>&1 &
+	else
+		"$TWINFS" -f "$spec" "$MNT" >"$out" 2>&1 &
+	fi
+	local pid=$!
+	echo "$pid" >"$T/daemon.pid"
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		if h_is_mounted "$MNT"; then
+			fusermount3 -u "$MNT" || true
+			wait "$pid" || true
+			rm -f "$T/daemon.pid"
+			h_fail "mount of $spec${opts:+ -o $opts} succeeded; it must be refused"
+		fi
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		rm -f "$T/daemon.pid"
+		h_fail "daemon given $spec neither mounted nor exited within 10 s"
+	fi
+	FAIL_RC=0
+	wait "$pid" || FAIL_RC=$?
+	rm -f "$T/daemon.pid"
+	FAIL_OUT=$(cat "$out")
+	if ((FAIL_RC == 0)); then
+		h_fail "daemon refused $spec but exited 0"
+	fi
+}
+
+# ---- cleanup ----------------------------------------------------------------
+h_cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT TERM INT
+	cd /
+	if [[ -n ${WATCHDOG_PID:-} ]]; then
+		kill "$WATCHDOG_PID" 2>/dev/null
+		wait "$WATCHDOG_PID" 2>/dev/null
+	fi
+	if [[ -n $DAEMON_PID ]] || h_is_mounted "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+		if [[ -n $DAEMON_PID ]]; then
+			local i
+			for ((i = 0; i < 100; i++)); do
+				kill -0 "$DAEMON_PID" 2>/dev/null || break
+				sleep 0.1
+			done
+			kill -9 "$DAEMON_PID" 2>/dev/null
+			wait "$DAEMON_PID" 2>/dev/null
+			if ((rc != 0)); then
+				h_dump_log
+			fi
+		fi
+	fi
+	if ((rc != 0)) && [[ -n ${KEEP_TMP:-} ]]; then
+		echo "keeping $T" >&2
+	else
+		rm -rf "$T"
+	fi
+	exit "$rc"
+}
+trap h_cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+h_watchdog "${TEST_TIMEOUT:-280}"
+
+# ---- assertions -------------------------------------------------------------
+# h_expect_one_line TEXT WHAT: TEXT is exactly one non-empty line mentioning WHAT.
+h_expect_one_line() {
+	local text=$1 what=$2 ctx=${3:-}
+	local n
+	n=$(grep -c . <<<"$text" || true)
+	[[ $n == 1 ]] || h_fail "$ctx: expected one line of error, got $n: $text"
+	grep -qF -- "$what" <<<"$text" || h_fail "$ctx: error does not name $what: $text"
+}
+
+h_sums() {
+	sha256sum "$@" | awk '{print $1}'
+}
