@@ -114,18 +114,25 @@ static int commit_plain(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx
 
 /* ---- copy-on-write of staged blocks ---- */
 
-/* Newly allocated runs holding the staged blocks [fblk, fblk + nblk). */
+/*
+ * The runs holding the staged blocks [fblk, fblk + nblk): newly allocated
+ * (fresh), or the block's own unwritten (fallocated) block, which is written
+ * in place: it holds no data anyone can read (a crash before the commit
+ * still reads it as zeros), and reusing it is what makes fallocate's
+ * reservation worth anything under copy-on-write.
+ */
 struct cow {
 	uint64_t fblk;
 	uint32_t nblk, nruns;
-	struct { uint64_t phys; uint32_t off, n; } runs[IO_BLOCKS];
+	struct { uint64_t phys; uint32_t off, n; bool fresh; } runs[IO_BLOCKS];
 	uint64_t csums[IO_BLOCKS];
 };
 
 static void cow_put(struct tfs *fs, struct cow *cw)
 {
 	for (uint32_t i = 0; i < cw->nruns; i++)
-		alloc_put(fs->alloc, cw->runs[i].phys, cw->runs[i].n);
+		if (cw->runs[i].fresh)
+			alloc_put(fs->alloc, cw->runs[i].phys, cw->runs[i].n);
 	cw->nruns = 0;
 }
 
@@ -137,6 +144,8 @@ static void cow_put(struct tfs *fs, struct cow *cw)
 static void cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
 {
 	for (uint32_t i = 0; i < cw->nruns; i++) {
+		if (!cw->runs[i].fresh)
+			continue;
 		for (uint32_t j = 0; j < cw->runs[i].n; j++) {
 			struct extent_ent e;
 			uint64_t phys = cw->runs[i].phys + j;
@@ -149,8 +158,17 @@ static void cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
 	cw->nruns = 0;
 }
 
-/* Allocate for 1 <= nblk <= IO_BLOCKS staged blocks, checksum them and
- * write them to every mirror.  On error nothing stays allocated. */
+static uint64_t unwritten_at(struct tfs_inode *ip, uint64_t fblk)
+{
+	struct extent_ent e;
+
+	extent_get(&ip->map, fblk, &e);
+	return (e.phys & EXTENT_UNWRITTEN) ? EXTENT_PHYS(e.phys) : 0;
+}
+
+/* Place 1 <= nblk <= IO_BLOCKS staged blocks (new blocks, or their own
+ * unwritten ones), checksum them and write them to every mirror at once.
+ * Caller holds the range lock over them.  On error nothing stays allocated. */
 static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
 		     const uint8_t *buf, struct cow *cw)
 {
@@ -162,23 +180,33 @@ static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 	cw->nblk = nblk;
 	cw->nruns = 0;
 	while (done < nblk) {
-		uint64_t blk, got;
+		uint64_t blk = unwritten_at(ip, fblk + done), got = 1, want = 1;
+		bool fresh = !blk;
 
-		ret = alloc_get(fs->alloc, nblk - done, ip->ino, ALLOC_DATA, &blk, &got);
-		if (ret == -ENOSPC && !retried) {
-			/* Deferred frees wait for a durable commit: force one
-			 * (we hold no inode lock the log needs) and retry. */
-			retried = true;
-			if (log_commit(fs->log, UINT64_MAX) == 0)
-				continue;
+		if (!fresh) {
+			while (done + got < nblk && unwritten_at(ip, fblk + done + got) == blk + got)
+				got++;
+		} else {
+			/* Allocate for the stretch up to the next unwritten block. */
+			while (done + want < nblk && !unwritten_at(ip, fblk + done + want))
+				want++;
+			ret = alloc_get(fs->alloc, want, ip->ino, ALLOC_DATA, &blk, &got);
+			if (ret == -ENOSPC && !retried) {
+				/* Deferred frees wait for a durable commit: force
+				 * one (we hold no inode lock the log needs), retry. */
+				retried = true;
+				if (log_commit(fs->log, UINT64_MAX) == 0)
+					continue;
+			}
+			if (ret)
+				goto fail;
+			if (got > want)
+				got = want;
 		}
-		if (ret)
-			goto fail;
-		if (got > nblk - done)
-			got = nblk - done;
 		cw->runs[cw->nruns].phys = blk;
 		cw->runs[cw->nruns].off = done;
 		cw->runs[cw->nruns].n = (uint32_t)got;
+		cw->runs[cw->nruns].fresh = fresh;
 		cw->nruns++;
 		for (uint32_t i = 0; i < got; i++)
 			cw->csums[done + i] = csum_block(buf + (size_t)(done + i) * BS, blk + i);
@@ -759,10 +787,16 @@ static int prealloc_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t fb, ui
 	}
 	if (need == 0)
 		return 0;
-	avail = alloc_free_blocks(fs->alloc);
-	avail = avail > alloc_reserve_blocks(fs->alloc) ? avail - alloc_reserve_blocks(fs->alloc) : 0;
-	if (need > avail)
-		return -ENOSPC;
+	for (int tries = 0;; tries++) {
+		avail = alloc_free_blocks(fs->alloc);
+		avail = avail > alloc_reserve_blocks(fs->alloc) ?
+			avail - alloc_reserve_blocks(fs->alloc) : 0;
+		if (need <= avail)
+			break;
+		/* Deferred frees come back once durable: commit, then recheck. */
+		if (tries || log_commit(fs->log, UINT64_MAX))
+			return -ENOSPC;
+	}
 
 	meta_tx_init(&tx);
 	for (b = extent_next_hole(&ip->map, fb); b < fe && !ret;) {
@@ -971,6 +1005,8 @@ static int copy_bytes(struct tfs *fs, struct tfs_inode *src, uint64_t soff,
  * unwritten blocks become holes.  Source entries are all read before the
  * commit, so an overlapping same-file chunk reads the old mapping.
  */
+#define SHARE_SKIP EXTENT_UNWRITTEN	/* never a written block's phys */
+
 static int share_blocks(struct tfs *fs, struct tfs_inode *src, uint64_t sfb,
 			struct tfs_inode *dst, uint64_t dfb, uint32_t nblk, uint64_t newsize)
 {
@@ -986,16 +1022,25 @@ static int share_blocks(struct tfs *fs, struct tfs_inode *src, uint64_t sfb,
 		return -ENOMEM;
 	}
 	for (uint32_t k = 0; k < nblk; k++) {
+		struct extent_ent d;
+
 		extent_get(&src->map, sfb + k, &e[k]);
 		if (e[k].phys & EXTENT_UNWRITTEN)
 			e[k].phys = 0;
 		csums[k] = e[k].csum;
+		/* Already shared there (a repeated reflink): the map would
+		 * keep its one reference, so take none. */
+		extent_get(&dst->map, dfb + k, &d);
+		if (e[k].phys && d.phys == e[k].phys)
+			e[k].phys = SHARE_SKIP;
 	}
 	meta_tx_init(&tx);
 	while (i < nblk && !ret) {
 		uint32_t n = 1;
 
-		if (e[i].phys == 0) {
+		if (e[i].phys == SHARE_SKIP) {
+			/* nothing to change */
+		} else if (e[i].phys == 0) {
 			while (i + n < nblk && e[i + n].phys == 0)
 				n++;
 			ret = clear_rec(&tx, dst->ino, dfb + i, n);
@@ -1029,7 +1074,7 @@ static int share_blocks(struct tfs *fs, struct tfs_inode *src, uint64_t sfb,
 		for (uint32_t k = 0; k < i && k < nblk; k++) {
 			struct extent_ent d;
 
-			if (!e[k].phys)
+			if (!e[k].phys || e[k].phys == SHARE_SKIP)
 				continue;
 			extent_get(&dst->map, dfb + k, &d);
 			if (d.phys != e[k].phys)

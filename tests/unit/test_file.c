@@ -1,3 +1,939 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Placeholder until the subsystem's tests land. */
-int main(void) { return 77; }
+/* Description: the data path (lib/file.c) on two mirrored image files: unaligned I/O against a model, copy-on-write and deferred frees, truncate, fallocate/punch/SEEK_DATA, reflink copies, ENOSPC, per-mirror checksums, read repair, parallel disjoint writers, and a randomized model test across remounts. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fs_i.h"
+
+#define BS 4096u
+#define MiB (1024u * 1024u)
+
+/* ---- environment: two sparse images, formatted and mounted ---- */
+
+struct env {
+	char img[2][64];
+	const char *backend;
+	unsigned commit_ms;	/* 0: the default background commit */
+	struct tfs *fs;
+	struct tfs_cred cred;
+};
+
+static int env_mount(struct env *e)
+{
+	const char *devs[2] = { e->img[0], e->img[1] };
+	struct tfs_opts o = { .devs = devs, .ndevs = 2, .backend = e->backend,
+			      .commit_ms = e->commit_ms };
+	char err[256] = "";
+	int ret = tfs_mount(&o, &e->fs, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "mount (%s): %s: %s\n", e->backend, strerror(-ret), err);
+	return ret;
+}
+
+static void env_umount(struct env *e)
+{
+	assert_int_equal(tfs_unmount(e->fs), 0);
+	e->fs = NULL;
+}
+
+static void env_remount(struct env *e)
+{
+	env_umount(e);
+	assert_int_equal(env_mount(e), 0);
+}
+
+/* Returns 0, or 1 when the backend is not available here (skip). */
+static int env_init(struct env *e, const char *backend, uint64_t size)
+{
+	const char *devs[2];
+	struct tfs_format_opts fo = { .label = "t", .backend = "file" };
+	char err[256] = "";
+	int ret;
+
+	memset(e, 0, sizeof(*e));
+	e->backend = backend;
+	e->commit_ms = 600000;	/* commits only when a test asks */
+	for (int i = 0; i < 2; i++) {
+		int fd;
+
+		snprintf(e->img[i], sizeof(e->img[i]), "/tmp/tfs_file_XXXXXX");
+		fd = mkstemp(e->img[i]);
+		assert_true(fd >= 0);
+		assert_int_equal(ftruncate(fd, (off_t)size), 0);
+		close(fd);
+		devs[i] = e->img[i];
+	}
+	ret = tfs_format(devs, 2, &fo, err, sizeof(err));
+	if (ret)
+		fprintf(stderr, "format: %s\n", err);
+	assert_int_equal(ret, 0);
+	ret = env_mount(e);
+	if (ret && strcmp(backend, "file")) {
+		unlink(e->img[0]);
+		unlink(e->img[1]);
+		return 1;
+	}
+	assert_int_equal(ret, 0);
+	return 0;
+}
+
+static void env_fini(struct env *e)
+{
+	if (e->fs)
+		env_umount(e);
+	unlink(e->img[0]);
+	unlink(e->img[1]);
+}
+
+static struct tfs_file *mkfile(struct env *e, const char *name)
+{
+	struct tfs_file *f = NULL;
+	struct stat st;
+
+	assert_int_equal(tfs_create(e->fs, TFS_ROOT_INO, name, 0644, O_RDWR, &e->cred, &st, &f), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(tfs_file_ino(f), st.st_ino);
+	return f;
+}
+
+static struct tfs_file *reopen(struct env *e, const char *name)
+{
+	struct tfs_file *f = NULL;
+	struct stat st;
+
+	assert_int_equal(tfs_lookup(e->fs, TFS_ROOT_INO, name, &st), 0);
+	assert_int_equal(tfs_open(e->fs, st.st_ino, O_RDWR, &f), 0);
+	return f;
+}
+
+static uint64_t fsize(struct tfs_file *f)
+{
+	return atomic_load(&f->ip->size);
+}
+
+static void pwrite_ok(struct tfs_file *f, const void *p, size_t len, off_t off)
+{
+	assert_int_equal(tfs_pwrite(f, p, len, off, 0), (ssize_t)len);
+}
+
+/* The whole file equals model[0, size). */
+static void check_model(struct tfs_file *f, const uint8_t *model, uint64_t size)
+{
+	uint8_t *b = malloc(size + 1);
+
+	assert_non_null(b);
+	assert_int_equal(fsize(f), size);
+	assert_int_equal(tfs_pread(f, b, size + 1, 0), (ssize_t)size);
+	for (uint64_t i = 0; i < size; i++)
+		if (b[i] != model[i]) {
+			fprintf(stderr, "mismatch at %llu: %02x != %02x\n",
+				(unsigned long long)i, b[i], model[i]);
+			fail();
+		}
+	free(b);
+}
+
+static void fill_pattern(uint8_t *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
+}
+
+static struct extent_ent ent(struct tfs_file *f, uint64_t fblk)
+{
+	struct extent_ent e;
+
+	extent_get(&f->ip->map, fblk, &e);
+	return e;
+}
+
+/* Every mapped, written block verifies on each image read raw. */
+struct rawchk { struct env *e; int fds[2]; uint64_t nblk; };
+
+static int rawchk_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		      const struct extent_ent *ents)
+{
+	struct rawchk *c = ctx;
+	uint8_t *b = aligned_alloc(BS, BS);
+
+	if (phys & EXTENT_UNWRITTEN) {
+		free(b);
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		for (int d = 0; d < 2; d++) {
+			assert_int_equal(pread(c->fds[d], b, BS, (off_t)((phys + i) * BS)), BS);
+			assert_true(csum_block(b, phys + i) == ents[i].csum);
+			c->nblk++;
+		}
+	free(b);
+	return 0;
+}
+
+static uint64_t check_raw(struct env *e, struct tfs_file *f)
+{
+	struct rawchk c = { .e = e };
+
+	for (int d = 0; d < 2; d++) {
+		c.fds[d] = open(e->img[d], O_RDONLY);
+		assert_true(c.fds[d] >= 0);
+	}
+	assert_int_equal(extent_walk(&f->ip->map, 0, EXTENT_MAX_FBLK, rawchk_run, &c), 0);
+	close(c.fds[0]);
+	close(c.fds[1]);
+	return c.nblk;
+}
+
+static const char *const backends[] = { "file", "aio", "uring" };
+
+/* ---- unaligned reads and writes against a model ---- */
+
+static void rw_edges(const char *backend)
+{
+	static const struct { uint64_t off, len; } w[] = {
+		{ 0, 1 }, { 4095, 2 }, { 4096, 4096 }, { 100, 5000 }, { 8191, 1 },
+		{ 12288 + 17, MiB }, { 3 * MiB, MiB }, { 5 * MiB + 1, 123 },
+		{ 7 * MiB + 4000, 200 },		/* past EOF: a hole before it */
+		{ 2 * MiB - 1, 2 }, { 64, 4096 - 128 }, { 0, MiB },
+	};
+	uint64_t msize = 8 * MiB, size = 0;
+	uint8_t *model = calloc(1, msize), *src = malloc(MiB), *b = malloc(MiB);
+	struct tfs_file *f;
+	struct env e;
+
+	if (env_init(&e, backend, 128ull * MiB))
+		goto skip;
+	f = mkfile(&e, "edges");
+	for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
+		fill_pattern(src, w[k].len, (unsigned)k + 1);
+		pwrite_ok(f, src, w[k].len, (off_t)w[k].off);
+		memcpy(model + w[k].off, src, w[k].len);
+		if (w[k].off + w[k].len > size)
+			size = w[k].off + w[k].len;
+		check_model(f, model, size);
+		/* Reads at every edge: within a block, across, at and past EOF. */
+		assert_int_equal(tfs_pread(f, b, 10, (off_t)size - 3), 3);
+		assert_memory_equal(b, model + size - 3, 3);
+		assert_int_equal(tfs_pread(f, b, 10, (off_t)size), 0);
+		assert_int_equal(tfs_pread(f, b, 10, (off_t)size + 5000), 0);
+		assert_int_equal(tfs_pread(f, b, 2, 4095), 2);
+		assert_memory_equal(b, model + 4095, 2);
+	}
+	/* The hole before the last extending write has no blocks. */
+	assert_int_equal(ent(f, 6 * MiB / BS).phys, 0);
+	/* tfs_read gives the data at buf + data_off. */
+	{
+		void *buf;
+		size_t doff;
+		ssize_t n = tfs_read(f, 4097, 100, &buf, &doff);
+
+		assert_int_equal(n, 100);
+		assert_int_equal(doff, 1);
+		assert_memory_equal((uint8_t *)buf + doff, model + 4097, 100);
+		tfs_buf_put(e.fs, buf);
+		n = tfs_read(f, (off_t)size, 100, &buf, &doff);
+		assert_int_equal(n, 0);
+		tfs_buf_put(e.fs, buf);
+	}
+	assert_true(check_raw(&e, f) > 0);
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "edges");
+	check_model(f, model, size);
+	assert_true(check_raw(&e, f) > 0);
+	tfs_release(f);
+	env_fini(&e);
+skip:
+	free(model);
+	free(src);
+	free(b);
+}
+
+static void test_rw_edges(void **state)
+{
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		rw_edges(backends[i]);
+}
+
+/* ---- open/create semantics ---- */
+
+static void test_open_create(void **state)
+{
+	struct tfs_file *f, *g;
+	struct stat st;
+	struct env e;
+	uint8_t b[100];
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "a");
+	memset(b, 'x', sizeof(b));
+	pwrite_ok(f, b, sizeof(b), 0);
+	assert_int_equal(tfs_create(e.fs, TFS_ROOT_INO, "a", 0644, O_RDWR | O_CREAT | O_EXCL,
+				    &e.cred, &st, &g), -EEXIST);
+	/* Existing name without O_EXCL: the same file, truncated with O_TRUNC. */
+	assert_int_equal(tfs_create(e.fs, TFS_ROOT_INO, "a", 0644, O_RDWR | O_TRUNC,
+				    &e.cred, &st, &g), 0);
+	assert_int_equal(st.st_ino, tfs_file_ino(f));
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(fsize(f), 0);
+	tfs_release(g);
+	assert_int_equal(tfs_mkdir(e.fs, TFS_ROOT_INO, "d", 0755, &e.cred, &st), 0);
+	assert_int_equal(tfs_open(e.fs, st.st_ino, O_RDONLY, &g), -EISDIR);
+	assert_int_equal(tfs_create(e.fs, TFS_ROOT_INO, "d", 0644, O_RDWR, &e.cred, &st, &g),
+			 -EISDIR);
+	/* Writes need a writable handle; O_APPEND writes go to the end. */
+	assert_int_equal(tfs_open(e.fs, tfs_file_ino(f), O_RDONLY, &g), 0);
+	assert_int_equal(tfs_pwrite(g, b, 10, 0, 0), -EBADF);
+	tfs_release(g);
+	pwrite_ok(f, b, 10, 0);
+	assert_int_equal(tfs_open(e.fs, tfs_file_ino(f), O_WRONLY | O_APPEND, &g), 0);
+	assert_int_equal(tfs_pwrite(g, "yz", 2, 0, 0), 2);
+	assert_int_equal(fsize(f), 12);
+	assert_int_equal(tfs_pread(f, b, 100, 0), 12);
+	assert_memory_equal(b + 10, "yz", 2);
+	tfs_release(g);
+	tfs_release(f);
+	env_fini(&e);
+}
+
+/* ---- copy-on-write and deferred frees ---- */
+
+static void test_cow(void **state)
+{
+	uint8_t *b = malloc(2 * BS);
+	struct extent_ent e1, e2, b1;
+	struct tfs_file *f;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "cow");
+	fill_pattern(b, 2 * BS, 1);
+	pwrite_ok(f, b, 2 * BS, 0);
+	assert_int_equal(log_commit(e.fs->log, UINT64_MAX), 0);
+	e1 = ent(f, 0);
+	b1 = ent(f, 1);
+	assert_true(e1.phys != 0);
+	assert_int_equal(alloc_refs(e.fs->alloc, e1.phys), 1);
+
+	/* A 1-byte overwrite moves the whole block, keeping its other bytes. */
+	pwrite_ok(f, "Q", 1, 10);
+	b[10] = 'Q';
+	e2 = ent(f, 0);
+	assert_true(e2.phys != 0 && e2.phys != e1.phys);
+	assert_true(e2.csum != e1.csum);
+	assert_int_equal(ent(f, 1).phys, b1.phys);	/* untouched block stays */
+	/* The old block is still allocated until the commit is durable... */
+	assert_int_equal(alloc_refs(e.fs->alloc, e1.phys), 1);
+	assert_int_equal(alloc_refs(e.fs->alloc, e2.phys), 1);
+	assert_int_equal(log_commit(e.fs->log, UINT64_MAX), 0);
+	/* ...and free afterwards. */
+	assert_int_equal(alloc_refs(e.fs->alloc, e1.phys), 0);
+	assert_int_equal(alloc_refs(e.fs->alloc, e2.phys), 1);
+	check_model(f, b, 2 * BS);
+	/* O_DSYNC: durable on return. */
+	assert_int_equal(tfs_pwrite(f, "R", 1, 11, O_DSYNC), 1);
+	b[11] = 'R';
+	assert_true(log_durable_seq(e.fs->log) >= f->ip->last_seq);
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "cow");
+	check_model(f, b, 2 * BS);
+	tfs_release(f);
+	env_fini(&e);
+	free(b);
+}
+
+/* ---- truncate ---- */
+
+static void test_truncate(void **state)
+{
+	uint8_t *m = malloc(4 * BS), *b = malloc(4 * BS);
+	struct extent_ent e1;
+	struct tfs_file *f;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "t");
+	memset(m, 0xAA, 3 * BS);
+	pwrite_ok(f, m, 3 * BS, 0);
+	e1 = ent(f, 1);
+	assert_int_equal(file_truncate(e.fs, f->ip, 5000), 0);
+	assert_int_equal(fsize(f), 5000);
+	/* The last block was copied with its tail zeroed; the rest dropped. */
+	assert_true(ent(f, 1).phys != 0 && ent(f, 1).phys != e1.phys);
+	assert_int_equal(ent(f, 2).phys, 0);
+	assert_int_equal(tfs_pread(f, b, 4 * BS, 0), 5000);
+	assert_memory_equal(b, m, 5000);
+	/* Growing exposes zeros, never the old bytes. */
+	assert_int_equal(file_truncate(e.fs, f->ip, 3 * BS + 10), 0);
+	memset(m + 5000, 0, 3 * BS + 10 - 5000);
+	check_model(f, m, 3 * BS + 10);
+	assert_int_equal(ent(f, 2).phys, 0);
+	/* Extending write after a shrink inside a block. */
+	assert_int_equal(file_truncate(e.fs, f->ip, 100), 0);
+	pwrite_ok(f, "zz", 2, 200);
+	memset(m + 100, 0, 100);
+	memcpy(m + 200, "zz", 2);
+	check_model(f, m, 202);
+	assert_int_equal(file_truncate(e.fs, f->ip, 0), 0);
+	assert_int_equal(ent(f, 0).phys, 0);
+	assert_int_equal(extent_mapped(&f->ip->map), 0);
+	assert_int_equal(file_truncate(e.fs, f->ip, 3 * BS), 0);
+	memset(m, 0, 3 * BS);
+	pwrite_ok(f, "k", 1, 5000);
+	m[5000] = 'k';
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "t");
+	check_model(f, m, 3 * BS);
+	tfs_release(f);
+	env_fini(&e);
+	free(m);
+	free(b);
+}
+
+/* ---- fallocate, punch, SEEK_DATA / SEEK_HOLE ---- */
+
+static void test_fallocate_seek(void **state)
+{
+	uint8_t *m = calloc(1, 64 * BS), *b = malloc(BS);
+	struct tfs_file *f;
+	uint64_t before;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "fa");
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 0, BS), -EOPNOTSUPP);
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_PUNCH_HOLE, 0, BS), -EOPNOTSUPP);
+	before = alloc_free_blocks(e.fs->alloc);
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_KEEP_SIZE, 0, MiB), 0);
+	assert_int_equal(fsize(f), 0);
+	assert_int_equal(before - alloc_free_blocks(e.fs->alloc), MiB / BS);
+	assert_true(ent(f, 0).phys & EXTENT_UNWRITTEN);
+	assert_int_equal(ent(f, 0).csum, 0);
+	/* Mode 0 extends the size; the new range reads as zeros. */
+	assert_int_equal(tfs_fallocate(f, 0, 0, 2 * MiB + 1), 0);
+	assert_int_equal(fsize(f), 2 * MiB + 1);
+	assert_int_equal(before - alloc_free_blocks(e.fs->alloc), 2 * MiB / BS + 1);
+	assert_int_equal(tfs_pread(f, b, BS, 100), BS);
+	assert_memory_equal(b, m, BS);
+	/* Writes into unwritten blocks use them in place (the reservation
+	 * holds): same physical blocks, no new allocation, flag gone. */
+	{
+		uint64_t p3 = EXTENT_PHYS(ent(f, 3).phys), p5 = EXTENT_PHYS(ent(f, 5).phys);
+
+		before = alloc_free_blocks(e.fs->alloc);
+		fill_pattern(m + 3 * BS, 2 * BS, 7);
+		pwrite_ok(f, m + 3 * BS, 2 * BS, 3 * BS);
+		fill_pattern(m + 5 * BS + 100, 10, 8);
+		pwrite_ok(f, m + 5 * BS + 100, 10, 5 * BS + 100);
+		assert_int_equal(ent(f, 3).phys, p3);
+		assert_int_equal(ent(f, 5).phys, p5);
+		assert_int_equal(alloc_free_blocks(e.fs->alloc), before);
+		assert_int_equal(log_commit(e.fs->log, UINT64_MAX), 0);
+		assert_int_equal(alloc_refs(e.fs->alloc, p3), 1);
+		assert_int_equal(alloc_free_blocks(e.fs->alloc), before);
+		assert_int_equal(tfs_pread(f, b, BS, 5 * BS), BS);
+		assert_memory_equal(b, m + 5 * BS, BS);
+		assert_true(check_raw(&e, f) >= 6);
+		memset(m, 0, 64 * BS);
+	}
+	/* Too much: a clean ENOSPC with nothing allocated. */
+	before = alloc_free_blocks(e.fs->alloc);
+	assert_int_equal(tfs_fallocate(f, 0, 0, 1ll << 30), -ENOSPC);
+	assert_int_equal(alloc_free_blocks(e.fs->alloc), before);
+	assert_int_equal(fsize(f), 2 * MiB + 1);
+	assert_int_equal(file_truncate(e.fs, f->ip, 0), 0);
+
+	/* Sparse: data in blocks 10-11 and 20, size 64 blocks. */
+	assert_int_equal(file_truncate(e.fs, f->ip, 64 * BS), 0);
+	fill_pattern(m + 10 * BS, 2 * BS, 3);
+	fill_pattern(m + 20 * BS, BS, 4);
+	pwrite_ok(f, m + 10 * BS, 2 * BS, 10 * BS);
+	pwrite_ok(f, m + 20 * BS, BS, 20 * BS);
+	assert_int_equal(tfs_lseek(f, 0, SEEK_DATA), 10 * BS);
+	assert_int_equal(tfs_lseek(f, 10 * BS + 5, SEEK_DATA), 10 * BS + 5);
+	assert_int_equal(tfs_lseek(f, 10 * BS, SEEK_HOLE), 12 * BS);
+	assert_int_equal(tfs_lseek(f, 13 * BS, SEEK_DATA), 20 * BS);
+	assert_int_equal(tfs_lseek(f, 0, SEEK_HOLE), 0);
+	assert_int_equal(tfs_lseek(f, 21 * BS, SEEK_DATA), -ENXIO);
+	assert_int_equal(tfs_lseek(f, 21 * BS, SEEK_HOLE), 21 * BS);
+	assert_int_equal(tfs_lseek(f, 64 * BS, SEEK_HOLE), -ENXIO);
+	assert_int_equal(tfs_lseek(f, 64 * BS, SEEK_DATA), -ENXIO);
+	assert_int_equal(tfs_lseek(f, 77, SEEK_SET), 77);
+	/* EOF counts as a hole. */
+	pwrite_ok(f, m + 20 * BS, BS, 63 * BS);
+	memcpy(m + 63 * BS, m + 20 * BS, BS);
+	assert_int_equal(tfs_lseek(f, 63 * BS, SEEK_HOLE), 64 * BS);
+
+	/* Punch: partial edges zeroed copy-on-write, whole blocks unmapped. */
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				       10 * BS + 100, BS + 50), 0);
+	memset(m + 10 * BS + 100, 0, BS + 50);
+	check_model(f, m, 64 * BS);
+	assert_true(ent(f, 10).phys != 0 && ent(f, 11).phys != 0);
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				       9 * BS, 3 * BS), 0);
+	memset(m + 9 * BS, 0, 3 * BS);
+	assert_int_equal(ent(f, 10).phys, 0);
+	assert_int_equal(ent(f, 11).phys, 0);
+	assert_int_equal(tfs_lseek(f, 0, SEEK_DATA), 20 * BS);
+	/* Within one block. */
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				       20 * BS + 7, 9), 0);
+	memset(m + 20 * BS + 7, 0, 9);
+	assert_int_equal(fsize(f), 64 * BS);
+	check_model(f, m, 64 * BS);
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "fa");
+	check_model(f, m, 64 * BS);
+	assert_true(check_raw(&e, f) > 0);
+	tfs_release(f);
+	env_fini(&e);
+	free(m);
+	free(b);
+}
+
+/* ---- copy_file_range ---- */
+
+static void test_copy_range(void **state)
+{
+	size_t len = 16 * BS + 100;
+	uint8_t *m = malloc(len), *mb, *b = malloc(64 * BS);
+	struct tfs_file *a, *c;
+	uint64_t p0;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	a = mkfile(&e, "a");
+	c = mkfile(&e, "c");
+	fill_pattern(m, len, 9);
+	pwrite_ok(a, m, len, 0);
+	assert_int_equal(log_commit(e.fs->log, UINT64_MAX), 0);
+	p0 = ent(a, 0).phys;
+	/* Whole file: every block shared, the partial EOF block too. */
+	assert_int_equal(tfs_copy_range(a, 0, c, 0, 1 << 30), (ssize_t)len);
+	check_model(c, m, len);
+	for (uint64_t i = 0; i <= 16; i++) {
+		assert_int_equal(ent(c, i).phys, ent(a, i).phys);
+		assert_int_equal(alloc_refs(e.fs->alloc, ent(a, i).phys), 2);
+	}
+	/* Writing the copy leaves the source intact. */
+	pwrite_ok(c, "W", 1, 5);
+	assert_true(ent(c, 0).phys != p0);
+	check_model(a, m, len);
+	assert_int_equal(alloc_refs(e.fs->alloc, p0), 2);
+	assert_int_equal(log_commit(e.fs->log, UINT64_MAX), 0);
+	assert_int_equal(alloc_refs(e.fs->alloc, p0), 1);
+	mb = malloc(64 * BS);
+	memcpy(mb, m, len);
+	mb[5] = 'W';
+	check_model(c, mb, len);
+
+	/* Unaligned: copied, with a hole created before it. */
+	assert_int_equal(tfs_copy_range(a, 100, c, 20 * BS + 5, 10000), 10000);
+	memset(mb + len, 0, 20 * BS + 5 - len);
+	memcpy(mb + 20 * BS + 5, m + 100, 10000);
+	check_model(c, mb, 20 * BS + 5 + 10000);
+	/* Past the source EOF: clamped. */
+	assert_int_equal(tfs_copy_range(a, (off_t)len, c, 0, 10), 0);
+	assert_int_equal(tfs_copy_range(a, (off_t)len - 10, c, 0, 100), 10);
+	memcpy(mb, m + len - 10, 10);
+
+	/* Same file, overlapping, both directions (memmove semantics). */
+	memcpy(b, m, len);
+	assert_int_equal(tfs_copy_range(a, 0, a, 2 * BS, 8 * BS), 8 * BS);
+	memmove(b + 2 * BS, b, 8 * BS);
+	check_model(a, b, len);
+	assert_int_equal(tfs_copy_range(a, 3 * BS + 7, a, 10, 6 * BS), 6 * BS);
+	memmove(b + 10, b + 3 * BS + 7, 6 * BS);
+	check_model(a, b, len);
+	assert_int_equal(tfs_copy_range(a, 5, a, 9, 3 * BS), 3 * BS);
+	memmove(b + 9, b + 5, 3 * BS);
+	check_model(a, b, len);
+	tfs_release(a);
+	tfs_release(c);
+	env_remount(&e);
+	a = reopen(&e, "a");
+	c = reopen(&e, "c");
+	check_model(a, b, len);
+	check_model(c, mb, 20 * BS + 5 + 10000);
+	assert_true(check_raw(&e, c) > 0);
+	tfs_release(a);
+	tfs_release(c);
+	env_fini(&e);
+	free(m);
+	free(mb);
+	free(b);
+}
+
+/* ---- ENOSPC ---- */
+
+static void test_enospc(void **state)
+{
+	uint8_t *src = malloc(MiB), *b = malloc(MiB);
+	struct tfs_file *f;
+	uint64_t written = 0, before;
+	struct env e;
+	ssize_t r;
+
+	env_init(&e, "file", 64ull * MiB);
+	f = mkfile(&e, "big");
+	fill_pattern(src, MiB, 5);
+	for (int i = 0; i < 200; i++) {
+		r = tfs_pwrite(f, src, MiB, (off_t)written, 0);
+		if (r < 0)
+			break;
+		assert_int_equal(r, MiB);
+		written += MiB;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(written >= 16 * MiB);
+	/* Nothing half-applied: size, content and free space unchanged. */
+	before = alloc_free_blocks(e.fs->alloc);
+	assert_int_equal(tfs_pwrite(f, src, MiB, (off_t)written, 0), -ENOSPC);
+	assert_int_equal(alloc_free_blocks(e.fs->alloc), before);
+	assert_int_equal(fsize(f), written);
+	assert_int_equal(tfs_pread(f, b, MiB, (off_t)written - MiB), MiB);
+	assert_memory_equal(b, src, MiB);
+	/* An overwrite needs new blocks too (copy-on-write). */
+	assert_int_equal(tfs_pwrite(f, src, MiB, 0, 0), -ENOSPC);
+	{
+		uint64_t ino = tfs_file_ino(f);
+
+		tfs_release(f);
+		assert_int_equal(tfs_unlink(e.fs, TFS_ROOT_INO, "big"), 0);
+		tfs_forget(e.fs, ino, 1);	/* create's kernel reference */
+	}
+	f = mkfile(&e, "again");
+	pwrite_ok(f, src, MiB, 0);	/* the deferred frees are released on demand */
+	check_model(f, src, MiB);
+	tfs_release(f);
+	env_fini(&e);
+	free(src);
+	free(b);
+}
+
+/* ---- read repair and unrecoverable blocks ---- */
+
+static bool raw_ok(struct env *e, int d, uint64_t phys, uint64_t csum)
+{
+	uint8_t *b = aligned_alloc(BS, BS);
+	int fd = open(e->img[d], O_RDONLY);
+	bool ok;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, b, BS, (off_t)(phys * BS)), BS);
+	ok = csum_block(b, phys) == csum;
+	close(fd);
+	free(b);
+	return ok;
+}
+
+static void corrupt(struct env *e, int d, uint64_t phys)
+{
+	int fd = open(e->img[d], O_RDWR);
+	uint8_t x;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &x, 1, (off_t)(phys * BS + 77)), 1);
+	x ^= 0x10;
+	assert_int_equal(pwrite(fd, &x, 1, (off_t)(phys * BS + 77)), 1);
+	close(fd);
+}
+
+static void test_repair(void **state)
+{
+	uint8_t *m = malloc(8 * BS), *b = malloc(8 * BS);
+	struct extent_ent e3, e5;
+	struct tfs_file *f;
+	uint64_t repaired = 0;
+	struct env e;
+	int i;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "r");
+	fill_pattern(m, 8 * BS, 11);
+	pwrite_ok(f, m, 8 * BS, 0);
+	tfs_release(f);
+	env_umount(&e);
+	assert_int_equal(env_mount(&e), 0);
+	f = reopen(&e, "r");
+	e3 = ent(f, 3);
+	e5 = ent(f, 5);
+	/* One bad copy: every read returns good data; the copy is rewritten
+	 * once a read lands on it (reads rotate over the mirrors). */
+	corrupt(&e, 0, e5.phys);
+	assert_false(raw_ok(&e, 0, e5.phys, e5.csum));
+	for (i = 0; i < 8 && !raw_ok(&e, 0, e5.phys, e5.csum); i++) {
+		assert_int_equal(tfs_pread(f, b, BS, 5 * BS), BS);
+		assert_memory_equal(b, m + 5 * BS, BS);
+	}
+	assert_true(raw_ok(&e, 0, e5.phys, e5.csum));
+	assert_true(raw_ok(&e, 1, e5.phys, e5.csum));
+	for (unsigned d = 0; d < 2; d++)
+		repaired += atomic_load(&e.fs->mirror.ctr[d].repaired);
+	assert_true(repaired >= 1);
+	/* Both copies bad: that block fails with EIO, the others read fine. */
+	corrupt(&e, 0, e3.phys);
+	corrupt(&e, 1, e3.phys);
+	assert_int_equal(tfs_pread(f, b, BS, 3 * BS), -EIO);
+	assert_int_equal(tfs_pread(f, b, 100, 3 * BS + 5), -EIO);
+	assert_int_equal(tfs_pread(f, b, 3 * BS, 0), 3 * BS);
+	assert_memory_equal(b, m, 3 * BS);
+	assert_int_equal(tfs_pread(f, b, 4 * BS, 4 * BS), 4 * BS);
+	assert_memory_equal(b, m + 4 * BS, 4 * BS);
+	/* A sub-block write over the lost block cannot read-modify-write it. */
+	assert_int_equal(tfs_pwrite(f, "x", 1, 3 * BS, 0), -EIO);
+	/* A whole-block write replaces it. */
+	pwrite_ok(f, m + 3 * BS, BS, 3 * BS);
+	check_model(f, m, 8 * BS);
+	tfs_release(f);
+	env_fini(&e);
+	free(m);
+	free(b);
+}
+
+/* ---- parallel writers to disjoint ranges of one file ---- */
+
+#define NTHR 4
+#define REGION (MiB)
+#define CHUNK (64 * 1024)
+
+struct pw {
+	struct tfs_file *f;
+	pthread_barrier_t *bar;
+	int id;
+	int err;
+};
+
+static void *pw_thread(void *arg)
+{
+	struct pw *p = arg;
+	uint8_t *b = malloc(CHUNK);
+	struct rangelock *rl = &p->f->ip->rl;
+
+	pthread_barrier_wait(p->bar);
+	/* Bounded: keep writing until two writers were seen inside at once. */
+	for (int it = 0; it < 400; it++) {
+		unsigned mw;
+		off_t off = (off_t)p->id * REGION + (off_t)(it % (REGION / CHUNK)) * CHUNK;
+
+		memset(b, (int)(p->id * 16 + (it % 16)), CHUNK);
+		if (tfs_pwrite(p->f, b, CHUNK, off, 0) != CHUNK)
+			p->err = 1;
+		pthread_mutex_lock(&rl->mu);
+		mw = rl->max_writers;
+		pthread_mutex_unlock(&rl->mu);
+		if (mw > 1 && it >= (int)(REGION / CHUNK))
+			break;
+	}
+	/* Final pattern over the whole region, in unaligned pieces. */
+	memset(b, 0x80 + p->id, CHUNK);
+	for (size_t o = 0, n; o < REGION; o += n) {
+		n = o == 0 ? 1000 : CHUNK;
+		if (n > REGION - o)
+			n = REGION - o;
+		if (tfs_pwrite(p->f, b, n, (off_t)(p->id * REGION + o), 0) != (ssize_t)n)
+			p->err = 1;
+	}
+	free(b);
+	return NULL;
+}
+
+static void test_parallel_writers(void **state)
+{
+	uint8_t *m = malloc(NTHR * REGION);
+	pthread_t t[NTHR];
+	struct pw p[NTHR];
+	pthread_barrier_t bar;
+	struct tfs_file *f;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "par");
+	memset(m, 0, NTHR * REGION);
+	pwrite_ok(f, m, NTHR * REGION, 0);	/* every later write is non-extending */
+	pthread_barrier_init(&bar, NULL, NTHR);
+	for (int i = 0; i < NTHR; i++) {
+		p[i] = (struct pw){ .f = f, .bar = &bar, .id = i };
+		assert_int_equal(pthread_create(&t[i], NULL, pw_thread, &p[i]), 0);
+	}
+	for (int i = 0; i < NTHR; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(p[i].err, 0);
+	}
+	pthread_barrier_destroy(&bar);
+	assert_true(f->ip->rl.max_writers > 1);
+	for (int i = 0; i < NTHR; i++)
+		memset(m + (size_t)i * REGION, 0x80 + i, REGION);
+	check_model(f, m, NTHR * REGION);
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "par");
+	check_model(f, m, NTHR * REGION);
+	tfs_release(f);
+	env_fini(&e);
+	free(m);
+}
+
+/* ---- randomized model test ---- */
+
+#define RM_MAX (3 * MiB)
+
+static uint64_t rnd_state;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static uint64_t rnd_len(void)
+{
+	switch (rnd() % 4) {
+	case 0: return 1 + rnd() % 64;
+	case 1: return 1 + rnd() % (2 * BS);
+	case 2: return BS * (1 + rnd() % 16);
+	default: return 1 + rnd() % (256 * 1024);
+	}
+}
+
+static uint64_t rnd_off(void)
+{
+	uint64_t o = rnd() % RM_MAX;
+
+	return rnd() % 3 ? o : o / BS * BS;
+}
+
+static void random_model(unsigned seed, int nops)
+{
+	uint8_t *m = calloc(1, RM_MAX + MiB), *src = malloc(MiB), *b = malloc(MiB);
+	uint64_t size = 0;
+	struct tfs_file *f;
+	struct env e;
+
+	rnd_state = 0x9E3779B97F4A7C15ull * seed;
+	env_init(&e, "file", 128ull * MiB);
+	/* The default background commit, as mounted for real. */
+	e.commit_ms = 0;
+	env_remount(&e);
+	f = mkfile(&e, "rnd");
+	for (int op = 0; op < nops; op++) {
+		uint64_t off = rnd_off(), len = rnd_len();
+		unsigned k = (unsigned)(rnd() % 100);
+
+		if (off + len > RM_MAX)
+			len = RM_MAX - off;
+		if (len == 0)
+			continue;
+		if (k < 40) {
+			fill_pattern(src, len, (unsigned)op);
+			pwrite_ok(f, src, len, (off_t)off);
+			memcpy(m + off, src, len);
+			if (off + len > size)
+				size = off + len;
+		} else if (k < 70) {
+			uint64_t want = size > off ? size - off : 0;
+			ssize_t r = tfs_pread(f, b, len, (off_t)off);
+
+			if (want > len)
+				want = len;
+			assert_int_equal(r, (ssize_t)want);
+			assert_memory_equal(b, m + off, want);
+		} else if (k < 78) {
+			uint64_t ns = rnd() % 4 ? off : off / 2;
+
+			assert_int_equal(file_truncate(e.fs, f->ip, ns), 0);
+			if (ns < size)
+				memset(m + ns, 0, size - ns);
+			size = ns;
+		} else if (k < 86) {
+			assert_int_equal(tfs_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						       (off_t)off, (off_t)len), 0);
+			if (off < size)
+				memset(m + off, 0, (off + len > size ? size : off + len) - off);
+		} else if (k < 93) {
+			int mode = rnd() % 2 ? 0 : FALLOC_FL_KEEP_SIZE;
+
+			assert_int_equal(tfs_fallocate(f, mode, (off_t)off, (off_t)len), 0);
+			if (mode == 0 && off + len > size)
+				size = off + len;
+		} else {
+			uint64_t soff = rnd_off();
+			ssize_t r;
+
+			if (rnd() % 2)
+				off = soff % BS + off / BS * BS;	/* shareable */
+			if (off + len > RM_MAX)
+				len = RM_MAX - off;
+			r = tfs_copy_range(f, (off_t)soff, f, (off_t)off, len);
+			if (soff >= size)
+				len = 0;
+			else if (soff + len > size)
+				len = size - soff;
+			assert_int_equal(r, (ssize_t)len);
+			memmove(m + off, m + soff, len);
+			if (len && off + len > size)
+				size = off + len;
+		}
+		assert_int_equal(fsize(f), size);
+		if (op == nops / 2) {
+			check_model(f, m, size);
+			tfs_release(f);
+			env_remount(&e);
+			f = reopen(&e, "rnd");
+		}
+	}
+	check_model(f, m, size);
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "rnd");
+	check_model(f, m, size);
+	check_raw(&e, f);
+	tfs_release(f);
+	env_fini(&e);
+	free(m);
+	free(src);
+	free(b);
+}
+
+static void test_random_model(void **state)
+{
+	random_model(1, 10000);
+	random_model(2, 10000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rw_edges),
+		cmocka_unit_test(test_open_create),
+		cmocka_unit_test(test_cow),
+		cmocka_unit_test(test_truncate),
+		cmocka_unit_test(test_fallocate_seek),
+		cmocka_unit_test(test_copy_range),
+		cmocka_unit_test(test_enospc),
+		cmocka_unit_test(test_repair),
+		cmocka_unit_test(test_parallel_writers),
+		cmocka_unit_test(test_random_model),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
