@@ -723,16 +723,19 @@ static void test_setattr(void **state)
 	assert_true(ns_of(st.st_ctim) >= t0 - 1000000000);
 	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_MTIME_NOW, NULL, &st), 0);
 	assert_true(ns_of(st.st_mtim) >= t0 - 1000000000);
+	/* Size (truncate also sets mtime). */
+	in.st_size = 10000;
+	in.st_mtim = (struct timespec){ .tv_sec = 1, .tv_nsec = 0 };
+	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_MTIME, NULL, &st), 0);
+	t0 = now_ns();
+	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_SIZE, NULL, &st), 0);
+	assert_int_equal(st.st_size, 10000);
+	assert_true(ns_of(st.st_mtim) >= t0 - 1000000000);
 	/* Before 1970 too. */
 	in.st_mtim = (struct timespec){ .tv_sec = -2, .tv_nsec = 500 };
 	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_MTIME, NULL, &st), 0);
 	assert_int_equal(st.st_mtim.tv_sec, -2);
 	assert_int_equal(st.st_mtim.tv_nsec, 500);
-
-	/* Size. */
-	in.st_size = 10000;
-	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_SIZE, NULL, &st), 0);
-	assert_int_equal(st.st_size, 10000);
 	assert_int_equal(tfs_getattr(fs, f, &st), 0);
 	assert_int_equal(st.st_size, 10000);
 	assert_int_equal(tfs_setattr(fs, d, &in, TFS_SET_SIZE, NULL, &st), -EISDIR);
