@@ -38,6 +38,12 @@ static int env_mount(struct env *e)
 	char err[256] = "";
 	int ret = tfs_mount(&o, &e->fs, err, sizeof(err));
 
+	/* io_uring drops a closed ring's registered files (and so the image's
+	 * flock) asynchronously: give a remount a moment. */
+	for (int i = 0; ret == -EBUSY && i < 100; i++) {
+		usleep(20000);
+		ret = tfs_mount(&o, &e->fs, err, sizeof(err));
+	}
 	if (ret)
 		fprintf(stderr, "mount (%s): %s: %s\n", e->backend, strerror(-ret), err);
 	return ret;
@@ -225,12 +231,19 @@ static void rw_edges(const char *backend)
 			size = w[k].off + w[k].len;
 		check_model(f, model, size);
 		/* Reads at every edge: within a block, across, at and past EOF. */
-		assert_int_equal(tfs_pread(f, b, 10, (off_t)size - 3), 3);
-		assert_memory_equal(b, model + size - 3, 3);
+		{
+			uint64_t at = size > 3 ? size - 3 : 0;
+
+			assert_int_equal(tfs_pread(f, b, 10, (off_t)at), (ssize_t)(size - at));
+			assert_memory_equal(b, model + at, size - at);
+		}
+		assert_int_equal(tfs_pread(f, b, 10, -1), -EINVAL);
 		assert_int_equal(tfs_pread(f, b, 10, (off_t)size), 0);
 		assert_int_equal(tfs_pread(f, b, 10, (off_t)size + 5000), 0);
-		assert_int_equal(tfs_pread(f, b, 2, 4095), 2);
-		assert_memory_equal(b, model + 4095, 2);
+		if (size >= 4097) {	/* across a block boundary */
+			assert_int_equal(tfs_pread(f, b, 2, 4095), 2);
+			assert_memory_equal(b, model + 4095, 2);
+		}
 	}
 	/* The hole before the last extending write has no blocks. */
 	assert_int_equal(ent(f, 6 * MiB / BS).phys, 0);
