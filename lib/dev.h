@@ -116,6 +116,12 @@ void dev_fault_clear(struct dev_backend *be);
  */
 int dev_fault_parse(struct dev_backend *be, const char *spec);
 
+/* I/Os handed to the lower backend for device @dev_idx, by op
+ * (counts[DEV_READ], counts[DEV_WRITE], counts[DEV_FLUSH]); injected errors
+ * and drops never reach it and are not counted.  Lets tests see which
+ * mirror served what. */
+void dev_fault_counts(struct dev_backend *be, int dev_idx, uint64_t counts[3]);
+
 /*
  * Crash recording: while recording, every completed write (with a copy of
  * its data) and every flush is appended to an in-memory journal, in

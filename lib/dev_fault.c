@@ -26,6 +26,7 @@ struct fault_be {
 	pthread_mutex_t lock;		/* leaf lock for everything below */
 	struct dev_fault_rule *rules;
 	size_t nrules, rules_cap;
+	uint64_t issued[DEV_MAX][3];	/* by device idx and op */
 	bool recording;
 	struct dev_fault_rec *jnl;
 	size_t njnl, jnl_cap;
@@ -191,6 +192,9 @@ static int fault_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	}
 
 	pthread_mutex_lock(&fb->lock);
+	for (i = 0; i < m; i++)
+		if (low[i].dev->idx >= 0 && low[i].dev->idx < DEV_MAX)
+			fb->issued[low[i].dev->idx][low[i].op]++;
 	if (fb->recording) {
 		/* A flush only covers writes that completed before it was
 		 * issued, so within one batch the flushes go first: a write
@@ -430,6 +434,19 @@ int dev_fault_parse(struct dev_backend *be, const char *spec)
 out:
 	free(copy);
 	return ret;
+}
+
+void dev_fault_counts(struct dev_backend *be, int dev_idx, uint64_t counts[3])
+{
+	struct fault_be *fb;
+
+	memset(counts, 0, 3 * sizeof(*counts));
+	if (!is_fault(be) || dev_idx < 0 || dev_idx >= DEV_MAX)
+		return;
+	fb = fault_of(be);
+	pthread_mutex_lock(&fb->lock);
+	memcpy(counts, fb->issued[dev_idx], sizeof(fb->issued[dev_idx]));
+	pthread_mutex_unlock(&fb->lock);
 }
 
 void dev_fault_record(struct dev_backend *be, bool on)

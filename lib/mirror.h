@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * mirror: N-way RAID1 over the attached devices.  Writes go to every healthy
- * device in one concurrent batch; reads pick one healthy device (spread by
- * block number), verify every block against the checksum its parent holds,
+ * device in one concurrent batch; reads pick one healthy device (round
+ * robin over the healthy ones), verify every block against the checksum its parent holds,
  * and on a mismatch or read error try the other copies, return the good one
  * and rewrite the bad copy in place (same block, same content: safe under
  * copy-on-write).  A block no copy verifies is reported -EIO; the caller
@@ -46,7 +46,7 @@ struct mirror {
 	struct dev *devs[DEV_MAX];		/* NULL when missing */
 	_Atomic int state[DEV_MAX];		/* enum mirror_dev_state */
 	struct mirror_counters ctr[DEV_MAX];
-	_Atomic unsigned rr;			/* read spreading */
+	_Atomic unsigned rr;			/* read spreading: next pick */
 	/* Called once when a device changes state (for logging); may be NULL. */
 	void (*on_state)(void *ctx, unsigned dev, int state, int err);
 	void *on_state_ctx;
