@@ -1,1 +1,619 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * log: the circular metadata log region: chunk format, group commit, space
+ * accounting and replay.  Records themselves are encoded by logrec.c.
+ *
+ * Writers append transactions to a pending buffer (never waiting); a commit
+ * seals the pending buffer into one chunk and writes it to every mirror
+ * between two flushes.  Only one commit is in flight at a time; whoever asks
+ * for durability while none is in flight leads the next one, everybody else
+ * waits for the in-flight one and re-checks, so concurrent fsyncs share
+ * chunk writes and flushes.
+ *
+ * A failed chunk write keeps its buffer as the "retry" chunk: the next
+ * commit writes it again (same seqs) before anything newer, so the seq
+ * sequence on disk never has a gap while a mirror is still healthy.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csum.h"
+#include "log.h"
+#include "mirror.h"
+
+#define CHUNK_MAGIC "TFSLOG1\0"		/* 8 bytes */
+#define CHUNK_HDR 64u
+#define CHUNK_MAX_BYTES (4u << 20)
+#define LOG_MIN_BLOCKS 64u
+
+/* Header field offsets (FORMAT.md). */
+enum {
+	CH_MAGIC = 0, CH_LOG_ID = 8, CH_POS = 16, CH_FIRST = 24, CH_LAST = 32,
+	CH_PAYLOAD = 40,	/* u32 */
+	CH_NBLOCKS = 44,	/* u32 */
+	CH_RESERVED = 48,	/* u64, zero */
+	CH_CSUM = 56,
+};
+
+static void put32(uint8_t *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *b)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)b[i] << (8 * i);
+	return v;
+}
+
+static uint64_t get64(const uint8_t *b)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+static uint64_t chunk_blocks(size_t payload)
+{
+	return (CHUNK_HDR + payload + TFS_BLOCK_SIZE - 1) / TFS_BLOCK_SIZE;
+}
+
+/* One chunk being built: a 4096-aligned buffer with room for the header in
+ * front of the payload, so a commit writes it without copying. */
+struct chunkbuf {
+	uint8_t *p;		/* cap bytes, aligned; payload at p + CHUNK_HDR */
+	size_t len;		/* payload bytes */
+	uint64_t first, last;	/* seqs of the transactions it holds */
+	unsigned ntx;
+};
+
+struct log {
+	struct mirror *m;
+	uint64_t start, nblocks, log_id;	/* immutable after open */
+	size_t max_payload;			/* bytes per chunk, excl. header */
+	size_t cap;				/* bytes of each chunk buffer */
+	uint64_t slack;				/* blocks kept free by log_wait_space */
+	struct log_cbs cbs;
+
+	/* Serializes on_durable calls so they are seen in increasing order. */
+	pthread_mutex_t cb_mu;
+
+	pthread_mutex_t mu;		/* protects everything below */
+	pthread_cond_t commit_cv;	/* a commit finished */
+	pthread_cond_t space_cv;	/* the head moved (space freed) */
+	uint64_t head_pos, head_seq;	/* durable head (superblock) */
+	uint64_t pos;			/* next chunk goes here (or at 0) */
+	uint64_t last;			/* newest seq handed out */
+	uint64_t durable;		/* newest seq on disk; chunk durable+1 is at pos */
+	struct chunkbuf *pending;	/* appends go here */
+	struct chunkbuf *retry;		/* a chunk whose write failed, or NULL */
+	struct chunkbuf *spare;		/* recycled buffer, or NULL */
+	bool committing;		/* a leader is writing a chunk */
+	uint64_t commit_gen;		/* commits started */
+	uint64_t done_gen;		/* commits finished */
+	uint64_t inflight_last;		/* last seq of the in-flight chunk */
+	struct log_stats st;
+};
+
+static struct chunkbuf *cb_new(size_t cap)
+{
+	struct chunkbuf *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	if (posix_memalign((void **)&b->p, TFS_BLOCK_SIZE, cap)) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void cb_free(struct chunkbuf *b)
+{
+	if (b) {
+		free(b->p);
+		free(b);
+	}
+}
+
+static uint64_t cb_blocks(const struct chunkbuf *b)
+{
+	return b && b->ntx ? chunk_blocks(b->len) : 0;
+}
+
+/* Blocks between the durable head and the write position, plus what the
+ * unwritten chunks will take.  pos == head means empty: a commit never
+ * fills the region completely (see place_chunk). */
+static uint64_t used_locked(const struct log *l)
+{
+	uint64_t ring = (l->pos + l->nblocks - l->head_pos) % l->nblocks;
+
+	return ring + cb_blocks(l->pending) + cb_blocks(l->retry);
+}
+
+/* Where a chunk of nb blocks goes: at pos, or at 0 when it does not fit
+ * before the end of the region.  -ENOSPC when it would reach the head. */
+static int place_chunk(const struct log *l, uint64_t nb, uint64_t *at)
+{
+	uint64_t ring = (l->pos + l->nblocks - l->head_pos) % l->nblocks;
+	uint64_t avail = l->nblocks - 1 - ring;
+
+	if (l->pos + nb <= l->nblocks) {
+		if (nb > avail)
+			return -ENOSPC;
+		*at = l->pos;
+	} else {
+		if (l->nblocks - l->pos + nb > avail)
+			return -ENOSPC;
+		*at = 0;
+	}
+	return 0;
+}
+
+static void seal_header(const struct log *l, struct chunkbuf *b, uint64_t at, uint64_t nb)
+{
+	uint8_t *h = b->p;
+	size_t used = CHUNK_HDR + b->len;
+
+	memset(h, 0, CHUNK_HDR);
+	memcpy(h + CH_MAGIC, CHUNK_MAGIC, 8);
+	put64(h + CH_LOG_ID, l->log_id);
+	put64(h + CH_POS, at);
+	put64(h + CH_FIRST, b->first);
+	put64(h + CH_LAST, b->last);
+	put32(h + CH_PAYLOAD, (uint32_t)b->len);
+	put32(h + CH_NBLOCKS, (uint32_t)nb);
+	/* zero padding: stale bytes would leak old metadata into the chunk */
+	memset(b->p + used, 0, nb * TFS_BLOCK_SIZE - used);
+	put64(h + CH_CSUM, csum_buf(h, used, at));
+}
+
+/* Report durability (and pressure) outside the log mutex.  Called and
+ * returns with l->mu held. */
+static void run_callbacks(struct log *l, bool pressure)
+{
+	uint64_t d;
+
+	pthread_mutex_unlock(&l->mu);
+	if (l->cbs.on_durable) {
+		pthread_mutex_lock(&l->cb_mu);
+		pthread_mutex_lock(&l->mu);
+		d = l->durable;
+		pthread_mutex_unlock(&l->mu);
+		l->cbs.on_durable(l->cbs.ctx, d);
+		pthread_mutex_unlock(&l->cb_mu);
+	}
+	if (pressure && l->cbs.on_pressure)
+		l->cbs.on_pressure(l->cbs.ctx);
+	pthread_mutex_lock(&l->mu);
+}
+
+/*
+ * Lead one commit: write the retry chunk if there is one, else the pending
+ * buffer.  Called with l->mu held and no commit in flight; returns with it
+ * held.  0, -ENOSPC (region full: nothing written), -ENOMEM or -EIO.
+ */
+static int commit_round(struct log *l)
+{
+	struct chunkbuf *b = l->retry ? l->retry : l->pending;
+	uint64_t nb, at;
+	bool pressure;
+	int ret;
+
+	if (!b->ntx)
+		return 0;
+	nb = chunk_blocks(b->len);
+	ret = place_chunk(l, nb, &at);
+	if (ret)
+		return ret;
+	if (b == l->pending) {
+		struct chunkbuf *nw = l->spare ? l->spare : cb_new(l->cap);
+
+		if (!nw)
+			return -ENOMEM;
+		l->spare = NULL;
+		nw->len = 0;
+		nw->ntx = 0;
+		l->pending = nw;
+	} else {
+		l->retry = NULL;
+	}
+	l->committing = true;
+	l->commit_gen++;
+	l->inflight_last = b->last;
+	seal_header(l, b, at, nb);
+	pthread_mutex_unlock(&l->mu);
+
+	/* Flush first: the data blocks these records point to must be
+	 * durable before the records are, or a crash could leave metadata
+	 * pointing at blocks that never reached the disk. */
+	ret = mirror_flush(l->m);
+	if (!ret)
+		ret = mirror_write(l->m, l->start + at, b->p, (uint32_t)nb);
+	if (!ret)
+		ret = mirror_flush(l->m);
+
+	pthread_mutex_lock(&l->mu);
+	pressure = false;
+	if (!ret) {
+		l->pos = (at + nb) % l->nblocks;
+		l->durable = b->last;
+		l->st.chunks++;
+		l->st.chunk_blocks += nb;
+		b->ntx = 0;
+		b->len = 0;
+		if (!l->spare)
+			l->spare = b;
+		else
+			cb_free(b);
+		pressure = used_locked(l) > l->nblocks / 2;
+	} else {
+		ret = -EIO;
+		l->st.errors++;
+		l->retry = b;	/* rewritten (same seqs) by the next commit */
+	}
+	l->committing = false;
+	l->done_gen = l->commit_gen;
+	pthread_cond_broadcast(&l->commit_cv);
+	if (!ret)
+		run_callbacks(l, pressure);
+	return ret;
+}
+
+/* Wait (mu held) for the in-flight commit to finish. */
+static void wait_inflight(struct log *l)
+{
+	uint64_t g = l->commit_gen;
+
+	while (l->done_gen < g)
+		pthread_cond_wait(&l->commit_cv, &l->mu);
+}
+
+static int commit_locked(struct log *l, uint64_t seq)
+{
+	bool counted = false;
+	int ret;
+
+	if (seq > l->last)
+		seq = l->last;
+	for (;;) {
+		if (l->durable >= seq)
+			return 0;
+		if (!counted) {
+			l->st.commits++;
+			counted = true;
+		}
+		if (l->committing) {
+			bool covered = l->inflight_last >= seq;
+
+			wait_inflight(l);
+			if (l->durable >= seq)
+				return 0;
+			if (covered)
+				return -EIO;	/* the commit carrying seq failed */
+			continue;
+		}
+		ret = commit_round(l);
+		if (ret)
+			return ret;
+	}
+}
+
+int log_commit(struct log *l, uint64_t seq)
+{
+	int ret;
+
+	pthread_mutex_lock(&l->mu);
+	ret = commit_locked(l, seq);
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
+int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq)
+{
+	struct chunkbuf *b;
+	uint64_t need;
+	int ret;
+
+	if (tx->len > l->max_payload)
+		return -E2BIG;
+	pthread_mutex_lock(&l->mu);
+	/* The pending chunk is bounded; when this tx does not fit, commit it
+	 * now.  That is not a wait for space: the space exists. */
+	while (l->pending->ntx && l->pending->len + tx->len > l->max_payload) {
+		if (l->committing) {
+			wait_inflight(l);
+			continue;
+		}
+		ret = commit_round(l);
+		if (ret) {
+			pthread_mutex_unlock(&l->mu);
+			return ret;
+		}
+	}
+	b = l->pending;
+	need = used_locked(l) - cb_blocks(b) + chunk_blocks(b->len + tx->len);
+	if (need > l->nblocks - 1) {
+		pthread_mutex_unlock(&l->mu);
+		return -ENOSPC;
+	}
+	if (tx->len)
+		memcpy(b->p + CHUNK_HDR + b->len, tx->p, tx->len);
+	b->len += tx->len;
+	*seq = ++l->last;
+	if (!b->ntx++)
+		b->first = *seq;
+	b->last = *seq;
+	l->st.appends++;
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+int log_wait_space(struct log *l)
+{
+	bool asked = false;
+
+	pthread_mutex_lock(&l->mu);
+	while (used_locked(l) > l->nblocks - l->slack) {
+		if (!asked && l->cbs.on_pressure) {
+			asked = true;
+			pthread_mutex_unlock(&l->mu);
+			l->cbs.on_pressure(l->cbs.ctx);
+			pthread_mutex_lock(&l->mu);
+			continue;
+		}
+		l->st.space_waits++;
+		pthread_cond_wait(&l->space_cv, &l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+uint64_t log_durable_seq(struct log *l)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&l->mu);
+	v = l->durable;
+	pthread_mutex_unlock(&l->mu);
+	return v;
+}
+
+uint64_t log_last_seq(struct log *l)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&l->mu);
+	v = l->last;
+	pthread_mutex_unlock(&l->mu);
+	return v;
+}
+
+int log_barrier(struct log *l, uint64_t *seq, uint64_t *pos)
+{
+	int ret;
+
+	pthread_mutex_lock(&l->mu);
+	ret = commit_locked(l, l->last);
+	/* (durable, pos) only change together at the end of a commit, so
+	 * they always agree: the chunk holding durable+1 goes at pos (or at
+	 * 0 if it does not fit), which is what replay from this head tries. */
+	*seq = l->durable;
+	*pos = l->pos;
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
+void log_set_head(struct log *l, uint64_t pos, uint64_t seq)
+{
+	pthread_mutex_lock(&l->mu);
+	l->head_pos = pos % l->nblocks;
+	l->head_seq = seq;
+	pthread_cond_broadcast(&l->space_cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+uint64_t log_used_blocks(struct log *l)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&l->mu);
+	v = used_locked(l);
+	pthread_mutex_unlock(&l->mu);
+	return v;
+}
+
+void log_get_stats(struct log *l, struct log_stats *st)
+{
+	pthread_mutex_lock(&l->mu);
+	*st = l->st;
+	pthread_mutex_unlock(&l->mu);
+}
+
+int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t seq,
+	     const struct log_cbs *cbs, struct log **out)
+{
+	struct log *l;
+	uint64_t bytes;
+
+	if (g->nblocks < LOG_MIN_BLOCKS || pos >= g->nblocks || g->head_pos >= g->nblocks ||
+	    seq == 0)
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->m = m;
+	l->start = g->start;
+	l->nblocks = g->nblocks;
+	l->log_id = g->log_id;
+	/* A chunk is at most 1/16 of the region, so one full chunk plus the
+	 * tail it may skip at the end of the region fit in the slack. */
+	bytes = g->nblocks * TFS_BLOCK_SIZE / 16;
+	if (bytes > CHUNK_MAX_BYTES)
+		bytes = CHUNK_MAX_BYTES;
+	l->cap = bytes;
+	l->max_payload = bytes - CHUNK_HDR;
+	l->slack = g->nblocks / 8 > 512 ? g->nblocks / 8 : 512;
+	if (l->slack > g->nblocks / 4)	/* small (test) regions */
+		l->slack = g->nblocks / 4;
+	if (cbs)
+		l->cbs = *cbs;
+	l->head_pos = g->head_pos;
+	l->head_seq = g->head_seq;
+	l->pos = pos;
+	l->last = l->durable = seq - 1;
+	l->pending = cb_new(l->cap);
+	l->spare = cb_new(l->cap);
+	if (!l->pending || !l->spare) {
+		cb_free(l->pending);
+		cb_free(l->spare);
+		free(l);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_mutex_init(&l->cb_mu, NULL);
+	pthread_cond_init(&l->commit_cv, NULL);
+	pthread_cond_init(&l->space_cv, NULL);
+	*out = l;
+	return 0;
+}
+
+/* Does not commit: a caller that wants the pending records on disk commits
+ * first (tfs_crash closes without writing anything on purpose). */
+void log_close(struct log *l)
+{
+	if (!l)
+		return;
+	cb_free(l->pending);
+	cb_free(l->retry);
+	cb_free(l->spare);
+	pthread_cond_destroy(&l->commit_cv);
+	pthread_cond_destroy(&l->space_cv);
+	pthread_mutex_destroy(&l->cb_mu);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+/* ---- replay ---- */
+
+struct rbuf {
+	uint8_t *p;
+	size_t cap;
+};
+
+static int rbuf_reserve(struct rbuf *r, size_t bytes)
+{
+	void *np;
+
+	if (bytes <= r->cap)
+		return 0;
+	if (posix_memalign(&np, TFS_BLOCK_SIZE, bytes))
+		return -ENOMEM;
+	free(r->p);
+	r->p = np;
+	r->cap = bytes;
+	return 0;
+}
+
+/*
+ * Read and verify the chunk at region block @at expected to start with
+ * @seq, from the first healthy device whose copy verifies.  0 with the
+ * chunk in r (*payload, *nb, *last set); -ENOENT when no copy is valid;
+ * -ENOMEM.
+ */
+static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, uint64_t seq,
+		      struct rbuf *r, size_t *payload, uint64_t *nb, uint64_t *last)
+{
+	for (unsigned d = 0; d < m->ndevs; d++) {
+		uint64_t n, want;
+		uint32_t plen;
+		const uint8_t *h;
+		int ret;
+
+		if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK)
+			continue;
+		ret = rbuf_reserve(r, TFS_BLOCK_SIZE);
+		if (ret)
+			return ret;
+		if (mirror_read_dev(m, d, g->start + at, r->p, 1))
+			continue;
+		h = r->p;
+		plen = get32(h + CH_PAYLOAD);
+		n = get32(h + CH_NBLOCKS);
+		if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) || get64(h + CH_LOG_ID) != g->log_id ||
+		    get64(h + CH_POS) != at || get64(h + CH_FIRST) != seq ||
+		    get64(h + CH_LAST) < seq || get64(h + CH_RESERVED) != 0 ||
+		    n != chunk_blocks(plen) || n > g->nblocks - at)
+			continue;
+		*last = get64(h + CH_LAST);
+		ret = rbuf_reserve(r, n * TFS_BLOCK_SIZE);
+		if (ret)
+			return ret;
+		if (n > 1 && mirror_read_dev(m, d, g->start + at + 1, r->p + TFS_BLOCK_SIZE,
+					     (uint32_t)(n - 1)))
+			continue;
+		want = get64(r->p + CH_CSUM);
+		put64(r->p + CH_CSUM, 0);
+		if (csum_buf(r->p, CHUNK_HDR + plen, at) != want)
+			continue;
+		*payload = plen;
+		*nb = n;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
+	       uint64_t *end_pos, uint64_t *next_seq)
+{
+	struct rbuf r = { 0 };
+	uint64_t pos = g->head_pos, seq = g->head_seq;
+	int ret = 0;
+
+	if (g->nblocks == 0 || pos >= g->nblocks)
+		return -EINVAL;
+	if (mirror_healthy(m) == 0)
+		return -EIO;
+	for (;;) {
+		uint64_t at = pos, nb, last;
+		size_t payload;
+
+		ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
+		if (ret == -ENOENT && pos != 0) {
+			/* the chunk may not have fit before the end */
+			at = 0;
+			ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
+		}
+		if (ret == -ENOENT) {
+			ret = 0;	/* the log ends here */
+			break;
+		}
+		if (ret)
+			break;
+		ret = log_decode(r.p + CHUNK_HDR, payload, cb, ctx);
+		if (ret)
+			break;
+		pos = (at + nb) % g->nblocks;
+		seq = last + 1;
+	}
+	free(r.p);
+	if (ret)
+		return ret;
+	*end_pos = pos;
+	*next_seq = seq;
+	return 0;
+}
