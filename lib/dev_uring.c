@@ -4,8 +4,12 @@
  * lock: every (thread, backend) pair owns a private ring, created on that
  * thread's first I/O, so each FUSE worker submits and reaps its own
  * completions with no cross-thread wakeups.  A batch larger than the ring is
- * fed in as completions free entries.  Device fds are registered as fixed
- * files on each ring when it is created (all devices are attached by then).
+ * fed in as completions free entries.
+ *
+ * Device fds are deliberately not registered as fixed files: the kernel tears
+ * a closed ring down asynchronously, and a fixed-file table would keep the
+ * image open, and its flock held, for a while after dev_close(), so an
+ * immediate remount would get -EBUSY.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -20,7 +24,6 @@
 struct uring_thr {
 	struct dev_tls_node node;	/* first: the registry hands it back */
 	struct io_uring ring;		/* used only by the owning thread */
-	unsigned nfixed;		/* devs[0..nfixed) are fixed files */
 };
 
 struct uring_be {
@@ -64,8 +67,6 @@ static int uring_thr_get(struct dev_backend *be, struct uring_thr **out)
 {
 	struct uring_be *ub = be->priv;
 	struct uring_thr *t = (struct uring_thr *)dev_tls_get(&ub->tls);
-	int fds[DEV_MAX];
-	unsigned i;
 	int ret;
 
 	if (t) {
@@ -80,11 +81,6 @@ static int uring_thr_get(struct dev_backend *be, struct uring_thr **out)
 		free(t);
 		return ret;
 	}
-	for (i = 0; i < be->ndevs; i++)
-		fds[i] = be->devs[i]->fd;
-	/* Fixed files skip the per-I/O fd lookup; plain fds still work. */
-	if (be->ndevs && !io_uring_register_files(&t->ring, fds, be->ndevs))
-		t->nfixed = be->ndevs;
 	ret = dev_tls_set(&ub->tls, &t->node);
 	if (ret) {
 		io_uring_queue_exit(&t->ring);
@@ -97,18 +93,11 @@ static int uring_thr_get(struct dev_backend *be, struct uring_thr **out)
 
 /* Queue (the rest of) ios[idx].  Never fails for lack of SQEs: the caller
  * keeps at most DEV_QUEUE_DEPTH I/Os in flight, the ring's SQ size. */
-static void uring_prep(struct dev_backend *be, struct uring_thr *t,
-		       struct dev_io *io, unsigned idx, uint32_t done)
+static void uring_prep(struct uring_thr *t, struct dev_io *io, unsigned idx, uint32_t done)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
-	struct dev *d = io->dev;
-	int fd = d->fd;
-	bool fixed = false;
+	int fd = io->dev->fd;
 
-	if (d->idx >= 0 && (unsigned)d->idx < t->nfixed && be->devs[d->idx] == d) {
-		fd = d->idx;
-		fixed = true;
-	}
 	switch (io->op) {
 	case DEV_READ:
 		io_uring_prep_read(sqe, fd, (char *)io->buf + done, dev_io_chunk(io, done),
@@ -122,8 +111,6 @@ static void uring_prep(struct dev_backend *be, struct uring_thr *t,
 		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
 		break;
 	}
-	if (fixed)
-		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, idx);
 	io->res = 1;		/* in flight */
 }
@@ -186,7 +173,7 @@ static int uring_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 
 	while (next < n || inflight) {
 		while (next < n && inflight < DEV_QUEUE_DEPTH) {
-			uring_prep(be, t, &ios[next], next, 0);
+			uring_prep(t, &ios[next], next, 0);
 			next++;
 			inflight++;
 		}
@@ -200,7 +187,7 @@ static int uring_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 			ret = cqe->res;
 			io_uring_cqe_seen(&t->ring, cqe);
 			if (dev_io_progress(&ios[i], &done[i], ret))
-				uring_prep(be, t, &ios[i], i, done[i]);
+				uring_prep(t, &ios[i], i, done[i]);
 			else
 				inflight--;
 		}

@@ -273,6 +273,46 @@ static void test_threads(void **state)
 	}
 }
 
+/* --- unmount then mount again at once --- */
+
+static void *one_read(void *p)
+{
+	struct thr_arg *a = p;
+	void *buf = NULL;
+
+	if (posix_memalign(&buf, BS, BS) || dev_pread(a->be, a->d, buf, BS, 0))
+		a->fail = __LINE__;
+	free(buf);
+	return NULL;
+}
+
+/* Nothing a backend keeps after destroy may hold the image (and its flock). */
+static void test_reopen_after_close(void **state)
+{
+	char *path = make_image(IMG_SIZE);
+	unsigned b, it;
+
+	for (b = 0; b < NBACKENDS; b++) {
+		for (it = 0; it < 10; it++) {
+			struct dev_backend *be = new_backend(backends[b]);
+			struct thr_arg a = { .be = be };
+			char err[256];
+			pthread_t th;
+
+			assert_int_equal(dev_open(path, false, &a.d, err, sizeof(err)), 0);
+			assert_int_equal(dev_backend_attach(be, a.d), 0);
+			/* one context freed on thread exit, one by destroy */
+			assert_int_equal(pthread_create(&th, NULL, one_read, &a), 0);
+			pthread_join(th, NULL);
+			one_read(&a);
+			assert_int_equal(a.fail, 0);
+			dev_backend_destroy(be);
+			dev_close(a.d);
+		}
+	}
+	drop_image(path);
+}
+
 /* --- backend names and dev_open errors --- */
 
 static void test_backend_names(void **state)
@@ -583,6 +623,7 @@ int main(void)
 		cmocka_unit_test(test_open_errors),
 		cmocka_unit_test(test_rw_matrix),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_reopen_after_close),
 		cmocka_unit_test(test_fault_rules),
 		cmocka_unit_test(test_fault_parse),
 		cmocka_unit_test(test_fault_journal),
