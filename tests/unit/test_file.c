@@ -26,6 +26,7 @@ struct env {
 	char img[2][64];
 	const char *backend;
 	unsigned commit_ms;	/* 0: the default background commit */
+	const char *fault;	/* dev_fault_parse() spec, or NULL */
 	struct tfs *fs;
 	struct tfs_cred cred;
 };
@@ -34,7 +35,7 @@ static int env_mount(struct env *e)
 {
 	const char *devs[2] = { e->img[0], e->img[1] };
 	struct tfs_opts o = { .devs = devs, .ndevs = 2, .backend = e->backend,
-			      .commit_ms = e->commit_ms };
+			      .commit_ms = e->commit_ms, .fault = e->fault };
 	char err[256] = "";
 	int ret = tfs_mount(&o, &e->fs, err, sizeof(err));
 
@@ -721,6 +722,47 @@ static void test_repair(void **state)
 	free(b);
 }
 
+/* A write no mirror takes fails cleanly: nothing allocated, nothing
+ * published, the old content still there. */
+static void test_write_error(void **state)
+{
+	uint8_t *m = malloc(4 * BS), *b = malloc(4 * BS);
+	struct dev_fault_rule r = { .dev_idx = -1, .op = DEV_WRITE, .kind = DEV_FAULT_ERROR,
+				    .err = EIO, .count = -1 };
+	struct extent_ent e0;
+	struct tfs_file *f;
+	uint64_t before;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	e.fault = "dev=any,op=read,count=0";	/* the fault backend, idle */
+	env_remount(&e);
+	f = mkfile(&e, "w");
+	fill_pattern(m, 4 * BS, 21);
+	pwrite_ok(f, m, 4 * BS, 0);
+	e0 = ent(f, 0);
+	before = alloc_free_blocks(e.fs->alloc);
+	/* Every data-area write fails on both devices (the log is before it). */
+	r.off = e.fs->sb.data_start * BS;
+	r.len = 128ull * MiB - r.off;
+	assert_int_equal(dev_fault_add_rule(e.fs->be, &r), 0);
+	assert_int_equal(tfs_pwrite(f, "abc", 3, 10, 0), -EIO);
+	assert_int_equal(tfs_pwrite(f, m, 2 * BS, 3 * BS, 0), -EIO);
+	assert_int_equal(alloc_free_blocks(e.fs->alloc), before);
+	assert_int_equal(ent(f, 0).phys, e0.phys);
+	assert_int_equal(fsize(f), 4 * BS);
+	assert_int_equal(ent(f, 3).phys != 0, 1);
+	assert_int_equal(ent(f, 4).phys, 0);
+	dev_fault_clear(e.fs->be);
+	tfs_release(f);
+	/* The devices are failed now: leave without a checkpoint. */
+	tfs_abandon(e.fs);
+	e.fs = NULL;
+	env_fini(&e);
+	free(m);
+	free(b);
+}
+
 /* ---- parallel writers to disjoint ranges of one file ---- */
 
 #define NTHR 4
@@ -944,6 +986,7 @@ int main(void)
 		cmocka_unit_test(test_copy_range),
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_repair),
+		cmocka_unit_test(test_write_error),
 		cmocka_unit_test(test_parallel_writers),
 		cmocka_unit_test(test_random_model),
 	};
