@@ -363,18 +363,18 @@ int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq)
 	return 0;
 }
 
+/* Asks for a checkpoint once per sleep: if the one a wakeup came from did
+ * not free enough (others appended meanwhile), the next sleep asks again. */
 int log_wait_space(struct log *l)
 {
-	bool asked = false;
-
 	pthread_mutex_lock(&l->mu);
 	while (used_locked(l) > l->nblocks - l->slack) {
-		if (!asked && l->cbs.on_pressure) {
-			asked = true;
+		if (l->cbs.on_pressure) {
 			pthread_mutex_unlock(&l->mu);
 			l->cbs.on_pressure(l->cbs.ctx);
 			pthread_mutex_lock(&l->mu);
-			continue;
+			if (used_locked(l) <= l->nblocks - l->slack)
+				break;
 		}
 		l->st.space_waits++;
 		pthread_cond_wait(&l->space_cv, &l->mu);
