@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -154,11 +155,17 @@ static void fs_free(struct tfs *fs)
 	free(fs);
 }
 
+/* Called after the backend is destroyed.  The exclusive flock is dropped
+ * explicitly: io_uring releases a closed ring's file references
+ * asynchronously, and the lock would otherwise live on until the last of
+ * them goes, refusing an immediate remount with EBUSY. */
 static void close_devs(struct dev **d, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (d[i])
+		if (d[i]) {
+			flock(d[i]->fd, LOCK_UN);
 			dev_close(d[i]);
+		}
 		d[i] = NULL;
 	}
 }
