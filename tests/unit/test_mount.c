@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -462,6 +463,124 @@ static void test_statfs(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* A device of another twinfs among ours is refused, naming it. */
+static void test_wrong_member(void **state)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = backend() };
+	const char *one[1] = { img[1] };
+	struct tfs *fs = NULL;
+	char err[256] = "";
+	int ret;
+
+	format2();
+	assert_int_equal(tfs_format(one, 1, &fo, err, sizeof(err)), 0);
+	ret = mount_opts(&fs, false, err, sizeof(err));
+	assert_true(ret < 0);
+	assert_null(fs);
+	assert_non_null(strstr(err, img[1]));
+	assert_non_null(strstr(err, "another twinfs"));
+}
+
+/* Far more metadata than the log holds: the log must ask for checkpoints
+ * and wrap (without them log_wait_space would never return). */
+static void test_log_pressure(void **state)
+{
+	size_t vlen = 60000;
+	uint8_t *val = malloc(vlen), *got = malloc(vlen);
+	struct tfs *fs;
+	unsigned last = 0;
+
+	assert_non_null(val);
+	assert_non_null(got);
+	format2();
+	fs = mount2(false);
+	for (unsigned i = 0; i < 600; i++) {	/* ~36 MiB of records, 16 MiB log */
+		fill_pattern(val, vlen, i);
+		assert_int_equal(tfs_setxattr(fs, TFS_ROOT_INO, "user.big", val, vlen, 0), 0);
+		if (i % 8 == 7) {
+			assert_int_equal(tfs_syncfs(fs), 0);
+			last = i;
+		}
+	}
+	/* a crash keeps the last synced value */
+	tfs_abandon(fs);
+	fs = mount2(false);
+	fill_pattern(val, vlen, last);
+	assert_int_equal(tfs_getxattr(fs, TFS_ROOT_INO, "user.big", got, vlen), (ssize_t)vlen);
+	assert_memory_equal(got, val, vlen);
+	assert_int_equal(tfs_unmount(fs), 0);
+	free(val);
+	free(got);
+}
+
+/* A file unlinked while open and then lost in a crash is reclaimed at
+ * mount: its blocks come back. */
+static void test_orphan(void **state)
+{
+	struct tfs_cred c = cred();
+	struct statvfs s0, s1;
+	struct tfs_file *f = NULL;
+	struct stat st;
+	size_t len = 4 << 20;
+	uint8_t *buf = malloc(len);
+	struct tfs *fs;
+
+	assert_non_null(buf);
+	fill_pattern(buf, len, 11);
+	format2();
+	fs = mount2(false);
+	assert_int_equal(tfs_statfs(fs, &s0), 0);
+	assert_int_equal(tfs_create(fs, TFS_ROOT_INO, "orphan", S_IFREG | 0644, O_RDWR, &c,
+				    &st, &f), 0);
+	assert_int_equal(tfs_pwrite(f, buf, len, 0, 0), (ssize_t)len);
+	tfs_forget(fs, st.st_ino, 1);
+	assert_int_equal(tfs_unlink(fs, TFS_ROOT_INO, "orphan"), 0);
+	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(tfs_statfs(fs, &s1), 0);
+	assert_true(s1.f_bfree + len / 4096 <= s0.f_bfree);	/* still open: kept */
+	tfs_abandon(fs);	/* the handle is never released */
+
+	fs = mount2(false);
+	assert_int_equal(tfs_statfs(fs, &s1), 0);
+	assert_true(s1.f_bfree + 16 >= s0.f_bfree);
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "orphan", &st), -ENOENT);
+	assert_int_equal(tfs_unmount(fs), 0);
+	free(buf);
+}
+
+/* A device that fails while mounted is recorded as stale: the next mount
+ * refuses it without -o degraded, and never reads from it. */
+static void test_failed_device(void **state)
+{
+	struct tfs_opts o = {
+		.devs = devs, .ndevs = NIMG, .backend = backend(), .commit_ms = 600000,
+		.fault = "dev=1,op=write,off=0,len=0,kind=error,err=5,count=-1",
+	};
+	struct tfs *fs = NULL;
+	char err[256] = "";
+	int ret;
+
+	format2();
+	ret = tfs_mount(&o, &fs, err, sizeof(err));
+	if (ret)
+		fprintf(stderr, "mount: %s\n", err);
+	assert_int_equal(ret, 0);
+	put_file(fs, TFS_ROOT_INO, "x", 50000, 12);
+	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	fs = NULL;
+	err[0] = '\0';
+	ret = mount_opts(&fs, false, err, sizeof(err));
+	assert_true(ret < 0);
+	assert_null(fs);
+	assert_non_null(strstr(err, img[1]));
+	assert_non_null(strstr(err, "stale"));
+	fs = mount2(true);
+	check_file(fs, TFS_ROOT_INO, "x", 50000, 12);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -472,6 +591,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_checkpoints, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_member, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_log_pressure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_orphan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_device, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
