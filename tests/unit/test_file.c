@@ -31,6 +31,12 @@ struct env {
 	struct tfs_cred cred;
 };
 
+/* What the running test has on disk and mounted, copied out of its
+ * (stack) env, so a failed assertion, which leaves the test early, still
+ * has its images removed by the teardown. */
+static char live_img[2][64];
+static struct tfs *live_fs;
+
 static int env_mount(struct env *e)
 {
 	const char *devs[2] = { e->img[0], e->img[1] };
@@ -47,11 +53,13 @@ static int env_mount(struct env *e)
 	}
 	if (ret)
 		fprintf(stderr, "mount (%s): %s: %s\n", e->backend, strerror(-ret), err);
+	live_fs = ret ? NULL : e->fs;
 	return ret;
 }
 
 static void env_umount(struct env *e)
 {
+	live_fs = NULL;
 	assert_int_equal(tfs_unmount(e->fs), 0);
 	e->fs = NULL;
 }
@@ -61,6 +69,7 @@ static void env_remount(struct env *e)
 	env_umount(e);
 	assert_int_equal(env_mount(e), 0);
 }
+
 
 /* Returns 0, or 1 when the backend is not available here (skip). */
 static int env_init(struct env *e, const char *backend, uint64_t size)
@@ -82,6 +91,7 @@ static int env_init(struct env *e, const char *backend, uint64_t size)
 		assert_int_equal(ftruncate(fd, (off_t)size), 0);
 		close(fd);
 		devs[i] = e->img[i];
+		memcpy(live_img[i], e->img[i], sizeof(live_img[i]));
 	}
 	ret = tfs_format(devs, 2, &fo, err, sizeof(err));
 	if (ret)
@@ -91,6 +101,7 @@ static int env_init(struct env *e, const char *backend, uint64_t size)
 	if (ret && strcmp(backend, "file")) {
 		unlink(e->img[0]);
 		unlink(e->img[1]);
+		live_img[0][0] = live_img[1][0] = '\0';
 		return 1;
 	}
 	assert_int_equal(ret, 0);
@@ -103,6 +114,19 @@ static void env_fini(struct env *e)
 		env_umount(e);
 	unlink(e->img[0]);
 	unlink(e->img[1]);
+	live_img[0][0] = live_img[1][0] = '\0';
+}
+
+static int teardown(void **state)
+{
+	if (live_fs)
+		tfs_abandon(live_fs);
+	live_fs = NULL;
+	for (int i = 0; i < 2; i++)
+		if (live_img[i][0])
+			unlink(live_img[i]);
+	live_img[0][0] = live_img[1][0] = '\0';
+	return 0;
 }
 
 static struct tfs_file *mkfile(struct env *e, const char *name)
@@ -758,6 +782,7 @@ static void test_write_error(void **state)
 	/* The devices are failed now: leave without a checkpoint. */
 	tfs_abandon(e.fs);
 	e.fs = NULL;
+	live_fs = NULL;
 	env_fini(&e);
 	free(m);
 	free(b);
@@ -978,17 +1003,17 @@ static void test_random_model(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rw_edges),
-		cmocka_unit_test(test_open_create),
-		cmocka_unit_test(test_cow),
-		cmocka_unit_test(test_truncate),
-		cmocka_unit_test(test_fallocate_seek),
-		cmocka_unit_test(test_copy_range),
-		cmocka_unit_test(test_enospc),
-		cmocka_unit_test(test_repair),
-		cmocka_unit_test(test_write_error),
-		cmocka_unit_test(test_parallel_writers),
-		cmocka_unit_test(test_random_model),
+		cmocka_unit_test_teardown(test_rw_edges, teardown),
+		cmocka_unit_test_teardown(test_open_create, teardown),
+		cmocka_unit_test_teardown(test_cow, teardown),
+		cmocka_unit_test_teardown(test_truncate, teardown),
+		cmocka_unit_test_teardown(test_fallocate_seek, teardown),
+		cmocka_unit_test_teardown(test_copy_range, teardown),
+		cmocka_unit_test_teardown(test_enospc, teardown),
+		cmocka_unit_test_teardown(test_repair, teardown),
+		cmocka_unit_test_teardown(test_write_error, teardown),
+		cmocka_unit_test_teardown(test_parallel_writers, teardown),
+		cmocka_unit_test_teardown(test_random_model, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
