@@ -787,6 +787,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	struct dev *mdevs[DEV_MAX] = { 0 };
 	int state[DEV_MAX] = { 0 };
 	struct apply_ctx ac;
+	struct dev_backend *be;
 	struct tfs *fs = NULL;
 	uint64_t end_pos = 0, next_seq = 0, log_id;
 	const char *name0 = "twinfs";	/* names the fs in messages: first device */
@@ -825,12 +826,12 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		if (ret < 0) {
 			seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
 			       o->devs[i], strerror(-ret));
-			goto out_be;
+			goto out_fs;
 		}
 	}
 	ret = mount_supers(fs, o, opened, mdevs, state, err, errlen);
 	if (ret < 0)
-		goto out_be;
+		goto out_fs;
 	fs->ndevs = fs->sb.ndevs;
 	memcpy(fs->devs, mdevs, sizeof(mdevs));
 	for (unsigned i = DEV_MAX; i-- > 0; )
@@ -840,7 +841,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	ret = mirror_init(&fs->mirror, fs->be, mdevs, fs->ndevs);
 	if (ret < 0) {
 		seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
-		goto out_be;
+		goto out_fs;
 	}
 	for (unsigned i = 0; i < fs->ndevs; i++) {
 		struct mirror_counters *c = &fs->mirror.ctr[i];
@@ -944,16 +945,11 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	return 0;
 
 out_fs:
-	{
-		struct dev_backend *be = fs->be;
-
-		fs_free(fs);
-		dev_backend_destroy(be);
-		close_devs(opened, o->ndevs);
-		return ret;
-	}
-out_be:
-	dev_backend_destroy(fs->be);
+	be = fs->be;
+	fs_free(fs);
+	dev_backend_destroy(be);
+	close_devs(opened, o->ndevs);
+	return ret;
 out_devs:
 	fs_free(fs);
 	close_devs(opened, o->ndevs);
