@@ -39,6 +39,9 @@
 #define BS TFS_BLOCK_SIZE
 #define IO_BLOCKS (TFS_IO_MAX / TFS_BLOCK_SIZE + 1)	/* blocks one I/O can touch */
 #define FALLOC_PIECE_BLOCKS (64u << 20 >> TFS_BLOCK_SHIFT) /* commit fallocate every 64 MiB */
+/* Most one copy_range call does (a short count; callers loop): bounds the
+ * log it writes while holding the inodes, which a checkpoint would need. */
+#define COPY_MAX (64u << 20)
 #define MAX_BYTES (EXTENT_MAX_FBLK << TFS_BLOCK_SHIFT)
 
 /* Which timestamps an inode record refreshes. */
@@ -728,12 +731,13 @@ static int punch_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, uint
 
 /* ---- fallocate ---- */
 
+/* Allocated, not yet committed runs of one piece (to give back on error). */
 struct runlist {
-	struct { uint64_t phys, n; } *v;
+	struct { uint64_t fblk, phys, n; } *v;
 	size_t n, cap;
 };
 
-static int runlist_add(struct runlist *l, uint64_t phys, uint64_t n)
+static int runlist_add(struct runlist *l, uint64_t fblk, uint64_t phys, uint64_t n)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 16;
@@ -744,40 +748,34 @@ static int runlist_add(struct runlist *l, uint64_t phys, uint64_t n)
 		l->v = p;
 		l->cap = cap;
 	}
+	l->v[l->n].fblk = fblk;
 	l->v[l->n].phys = phys;
 	l->v[l->n].n = n;
 	l->n++;
 	return 0;
 }
 
-/* Give back blocks of an uncommitted (or failed) piece the map does not own. */
-static void runlist_undo(struct tfs *fs, struct tfs_inode *ip, struct runlist *l,
-			 const uint64_t *fblks)
+/* Give back blocks of a failed piece the map does not own. */
+static void runlist_undo(struct tfs *fs, struct tfs_inode *ip, struct runlist *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		for (uint64_t j = 0; j < l->v[i].n; j++) {
 			struct extent_ent e;
 
-			extent_get(&ip->map, fblks[i] + j, &e);
-			if (EXTENT_PHYS(e.phys) != l->v[i].phys + j || !(e.phys & EXTENT_UNWRITTEN))
+			extent_get(&ip->map, l->v[i].fblk + j, &e);
+			if (e.phys != ((l->v[i].phys + j) | EXTENT_UNWRITTEN))
 				alloc_put(fs->alloc, l->v[i].phys + j, 1);
 		}
 	}
 	l->n = 0;
 }
 
-/* Map every hole in blocks [fb, fe) to newly allocated unwritten blocks. */
-static int prealloc_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t fb, uint64_t fe)
+/* Holes in blocks [fb, fe). */
+static uint64_t count_holes(struct tfs_inode *ip, uint64_t fb, uint64_t fe)
 {
-	struct runlist l = { 0 };
-	uint64_t *fblks = NULL;
-	size_t fcap = 0;
-	uint64_t need = 0, avail, b, piece = 0;
-	struct meta_tx tx;
-	int ret = 0;
+	uint64_t need = 0, b = extent_next_hole(&ip->map, fb);
 
-	/* ENOSPC up front rather than half way. */
-	for (b = extent_next_hole(&ip->map, fb); b < fe;) {
+	while (b < fe) {
 		uint64_t e = extent_next_data(&ip->map, b);
 
 		if (e > fe)
@@ -785,26 +783,45 @@ static int prealloc_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t fb, ui
 		need += e - b;
 		b = e < fe ? extent_next_hole(&ip->map, e) : fe;
 	}
-	if (need == 0)
-		return 0;
+	return need;
+}
+
+/* -ENOSPC unless @need data blocks are free (after a commit released the
+ * deferred frees, if it takes that). */
+static int space_check(struct tfs *fs, uint64_t need)
+{
 	for (int tries = 0;; tries++) {
-		avail = alloc_free_blocks(fs->alloc);
-		avail = avail > alloc_reserve_blocks(fs->alloc) ?
-			avail - alloc_reserve_blocks(fs->alloc) : 0;
+		uint64_t avail = alloc_free_blocks(fs->alloc), res = alloc_reserve_blocks(fs->alloc);
+
+		avail = avail > res ? avail - res : 0;
 		if (need <= avail)
-			break;
-		/* Deferred frees come back once durable: commit, then recheck. */
+			return 0;
 		if (tries || log_commit(fs->log, UINT64_MAX))
 			return -ENOSPC;
 	}
+}
+
+/*
+ * Map holes from *fb on (below fe) to newly allocated unwritten blocks (no
+ * I/O, csum 0) and commit them, stopping after FALLOC_PIECE_BLOCKS so one
+ * transaction stays small; *fb is where the next piece starts.  Each piece
+ * only turns holes into unwritten blocks, so it is consistent alone.
+ * Caller holds the inode exclusively.
+ */
+static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, uint64_t fe)
+{
+	struct runlist l = { 0 };
+	uint64_t b = extent_next_hole(&ip->map, *fb), piece = 0;
+	struct meta_tx tx;
+	int ret = 0;
 
 	meta_tx_init(&tx);
-	for (b = extent_next_hole(&ip->map, fb); b < fe && !ret;) {
+	while (b < fe && piece < FALLOC_PIECE_BLOCKS && !ret) {
 		uint64_t e = extent_next_data(&ip->map, b);
 
 		if (e > fe)
 			e = fe;
-		while (b < e) {
+		while (b < e && piece < FALLOC_PIECE_BLOCKS) {
 			uint64_t want = e - b, blk, got;
 			struct log_rec r = { .type = LR_EXT_SET };
 
@@ -815,27 +832,14 @@ static int prealloc_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t fb, ui
 				break;
 			if (got > want)
 				got = want;
-			if (l.n >= fcap) {
-				size_t cap = fcap ? 2 * fcap : 16;
-				void *p = realloc(fblks, cap * sizeof(*fblks));
-
-				if (!p) {
-					alloc_put(fs->alloc, blk, got);
-					ret = -ENOMEM;
-					break;
-				}
-				fblks = p;
-				fcap = cap;
-			}
-			fblks[l.n] = b;
-			ret = runlist_add(&l, blk, got);
+			ret = runlist_add(&l, b, blk, got);
 			if (ret) {
 				alloc_put(fs->alloc, blk, got);
 				break;
 			}
 			r.ext.ino = ip->ino;
 			r.ext.fblk = b;
-			r.ext.phys = blk | EXTENT_UNWRITTEN;	/* no I/O, csum 0 */
+			r.ext.phys = blk | EXTENT_UNWRITTEN;
 			r.ext.n = (uint32_t)got;
 			r.ext.csums = zero_csums;
 			ret = meta_tx_add(&tx, &r);
@@ -843,29 +847,59 @@ static int prealloc_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t fb, ui
 				break;
 			b += got;
 			piece += got;
-			if (piece >= FALLOC_PIECE_BLOCKS) {
-				/* Bound the transaction; each piece maps whole
-				 * unwritten runs, so it is consistent alone. */
-				ret = commit_plain(fs, ip, &tx);
-				if (ret)
-					break;
-				l.n = 0;
-				piece = 0;
-				meta_tx_free(&tx);
-				meta_tx_init(&tx);
-			}
 		}
-		if (!ret && b < fe)
+		if (!ret && b < fe && piece < FALLOC_PIECE_BLOCKS)
 			b = extent_next_hole(&ip->map, b);
 	}
-	if (!ret && piece)
+	if (!ret)
 		ret = commit_plain(fs, ip, &tx);
 	if (ret)
-		runlist_undo(fs, ip, &l, fblks);
+		runlist_undo(fs, ip, &l);
 	meta_tx_free(&tx);
 	free(l.v);
-	free(fblks);
+	*fb = b;
 	return ret;
+}
+
+/* mode 0 / KEEP_SIZE.  The inode is locked piece by piece, with log space
+ * waited for in between (never while holding the lock: a checkpoint takes
+ * it), so even a huge range never overflows the log. */
+static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t start,
+		    uint64_t end)
+{
+	uint64_t fb = start / BS, fe = div_up(end, BS);
+	bool first = true;
+	int ret = 0;
+
+	for (;;) {
+		struct rl_range r;
+		bool done;
+
+		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+		if (first)	/* ENOSPC up front rather than half way */
+			ret = space_check(fs, count_holes(ip, fb, fe));
+		first = false;
+		if (!ret)
+			ret = prealloc_piece(fs, ip, &fb, fe);
+		done = ret || fb >= fe;
+		if (done && !ret) {
+			struct meta_tx tx;
+			bool grow = mode == 0 && end > isize(ip);
+
+			/* ctime always (the allocation changed); mtime and
+			 * size only when mode 0 extends the file. */
+			meta_tx_init(&tx);
+			ret = commit_inode(fs, ip, &tx, grow ? end : 0, false,
+					   grow ? T_MTIME | T_CTIME : T_CTIME, NULL);
+			meta_tx_free(&tx);
+		}
+		rl_unlock(&ip->rl, &r);
+		if (done)
+			return ret;
+		ret = log_wait_space(fs->log);
+		if (ret)
+			return ret;
+	}
 }
 
 int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
@@ -874,7 +908,7 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	struct tfs_inode *ip = f->ip;
 	struct rl_range r;
 	uint64_t start, end;
-	uint8_t *buf = NULL;
+	uint8_t *buf;
 	int ret;
 
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
@@ -896,32 +930,19 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 			return 0;
 	}
 
-	if (mode & FALLOC_FL_PUNCH_HOLE)
-		buf = bounce_get(fs->bounce);
-	ret = log_wait_space(fs->log);
-	if (ret)
-		goto out;
-	rl_lock(&ip->rl, &r, 0, RL_EOF, true);
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		ret = punch_locked(fs, ip, start, end, buf);
-	} else {
-		ret = prealloc_locked(fs, ip, start / BS, div_up(end, BS));
-		if (!ret) {
-			struct meta_tx tx;
-			bool grow = mode == 0 && end > isize(ip);
-
-			/* ctime always (the allocation changed); mtime and size
-			 * only when mode 0 extends the file. */
-			meta_tx_init(&tx);
-			ret = commit_inode(fs, ip, &tx, grow ? end : 0, false,
-					   grow ? T_MTIME | T_CTIME : T_CTIME, NULL);
-			meta_tx_free(&tx);
-		}
+	if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+		ret = log_wait_space(fs->log);
+		return ret ? ret : prealloc(fs, ip, mode, start, end);
 	}
-	rl_unlock(&ip->rl, &r);
-out:
-	if (buf)
-		bounce_put(fs->bounce, buf);
+	/* Punch: one LR_EXT_CLEAR whatever the size, so one transaction. */
+	buf = bounce_get(fs->bounce);
+	ret = log_wait_space(fs->log);
+	if (!ret) {
+		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+		ret = punch_locked(fs, ip, start, end, buf);
+		rl_unlock(&ip->rl, &r);
+	}
+	bounce_put(fs->bounce, buf);
 	return ret;
 }
 
@@ -1144,12 +1165,15 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 
 	if (off_in < 0 || off_out < 0)
 		return -EINVAL;
-	if (!writable(out->flags) || (in->flags & O_ACCMODE) == O_WRONLY)
+	if (!writable(out->flags) || (out->flags & O_APPEND) ||
+	    (in->flags & O_ACCMODE) == O_WRONLY)
 		return -EBADF;
 	if (fs->readonly)
 		return -EROFS;
 	if (len == 0)
 		return 0;
+	if (len > COPY_MAX)
+		len = COPY_MAX;
 	soff = (uint64_t)off_in;
 	doff = (uint64_t)off_out;
 	if (doff + len > MAX_BYTES || doff + len < doff)

@@ -546,6 +546,42 @@ static void test_fallocate_seek(void **state)
 	free(b);
 }
 
+/* A range larger than one fallocate piece (64 MiB), around existing data. */
+static void test_fallocate_large(void **state)
+{
+	uint64_t n = 80 * MiB / BS, before, data;
+	uint8_t b[BS];
+	struct tfs_file *f;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "big");
+	memset(b, 0x5a, sizeof(b));
+	pwrite_ok(f, b, BS, 17000 * BS);	/* straddles the piece boundary region */
+	data = ent(f, 17000).phys;
+	before = alloc_free_blocks(e.fs->alloc);
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_KEEP_SIZE, 0, (off_t)(n * BS)), 0);
+	assert_int_equal(before - alloc_free_blocks(e.fs->alloc), n - 1);
+	assert_int_equal(extent_mapped(&f->ip->map), n);
+	assert_int_equal(fsize(f), 17001 * BS);
+	assert_int_equal(ent(f, 17000).phys, data);
+	assert_true(ent(f, 16384).phys & EXTENT_UNWRITTEN);
+	assert_true(ent(f, n - 1).phys & EXTENT_UNWRITTEN);
+	assert_int_equal(ent(f, n).phys, 0);
+	tfs_release(f);
+	env_remount(&e);
+	f = reopen(&e, "big");
+	assert_int_equal(extent_mapped(&f->ip->map), n);
+	assert_true(ent(f, n - 1).phys & EXTENT_UNWRITTEN);
+	assert_int_equal(tfs_pread(f, b, BS, 17000 * BS), BS);
+	assert_int_equal(b[0], 0x5a);
+	/* Truncating drops the preallocation past EOF too. */
+	assert_int_equal(file_truncate(e.fs, f->ip, 0), 0);
+	assert_int_equal(extent_mapped(&f->ip->map), 0);
+	tfs_release(f);
+	env_fini(&e);
+}
+
 /* ---- copy_file_range ---- */
 
 static void test_copy_range(void **state)
@@ -1008,6 +1044,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_cow, teardown),
 		cmocka_unit_test_teardown(test_truncate, teardown),
 		cmocka_unit_test_teardown(test_fallocate_seek, teardown),
+		cmocka_unit_test_teardown(test_fallocate_large, teardown),
 		cmocka_unit_test_teardown(test_copy_range, teardown),
 		cmocka_unit_test_teardown(test_enospc, teardown),
 		cmocka_unit_test_teardown(test_repair, teardown),
