@@ -10,9 +10,11 @@
  * drift apart, and a record is applied before it gets its sequence number
  * (which a checkpoint relies on: everything <= its seq is in memory).
  *
- * Lock order: fs->ns_lock -> inode rangelock -> inode->lock (parent before
- * child; two unrelated inodes in increasing ino order) -> fs->itable_lock ->
- * log -> alloc.
+ * Lock order: fs->ckpt_mu -> fs->ns_lock -> inode rangelock -> inode->lock
+ * (parent before child; two unrelated inodes in increasing ino order) ->
+ * fs->itable_lock -> log -> alloc.  A checkpoint takes ckpt_mu, then
+ * ns_lock and every inode's locks in turn, so no one holding any of those
+ * may wait for a checkpoint (log_wait_space comes before taking locks).
  */
 #ifndef TWINFS_FS_I_H
 #define TWINFS_FS_I_H
