@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* Description: namespace semantics (create/lookup/unlink/rmdir/rename/link/symlink/readdir/xattr/setattr) live, after remount and after a crash replay. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -757,6 +759,92 @@ static void test_setattr(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* ---- concurrency: namespace changes against lock-free-of-ns readers ---- */
+
+struct race {
+	struct tfs *fs;
+	uint64_t top, mid;
+	_Atomic int stop;
+	_Atomic unsigned long reads;
+};
+
+struct refs {
+	uint64_t ino[16];
+	unsigned n;
+};
+
+/* Remember what readdirplus referenced (forget must wait: fill runs under
+ * the directory's lock). */
+static int count_cb(void *ctx, const char *name, const struct stat *st, uint64_t next_off)
+{
+	struct refs *refs = ctx;
+
+	if (refs->n == 16)
+		return 1;
+	if (strcmp(name, ".") && strcmp(name, ".."))
+		refs->ino[refs->n++] = st->st_ino;
+	return 0;
+}
+
+/* Lookups and readdirplus in "top", which lock top and then "mid". */
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	struct stat st;
+
+	while (!atomic_load(&r->stop)) {
+		if (tfs_lookup(r->fs, r->top, "mid", &st) == 0)
+			tfs_forget(r->fs, st.st_ino, 1);
+		if (tfs_lookup(r->fs, r->mid, "x", &st) == 0)
+			tfs_forget(r->fs, st.st_ino, 1);
+		struct refs refs = { .n = 0 };
+		assert_int_equal(tfs_readdir(r->fs, r->top, 0, true, count_cb, &refs), 0);
+		assert_true(refs.n >= 1);	/* mid at least */
+		for (unsigned i = 0; i < refs.n; i++)
+			tfs_forget(r->fs, refs.ino[i], 1);
+		assert_int_equal(tfs_getattr(r->fs, r->mid, &st), 0);
+		atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	struct tfs *fs = fresh();
+	struct race r = { .fs = fs };
+	pthread_t th[2];
+	struct stat st;
+
+	/* mid gets the lower inode number although it ends up below top: an
+	 * inode-number lock order would deadlock rename against lookup. */
+	r.mid = mk(fs, ROOT, "mid", S_IFDIR | 0755);
+	r.top = mk(fs, ROOT, "top", S_IFDIR | 0755);
+	assert_true(r.mid < r.top);
+	assert_int_equal(tfs_rename(fs, ROOT, "mid", r.top, "mid", 0), 0);
+	uint64_t x = mk(fs, r.mid, "x", S_IFDIR | 0755);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, race_reader, &r), 0);
+	for (int i = 0; i < 2000; i++) {
+		assert_int_equal(tfs_rename(fs, r.mid, "x", r.top, "x", 0), 0);
+		assert_int_equal(tfs_rename(fs, r.top, "x", r.mid, "x", 0), 0);
+		struct stat in = { .st_mode = (mode_t)(0700 | (i & 055)) };
+		assert_int_equal(tfs_setattr(fs, r.mid, &in, TFS_SET_MODE, NULL, &st), 0);
+		if (i % 100 == 0)
+			assert_int_equal(tfs_mknod(fs, r.top, "f", S_IFREG | 0644, 0, &cr, &st)
+					 + tfs_unlink(fs, r.top, "f"), 0);
+		if (i % 100 == 0)
+			tfs_forget(fs, st.st_ino, 1);
+	}
+	atomic_store(&r.stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	assert_true(atomic_load(&r.reads) > 0);
+	assert_int_equal(ino_of(fs, r.mid, "x"), x);
+	assert_int_equal(nlink_of(fs, r.top), 3);
+	assert_int_equal(nlink_of(fs, r.mid), 3);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 /* ---- persistence: the same tree after unmount, crash, crash on top of a
  * checkpoint ---- */
 
@@ -903,6 +991,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_unmount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_crash_ckpt, setup, teardown),
