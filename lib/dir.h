@@ -2,9 +2,14 @@
 /*
  * dir: an in-memory directory: name -> (ino, cookie).  Names are found by
  * hash; readdir walks entries in cookie order and resumes at any cookie in
- * O(1) (a second hash on the cookie), so large directories list in linear
- * time.  Cookies are 2.. upward (0 and 1 are "." and ".."), never reused
- * while the directory lives; they are not persistent.
+ * O(log n) (binary search on a cookie-ordered vector, then a hierarchical
+ * bitmap of live slots skips deleted ones in a few word operations), so
+ * large directories list in (near) linear time whatever was deleted.
+ * Cookies are 2.. upward (0 and 1 are "." and ".."), never reused while the
+ * directory lives; they are not persistent.
+ *
+ * Names are byte strings of 1..255 bytes (any bytes; namelen is
+ * authoritative, the input need not be NUL-terminated).
  *
  * Not thread-safe: the owning inode's lock protects it.
  * Functions return 0 or -errno.
@@ -29,11 +34,14 @@ void dir_free(struct dir *d);
 size_t dir_count(const struct dir *d);
 /* 0 and *ino, or -ENOENT. */
 int dir_lookup(const struct dir *d, const char *name, size_t namelen, uint64_t *ino);
-/* Insert or replace (replace keeps the cookie). */
+/* Insert or replace (replace keeps the cookie).  -EINVAL for an empty
+ * name, -ENAMETOOLONG past 255 bytes, -ENOMEM (directory unchanged). */
 int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino);
 int dir_del(struct dir *d, const char *name, size_t namelen);
 /* First entry with cookie >= @cookie, in cookie order; -ENOENT at the end.
- * Deleted cookies are skipped. */
+ * Deleted cookies are skipped.  out->name stays valid until that entry is
+ * deleted or the directory freed (entries never move).  To resume after
+ * an entry, pass out->cookie + 1. */
 int dir_next(const struct dir *d, uint64_t cookie, struct dir_ent *out);
 
 #endif
