@@ -655,6 +655,51 @@ static void test_copy_range(void **state)
 	free(b);
 }
 
+/* Copies in opposite directions at once: the two inodes are locked in ino
+ * order, so this finishes (a deadlock would hang until the test timeout). */
+struct xcopy { struct tfs_file *in, *out; int err; };
+
+static void *xcopy_thread(void *arg)
+{
+	struct xcopy *x = arg;
+
+	for (int i = 0; i < 50; i++)
+		if (tfs_copy_range(x->in, (i % 4) * BS, x->out, (i % 3) * BS + 1, 3 * BS) !=
+		    3 * BS)
+			x->err = 1;
+	return NULL;
+}
+
+static void test_copy_range_crossed(void **state)
+{
+	uint8_t *m = malloc(8 * BS);
+	struct xcopy x[2];
+	struct tfs_file *a, *c;
+	pthread_t t[2];
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	a = mkfile(&e, "a");
+	c = mkfile(&e, "c");
+	fill_pattern(m, 8 * BS, 1);
+	pwrite_ok(a, m, 8 * BS, 0);
+	pwrite_ok(c, m, 8 * BS, 0);
+	x[0] = (struct xcopy){ a, c, 0 };
+	x[1] = (struct xcopy){ c, a, 0 };
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, xcopy_thread, &x[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(x[i].err, 0);
+	}
+	check_raw(&e, a);
+	check_raw(&e, c);
+	tfs_release(a);
+	tfs_release(c);
+	env_fini(&e);
+	free(m);
+}
+
 /* ---- ENOSPC ---- */
 
 static void test_enospc(void **state)
@@ -1116,6 +1161,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_fallocate_seek, teardown),
 		cmocka_unit_test_teardown(test_fallocate_large, teardown),
 		cmocka_unit_test_teardown(test_copy_range, teardown),
+		cmocka_unit_test_teardown(test_copy_range_crossed, teardown),
 		cmocka_unit_test_teardown(test_enospc, teardown),
 		cmocka_unit_test_teardown(test_repair, teardown),
 		cmocka_unit_test_teardown(test_write_error, teardown),
