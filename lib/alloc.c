@@ -281,6 +281,27 @@ static uint64_t group_bound(struct ag *g)
 }
 
 /*
+ * Blocks in [pos, end) of @g were freed: raise maxrun to cover the longest
+ * run they can have formed (bounded by the used blocks around the range),
+ * so a nearly full group is not rescanned after every free.  The scans are
+ * capped; past the cap the bound becomes unknown.  Under g->mu.
+ */
+#define WIDEN_CAP (1ull << 18)
+static void group_widen(struct alloc *a, struct ag *g, uint64_t pos, uint64_t end)
+{
+	if (g->maxrun == RUN_UNKNOWN)
+		return;
+	uint64_t lo_lim = pos - g->gstart > WIDEN_CAP ? pos - WIDEN_CAP : g->gstart;
+	uint64_t hi_lim = g->gend - end > WIDEN_CAP ? end + WIDEN_CAP : g->gend;
+	uint64_t lo = bm_prev_one_end(a->bm, lo_lim, pos);
+	uint64_t hi = bm_next_one(a->bm, end, hi_lim);
+	if ((lo == lo_lim && lo_lim > g->gstart) || (hi == hi_lim && hi_lim < g->gend))
+		g->maxrun = RUN_UNKNOWN;
+	else if (hi - lo > g->maxrun)
+		g->maxrun = hi - lo;
+}
+
+/*
  * A run of @want across group boundaries (only when no group holds one by
  * itself: large requests such as checkpoints).  Takes every group lock in
  * ascending order.  Returns 0 and the run start, or -ENOSPC.
@@ -321,6 +342,28 @@ static int search_across(struct alloc *a, uint64_t want, uint64_t *rs)
 	for (unsigned i = a->ngroups; i-- > 0;)
 		pthread_mutex_unlock(&a->groups[i].mu);
 	return ret;
+}
+
+/*
+ * Can a run of @want cross a group boundary?  Needs two neighbours whose
+ * bounds add up to it, or a wholly free group (which may sit in the middle
+ * of a longer run).  Keeps a nearly full area from taking every group lock
+ * on each failing request.
+ */
+static bool may_span(struct alloc *a, uint64_t want)
+{
+	uint64_t prev = 0;
+	bool ok = false;
+
+	for (unsigned i = 0; i < a->ngroups && !ok; i++) {
+		struct ag *g = &a->groups[i];
+		pthread_mutex_lock(&g->mu);
+		uint64_t b = group_bound(g);
+		ok = g->free == g->gend - g->gstart || (i && prev + b >= want);
+		pthread_mutex_unlock(&g->mu);
+		prev = b;
+	}
+	return ok;
 }
 
 /* ---- API ---- */
@@ -418,8 +461,9 @@ int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 		}
 		pthread_mutex_unlock(&g->mu);
 	}
-	/* 2: a full run spanning groups. */
-	if (!n && take > 1 && a->ngroups > 1 && search_across(a, take, &rs) == 0)
+	/* 2: a full run spanning groups, if the bounds leave room for one. */
+	if (!n && take > 1 && a->ngroups > 1 && may_span(a, take) &&
+	    search_across(a, take, &rs) == 0)
 		n = take;
 	/*
 	 * 3: the longest run of the group with the best bound.  Our reservation
@@ -533,7 +577,7 @@ void alloc_put(struct alloc *a, uint64_t blk, uint64_t n)
 		}
 		if (freed) {
 			g->free += freed;
-			g->maxrun = RUN_UNKNOWN;
+			group_widen(a, g, pos, gend);
 		}
 		pthread_mutex_unlock(&g->mu);
 		atomic_fetch_add(&a->nfree, freed);
