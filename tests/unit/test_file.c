@@ -394,6 +394,44 @@ static void test_cow(void **state)
 	free(b);
 }
 
+/* A crash before the commit leaves the old content (copy-on-write); an
+ * O_DSYNC write survives one. */
+static void test_crash_cow(void **state)
+{
+	uint8_t *v1 = malloc(3 * BS), *v2 = malloc(3 * BS);
+	struct tfs_file *f;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "c");
+	fill_pattern(v1, 3 * BS, 1);
+	fill_pattern(v2, 3 * BS, 2);
+	pwrite_ok(f, v1, 3 * BS, 0);
+	assert_int_equal(log_commit(e.fs->log, UINT64_MAX), 0);
+	pwrite_ok(f, v2 + 100, 2 * BS, 100);		/* not committed */
+	assert_int_equal(file_truncate(e.fs, f->ip, 50), 0);	/* nor this */
+	tfs_release(f);
+	tfs_abandon(e.fs);	/* a crash: nothing more is written */
+	e.fs = live_fs = NULL;
+	assert_int_equal(env_mount(&e), 0);
+	f = reopen(&e, "c");
+	check_model(f, v1, 3 * BS);
+	check_raw(&e, f);
+	assert_int_equal(tfs_pwrite(f, v2 + 100, 2 * BS, 100, O_DSYNC), 2 * BS);
+	memcpy(v1 + 100, v2 + 100, 2 * BS);
+	tfs_release(f);
+	tfs_abandon(e.fs);	/* a crash: nothing more is written */
+	e.fs = live_fs = NULL;
+	assert_int_equal(env_mount(&e), 0);
+	f = reopen(&e, "c");
+	check_model(f, v1, 3 * BS);
+	check_raw(&e, f);
+	tfs_release(f);
+	env_fini(&e);
+	free(v1);
+	free(v2);
+}
+
 /* ---- truncate ---- */
 
 static void test_truncate(void **state)
@@ -1157,6 +1195,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_rw_edges, teardown),
 		cmocka_unit_test_teardown(test_open_create, teardown),
 		cmocka_unit_test_teardown(test_cow, teardown),
+		cmocka_unit_test_teardown(test_crash_cow, teardown),
 		cmocka_unit_test_teardown(test_truncate, teardown),
 		cmocka_unit_test_teardown(test_fallocate_seek, teardown),
 		cmocka_unit_test_teardown(test_fallocate_large, teardown),
