@@ -6,7 +6,8 @@
  * Writes are copy-on-write: the caller's bytes are copied once into a bounce
  * buffer (with the old content of partially written edge blocks read around
  * them), checksummed there, written to newly allocated blocks on every mirror
- * at once, and only then published by one metadata transaction (LR_EXT_SET
+ * at once (a fallocated, never written block is its own target: see struct
+ * cow), and only then published by one metadata transaction (LR_EXT_SET
  * per physical run + LR_INODE) whose commit drops the old blocks into the
  * deferred-free list.  A crash therefore leaves every block with its old or
  * its new content, never a torn mix.
