@@ -149,7 +149,8 @@ static int apply_xattr_set(struct tfs_inode *ip, const struct log_rec *r)
 
 	if (!val)
 		return -ENOMEM;
-	memcpy(val, r->xattr.val, r->xattr.vallen);
+	if (r->xattr.vallen)	/* an empty value may come with a NULL pointer */
+		memcpy(val, r->xattr.val, r->xattr.vallen);
 	struct xattr *x = xattr_find(ip, r->xattr.name, r->xattr.namelen, NULL);
 	if (!x) {
 		x = calloc(1, sizeof(*x));

@@ -98,20 +98,24 @@ static unsigned depth(struct tfs *fs, struct tfs_inode *ip)
 
 struct lockset {
 	struct tfs_inode *ip[4];
-	unsigned key[4];
+	uint64_t key[4];
 	unsigned n;
 };
 
 /*
- * Lookups and readdir lock a directory, then one of its entries.  So lock
- * directories before everything else, shallower directories first (a
- * parent is always shallower than its subdirectory), then the rest by
- * inode number (the order the data path uses for two files).
+ * Lookups and readdir lock a directory, then one of its entries, so every
+ * namespace change must lock a parent before a child, both as the tree is
+ * now and as it will be (a renamed directory becomes the child of p2).
+ * Order: the parents the operation names (p1, p2) before the children (c1,
+ * c2) -- the caller has checked that no child is an ancestor of a parent --
+ * and within each group directories by depth (a parent is shallower than
+ * its subdirectory), then the rest by inode number (the order the data path
+ * uses for two files).
  */
-static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *a,
-			struct tfs_inode *b, struct tfs_inode *c, struct tfs_inode *d)
+static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *p1,
+			struct tfs_inode *p2, struct tfs_inode *c1, struct tfs_inode *c2)
 {
-	struct tfs_inode *in[4] = { a, b, c, d };
+	struct tfs_inode *in[4] = { p1, p2, c1, c2 };
 
 	ls->n = 0;
 	for (unsigned i = 0; i < 4; i++) {
@@ -121,7 +125,8 @@ static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *a,
 		if (dup)
 			continue;
 		ls->ip[ls->n] = in[i];
-		ls->key[ls->n] = in[i]->dir ? depth(fs, in[i]) : UINT32_MAX;
+		ls->key[ls->n] = (uint64_t)(i >= 2) << 32 |
+				 (in[i]->dir ? depth(fs, in[i]) : UINT32_MAX);
 		ls->n++;
 	}
 	for (unsigned i = 1; i < ls->n; i++) {	/* insertion sort of <= 4 */
@@ -131,7 +136,7 @@ static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *a,
 				    (ls->key[j - 1] == ls->key[j] && x->ino > y->ino);
 			if (!swap)
 				break;
-			unsigned k = ls->key[j - 1];
+			uint64_t k = ls->key[j - 1];
 			ls->ip[j - 1] = y;
 			ls->ip[j] = x;
 			ls->key[j - 1] = ls->key[j];
@@ -538,7 +543,7 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 		ret = -EPERM;
 		goto out;
 	}
-	lock_inodes(fs, &ls, pip, ip, NULL, NULL);
+	lock_inodes(fs, &ls, pip, NULL, ip, NULL);
 	if (pip->nlink == 0 || ip->nlink == 0) {
 		ret = -ENOENT;
 		goto out;
@@ -626,7 +631,7 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		ret = -ENOTEMPTY;
 		goto out;
 	}
-	lock_inodes(fs, &ls, pip, cip, NULL, NULL);
+	lock_inodes(fs, &ls, pip, NULL, cip, NULL);
 
 	int64_t now = fs_ts_ns(fs_now());
 	struct log_inode *li = ichange(&v, cip);
