@@ -60,7 +60,7 @@ else
 fi
 
 # An existing twinfs is refused without -f, overwritten with it.
-"$MKFS" "$a" "$b" >/dev/null || h_fail "mkfs of fresh images failed"
+"$MKFS" -f "$a" "$b" >/dev/null || h_fail "mkfs of a and b failed"
 sum_ab=$(h_sums "$a" "$b")
 mkfs_fails "$a" "$a" "$b"
 [[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mkfs modified an image"
@@ -97,14 +97,6 @@ grep -qF "$a" <<<"$FAIL_OUT" || h_fail "corrupt device not named: $FAIL_OUT"
 h_mount_fails "$a:$b"
 [[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
 
-# A truncated image: refused alone, naming it.
-"$MKFS" -f "$a" "$b" >/dev/null
-truncate -s 100M "$a"
-sum_ab=$(h_sums "$a" "$b")
-h_mount_fails "$a" degraded
-grep -qF "$a" <<<"$FAIL_OUT" || h_fail "truncated device not named: $FAIL_OUT"
-[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
-
 # Wrong usage: nonzero with a usage line.
 for args in "" "$b" "-o" "-o bogus_option_xyz $b $MNT"; do
 	rc=0
@@ -116,4 +108,12 @@ for args in "" "$b" "-o" "-o bogus_option_xyz $b $MNT"; do
 		grep -qi usage <<<"$out" || h_fail "twinfs $args: no usage: $out"
 	fi
 done
+
+# A truncated image: refused alone, naming it.
+"$MKFS" -f "$a" "$b" >/dev/null
+truncate -s 100M "$a"
+sum_ab=$(h_sums "$a" "$b")
+h_mount_fails "$a" degraded
+grep -qF "$a" <<<"$FAIL_OUT" || h_fail "truncated device not named: $FAIL_OUT"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
 echo "badinput: all refusals correct"

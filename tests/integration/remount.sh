@@ -17,8 +17,13 @@ diff -r --no-dereference "$src" "$MNT/tree" >"$T/diff" 2>&1 ||
 	{ head -n 20 "$T/diff" >&2; h_fail "diff -r after remount"; }
 (cd "$MNT/tree" && sha256sum --quiet -c "$T/sums") || h_fail "hashes differ after remount"
 # Metadata cp -a preserves: owners, modes, mtimes, symlinks.
-(cd "$src" && find . -printf '%p %y %m %U %G %s %T@ %l\n' | sort) >"$T/meta.src"
-(cd "$MNT/tree" && find . -printf '%p %y %m %U %G %s %T@ %l\n' | sort) >"$T/meta.mnt"
+# (Directory sizes are the file system's own business.)
+meta() {
+	(cd "$1" && find . \( -type d -printf '%p %y %m %U %G %T@\n' \) -o \
+		-printf '%p %y %m %U %G %s %T@ %n %l\n' | sort)
+}
+meta "$src" >"$T/meta.src"
+meta "$MNT/tree" >"$T/meta.mnt"
 diff "$T/meta.src" "$T/meta.mnt" >"$T/meta.diff" ||
 	{ head -n 20 "$T/meta.diff" >&2; h_fail "metadata differs after remount"; }
 h_umount
