@@ -21,6 +21,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "tlog.h"
 
 void meta_tx_init(struct meta_tx *tx)
 {
@@ -58,7 +59,7 @@ static void drop_collect(void *ctx, uint64_t phys, uint64_t n)
 		size_t ncap = tx->capdrops ? tx->capdrops * 2 : 8;
 		void *nd = realloc(tx->drops, ncap * sizeof(*tx->drops));
 		if (!nd) {
-			fprintf(stderr, "twinfs: out of memory: %llu blocks leaked until remount\n",
+			tfs_log(LOG_ERR, "out of memory: %llu blocks leaked until remount",
 				(unsigned long long)n);
 			return;
 		}
@@ -330,16 +331,16 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 	if (ret) {
 		/* A partly applied transaction: memory no longer matches the log.
 		 * Stop changing anything rather than checkpoint a half state. */
-		fprintf(stderr, "twinfs: applying a metadata transaction failed (%s); "
-			"the file system is now read-only\n", strerror(-ret));
+		tfs_log(LOG_ERR, "applying a metadata transaction failed (%s); "
+			"the file system is now read-only", strerror(-ret));
 		fs->readonly = true;
 		goto out;
 	}
 	if (fs->log) {
 		ret = log_append(fs->log, &tx->buf, &s);
 		if (ret) {
-			fprintf(stderr, "twinfs: metadata log append failed (%s); "
-				"the file system is now read-only\n", strerror(-ret));
+			tfs_log(LOG_ERR, "metadata log append failed (%s); "
+				"the file system is now read-only", strerror(-ret));
 			fs->readonly = true;
 			goto out;	/* the drops leak: never reuse what may be referenced */
 		}

@@ -18,6 +18,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "tlog.h"
 
 #define ITABLE_MIN 64
 
@@ -233,7 +234,7 @@ void fs_imaybe_delete_locked(struct tfs *fs, struct tfs_inode *ip)
 		ret = meta_tx_commit(fs, &tx, &seq);
 	meta_tx_free(&tx);
 	if (ret)
-		fprintf(stderr, "twinfs: deleting inode %llu failed: %s\n",
+		tfs_log(LOG_ERR, "deleting inode %llu failed: %s",
 			(unsigned long long)ino, strerror(-ret));
 }
 

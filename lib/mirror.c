@@ -13,6 +13,7 @@
  * once by mirror_init() and never changes.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,47 @@
 #include "mirror.h"
 
 #define BLK TFS_BLOCK_SIZE
+
+static const char *dev_name(const struct mirror *m, unsigned dev, char *tmp, size_t n)
+{
+	if (dev < m->ndevs && m->devs[dev] && m->devs[dev]->path)
+		return m->devs[dev]->path;
+	snprintf(tmp, n, "device %u", dev);
+	return tmp;
+}
+
+void mirror_event(struct mirror *m, unsigned dev, int kind, uint64_t blk, uint64_t n)
+{
+	static const char *const what[MEV_KINDS] = {
+		[MEV_READ_ERR] = "read error",
+		[MEV_WRITE_ERR] = "write error",
+		[MEV_FLUSH_ERR] = "cache flush failed",
+		[MEV_CSUM_ERR] = "checksum mismatch",
+		[MEV_REPAIRED] = "repaired from another mirror",
+		[MEV_UNRECOVERABLE] = "unrecoverable (no copy verifies)",
+	};
+	struct mirror_counters *c;
+	_Atomic uint64_t *ctr;
+	char tmp[32];
+
+	if (dev >= m->ndevs || kind < 0 || kind >= MEV_KINDS)
+		return;
+	c = &m->ctr[dev];
+	ctr = kind == MEV_READ_ERR ? &c->read_err : kind == MEV_WRITE_ERR ? &c->write_err :
+	      kind == MEV_FLUSH_ERR ? &c->flush_err : kind == MEV_CSUM_ERR ? &c->csum_err :
+	      kind == MEV_REPAIRED ? &c->repaired : &c->unrecoverable;
+	atomic_fetch_add(ctr, n);
+	/* One line per device and kind per interval, never one per I/O. */
+	if (kind == MEV_FLUSH_ERR)
+		tfs_log_ratelimited(&m->rl[dev][kind], LOG_ERR, "%s: %s",
+				    dev_name(m, dev, tmp, sizeof(tmp)), what[kind]);
+	else
+		tfs_log_ratelimited(&m->rl[dev][kind],
+				    kind == MEV_REPAIRED ? LOG_NOTICE :
+				    kind == MEV_CSUM_ERR ? LOG_WARNING : LOG_ERR,
+				    "%s: %s at block %llu%s", dev_name(m, dev, tmp, sizeof(tmp)),
+				    what[kind], (unsigned long long)blk, n > 1 ? " and following" : "");
+}
 
 static bool dev_ok(const struct mirror *m, unsigned i)
 {
@@ -60,20 +102,26 @@ void mirror_fail_dev(struct mirror *m, unsigned dev, int err)
 		return;
 	/* Only the transition is reported, so concurrent failures of the same
 	 * device log once. */
-	if (atomic_compare_exchange_strong(&m->state[dev], &expect, MDEV_FAILED) &&
-	    m->on_state)
-		m->on_state(m->on_state_ctx, dev, MDEV_FAILED, err);
+	if (atomic_compare_exchange_strong(&m->state[dev], &expect, MDEV_FAILED)) {
+		char tmp[32];
+
+		tfs_log(LOG_ERR, "%s: device failed (%s); no more I/O goes to it until it is "
+			"rebuilt", dev_name(m, dev, tmp, sizeof(tmp)), strerror(err < 0 ? -err : err));
+		if (m->on_state)
+			m->on_state(m->on_state_ctx, dev, MDEV_FAILED, err);
+	}
 }
 
-static void note_read_err(struct mirror *m, unsigned dev, int err)
+static void note_read_err(struct mirror *m, unsigned dev, uint64_t blk, int err)
 {
-	if (atomic_fetch_add(&m->ctr[dev].read_err, 1) + 1 >= MIRROR_READ_ERR_LIMIT)
+	mirror_event(m, dev, MEV_READ_ERR, blk, 1);
+	if (atomic_load(&m->ctr[dev].read_err) >= MIRROR_READ_ERR_LIMIT)
 		mirror_fail_dev(m, dev, err);
 }
 
-static void note_write_err(struct mirror *m, unsigned dev, int err)
+static void note_write_err(struct mirror *m, unsigned dev, uint64_t blk, int err)
 {
-	atomic_fetch_add(&m->ctr[dev].write_err, 1);
+	mirror_event(m, dev, MEV_WRITE_ERR, blk, 1);
 	/* Its copy is now stale: it must not serve reads any more. */
 	mirror_fail_dev(m, dev, err);
 }
@@ -103,7 +151,7 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 		int res = ret ? ret : ios[i].res;
 
 		if (res)
-			note_write_err(m, slot[i], res);
+			note_write_err(m, slot[i], blk, res);
 		else
 			ok++;
 	}
@@ -130,7 +178,7 @@ int mirror_flush(struct mirror *m)
 		int res = ret ? ret : ios[i].res;
 
 		if (res) {
-			atomic_fetch_add(&m->ctr[slot[i]].flush_err, 1);
+			mirror_event(m, slot[i], MEV_FLUSH_ERR, 0, 1);
 			/* Data acknowledged as durable may not be: fail it. */
 			mirror_fail_dev(m, slot[i], res);
 		} else {
@@ -148,7 +196,7 @@ int mirror_read_dev(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uin
 		return -ENODEV;
 	ret = dev_pread(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
 	if (ret)
-		note_read_err(m, dev, ret);
+		note_read_err(m, dev, blk, ret);
 	return ret;
 }
 
@@ -160,7 +208,7 @@ int mirror_write_dev(struct mirror *m, unsigned dev, uint64_t blk, const void *b
 		return -ENODEV;
 	ret = dev_pwrite(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
 	if (ret)
-		note_write_err(m, dev, ret);
+		note_write_err(m, dev, blk, ret);
 	return ret;
 }
 
@@ -194,7 +242,7 @@ static void read_fallback(struct mirror *m, unsigned dev, uint64_t blk, char *bu
 				char *p = tmp + (size_t)(i - s) * BLK;
 
 				if (csum_block(p, blk + i) != csums[i]) {
-					atomic_fetch_add(&m->ctr[dev].csum_err, 1);
+					mirror_event(m, dev, MEV_CSUM_ERR, blk + i, 1);
 					st[i] |= 1u << dev;
 					continue;
 				}
@@ -224,7 +272,7 @@ static void read_repair(struct mirror *m, uint64_t blk, const char *buf, uint32_
 			for (e = s + 1; e < nblk && (st[e] & want) == want; e++)
 				;
 			if (!mirror_write_dev(m, d, blk + s, buf + (size_t)s * BLK, e - s))
-				atomic_fetch_add(&m->ctr[d].repaired, e - s);
+				mirror_event(m, d, MEV_REPAIRED, blk + s, e - s);
 		}
 	}
 }
@@ -267,7 +315,7 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 		for (i = 0; i < nblk; i++) {
 			if (csum_block(p + (size_t)i * BLK, blk + i) == csums[i])
 				continue;
-			atomic_fetch_add(&m->ctr[c].csum_err, 1);
+			mirror_event(m, c, MEV_CSUM_ERR, blk + i, 1);
 			st[i] = (uint16_t)(RB_NEED | (1u << c));
 			any_bad = true;
 		}
@@ -294,7 +342,7 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 		if (!(st[i] & RB_NEED))
 			continue;
 		/* No copy verifies: never hand out bad bytes. */
-		atomic_fetch_add(&m->ctr[c].unrecoverable, 1);
+		mirror_event(m, c, MEV_UNRECOVERABLE, blk + i, 1);
 		memset(p + (size_t)i * BLK, 0, BLK);
 		badmap |= 1ull << (i < 63 ? i : 63);
 		ret = -EIO;

@@ -12,6 +12,17 @@
  * stale); read errors fail it after MIRROR_READ_ERR_LIMIT errors.  A failed
  * or missing device gets no more I/O.  Counters are per device.
  *
+ * Write-intent tracking (mirror_track_init): the data area is split into
+ * regions of 2^shift blocks; every mirror_write into a region while some
+ * device is not in sync sets the region's bit, so a returning device needs
+ * only the dirty regions (rebuild.c persists the bitmap at checkpoints).
+ * A REBUILDING device receives every write but serves reads only for
+ * regions already copied (below sync_cursor) or, for a rebuild (not a
+ * replace), regions whose bit is clear; a write is acknowledged only on
+ * in-sync (OK) devices.  The rebuild copies one region at a time inside a
+ * window that writes wait for (mirror_sync_window), so a copy never lays
+ * old content over a newer write.
+ *
  * All functions return 0 or -errno.  Buffers are 4096-aligned.
  */
 #ifndef TWINFS_MIRROR_H
@@ -19,9 +30,11 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "dev.h"
+#include "tlog.h"
 
 #define MIRROR_READ_ERR_LIMIT 32
 
@@ -29,7 +42,14 @@ enum mirror_dev_state {
 	MDEV_OK = 0,
 	MDEV_MISSING,		/* absent at mount (-o degraded) */
 	MDEV_FAILED,		/* failed while mounted */
+	MDEV_STALE,		/* present, but missed writes (superblock says so) */
+	MDEV_REBUILDING,	/* gets writes; reads only from copied regions */
 };
+
+/* "ok", "missing", "failed", "stale", "rebuilding" (status output). */
+const char *mirror_state_name(int state);
+
+#define MIRROR_BUSY_BUCKETS 256u
 
 struct mirror_counters {
 	_Atomic uint64_t read_err;
@@ -38,6 +58,17 @@ struct mirror_counters {
 	_Atomic uint64_t csum_err;	/* blocks that did not verify */
 	_Atomic uint64_t repaired;	/* bad copies rewritten from a good one */
 	_Atomic uint64_t unrecoverable;	/* blocks no copy verified */
+};
+
+/* What mirror_event() counts and logs (rate limited per device and kind). */
+enum mirror_event_kind {
+	MEV_READ_ERR,
+	MEV_WRITE_ERR,
+	MEV_FLUSH_ERR,
+	MEV_CSUM_ERR,
+	MEV_REPAIRED,
+	MEV_UNRECOVERABLE,
+	MEV_KINDS
 };
 
 struct mirror {
@@ -50,6 +81,7 @@ struct mirror {
 	/* Called once when a device changes state (for logging); may be NULL. */
 	void (*on_state)(void *ctx, unsigned dev, int state, int err);
 	void *on_state_ctx;
+	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */
 };
 
 /* devs[i] may be NULL (missing device).  The backend must already have every
@@ -77,7 +109,54 @@ int mirror_write_dev(struct mirror *m, unsigned dev, uint64_t blk, const void *b
 /* Flush the volatile cache of every healthy device, concurrently. */
 int mirror_flush(struct mirror *m);
 
-/* Mark a device failed (logged once through on_state). */
+/* Add n to device dev's counter for kind and log it, at most one line per
+ * device and kind per TLOG_RL_INTERVAL_S (blk: first block concerned).
+ * Used by the read path here and by scrub, so both share the limits. */
+void mirror_event(struct mirror *m, unsigned dev, int kind, uint64_t blk, uint64_t n);
+
+/* Mark a device failed (logged once through on_state).  Works on OK and
+ * REBUILDING devices. */
 void mirror_fail_dev(struct mirror *m, unsigned dev, int err);
+
+/* Devices in sync (MDEV_OK). */
+unsigned mirror_insync(const struct mirror *m);
+
+/* ---- write-intent tracking (see the top) ---- */
+/* Track blocks [base, end) in regions of 2^shift blocks. 0 or -ENOMEM. */
+int mirror_track_init(struct mirror *m, uint64_t base, uint64_t end, unsigned shift);
+void mirror_track_free(struct mirror *m);
+/* Mark the regions of [blk, blk+n) dirty (blocks outside are ignored). */
+void mirror_mark(struct mirror *m, uint64_t blk, uint64_t n);
+bool mirror_region_dirty(const struct mirror *m, uint64_t region);
+uint64_t mirror_dirty_count(const struct mirror *m);
+void mirror_mark_all(struct mirror *m);
+void mirror_clear_all(struct mirror *m);
+/* Snapshot / restore the bitmap as little-endian u64 words
+ * (ceil(nregions / 64) of them). */
+void mirror_bits_get(const struct mirror *m, uint64_t *words);
+void mirror_bits_set(struct mirror *m, const uint64_t *words);
+/* Region of block blk (UINT64_MAX outside the tracked area). */
+uint64_t mirror_region_of(const struct mirror *m, uint64_t blk);
+
+/* ---- rebuild support ---- */
+/* Copy window: region to copy next (UINT64_MAX: none).  Returns when no
+ * write into that region is in flight; new ones wait until the window
+ * moves. */
+void mirror_sync_window(struct mirror *m, uint64_t region);
+/* Whether device @dev may serve reads of blocks [blk, blk+n). */
+bool mirror_dev_readable(struct mirror *m, unsigned dev, uint64_t blk, uint32_t n);
+/* Install @d in slot @dev (a replacement, or the same device reopened)
+ * and make it MDEV_REBUILDING from region @cursor on.  The previous
+ * struct dev is left to the caller (it may still have I/O in flight: keep
+ * it open until unmount). */
+void mirror_start_sync(struct mirror *m, unsigned dev, struct dev *d, bool all,
+		       uint64_t cursor);
+void mirror_set_cursor(struct mirror *m, uint64_t cursor);
+/* The copy is done and verified: REBUILDING -> OK.  false if the device
+ * failed meanwhile. */
+bool mirror_finish_sync(struct mirror *m, unsigned dev);
+/* Stop syncing (cancel/failure); the device becomes @state if it was
+ * still REBUILDING. */
+void mirror_end_sync(struct mirror *m, int state);
 
 #endif
