@@ -53,14 +53,15 @@ enum {
 	SB_OFF_CTIME_NS = 376,
 	SB_OFF_DEV_STATE = 384,		/* DEV_MAX * u32 */
 	SB_OFF_STATS = 416,		/* DEV_MAX * 6 * u64 */
-	SB_OFF_END_FIELDS = 800,	/* reserved zero up to the csum */
+	SB_OFF_SCRUB = 800,		/* struct super_scrub, 96 bytes */
+	SB_OFF_SCRUB_END = 896,		/* reserved zero up to the csum */
 	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
 };
 
 _Static_assert(DEV_MAX == 8, "superblock offsets assume DEV_MAX == 8");
 _Static_assert(SB_OFF_DEV_UUIDS + DEV_MAX * 16 == SB_OFF_LABEL, "layout");
 _Static_assert(SB_OFF_DEV_STATE + DEV_MAX * 4 == SB_OFF_STATS, "layout");
-_Static_assert(SB_OFF_STATS + DEV_MAX * 48 == SB_OFF_END_FIELDS, "layout");
+_Static_assert(SB_OFF_STATS + DEV_MAX * 48 == SB_OFF_SCRUB, "layout");
 
 static void put32(uint8_t *b, size_t off, uint32_t v)
 {
@@ -144,6 +145,24 @@ void super_encode(const struct super *sb, unsigned slot, void *buf)
 		put64(b, o + 32, s->repaired);
 		put64(b, o + 40, s->unrecoverable);
 	}
+	{
+		const struct super_scrub *c = &sb->scrub;
+		size_t o = SB_OFF_SCRUB;
+
+		put32(b, o, c->state);
+		/* o + 4: reserved u32 */
+		put64(b, o + 8, c->ino);
+		put64(b, o + 16, c->fblk);
+		put64(b, o + 24, c->started_ns);
+		put64(b, o + 32, c->finished_ns);
+		put64(b, o + 40, c->bytes_done);
+		put64(b, o + 48, c->rate);
+		put64(b, o + 56, c->csum_err);
+		put64(b, o + 64, c->repaired);
+		put64(b, o + 72, c->unrecoverable);
+		put64(b, o + 80, c->read_err);
+		/* o + 88: reserved u64 */
+	}
 	put64(b, SB_OFF_CSUM, csum_buf(b, SB_OFF_CSUM, sb_seed(slot)));
 }
 
@@ -190,6 +209,22 @@ static void decode_fields(const uint8_t *b, struct super *sb)
 		s->csum_err = get64(b, o + 24);
 		s->repaired = get64(b, o + 32);
 		s->unrecoverable = get64(b, o + 40);
+	}
+	{
+		struct super_scrub *c = &sb->scrub;
+		size_t o = SB_OFF_SCRUB;
+
+		c->state = get32(b, o);
+		c->ino = get64(b, o + 8);
+		c->fblk = get64(b, o + 16);
+		c->started_ns = get64(b, o + 24);
+		c->finished_ns = get64(b, o + 32);
+		c->bytes_done = get64(b, o + 40);
+		c->rate = get64(b, o + 48);
+		c->csum_err = get64(b, o + 56);
+		c->repaired = get64(b, o + 64);
+		c->unrecoverable = get64(b, o + 72);
+		c->read_err = get64(b, o + 80);
 	}
 }
 

@@ -37,6 +37,25 @@ struct super_devstats {
 	uint64_t read_err, write_err, flush_err, csum_err, repaired, unrecoverable;
 };
 
+/* Scrub progress, persisted by every checkpoint so a scrub resumes after a
+ * remount (scrub.c).  All zero: no scrub ever ran.  A compatible addition
+ * in the formerly reserved bytes 800..895: older readers ignore it. */
+enum super_scrub_state {
+	SUPER_SCRUB_NONE = 0,
+	SUPER_SCRUB_RUNNING = 1,	/* resume from (ino, fblk) at mount */
+	SUPER_SCRUB_FINISHED = 2,
+	SUPER_SCRUB_CANCELED = 3,
+};
+
+struct super_scrub {
+	uint32_t state;			/* enum super_scrub_state */
+	uint64_t ino, fblk;		/* cursor: next inode / file block (ino 0: checkpoint) */
+	uint64_t started_ns, finished_ns;	/* CLOCK_REALTIME */
+	uint64_t bytes_done;		/* at the cursor */
+	uint64_t rate;			/* bytes/s limit, 0 = none */
+	uint64_t csum_err, repaired, unrecoverable, read_err;	/* found so far */
+};
+
 struct super {
 	uint32_t version;
 	uint32_t compat, ro_compat, incompat;
@@ -64,6 +83,7 @@ struct super {
 	uint32_t dev_state[DEV_MAX];
 	uint64_t ctime_ns;		/* mkfs time */
 	struct super_devstats stats[DEV_MAX];
+	struct super_scrub scrub;
 };
 
 /* Encode into a 4096-byte buffer for slot @slot (0 or 1). */
