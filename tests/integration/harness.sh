@@ -56,12 +56,21 @@ h_watchdog() {
 	local secs=$1 parent=$$
 	(
 		trap - EXIT
-		sleep "$secs"
-		echo "FAIL: test timed out after ${secs}s" >&2
+		sleep "$secs" &
+		sp=$!
+		# Cancelled by h_cleanup: take the sleep along.
+		trap 'kill $sp 2>/dev/null; exit 0' TERM
+		wait "$sp" || exit 0
+		echo "test timed out after ${secs}s" >"$T/timeout"
 		if [[ -f $T/daemon.pid ]]; then
 			kill -9 "$(cat "$T/daemon.pid")" 2>/dev/null || true
 		fi
 		umount -l "$MNT" 2>/dev/null || true
+		# The test's running command (bash runs the TERM trap only once
+		# its foreground command has finished), then the test.
+		for c in $(pgrep -P "$parent"); do
+			[[ $c == "$BASHPID" ]] || kill -TERM "$c" 2>/dev/null || true
+		done
 		kill -TERM "$parent" 2>/dev/null || true
 	) </dev/null >/dev/null 2>&1 &
 	WATCHDOG_PID=$!
@@ -252,6 +261,10 @@ h_cleanup() {
 	if [[ -n ${WATCHDOG_PID:-} ]]; then
 		kill "$WATCHDOG_PID" 2>/dev/null
 		wait "$WATCHDOG_PID" 2>/dev/null
+	fi
+	if [[ -f $T/timeout ]]; then
+		echo "FAIL: $(cat "$T/timeout")" >&2
+		rc=1
 	fi
 	if [[ -n $DAEMON_PID ]] || h_is_mounted "$MNT"; then
 		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
