@@ -9,8 +9,16 @@
  * guarantees nobody rewrites a block while a reader holds its checksum, so
  * rewriting the same content is safe.
  *
- * Locking: none.  States and counters are atomics; the device array is set
- * once by mirror_init() and never changes.
+ * It also owns the write-intent bitmap (regions written while a device was
+ * out of sync) and the write side of an online rebuild: writes reach a
+ * REBUILDING device too, wait while the rebuild copies their region, and
+ * reads use that device only where it is known current.
+ *
+ * Locking: states, counters, bitmap words and busy counts are atomics.  The
+ * device array is set by mirror_init(); mirror_start_sync() may replace one
+ * slot, only while that slot gets no I/O (not OK nor REBUILDING), and
+ * publishes it before the state.  sync_mu is a leaf lock used only to
+ * sleep on the rebuild window.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -68,6 +76,29 @@ static bool dev_ok(const struct mirror *m, unsigned i)
 	return i < m->ndevs && m->devs[i] && atomic_load(&m->state[i]) == MDEV_OK;
 }
 
+/* Gets writes: in sync, or being rebuilt. */
+static bool dev_writable(const struct mirror *m, unsigned i)
+{
+	int st;
+
+	if (i >= m->ndevs || !m->devs[i])
+		return false;
+	st = atomic_load(&m->state[i]);
+	return st == MDEV_OK || st == MDEV_REBUILDING;
+}
+
+const char *mirror_state_name(int state)
+{
+	static const char *const names[] = {
+		[MDEV_OK] = "ok", [MDEV_MISSING] = "missing", [MDEV_FAILED] = "failed",
+		[MDEV_STALE] = "stale", [MDEV_REBUILDING] = "rebuilding",
+	};
+
+	if (state < 0 || (size_t)state >= sizeof(names) / sizeof(names[0]))
+		return "unknown";
+	return names[state];
+}
+
 int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, unsigned n)
 {
 	unsigned i;
@@ -78,6 +109,10 @@ int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, uns
 	memset(m, 0, sizeof(*m));
 	m->be = be;
 	m->ndevs = n;
+	pthread_mutex_init(&m->sync_mu, NULL);
+	pthread_cond_init(&m->sync_cv, NULL);
+	atomic_init(&m->sync_dev, -1);
+	atomic_init(&m->win, UINT64_MAX);
 	for (i = 0; i < n; i++) {
 		m->devs[i] = devs[i];
 		atomic_init(&m->state[i], devs[i] ? MDEV_OK : MDEV_MISSING);
@@ -102,7 +137,9 @@ void mirror_fail_dev(struct mirror *m, unsigned dev, int err)
 		return;
 	/* Only the transition is reported, so concurrent failures of the same
 	 * device log once. */
-	if (atomic_compare_exchange_strong(&m->state[dev], &expect, MDEV_FAILED)) {
+	if (atomic_compare_exchange_strong(&m->state[dev], &expect, MDEV_FAILED) ||
+	    (expect == MDEV_REBUILDING &&
+	     atomic_compare_exchange_strong(&m->state[dev], &expect, MDEV_FAILED))) {
 		char tmp[32];
 
 		tfs_log(LOG_ERR, "%s: device failed (%s); no more I/O goes to it until it is "
@@ -110,6 +147,255 @@ void mirror_fail_dev(struct mirror *m, unsigned dev, int err)
 		if (m->on_state)
 			m->on_state(m->on_state_ctx, dev, MDEV_FAILED, err);
 	}
+}
+
+unsigned mirror_insync(const struct mirror *m)
+{
+	return mirror_healthy(m);
+}
+
+/* ---- write-intent bitmap ---- */
+
+int mirror_track_init(struct mirror *m, uint64_t base, uint64_t end, unsigned shift)
+{
+	uint64_t n;
+
+	if (end <= base || shift > 40)
+		return -EINVAL;
+	n = ((end - base) + (1ull << shift) - 1) >> shift;
+	m->trk_bits = calloc((n + 63) / 64, sizeof(uint64_t));
+	if (!m->trk_bits)
+		return -ENOMEM;
+	m->trk_base = base;
+	m->trk_end = end;
+	m->trk_shift = shift;
+	m->trk_nregions = n;
+	return 0;
+}
+
+void mirror_track_free(struct mirror *m)
+{
+	free((void *)m->trk_bits);
+	m->trk_bits = NULL;
+	m->trk_nregions = 0;
+}
+
+uint64_t mirror_region_of(const struct mirror *m, uint64_t blk)
+{
+	if (!m->trk_bits || blk < m->trk_base || blk >= m->trk_end)
+		return UINT64_MAX;
+	return (blk - m->trk_base) >> m->trk_shift;
+}
+
+/* Regions [*r0, *r1] touched by [blk, blk+n); false if none is tracked. */
+static bool region_span(const struct mirror *m, uint64_t blk, uint64_t n, uint64_t *r0,
+			uint64_t *r1)
+{
+	uint64_t s = blk, e = blk + n;
+
+	if (!m->trk_bits || !n || e <= m->trk_base || s >= m->trk_end)
+		return false;
+	if (s < m->trk_base)
+		s = m->trk_base;
+	if (e > m->trk_end)
+		e = m->trk_end;
+	*r0 = (s - m->trk_base) >> m->trk_shift;
+	*r1 = (e - 1 - m->trk_base) >> m->trk_shift;
+	return true;
+}
+
+void mirror_mark(struct mirror *m, uint64_t blk, uint64_t n)
+{
+	uint64_t r0, r1;
+
+	if (!region_span(m, blk, n, &r0, &r1))
+		return;
+	for (uint64_t r = r0; r <= r1; r++) {
+		uint64_t bit = 1ull << (r % 64);
+
+		/* Load first: the bit is usually set already, and a plain load
+		 * does not bounce the cache line between writers. */
+		if (!(atomic_load_explicit(&m->trk_bits[r / 64], memory_order_relaxed) & bit))
+			atomic_fetch_or(&m->trk_bits[r / 64], bit);
+	}
+}
+
+bool mirror_region_dirty(const struct mirror *m, uint64_t region)
+{
+	if (!m->trk_bits || region >= m->trk_nregions)
+		return false;
+	return atomic_load(&m->trk_bits[region / 64]) >> (region % 64) & 1;
+}
+
+uint64_t mirror_dirty_count(const struct mirror *m)
+{
+	uint64_t k = 0;
+
+	for (uint64_t w = 0; m->trk_bits && w < (m->trk_nregions + 63) / 64; w++)
+		k += (uint64_t)__builtin_popcountll(atomic_load(&m->trk_bits[w]));
+	return k;
+}
+
+void mirror_mark_all(struct mirror *m)
+{
+	for (uint64_t r = 0; m->trk_bits && r < m->trk_nregions; r++)
+		atomic_fetch_or(&m->trk_bits[r / 64], 1ull << (r % 64));
+}
+
+void mirror_clear_all(struct mirror *m)
+{
+	for (uint64_t w = 0; m->trk_bits && w < (m->trk_nregions + 63) / 64; w++)
+		atomic_store(&m->trk_bits[w], 0);
+}
+
+void mirror_bits_get(const struct mirror *m, uint64_t *words)
+{
+	for (uint64_t w = 0; m->trk_bits && w < (m->trk_nregions + 63) / 64; w++)
+		words[w] = atomic_load(&m->trk_bits[w]);
+}
+
+void mirror_bits_set(struct mirror *m, const uint64_t *words)
+{
+	uint64_t nw = (m->trk_nregions + 63) / 64;
+
+	for (uint64_t w = 0; m->trk_bits && w < nw; w++) {
+		uint64_t v = words[w];
+
+		/* no bits past the last region */
+		if (w == nw - 1 && m->trk_nregions % 64)
+			v &= (1ull << (m->trk_nregions % 64)) - 1;
+		atomic_fetch_or(&m->trk_bits[w], v);
+	}
+}
+
+/* ---- rebuild window ---- */
+
+static bool win_hits(const struct mirror *m, uint64_t r0, uint64_t r1)
+{
+	uint64_t w = atomic_load(&m->win);
+
+	return w != UINT64_MAX && w >= r0 && w <= r1;
+}
+
+static void busy_add(struct mirror *m, uint64_t r0, uint64_t r1, int d)
+{
+	for (uint64_t r = r0; r <= r1; r++)
+		if (atomic_fetch_add(&m->busy[r % MIRROR_BUSY_BUCKETS], (unsigned)d) == 1 &&
+		    d < 0 && atomic_load(&m->win) != UINT64_MAX) {
+			/* The rebuild may be waiting for this bucket to drain. */
+			pthread_mutex_lock(&m->sync_mu);
+			pthread_cond_broadcast(&m->sync_cv);
+			pthread_mutex_unlock(&m->sync_mu);
+		}
+}
+
+/*
+ * Enter a write of [blk, blk+n): count it in the busy buckets of its
+ * regions, then check the window.  Count first, window second, and the
+ * rebuild does the opposite (window, then count): with sequentially
+ * consistent atomics one of the two sees the other, so a copy never runs
+ * beside a write into its region.  Returns whether the write was counted.
+ */
+static bool write_enter(struct mirror *m, uint64_t blk, uint64_t n, uint64_t *r0, uint64_t *r1)
+{
+	if (!region_span(m, blk, n, r0, r1))
+		return false;
+	for (;;) {
+		busy_add(m, *r0, *r1, 1);
+		if (!win_hits(m, *r0, *r1))
+			return true;
+		busy_add(m, *r0, *r1, -1);
+		pthread_mutex_lock(&m->sync_mu);
+		while (win_hits(m, *r0, *r1))
+			pthread_cond_wait(&m->sync_cv, &m->sync_mu);
+		pthread_mutex_unlock(&m->sync_mu);
+	}
+}
+
+void mirror_sync_window(struct mirror *m, uint64_t region)
+{
+	pthread_mutex_lock(&m->sync_mu);
+	atomic_store(&m->win, region);
+	pthread_cond_broadcast(&m->sync_cv);
+	if (region != UINT64_MAX) {
+		while (atomic_load(&m->busy[region % MIRROR_BUSY_BUCKETS])) {
+			struct timespec ts;
+
+			/* Timed: a writer leaving a bucket with other regions
+			 * in it wakes us only when it reaches zero. */
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 2000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&m->sync_cv, &m->sync_mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&m->sync_mu);
+}
+
+bool mirror_dev_readable(struct mirror *m, unsigned dev, uint64_t blk, uint32_t n)
+{
+	uint64_t r0, r1, cur;
+	int st;
+
+	if (dev >= m->ndevs || !m->devs[dev])
+		return false;
+	st = atomic_load(&m->state[dev]);
+	if (st == MDEV_OK)
+		return true;
+	if (st != MDEV_REBUILDING || atomic_load(&m->sync_dev) != (int)dev ||
+	    !region_span(m, blk, n, &r0, &r1) || blk < m->trk_base || blk + n > m->trk_end)
+		return false;
+	cur = atomic_load(&m->sync_cursor);
+	for (uint64_t r = r0; r <= r1; r++) {
+		/* Copied already, or (rebuild of a returning device) never
+		 * written while it was away. */
+		if (r < cur || (!atomic_load(&m->sync_all) && !mirror_region_dirty(m, r)))
+			continue;
+		return false;
+	}
+	return true;
+}
+
+void mirror_start_sync(struct mirror *m, unsigned dev, struct dev *d, bool all,
+		       uint64_t cursor)
+{
+	m->devs[dev] = d;
+	atomic_store(&m->sync_all, all);
+	atomic_store(&m->sync_cursor, cursor);
+	atomic_store(&m->sync_dev, (int)dev);
+	/* Last: from here on writes reach it. */
+	atomic_store(&m->state[dev], MDEV_REBUILDING);
+}
+
+void mirror_set_cursor(struct mirror *m, uint64_t cursor)
+{
+	atomic_store(&m->sync_cursor, cursor);
+}
+
+bool mirror_finish_sync(struct mirror *m, unsigned dev)
+{
+	int expect = MDEV_REBUILDING;
+	bool ok = atomic_compare_exchange_strong(&m->state[dev], &expect, MDEV_OK);
+
+	mirror_sync_window(m, UINT64_MAX);
+	atomic_store(&m->sync_dev, -1);
+	return ok;
+}
+
+void mirror_end_sync(struct mirror *m, int state)
+{
+	int dev = atomic_load(&m->sync_dev);
+
+	mirror_sync_window(m, UINT64_MAX);
+	if (dev >= 0) {
+		int expect = MDEV_REBUILDING;
+
+		atomic_compare_exchange_strong(&m->state[dev], &expect, state);
+	}
+	atomic_store(&m->sync_dev, -1);
 }
 
 static void note_read_err(struct mirror *m, unsigned dev, uint64_t blk, int err)
@@ -130,12 +416,21 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 {
 	struct dev_io ios[DEV_MAX];
 	unsigned slot[DEV_MAX];
-	unsigned i, n = 0, ok = 0;
+	bool insync[DEV_MAX];
+	unsigned i, n = 0, ok = 0, failed = 0;
+	uint64_t r0 = 0, r1 = 0;
+	bool counted;
 	int ret;
 
+	counted = write_enter(m, blk, nblk, &r0, &r1);
+	/* Before the I/O: a device out of sync misses this write, and its
+	 * region must be dirty before anything can point at the blocks. */
+	if (mirror_healthy(m) < m->ndevs)
+		mirror_mark(m, blk, nblk);
 	for (i = 0; i < m->ndevs; i++) {
-		if (!dev_ok(m, i))
+		if (!dev_writable(m, i))
 			continue;
+		insync[n] = atomic_load(&m->state[i]) == MDEV_OK;
 		slot[n] = i;
 		/* dev_io has one pointer for both directions; a write only
 		 * reads it. */
@@ -144,17 +439,28 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 			.buf = (void *)buf, .len = nblk * BLK,
 		};
 	}
-	if (!n)
+	if (!n) {
+		if (counted)
+			busy_add(m, r0, r1, -1);
 		return -EIO;
+	}
 	ret = dev_submit(m->be, ios, n);
 	for (i = 0; i < n; i++) {
 		int res = ret ? ret : ios[i].res;
 
-		if (res)
+		if (res) {
 			note_write_err(m, slot[i], blk, res);
-		else
+			failed++;
+		} else if (insync[i]) {
+			/* Only an in-sync copy acknowledges: a device being
+			 * rebuilt is not trusted yet. */
 			ok++;
+		}
 	}
+	if (failed)
+		mirror_mark(m, blk, nblk);
+	if (counted)
+		busy_add(m, r0, r1, -1);
 	return ok ? 0 : -EIO;
 }
 
@@ -162,12 +468,14 @@ int mirror_flush(struct mirror *m)
 {
 	struct dev_io ios[DEV_MAX];
 	unsigned slot[DEV_MAX];
+	bool insync[DEV_MAX];
 	unsigned i, n = 0, ok = 0;
 	int ret;
 
 	for (i = 0; i < m->ndevs; i++) {
-		if (!dev_ok(m, i))
+		if (!dev_writable(m, i))
 			continue;
+		insync[n] = atomic_load(&m->state[i]) == MDEV_OK;
 		slot[n] = i;
 		ios[n++] = (struct dev_io){ .dev = m->devs[i], .op = DEV_FLUSH };
 	}
@@ -181,7 +489,7 @@ int mirror_flush(struct mirror *m)
 			mirror_event(m, slot[i], MEV_FLUSH_ERR, 0, 1);
 			/* Data acknowledged as durable may not be: fail it. */
 			mirror_fail_dev(m, slot[i], res);
-		} else {
+		} else if (insync[i]) {
 			ok++;
 		}
 	}
@@ -212,6 +520,34 @@ int mirror_write_dev(struct mirror *m, unsigned dev, uint64_t blk, const void *b
 	return ret;
 }
 
+/* Read from a device already chosen as readable for the range. */
+static int read_raw(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uint32_t nblk)
+{
+	int ret;
+
+	if (!m->devs[dev])
+		return -ENODEV;
+	ret = dev_pread(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
+	if (ret)
+		note_read_err(m, dev, blk, ret);
+	return ret;
+}
+
+/* Repair write: same verified content, so a device being rebuilt may take
+ * it too. */
+static int repair_write(struct mirror *m, unsigned dev, uint64_t blk, const void *buf,
+			uint32_t nblk)
+{
+	int ret;
+
+	if (!dev_writable(m, dev))
+		return -ENODEV;
+	ret = dev_pwrite(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
+	if (ret)
+		note_write_err(m, dev, blk, ret);
+	return ret;
+}
+
 /* Per block of a verified read. */
 #define RB_NEED 0x100u		/* no verified copy yet */
 #define RB_FIXED 0x200u		/* verified copy came from another device */
@@ -233,7 +569,7 @@ static void read_fallback(struct mirror *m, unsigned dev, uint64_t blk, char *bu
 		}
 		for (e = s + 1; e < nblk && (st[e] & RB_NEED); e++)
 			;
-		if (mirror_read_dev(m, dev, blk + s, tmp, e - s)) {
+		if (read_raw(m, dev, blk + s, tmp, e - s)) {
 			/* Rewriting it may remap the bad sector. */
 			for (i = s; i < e; i++)
 				st[i] |= 1u << dev;
@@ -271,7 +607,7 @@ static void read_repair(struct mirror *m, uint64_t blk, const char *buf, uint32_
 			}
 			for (e = s + 1; e < nblk && (st[e] & want) == want; e++)
 				;
-			if (!mirror_write_dev(m, d, blk + s, buf + (size_t)s * BLK, e - s))
+			if (!repair_write(m, d, blk + s, buf + (size_t)s * BLK, e - s))
 				mirror_event(m, d, MEV_REPAIRED, blk + s, e - s);
 		}
 	}
@@ -292,7 +628,7 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 	if (!nblk)
 		return 0;
 	for (i = 0; i < m->ndevs; i++)
-		if (dev_ok(m, i))
+		if (mirror_dev_readable(m, i, blk, nblk))
 			healthy[nh++] = i;
 	if (nblk > 64) {
 		st = calloc(nblk, sizeof(*st));
@@ -307,7 +643,7 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 	 * sequential reads to one device of two: blk and rr both step by one,
 	 * so their sum keeps its parity. */
 	c = nh ? healthy[atomic_fetch_add(&m->rr, 1) % nh] : 0;
-	if (!nh || mirror_read_dev(m, c, blk, buf, nblk)) {
+	if (!nh || read_raw(m, c, blk, buf, nblk)) {
 		for (i = 0; i < nblk; i++)
 			st[i] = (uint16_t)(RB_NEED | (nh ? 1u << c : 0));
 		any_bad = true;

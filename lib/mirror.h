@@ -82,6 +82,24 @@ struct mirror {
 	void (*on_state)(void *ctx, unsigned dev, int state, int err);
 	void *on_state_ctx;
 	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */
+
+	/* Write-intent bitmap; trk_bits == NULL: not tracking (mkfs, tests). */
+	uint64_t trk_base, trk_end;		/* tracked blocks [base, end) */
+	unsigned trk_shift;			/* log2(blocks per region) */
+	uint64_t trk_nregions;
+	_Atomic uint64_t *trk_bits;		/* set lock-free, freed at unmount */
+
+	/* Rebuild synchronization.  sync_dev/sync_all/sync_cursor are
+	 * published before the device becomes MDEV_REBUILDING. */
+	_Atomic int sync_dev;			/* device being rebuilt, -1: none */
+	_Atomic bool sync_all;			/* replace: every region is missing */
+	_Atomic uint64_t sync_cursor;		/* regions below are copied */
+	pthread_mutex_t sync_mu;		/* leaf lock: waits on win */
+	pthread_cond_t sync_cv;
+	/* Region being copied (UINT64_MAX: none); stored under sync_mu, read
+	 * lock-free by writers after they count themselves in busy[]. */
+	_Atomic uint64_t win;
+	_Atomic unsigned busy[MIRROR_BUSY_BUCKETS];	/* in-flight writes by region hash */
 };
 
 /* devs[i] may be NULL (missing device).  The backend must already have every
