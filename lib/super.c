@@ -54,7 +54,18 @@ enum {
 	SB_OFF_DEV_STATE = 384,		/* DEV_MAX * u32 */
 	SB_OFF_STATS = 416,		/* DEV_MAX * 6 * u64 */
 	SB_OFF_SCRUB = 800,		/* struct super_scrub, 96 bytes */
-	SB_OFF_SCRUB_END = 896,		/* reserved zero up to the csum */
+	SB_OFF_SCRUB_END = 896,
+	/* compat fields of the rebuild (rebuild.c) */
+	SB_OFF_WIB_START = 896,		/* u64 */
+	SB_OFF_WIB_BLOCKS = 904,	/* u32 */
+	SB_OFF_WIB_SHIFT = 908,		/* u32 */
+	SB_OFF_WIB_CSUM = 912,		/* u64 */
+	SB_OFF_RB_STATE = 920,		/* u32 */
+	SB_OFF_RB_KIND = 924,		/* u32 */
+	SB_OFF_RB_DEV = 928,		/* u32, then 4 bytes zero */
+	SB_OFF_RB_CURSOR = 936,		/* u64 */
+	SB_OFF_RB_COPIED = 944,		/* u64 */
+	SB_OFF_RB_END = 952,		/* reserved zero up to the csum */
 	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
 };
 
@@ -163,6 +174,15 @@ void super_encode(const struct super *sb, unsigned slot, void *buf)
 		put64(b, o + 80, c->read_err);
 		/* o + 88: reserved u64 */
 	}
+	put64(b, SB_OFF_WIB_START, sb->wib_start);
+	put32(b, SB_OFF_WIB_BLOCKS, sb->wib_blocks);
+	put32(b, SB_OFF_WIB_SHIFT, sb->wib_shift);
+	put64(b, SB_OFF_WIB_CSUM, sb->wib_csum);
+	put32(b, SB_OFF_RB_STATE, sb->rb_state);
+	put32(b, SB_OFF_RB_KIND, sb->rb_kind);
+	put32(b, SB_OFF_RB_DEV, sb->rb_dev);
+	put64(b, SB_OFF_RB_CURSOR, sb->rb_cursor);
+	put64(b, SB_OFF_RB_COPIED, sb->rb_copied);
 	put64(b, SB_OFF_CSUM, csum_buf(b, SB_OFF_CSUM, sb_seed(slot)));
 }
 
@@ -226,6 +246,15 @@ static void decode_fields(const uint8_t *b, struct super *sb)
 		c->unrecoverable = get64(b, o + 72);
 		c->read_err = get64(b, o + 80);
 	}
+	sb->wib_start = get64(b, SB_OFF_WIB_START);
+	sb->wib_blocks = get32(b, SB_OFF_WIB_BLOCKS);
+	sb->wib_shift = get32(b, SB_OFF_WIB_SHIFT);
+	sb->wib_csum = get64(b, SB_OFF_WIB_CSUM);
+	sb->rb_state = get32(b, SB_OFF_RB_STATE);
+	sb->rb_kind = get32(b, SB_OFF_RB_KIND);
+	sb->rb_dev = get32(b, SB_OFF_RB_DEV);
+	sb->rb_cursor = get64(b, SB_OFF_RB_CURSOR);
+	sb->rb_copied = get64(b, SB_OFF_RB_COPIED);
 }
 
 static int why_fmt(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -273,6 +302,14 @@ static int check_geometry(const struct super *sb, char *why, size_t whylen)
 		bad = "log head beyond the log region";
 	else if (sb->state > SUPER_CLEAN)
 		bad = "unknown state";
+	else if (sb->wib_start &&
+		 (sb->wib_start < sb->data_start || sb->wib_blocks == 0 ||
+		  sb->wib_blocks > sb->total_blocks - sb->wib_start || sb->wib_shift > 40))
+		bad = "write-intent bitmap outside the data area";
+	else if (sb->rb_state > SUPER_RB_RUNNING ||
+		 (sb->rb_state && (sb->rb_dev >= sb->ndevs || sb->rb_kind < SUPER_RB_REBUILD ||
+				   sb->rb_kind > SUPER_RB_REPLACE)))
+		bad = "rebuild state out of range";
 	if (bad)
 		return why_fmt(why, whylen, -EUCLEAN, "inconsistent geometry: %s", bad);
 	return 0;

@@ -84,7 +84,20 @@ struct super {
 	uint64_t ctime_ns;		/* mkfs time */
 	struct super_devstats stats[DEV_MAX];
 	struct super_scrub scrub;
+	/* Write-intent bitmap (compat; rebuild.c): one bit per region of
+	 * 2^wib_shift data blocks written while a device was out of sync,
+	 * in wib_blocks blocks at wib_start (0: no dirty region). */
+	uint64_t wib_start;
+	uint32_t wib_blocks, wib_shift;
+	uint64_t wib_csum;
+	/* Rebuild/replace in progress (compat): rb_state 0 none, 1 running;
+	 * rb_kind 1 rebuild, 2 replace; regions below rb_cursor are copied. */
+	uint32_t rb_state, rb_kind, rb_dev;
+	uint64_t rb_cursor, rb_copied;
 };
+
+enum { SUPER_RB_NONE = 0, SUPER_RB_RUNNING = 1 };
+enum { SUPER_RB_REBUILD = 1, SUPER_RB_REPLACE = 2 };
 
 /* Encode into a 4096-byte buffer for slot @slot (0 or 1). */
 void super_encode(const struct super *sb, unsigned slot, void *buf);
