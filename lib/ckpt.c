@@ -27,6 +27,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "scrub.h"
 
 #define CKPT_IO_BLOCKS 256u	/* blocks per mirror I/O (1 MiB) */
 #define CKPT_ALLOC_TRIES 64	/* short runs held while looking for a long one */
@@ -391,6 +392,7 @@ int ckpt_write(struct tfs *fs)
 	fs->sb.log_head_seq = seq + 1;
 	fs->sb.next_ino = atomic_load(&fs->next_ino);
 
+	scrub_fill_super(fs, &fs->sb);
 	/* A device that fails while we write the superblocks must be recorded
 	 * as stale in a newer superblock on the others, or a later mount could
 	 * take its old (same-generation) copy for a healthy one. */

@@ -1,1 +1,356 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ctl: the control-channel dispatcher (tfs_ctl) and the core commands:
+ * status, stats, scrub start/status/cancel, help.  Device commands
+ * (rebuild, replace) live in ctl_dev.c's table; tfs_ctl searches both and
+ * takes the longest matching command name, so "scrub status" wins over a
+ * hypothetical "scrub".
+ *
+ * Every reply is one JSON object: the command's members, or {"error": ...,
+ * "errno": N} on failure.  Commands run in the caller's thread (a FUSE
+ * worker) and must not block for long: long jobs are background threads.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "fs_i.h"
+#include "json.h"
+#include "scrub.h"
+
+#define CTL_ARGV_MAX 32
+
+/* ---- helpers ---- */
+
+static void uuid_fmt(const uint8_t u[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	char *p = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
+}
+
+static const char *dev_state_name(int state)
+{
+	switch (state) {
+	case MDEV_OK: return "ONLINE";
+	case MDEV_MISSING: return "MISSING";
+	case MDEV_FAILED: return "FAILED";
+	case MDEV_STALE: return "STALE";
+	case MDEV_REBUILDING: return "REBUILDING";
+	default: return "UNKNOWN";
+	}
+}
+
+/* "50M", "1G", "4096", "2k": bytes (1024-based suffixes). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (toupper((unsigned char)*end)) {
+	case '\0': break;
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static void counters_json(struct tfs *fs, unsigned i, struct jbuf *j)
+{
+	const struct mirror_counters *c = &fs->mirror.ctr[i];
+
+	jb_u64(j, "read_errors", atomic_load(&c->read_err));
+	jb_u64(j, "write_errors", atomic_load(&c->write_err));
+	jb_u64(j, "flush_errors", atomic_load(&c->flush_err));
+	jb_u64(j, "csum_errors", atomic_load(&c->csum_err));
+	jb_u64(j, "repaired", atomic_load(&c->repaired));
+	jb_u64(j, "unrecoverable", atomic_load(&c->unrecoverable));
+}
+
+static void devices_json(struct tfs *fs, const struct super *sb, struct jbuf *j)
+{
+	jb_arr_begin(j, "devices");
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		struct dev *d = fs->mirror.devs[i];
+		char u[37];
+
+		jb_obj_begin(j, NULL);
+		jb_u64(j, "index", i);
+		jb_str(j, "path", d ? d->path : NULL);
+		uuid_fmt(sb->dev_uuids[i], u);
+		jb_str(j, "uuid", u);
+		jb_str(j, "state", dev_state_name(atomic_load(&fs->mirror.state[i])));
+		counters_json(fs, i, j);
+		jb_obj_end(j);
+	}
+	jb_arr_end(j);
+}
+
+static void sb_snapshot(struct tfs *fs, struct super *sb)
+{
+	pthread_mutex_lock(&fs->ckpt_mu);
+	*sb = fs->sb;
+	pthread_mutex_unlock(&fs->ckpt_mu);
+}
+
+static void space_json(struct tfs *fs, struct jbuf *j)
+{
+	uint64_t total = alloc_total_blocks(fs->alloc);
+	uint64_t free_ = alloc_free_blocks(fs->alloc);
+	uint64_t reserve = alloc_reserve_blocks(fs->alloc);
+
+	jb_u64(j, "block_size", TFS_BLOCK_SIZE);
+	jb_u64(j, "size_bytes", total * TFS_BLOCK_SIZE);
+	jb_u64(j, "used_bytes", (total - free_) * TFS_BLOCK_SIZE);
+	jb_u64(j, "free_bytes", free_ * TFS_BLOCK_SIZE);
+	jb_u64(j, "available_bytes", (free_ > reserve ? free_ - reserve : 0) * TFS_BLOCK_SIZE);
+}
+
+/* ---- commands ---- */
+
+static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	struct super *sb = malloc(sizeof(*sb));
+	bool healthy = true;
+	char u[37];
+
+	if (!sb)
+		return -ENOMEM;
+	sb_snapshot(fs, sb);
+	uuid_fmt(sb->fs_uuid, u);
+	jb_str(j, "fs_uuid", u);
+	jb_str(j, "label", sb->label);
+	jb_u64(j, "format_version", sb->version);
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
+		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			healthy = false;
+	jb_str(j, "state", healthy ? "HEALTHY" : "DEGRADED");
+	jb_bool(j, "readonly", fs->readonly);
+	jb_str(j, "backend", tfs_backend_name(fs));
+	space_json(fs, j);
+	jb_u64(j, "inodes", atomic_load(&fs->ninodes));
+	devices_json(fs, sb, j);
+	jb_obj_begin(j, "scrub");
+	scrub_status_json(fs, j);
+	jb_obj_end(j);
+	free(sb);
+	return 0;
+}
+
+static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	struct super *sb = malloc(sizeof(*sb));
+	struct log_stats ls;
+
+	if (!sb)
+		return -ENOMEM;
+	sb_snapshot(fs, sb);
+	jb_str(j, "backend", tfs_backend_name(fs));
+	jb_u64(j, "inodes", atomic_load(&fs->ninodes));
+	jb_u64(j, "next_ino", atomic_load(&fs->next_ino));
+	jb_u64(j, "commit_ms", fs->commit_ms);
+	jb_obj_begin(j, "space");
+	space_json(fs, j);
+	jb_u64(j, "reserve_bytes", alloc_reserve_blocks(fs->alloc) * TFS_BLOCK_SIZE);
+	jb_u64(j, "deferred_free_bytes", alloc_deferred_blocks(fs->alloc) * TFS_BLOCK_SIZE);
+	jb_u64(j, "alloc_errors", alloc_errors(fs->alloc));
+	jb_obj_end(j);
+	jb_obj_begin(j, "log");
+	log_get_stats(fs->log, &ls);
+	jb_u64(j, "appends", ls.appends);
+	jb_u64(j, "commits", ls.commits);
+	jb_u64(j, "chunks", ls.chunks);
+	jb_u64(j, "chunk_blocks", ls.chunk_blocks);
+	jb_u64(j, "space_waits", ls.space_waits);
+	jb_u64(j, "errors", ls.errors);
+	jb_u64(j, "region_blocks", sb->log_blocks);
+	jb_obj_end(j);
+	jb_obj_begin(j, "checkpoint");
+	jb_u64(j, "generation", sb->generation);
+	jb_u64(j, "start", sb->ckpt_start);
+	jb_u64(j, "blocks", sb->ckpt_blocks);
+	jb_u64(j, "bytes", sb->ckpt_bytes);
+	jb_u64(j, "seq", sb->ckpt_seq);
+	jb_obj_end(j);
+	jb_obj_begin(j, "bounce");
+	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
+	jb_obj_end(j);
+	devices_json(fs, sb, j);
+	jb_obj_begin(j, "scrub");
+	scrub_status_json(fs, j);
+	jb_obj_end(j);
+	free(sb);
+	return 0;
+}
+
+static int cmd_scrub_start(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	uint64_t rate = 0;
+	int ret;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strncmp(a, "rate=", 5))
+			a += 5;
+		if (parse_size(a, &rate) < 0) {
+			jb_error(j, "bad argument '%s' (want rate=N[KMG], bytes per second)",
+				 argv[i]);
+			return -EINVAL;
+		}
+	}
+	ret = scrub_start(fs, rate);
+	if (ret == -EBUSY) {
+		jb_error(j, "a scrub is already running");
+		return ret;
+	}
+	if (ret == -EROFS) {
+		jb_error(j, "the file system is read-only");
+		return ret;
+	}
+	if (ret < 0)
+		return ret;
+	scrub_status_json(fs, j);
+	return 0;
+}
+
+static int cmd_scrub_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	scrub_status_json(fs, j);
+	return 0;
+}
+
+static int cmd_scrub_cancel(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	int ret = scrub_cancel(fs);
+
+	if (ret == -ENOENT) {
+		jb_error(j, "no scrub is running");
+		return ret;
+	}
+	if (ret < 0)
+		return ret;
+	jb_bool(j, "canceled", true);
+	return 0;
+}
+
+static int cmd_help(struct tfs *fs, int argc, char **argv, struct jbuf *j);
+
+const struct ctl_cmd ctl_core_cmds[] = {
+	{ "status", "status", cmd_status },
+	{ "stats", "stats", cmd_stats },
+	{ "scrub start", "scrub start [rate=N[KMG]]", cmd_scrub_start },
+	{ "scrub status", "scrub status", cmd_scrub_status },
+	{ "scrub cancel", "scrub cancel", cmd_scrub_cancel },
+	{ "help", "help", cmd_help },
+	{ NULL, NULL, NULL },
+};
+
+static const struct ctl_cmd *const ctl_tables[] = { ctl_core_cmds, ctl_dev_cmds };
+
+static int cmd_help(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	jb_arr_begin(j, "commands");
+	for (size_t t = 0; t < sizeof(ctl_tables) / sizeof(ctl_tables[0]); t++)
+		for (const struct ctl_cmd *c = ctl_tables[t]; c->name; c++)
+			jb_str(j, NULL, c->usage ? c->usage : c->name);
+	jb_arr_end(j);
+	return 0;
+}
+
+/* ---- dispatch ---- */
+
+/* Number of words of name if argv starts with them, else 0. */
+static int match_words(const char *name, int argc, char **argv)
+{
+	int k = 0;
+
+	while (*name) {
+		size_t n = strcspn(name, " ");
+
+		if (k >= argc || strlen(argv[k]) != n || memcmp(argv[k], name, n) != 0)
+			return 0;
+		k++;
+		name += n;
+		while (*name == ' ')
+			name++;
+	}
+	return k;
+}
+
+int tfs_ctl(struct tfs *fs, const char *cmdline, char *out, size_t outlen)
+{
+	char *line = strdup(cmdline ? cmdline : "");
+	char *argv[CTL_ARGV_MAX], *save = NULL, *w;
+	const struct ctl_cmd *best = NULL;
+	int argc = 0, bestk = 0, ret;
+	struct jbuf j;
+
+	if (!line)
+		return -ENOMEM;
+	for (w = strtok_r(line, " \t\n", &save); w && argc < CTL_ARGV_MAX;
+	     w = strtok_r(NULL, " \t\n", &save))
+		argv[argc++] = w;
+
+	for (size_t t = 0; t < sizeof(ctl_tables) / sizeof(ctl_tables[0]); t++) {
+		for (const struct ctl_cmd *c = ctl_tables[t]; c->name; c++) {
+			int k = match_words(c->name, argc, argv);
+
+			if (k > bestk) {
+				best = c;
+				bestk = k;
+			}
+		}
+	}
+
+	jb_init(&j, out, outlen);
+	jb_obj_begin(&j, NULL);
+	if (!best) {
+		jb_error(&j, argc ? "unknown command '%s' (try 'help')" : "empty command (try 'help')",
+			 argc ? argv[0] : "");
+		ret = -EINVAL;
+	} else {
+		ret = best->fn(fs, argc - bestk, argv + bestk, &j);
+		if (ret < 0 && !j.has_error)
+			jb_error(&j, "%s: %s", best->name, strerror(-ret));
+	}
+	if (ret < 0)
+		jb_i64(&j, "errno", -ret);
+	jb_obj_end(&j);
+	if (jb_finish(&j) < 0) {
+		/* Never hand out a cut document. */
+		jb_init(&j, out, outlen);
+		jb_obj_begin(&j, NULL);
+		jb_error(&j, "reply too large");
+		jb_i64(&j, "errno", EOVERFLOW);
+		jb_obj_end(&j);
+		ret = -EOVERFLOW;
+	}
+	free(line);
+	return ret;
+}

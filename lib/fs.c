@@ -22,6 +22,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "scrub.h"
 
 #define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
 #define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
@@ -141,6 +142,7 @@ static int fs_new(struct tfs **out)
  * backend are closed by the caller's ladder. */
 static void fs_free(struct tfs *fs)
 {
+	scrub_free(fs);	/* its thread uses the log and the inodes */
 	if (fs->log)
 		log_close(fs->log);
 	fs_itable_destroy(fs);
@@ -858,6 +860,11 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->mirror.on_state = cb_mirror_state;
 	fs->mirror.on_state_ctx = fs;
+	ret = scrub_init(fs);
+	if (ret < 0) {
+		seterr(err, errlen, "out of memory");
+		goto out_fs;
+	}
 
 	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
 			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
@@ -941,6 +948,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	}
 	fs->bg_running = true;
+	/* A scrub running at unmount (or crash) goes on from its cursor. */
+	scrub_mount_resume(fs);
 	*out = fs;
 	return 0;
 
@@ -972,6 +981,8 @@ int tfs_unmount(struct tfs *fs)
 {
 	int ret, r2;
 
+	/* First: the final checkpoint then records where a scrub stopped. */
+	scrub_shutdown(fs);
 	bg_stop(fs);
 	ret = log_commit(fs->log, UINT64_MAX);
 	fs->sb.state = SUPER_CLEAN;
@@ -985,6 +996,7 @@ int tfs_unmount(struct tfs *fs)
 
 void tfs_abandon(struct tfs *fs)
 {
+	scrub_shutdown(fs);
 	bg_stop(fs);
 	fs_teardown(fs);
 }

@@ -86,6 +86,7 @@ struct tfs {
 	struct alloc *alloc;
 	struct log *log;
 	struct super sb;		/* in-memory copy; protected by ckpt_mu */
+	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
 
 	pthread_rwlock_t itable_lock;	/* protects itable buckets */
 	struct tfs_inode **itable;
