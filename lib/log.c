@@ -523,6 +523,12 @@ static int rbuf_reserve(struct rbuf *r, size_t bytes)
 		return 0;
 	if (posix_memalign(&np, TFS_BLOCK_SIZE, bytes))
 		return -ENOMEM;
+	/* Keep what is there: read_chunk grows the buffer after reading the
+	 * header block into it, and a lost header made the first multi-block
+	 * chunk fail its csum on the first device tried (the log "ended" there
+	 * when no other device was left to try). */
+	if (r->p)
+		memcpy(np, r->p, r->cap);
 	free(r->p);
 	r->p = np;
 	r->cap = bytes;

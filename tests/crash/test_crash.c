@@ -1,3 +1,1180 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Placeholder until the crash explorer lands. */
-int main(void) { return 77; }
+/* Description: crash exploration: a random workload runs on two mirrored images through the fault backend's crash journal; for every flush point (and before it), and for random block subsets of the unflushed writes chosen per device (mirrors diverge), the images are rebuilt, mounted and the tree must equal the model after some operation between the last durable one and the last started one, every block reading back intact. */
+/*
+ * How a crash state is built: base images (taken right after a syncfs) plus
+ * journal writes.  For a cut C (a position in the journal) each device keeps
+ * every write it flushed before C, and of its writes after its last flush
+ * before C a chosen subset (all, none, or random whole writes and random
+ * blocks of multi-block writes).  Metadata is one ordered log and data is
+ * copy-on-write, so the recovered tree must be exactly the model after some
+ * operation k with lo <= k <= hi, where lo is the last operation whose
+ * durability point (journal length when its fsync / O_DSYNC write / syncfs /
+ * checkpoint returned) has every earlier write in the state, and hi the last
+ * operation that had started before C.
+ *
+ * Verification mounts drop all their own writes (fault rule), so the rebuilt
+ * images stay as built and only the blocks the workload touched need to be
+ * restored from the base between states.
+ *
+ * TWINFS_CRASH_LONG=1: every candidate state, more random subsets, more
+ * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "fs_i.h"
+#include "tfs.h"
+
+#define IMG_SIZE (64ull << 20)
+#define NDEV 2
+#define BS 4096u
+#define NBLK (IMG_SIZE / BS)
+#define MAXN 512		/* model nodes / dentries */
+#define NXA 2
+#define VERIFY_FAULT "op=write,kind=drop;op=flush,kind=drop"
+
+static const char *const xa_names[NXA] = { "user.a", "user.b" };
+
+static bool long_run;
+static unsigned long total_states;
+
+/* ---- rng ---- */
+static uint64_t rng_s;
+static uint64_t rnd(void)
+{
+	rng_s ^= rng_s << 13;
+	rng_s ^= rng_s >> 7;
+	rng_s ^= rng_s << 17;
+	return rng_s;
+}
+static uint64_t rndn(uint64_t n)
+{
+	return n ? rnd() % n : 0;
+}
+
+/* ---- images ---- */
+static char orig[NDEV][64], work[NDEV][64];
+static const char *orig_p[NDEV], *work_p[NDEV];
+
+static void mk_image(char *path)
+{
+	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
+	int fd;
+
+	snprintf(path, 64, "%s/tfs_crash_XXXXXX", dir);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)IMG_SIZE), 0);
+	close(fd);
+}
+
+static void copy_image(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_TRUNC);
+	static char buf[1 << 20];
+	ssize_t r;
+
+	assert_true(in >= 0 && out >= 0);
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)r), r);
+	assert_int_equal(r, 0);
+	close(in);
+	close(out);
+}
+
+/* ---- model ---- */
+enum { T_FILE, T_DIR, T_LINK };
+
+struct mnode {
+	bool live;
+	int type;
+	uint64_t ino;
+	uint8_t *data;
+	size_t size, cap;
+	int nlink;		/* names (files) */
+	bool xset[NXA];
+	uint8_t xv[NXA][24];
+	uint32_t xl[NXA];
+	char target[24];
+	struct tfs_file *fh;
+	uint64_t hash;
+	bool hash_ok;
+};
+
+struct mdent {
+	bool live;
+	int parent, node;	/* mnode indexes; node 0 is the root */
+	char name[16];
+};
+
+static struct mnode nodes[MAXN];
+static struct mdent dents[MAXN];
+static unsigned name_ctr;
+
+static void model_reset(void)
+{
+	for (int i = 0; i < MAXN; i++)
+		free(nodes[i].data);
+	memset(nodes, 0, sizeof(nodes));
+	memset(dents, 0, sizeof(dents));
+	nodes[0].live = true;
+	nodes[0].type = T_DIR;
+	nodes[0].ino = TFS_ROOT_INO;
+	name_ctr = 0;
+}
+
+static int node_new(int type, uint64_t ino)
+{
+	for (int i = 1; i < MAXN; i++) {
+		if (!nodes[i].live && !nodes[i].fh) {
+			free(nodes[i].data);
+			memset(&nodes[i], 0, sizeof(nodes[i]));
+			nodes[i].live = true;
+			nodes[i].type = type;
+			nodes[i].ino = ino;
+			return i;
+		}
+	}
+	return -1;
+}
+
+static int dent_new(int parent, const char *name, int node)
+{
+	for (int i = 0; i < MAXN; i++) {
+		if (!dents[i].live) {
+			dents[i].live = true;
+			dents[i].parent = parent;
+			dents[i].node = node;
+			snprintf(dents[i].name, sizeof(dents[i].name), "%s", name);
+			return i;
+		}
+	}
+	return -1;
+}
+
+static int dent_of_dir(int node)
+{
+	for (int i = 0; i < MAXN; i++)
+		if (dents[i].live && dents[i].node == node)
+			return i;
+	return -1;
+}
+
+static void path_of(int parent, const char *name, char *out, size_t len)
+{
+	char tmp[256];
+
+	if (parent == 0) {
+		snprintf(out, len, "/%s", name);
+		return;
+	}
+	int d = dent_of_dir(parent);
+	assert_true(d >= 0);
+	path_of(dents[d].parent, dents[d].name, tmp, sizeof(tmp));
+	snprintf(out, len, "%s/%s", tmp, name);
+}
+
+static void file_resize(struct mnode *n, size_t size)
+{
+	if (size > n->cap) {
+		size_t c = size + size / 2 + BS;
+		n->data = realloc(n->data, c);
+		assert_non_null(n->data);
+		n->cap = c;
+	}
+	if (size > n->size)
+		memset(n->data + n->size, 0, size - n->size);
+	n->size = size;
+	n->hash_ok = false;
+}
+
+static uint64_t node_hash(struct mnode *n)
+{
+	if (!n->hash_ok) {
+		n->hash = XXH64(n->data, n->size, 0);
+		n->hash_ok = true;
+	}
+	return n->hash;
+}
+
+/* Canonical text of a tree: one sorted line per name.  Directory link
+ * counts and times are the file system's own business. */
+struct lines {
+	char **v;
+	size_t n, cap;
+};
+
+static void lines_add(struct lines *l, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	assert_true(vasprintf(&s, fmt, ap) >= 0);
+	va_end(ap);
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		assert_non_null(l->v);
+	}
+	l->v[l->n++] = s;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *lines_join(struct lines *l)
+{
+	size_t len = 1;
+	char *s, *p;
+
+	qsort(l->v, l->n, sizeof(*l->v), cmp_str);
+	for (size_t i = 0; i < l->n; i++)
+		len += strlen(l->v[i]) + 1;
+	s = p = malloc(len);
+	assert_non_null(s);
+	for (size_t i = 0; i < l->n; i++) {
+		p = stpcpy(p, l->v[i]);
+		*p++ = '\n';
+		free(l->v[i]);
+	}
+	*p = 0;
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+	return s;
+}
+
+static void xattr_text(char *out, size_t len, const char names[][300], const uint64_t *h,
+		       int n)
+{
+	size_t o = 0;
+
+	out[0] = 0;
+	for (int i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(out + o, len - o, " %s=%016llx", names[i],
+				      (unsigned long long)h[i]);
+}
+
+static void model_xattrs(struct mnode *n, char *out, size_t len)
+{
+	char names[NXA][300];
+	uint64_t h[NXA];
+	int k = 0;
+
+	for (int i = 0; i < NXA; i++) {
+		if (!n->xset[i])
+			continue;
+		snprintf(names[k], 300, "%s", xa_names[i]);
+		h[k++] = XXH64(n->xv[i], n->xl[i], 0);
+	}
+	xattr_text(out, len, names, h, k);
+}
+
+static char *model_text(void)
+{
+	struct lines l = { 0 };
+	char path[512], xa[256];
+
+	model_xattrs(&nodes[0], xa, sizeof(xa));
+	lines_add(&l, "/ D%s", xa);
+	for (int i = 0; i < MAXN; i++) {
+		struct mnode *n;
+
+		if (!dents[i].live)
+			continue;
+		n = &nodes[dents[i].node];
+		path_of(dents[i].parent, dents[i].name, path, sizeof(path));
+		model_xattrs(n, xa, sizeof(xa));
+		if (n->type == T_DIR)
+			lines_add(&l, "%s D%s", path, xa);
+		else if (n->type == T_LINK)
+			lines_add(&l, "%s L %s%s", path, n->target, xa);
+		else
+			lines_add(&l, "%s F %zu %d %016llx%s", path, n->size, n->nlink,
+				  (unsigned long long)node_hash(n), xa);
+	}
+	return lines_join(&l);
+}
+
+/* ---- the recovered tree ---- */
+struct names {
+	char (*v)[TFS_NAME_MAX + 1];
+	size_t n, cap;
+};
+
+static int fill_name(void *ctx, const char *name, const struct stat *st, uint64_t next_off)
+{
+	struct names *nm = ctx;
+
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return 0;
+	if (nm->n == nm->cap) {
+		nm->cap = nm->cap ? nm->cap * 2 : 32;
+		nm->v = realloc(nm->v, nm->cap * sizeof(*nm->v));
+		assert_non_null(nm->v);
+	}
+	snprintf(nm->v[nm->n++], TFS_NAME_MAX + 1, "%s", name);
+	return 0;
+}
+
+static int fs_xattrs(struct tfs *fs, uint64_t ino, char *out, size_t len)
+{
+	char list[1024], names[16][300];
+	uint64_t h[16];
+	ssize_t ll = tfs_listxattr(fs, ino, list, sizeof(list));
+	int k = 0;
+
+	if (ll < 0)
+		return (int)ll;
+	for (char *p = list; p < list + ll && k < 16; p += strlen(p) + 1) {
+		uint8_t v[256];
+		ssize_t vl = tfs_getxattr(fs, ino, p, v, sizeof(v));
+
+		if (vl < 0)
+			return (int)vl;
+		snprintf(names[k], 300, "%.255s", p);
+		h[k++] = XXH64(v, (size_t)vl, 0);
+	}
+	/* list order is creation order; the text is sorted by name */
+	for (int i = 1; i < k; i++)
+		for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+			char t[300];
+			uint64_t th = h[j];
+			memcpy(t, names[j], 300);
+			memcpy(names[j], names[j - 1], 300);
+			memcpy(names[j - 1], t, 300);
+			h[j] = h[j - 1];
+			h[j - 1] = th;
+		}
+	xattr_text(out, len, names, h, k);
+	return 0;
+}
+
+static uint8_t *rbuf;
+
+/* Reads every file fully: a checksum error anywhere is -EIO here. */
+static int fs_walk(struct tfs *fs, uint64_t dino, const char *dpath, struct lines *l, int depth)
+{
+	struct names nm = { 0 };
+	int ret;
+
+	if (depth > 32)
+		return -ELOOP;
+	ret = tfs_readdir(fs, dino, 0, false, fill_name, &nm);
+	for (size_t i = 0; !ret && i < nm.n; i++) {
+		char path[1024], xa[512];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "%s/%s", dpath, nm.v[i]);
+		ret = tfs_lookup(fs, dino, nm.v[i], &st);
+		if (ret)
+			break;
+		ret = fs_xattrs(fs, st.st_ino, xa, sizeof(xa));
+		if (ret)
+			break;
+		if (S_ISDIR(st.st_mode)) {
+			lines_add(l, "%s D%s", path, xa);
+			ret = fs_walk(fs, st.st_ino, path, l, depth + 1);
+		} else if (S_ISLNK(st.st_mode)) {
+			char t[64];
+			ssize_t tl = tfs_readlink(fs, st.st_ino, t, sizeof(t) - 1);
+
+			if (tl < 0) {
+				ret = (int)tl;
+				break;
+			}
+			t[tl] = 0;
+			lines_add(l, "%s L %s%s", path, t, xa);
+		} else if (S_ISREG(st.st_mode)) {
+			struct tfs_file *f;
+			XXH64_state_t *hs = XXH64_createState();
+			uint64_t off = 0;
+
+			XXH64_reset(hs, 0);
+			ret = tfs_open(fs, st.st_ino, O_RDONLY, &f);
+			if (ret) {
+				XXH64_freeState(hs);
+				break;
+			}
+			while (off < (uint64_t)st.st_size) {
+				ssize_t r = tfs_pread(f, rbuf, TFS_IO_MAX, (off_t)off);
+
+				if (r <= 0) {
+					ret = r < 0 ? (int)r : -ENODATA;
+					break;
+				}
+				XXH64_update(hs, rbuf, (size_t)r);
+				off += (uint64_t)r;
+			}
+			tfs_release(f);
+			lines_add(l, "%s F %llu %u %016llx%s", path, (unsigned long long)st.st_size,
+				  (unsigned)st.st_nlink, (unsigned long long)XXH64_digest(hs), xa);
+			XXH64_freeState(hs);
+		} else {
+			lines_add(l, "%s ? %o", path, st.st_mode);
+		}
+	}
+	free(nm.v);
+	return ret;
+}
+
+/* ---- the workload ---- */
+struct opinfo {
+	char desc[96];
+	size_t start;		/* journal length when the op began */
+	size_t durable;		/* journal length when its durability returned; 0: none */
+	char *text;		/* model after the op */
+};
+
+static struct opinfo *ops;
+static size_t nops;
+static struct tfs *wfs;
+static const struct tfs_cred cred = { 0, 0 };
+
+static size_t jlen(void)
+{
+	size_t n;
+
+	dev_fault_journal(wfs->be, &n);
+	return n;
+}
+
+static int pick_node(int type, bool need_name)
+{
+	int c[MAXN], k = 0;
+
+	for (int i = 0; i < MAXN; i++)
+		if (nodes[i].live && nodes[i].type == type && (!need_name || i == 0 ||
+		    (type == T_DIR ? dent_of_dir(i) >= 0 : nodes[i].nlink > 0)))
+			c[k++] = i;
+	return k ? c[rndn((uint64_t)k)] : -1;
+}
+
+static int pick_dent(int type)
+{
+	int c[MAXN], k = 0;
+
+	for (int i = 0; i < MAXN; i++)
+		if (dents[i].live && (type < 0 || nodes[dents[i].node].type == type))
+			c[k++] = i;
+	return k ? c[rndn((uint64_t)k)] : -1;
+}
+
+static bool dir_empty(int node)
+{
+	for (int i = 0; i < MAXN; i++)
+		if (dents[i].live && dents[i].parent == node)
+			return false;
+	return true;
+}
+
+/* Is @a equal to or below directory @d? */
+static bool under(int a, int d)
+{
+	for (int depth = 0; depth < 64; depth++) {
+		if (a == d)
+			return true;
+		if (a == 0)
+			return false;
+		a = dents[dent_of_dir(a)].parent;
+	}
+	return true;
+}
+
+static struct tfs_file *fh_of(int n)
+{
+	if (!nodes[n].fh)
+		assert_int_equal(tfs_open(wfs, nodes[n].ino, O_RDWR, &nodes[n].fh), 0);
+	return nodes[n].fh;
+}
+
+static void fill_rand(uint8_t *p, size_t len)
+{
+	uint64_t v = rnd();
+
+	for (size_t i = 0; i < len; i++) {
+		if ((i & 7) == 0)
+			v = rnd();
+		p[i] = (uint8_t)(v >> ((i & 7) * 8));
+	}
+}
+
+static void unlink_node(int n)
+{
+	nodes[n].nlink--;
+	if (nodes[n].nlink == 0 && !nodes[n].fh)
+		nodes[n].live = false;
+}
+
+/* One random operation; returns true when it is a durability point. */
+static bool do_op(char *desc, size_t dlen)
+{
+	static uint8_t wbuf[TFS_IO_MAX];
+	struct stat st;
+	char nm[16];
+	int r, n, p, d;
+
+	for (;;) {
+		switch (rndn(22)) {
+		case 0: case 1: {	/* create */
+			struct tfs_file *f;
+			p = pick_node(T_DIR, true);
+			snprintf(nm, sizeof(nm), "f%u", name_ctr++);
+			r = tfs_create(wfs, nodes[p].ino, nm, 0644, O_RDWR | O_CREAT | O_EXCL, &cred, &st, &f);
+			assert_int_equal(r, 0);
+			tfs_forget(wfs, st.st_ino, 1);
+			n = node_new(T_FILE, st.st_ino);
+			assert_true(n > 0);
+			nodes[n].nlink = 1;
+			nodes[n].fh = f;
+			assert_true(dent_new(p, nm, n) >= 0);
+			snprintf(desc, dlen, "create %s in %d", nm, p);
+			return false;
+		}
+		case 2: {	/* mkdir / symlink */
+			bool sym = rndn(3) == 0;
+			p = pick_node(T_DIR, true);
+			snprintf(nm, sizeof(nm), "%c%u", sym ? 's' : 'd', name_ctr++);
+			if (sym) {
+				char t[24];
+				snprintf(t, sizeof(t), "target%u", (unsigned)rndn(1000));
+				assert_int_equal(tfs_symlink(wfs, nodes[p].ino, nm, t, &cred, &st), 0);
+				n = node_new(T_LINK, st.st_ino);
+				snprintf(nodes[n].target, sizeof(nodes[n].target), "%s", t);
+			} else {
+				assert_int_equal(tfs_mkdir(wfs, nodes[p].ino, nm, 0755, &cred, &st), 0);
+				n = node_new(T_DIR, st.st_ino);
+			}
+			tfs_forget(wfs, st.st_ino, 1);
+			assert_true(n > 0);
+			nodes[n].nlink = 1;
+			assert_true(dent_new(p, nm, n) >= 0);
+			snprintf(desc, dlen, "%s %s in %d", sym ? "symlink" : "mkdir", nm, p);
+			return false;
+		}
+		case 3: case 4: case 5: case 6: {	/* write: overwrite or extend */
+			int dsync = rndn(5) == 0 ? O_DSYNC : 0;
+			size_t off, len;
+			n = rndn(8) == 0 ? -1 : pick_node(T_FILE, false);
+			if (n < 0)
+				n = pick_node(T_FILE, false);
+			if (n < 0)
+				continue;
+			off = rndn(3) == 0 ? nodes[n].size : rndn(nodes[n].size + 65536);
+			if (rndn(3) == 0)
+				off &= ~(size_t)(BS - 1);
+			len = rndn(20) == 0 ? 1 + rndn(TFS_IO_MAX) : 1 + rndn(rndn(2) ? 3 * BS : 64 * 1024);
+			if (off + len > 6u << 20)
+				continue;
+			fill_rand(wbuf, len);
+			assert_int_equal(tfs_pwrite(fh_of(n), wbuf, len, (off_t)off, dsync), (ssize_t)len);
+			if (off + len > nodes[n].size)
+				file_resize(&nodes[n], off + len);
+			memcpy(nodes[n].data + off, wbuf, len);
+			nodes[n].hash_ok = false;
+			snprintf(desc, dlen, "write%s node %d off %zu len %zu", dsync ? " O_DSYNC" : "",
+				 n, off, len);
+			return dsync != 0;
+		}
+		case 7: {	/* truncate */
+			size_t ns;
+			n = pick_node(T_FILE, false);
+			if (n < 0)
+				continue;
+			ns = rndn(nodes[n].size * 2 + 16384);
+			memset(&st, 0, sizeof(st));
+			st.st_size = (off_t)ns;
+			assert_int_equal(tfs_setattr(wfs, nodes[n].ino, &st, TFS_SET_SIZE,
+						     rndn(2) ? nodes[n].fh : NULL, &st), 0);
+			file_resize(&nodes[n], ns);
+			snprintf(desc, dlen, "truncate node %d to %zu", n, ns);
+			return false;
+		}
+		case 8: {	/* punch / preallocate */
+			bool punch = rndn(2);
+			size_t off, len;
+			n = pick_node(T_FILE, false);
+			if (n < 0 || (punch && !nodes[n].size))
+				continue;
+			off = rndn(punch ? nodes[n].size : nodes[n].size + BS);
+			len = 1 + rndn(5 * BS);
+			if (rndn(2)) {
+				off &= ~(size_t)(BS - 1);
+				len = (len + BS - 1) & ~(size_t)(BS - 1);
+			}
+			r = tfs_fallocate(fh_of(n), punch ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE : 0,
+					  (off_t)off, (off_t)len);
+			assert_int_equal(r, 0);
+			if (punch) {
+				size_t e = off + len < nodes[n].size ? off + len : nodes[n].size;
+				memset(nodes[n].data + off, 0, e - off);
+				nodes[n].hash_ok = false;
+			} else if (off + len > nodes[n].size) {
+				file_resize(&nodes[n], off + len);
+			}
+			snprintf(desc, dlen, "%s node %d off %zu len %zu", punch ? "punch" : "falloc",
+				 n, off, len);
+			return false;
+		}
+		case 9: case 10: {	/* fsync */
+			n = pick_node(T_FILE, false);
+			if (n < 0)
+				continue;
+			assert_int_equal(tfs_fsync(wfs, nodes[n].ino, rndn(2)), 0);
+			snprintf(desc, dlen, "fsync node %d", n);
+			return true;
+		}
+		case 11:
+			if (rndn(2)) {
+				assert_int_equal(tfs_syncfs(wfs), 0);
+				snprintf(desc, dlen, "syncfs");
+			} else {
+				assert_int_equal(tfs_checkpoint(wfs), 0);
+				snprintf(desc, dlen, "checkpoint");
+			}
+			return true;
+		case 12: case 13: {	/* rename */
+			int dp, to, tn;
+			d = pick_dent(-1);
+			if (d < 0)
+				continue;
+			n = dents[d].node;
+			dp = pick_node(T_DIR, true);
+			if (nodes[n].type == T_DIR && under(dp, n))
+				continue;
+			to = -1;
+			if (nodes[n].type == T_FILE && rndn(2)) {
+				to = pick_dent(T_FILE);
+				if (to == d)
+					continue;
+			}
+			if (to >= 0) {
+				dp = dents[to].parent;
+				snprintf(nm, sizeof(nm), "%s", dents[to].name);
+			} else {
+				snprintf(nm, sizeof(nm), "r%u", name_ctr++);
+			}
+			if (to >= 0 && dents[to].node == n)
+				continue;	/* rename onto a link of itself is a no-op: skip */
+			r = tfs_rename(wfs, nodes[dents[d].parent].ino, dents[d].name, nodes[dp].ino, nm, 0);
+			assert_int_equal(r, 0);
+			if (to >= 0) {
+				tn = dents[to].node;
+				dents[to].live = false;
+				unlink_node(tn);
+			}
+			snprintf(desc, dlen, "rename %s (%d) -> %d/%s%s", dents[d].name, n, dp, nm,
+				 to >= 0 ? " replacing" : "");
+			dents[d].parent = dp;
+			snprintf(dents[d].name, sizeof(dents[d].name), "%s", nm);
+			return false;
+		}
+		case 14: case 15: {	/* unlink (often of an open file) / rmdir */
+			d = pick_dent(-1);
+			if (d < 0)
+				continue;
+			n = dents[d].node;
+			if (nodes[n].type == T_DIR) {
+				if (!dir_empty(n))
+					continue;
+				assert_int_equal(tfs_rmdir(wfs, nodes[dents[d].parent].ino, dents[d].name), 0);
+				nodes[n].live = false;
+			} else {
+				if (nodes[n].type == T_FILE && rndn(2))
+					fh_of(n);	/* unlink it while open */
+				assert_int_equal(tfs_unlink(wfs, nodes[dents[d].parent].ino, dents[d].name), 0);
+				unlink_node(n);
+			}
+			dents[d].live = false;
+			snprintf(desc, dlen, "unlink %s (%d)%s", dents[d].name, n,
+				 nodes[n].fh ? " open" : "");
+			return false;
+		}
+		case 16: {	/* link */
+			n = pick_node(T_FILE, true);
+			p = pick_node(T_DIR, true);
+			if (n < 0)
+				continue;
+			snprintf(nm, sizeof(nm), "l%u", name_ctr++);
+			assert_int_equal(tfs_link(wfs, nodes[n].ino, nodes[p].ino, nm, &st), 0);
+			tfs_forget(wfs, st.st_ino, 1);
+			nodes[n].nlink++;
+			assert_true(dent_new(p, nm, n) >= 0);
+			snprintf(desc, dlen, "link node %d as %s in %d", n, nm, p);
+			return false;
+		}
+		case 17: case 18: {	/* xattrs */
+			int x = (int)rndn(NXA);
+			d = pick_dent(-1);
+			n = d < 0 || rndn(6) == 0 ? 0 : dents[d].node;
+			if (nodes[n].type == T_LINK)
+				continue;
+			if (nodes[n].xset[x] && rndn(3) == 0) {
+				assert_int_equal(tfs_removexattr(wfs, nodes[n].ino, xa_names[x]), 0);
+				nodes[n].xset[x] = false;
+				snprintf(desc, dlen, "removexattr %s node %d", xa_names[x], n);
+			} else {
+				nodes[n].xl[x] = (uint32_t)rndn(sizeof(nodes[n].xv[x]) + 1);
+				fill_rand(nodes[n].xv[x], nodes[n].xl[x]);
+				assert_int_equal(tfs_setxattr(wfs, nodes[n].ino, xa_names[x], nodes[n].xv[x],
+							      nodes[n].xl[x], 0), 0);
+				nodes[n].xset[x] = true;
+				snprintf(desc, dlen, "setxattr %s node %d len %u", xa_names[x], n, nodes[n].xl[x]);
+			}
+			return false;
+		}
+		case 19: {	/* copy_range (reflink of whole blocks) */
+			int m;
+			size_t oi, oo, len;
+			ssize_t c;
+			n = pick_node(T_FILE, false);
+			m = pick_node(T_FILE, false);
+			if (n < 0 || m < 0 || n == m || !nodes[n].size)
+				continue;
+			oi = rndn(nodes[n].size);
+			len = 1 + rndn(nodes[n].size - oi);
+			oo = rndn(nodes[m].size + BS);
+			if (rndn(2)) {
+				oi &= ~(size_t)(BS - 1);
+				oo = (oo & ~(size_t)(BS - 1)) + (oi & (BS - 1));
+			}
+			c = tfs_copy_range(fh_of(n), (off_t)oi, fh_of(m), (off_t)oo, len);
+			assert_int_equal(c, (ssize_t)len);
+			if (oo + len > nodes[m].size)
+				file_resize(&nodes[m], oo + len);
+			memcpy(nodes[m].data + oo, nodes[n].data + oi, len);
+			nodes[m].hash_ok = false;
+			snprintf(desc, dlen, "copy_range node %d+%zu -> %d+%zu len %zu", n, oi, m, oo, len);
+			return false;
+		}
+		default: {	/* close a handle (deletes an unlinked file) */
+			int c[MAXN], k = 0;
+			for (int i = 0; i < MAXN; i++)
+				if (nodes[i].fh)
+					c[k++] = i;
+			if (!k)
+				continue;
+			n = c[rndn((uint64_t)k)];
+			assert_int_equal(tfs_release(nodes[n].fh), 0);
+			nodes[n].fh = NULL;
+			if (nodes[n].nlink == 0)
+				nodes[n].live = false;
+			snprintf(desc, dlen, "release node %d", n);
+			return false;
+		}
+		}
+	}
+}
+
+/* ---- crash states ---- */
+struct base {
+	int32_t slot[NBLK];	/* index into data, -1 if the journal never wrote it */
+	uint8_t *data;
+};
+static struct base base[NDEV];
+static int wfd[NDEV];
+/* blocks written into the work images for the current state */
+static uint8_t dirty[NDEV][NBLK / 8];
+
+enum { S_ALL, S_NONE, S_RANDOM };
+struct cstate {
+	size_t cut;
+	int mode;
+	uint64_t seed;
+};
+
+static void restore(void)
+{
+	for (int d = 0; d < NDEV; d++) {
+		for (uint64_t b = 0; b < NBLK; ) {
+			uint64_t e = b;
+
+			if (!(dirty[d][b / 8] & (1u << (b % 8)))) {
+				b++;
+				continue;
+			}
+			while (e < NBLK && (dirty[d][e / 8] & (1u << (e % 8))))
+				e++;
+			/* every dirty block came from the journal, so has a base copy,
+			 * and runs of blocks have consecutive slots */
+			assert_int_equal(pwrite(wfd[d], base[d].data + (size_t)base[d].slot[b] * BS,
+						(e - b) * BS, (off_t)(b * BS)), (ssize_t)((e - b) * BS));
+			b = e;
+		}
+		memset(dirty[d], 0, sizeof(dirty[d]));
+	}
+}
+
+static void put_blocks(const struct dev_fault_rec *w, uint32_t first, uint32_t n)
+{
+	uint64_t b0 = w->off / BS + first;
+
+	assert_int_equal(pwrite(wfd[w->dev_idx], (uint8_t *)w->data + (size_t)first * BS,
+				(size_t)n * BS, (off_t)(b0 * BS)), (ssize_t)n * BS);
+	for (uint64_t b = b0; b < b0 + n; b++)
+		dirty[w->dev_idx][b / 8] |= 1u << (b % 8);
+}
+
+/* Write the state into the work images; returns the first journal position
+ * holding a write that was left out (or left out partly), or the cut. */
+static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
+{
+	size_t lastflush[NDEV] = { 0 }, first_out = s->cut;
+	uint64_t saved = rng_s;
+
+	rng_s = s->seed;
+	for (size_t i = 0; i < s->cut; i++)
+		if (j[i].op == DEV_FLUSH)
+			lastflush[j[i].dev_idx] = i + 1;
+	for (size_t i = 0; i < s->cut; i++) {
+		const struct dev_fault_rec *w = &j[i];
+		uint32_t nb = w->len / BS;
+
+		if (w->op != DEV_WRITE)
+			continue;
+		if (i < lastflush[w->dev_idx] || s->mode == S_ALL) {
+			put_blocks(w, 0, nb);
+			continue;
+		}
+		if (s->mode == S_NONE) {
+			if (first_out > i)
+				first_out = i;
+			continue;
+		}
+		switch (rndn(4)) {
+		case 0: case 1:
+			put_blocks(w, 0, nb);
+			break;
+		case 2:
+			if (first_out > i)
+				first_out = i;
+			break;
+		default: {	/* some blocks of it: devices write blocks, not requests */
+			bool all = true;
+			for (uint32_t b = 0; b < nb; b++) {
+				if (rndn(2))
+					put_blocks(w, b, 1);
+				else
+					all = false;
+			}
+			if (!all && first_out > i)
+				first_out = i;
+		}
+		}
+	}
+	rng_s = saved;
+	return first_out;
+}
+
+static int mount_work(const char *const *devs, unsigned n, bool degraded, struct tfs **fs,
+		      char *err, size_t errlen)
+{
+	struct tfs_opts o = {
+		.devs = devs, .ndevs = n, .backend = "file", .fault = VERIFY_FAULT,
+		.degraded = degraded, .commit_ms = 3600000,
+	};
+
+	return tfs_mount(&o, fs, err, errlen);
+}
+
+static char *recovered_text(struct tfs *fs, int *ret)
+{
+	struct lines l = { 0 };
+	char xa[512];
+
+	*ret = fs_xattrs(fs, TFS_ROOT_INO, xa, sizeof(xa));
+	lines_add(&l, "/ D%s", xa);
+	if (!*ret)
+		*ret = fs_walk(fs, TFS_ROOT_INO, "", &l, 0);
+	return lines_join(&l);
+}
+
+static const struct dev_fault_rec *dbg_j;
+static size_t dbg_nj;
+
+static void dump_fail(const struct cstate *s, const char *what, size_t lo, size_t hi,
+		      const char *got)
+{
+	fprintf(stderr, "FAIL: crash state cut %zu mode %d seed %llu: %s\n", s->cut, s->mode,
+		(unsigned long long)s->seed, what);
+	fprintf(stderr, "  allowed ops %zu..%zu (of %zu)\n", lo, hi, nops - 1);
+	for (size_t k = lo > 3 ? lo - 3 : 0; k <= hi + 1 && k < nops; k++)
+		fprintf(stderr, "  op %zu [journal %zu, durable %zu]: %s\n", k, ops[k].start,
+			ops[k].durable, ops[k].desc);
+	if (getenv("TWINFS_CRASH_DEBUG")) {
+		for (size_t k = 0; k < nops; k++)
+			fprintf(stderr, "  op %zu [journal %zu, durable %zu]: %s\n", k, ops[k].start,
+				ops[k].durable, ops[k].desc);
+		for (size_t i = 0; i < dbg_nj; i++)
+			fprintf(stderr, "  j %zu: %s dev %d off %llu len %u\n", i,
+				dbg_j[i].op == DEV_FLUSH ? "flush" : "write", dbg_j[i].dev_idx,
+				(unsigned long long)dbg_j[i].off / BS, dbg_j[i].len / BS);
+	}
+	if (getenv("TWINFS_CRASH_KEEP")) {
+		for (int d = 0; d < NDEV; d++) {
+			char to[512];
+			snprintf(to, sizeof(to), "%s.%d", getenv("TWINFS_CRASH_KEEP"), d);
+			close(open(to, O_CREAT | O_WRONLY, 0644));
+			copy_image(work_p[d], to);
+		}
+		fprintf(stderr, "  images kept as %s.N\n", getenv("TWINFS_CRASH_KEEP"));
+	}
+	if (got) {
+		fprintf(stderr, "--- recovered:\n%s--- model after op %zu:\n%s--- model after op %zu:\n%s",
+			got, lo, ops[lo].text, hi, ops[hi].text);
+	}
+}
+
+/* Mount the work images (all, or one alone) and match a model state. */
+static void check_mount(const struct cstate *s, const char *const *devs, unsigned n,
+			size_t lo, size_t hi)
+{
+	struct tfs *fs;
+	char err[256] = "";
+	int ret = mount_work(devs, n, n < NDEV, &fs, err, sizeof(err));
+	char *got;
+	size_t k;
+
+	if (ret) {
+		dump_fail(s, err, lo, hi, NULL);
+		fail_msg("mount failed: %s", err);
+	}
+	got = recovered_text(fs, &ret);
+	if (ret) {
+		dump_fail(s, strerror(-ret), lo, hi, got);
+		fail_msg("reading the recovered tree: %s", strerror(-ret));
+	}
+	for (k = lo; k <= hi; k++)
+		if (!strcmp(got, ops[k].text))
+			break;
+	if (k > hi) {
+		dump_fail(s, n < NDEV ? (devs[0] == work_p[0] ? "device 0 alone: no model state matches" : "device 1 alone: no model state matches")
+				      : "no model state matches", lo, hi, got);
+		fail_msg("recovered tree is not a model state in range");
+	}
+	free(got);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
+{
+	struct cstate *st = NULL;
+	size_t nst = 0, cap = 0, explored = 0;
+
+	dbg_j = j;
+	dbg_nj = nj;
+	size_t nflush = 0;
+
+#define ADD(c, m) do {							\
+		if (nst == cap) {					\
+			cap = cap ? cap * 2 : 256;			\
+			st = realloc(st, cap * sizeof(*st));		\
+			assert_non_null(st);				\
+		}							\
+		st[nst++] = (struct cstate){ (c), (m), rnd() | 1 };	\
+	} while (0)
+
+	for (size_t i = 0; i < nj; i++) {
+		if (j[i].op != DEV_FLUSH)
+			continue;
+		nflush++;
+		ADD(i + 1, S_ALL);
+		ADD(i + 1, S_NONE);
+		for (int r = 0; r < (long_run ? 3 : 1); r++) {
+			ADD(i + 1, S_RANDOM);
+			ADD(i, S_RANDOM);	/* before the flush: e.g. before the first flush of a commit */
+		}
+	}
+	ADD(nj, S_ALL);
+	for (int r = 0; r < 8; r++)
+		ADD(nj, S_RANDOM);
+	for (int r = 0; r < 16; r++)
+		ADD(rndn(nj + 1), S_RANDOM);
+
+	/* base copies of every block the journal writes */
+	for (int d = 0; d < NDEV; d++) {
+		size_t nb = 0;
+
+		for (uint64_t b = 0; b < NBLK; b++)
+			base[d].slot[b] = -1;
+		for (size_t i = 0; i < nj; i++)
+			if (j[i].op == DEV_WRITE && j[i].dev_idx == d)
+				for (uint64_t b = j[i].off / BS; b < (j[i].off + j[i].len) / BS; b++)
+					base[d].slot[b] = 0;
+		for (uint64_t b = 0; b < NBLK; b++)
+			if (base[d].slot[b] == 0)
+				base[d].slot[b] = (int32_t)nb++;
+			else
+				base[d].slot[b] = -1;
+		base[d].data = malloc(nb * BS + 1);
+		assert_non_null(base[d].data);
+		for (uint64_t b = 0; b < NBLK; b++)
+			if (base[d].slot[b] >= 0)
+				assert_int_equal(pread(wfd[d], base[d].data + (size_t)base[d].slot[b] * BS,
+						       BS, (off_t)(b * BS)), (ssize_t)BS);
+	}
+
+	for (size_t i = 0; i < nst; i++) {
+		const struct cstate *s = &st[i];
+		size_t out, lo = 0, hi = 0;
+
+		/* CI: a deterministic spread of the candidates */
+		if (nst > budget && (i * budget) / nst == ((i + 1) * budget) / nst)
+			continue;
+		restore();
+		out = build_state(j, s);
+		for (size_t k = 1; k < nops; k++) {
+			if (ops[k].durable && ops[k].durable <= out)
+				lo = k;
+			if (ops[k].start < s->cut)
+				hi = k;
+		}
+		if (hi < lo)
+			hi = lo;
+		check_mount(s, (const char *const *)work_p, NDEV, lo, hi);
+		/* Losing a mirror at the crash loses nothing durable either. */
+		if (explored % 4 == 3)
+			for (int d = 0; d < NDEV; d++)
+				check_mount(s, (const char *const *)&work_p[d], 1, lo, hi);
+		explored++;
+	}
+	restore();
+	for (int d = 0; d < NDEV; d++) {
+		free(base[d].data);
+		base[d].data = NULL;
+	}
+	printf("crash: %zu journal entries (%zu flushes), %zu operations: %zu crash states "
+	       "explored of %zu candidates\n", nj, nflush, nops - 1, explored, nst);
+	total_states += explored;
+	free(st);
+#undef ADD
+}
+
+static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = "file" };
+	struct tfs_opts o = {
+		.devs = orig_p, .ndevs = NDEV, .backend = "file", .fault = "",
+		.commit_ms = 3600000,	/* no background commits between base and recording */
+	};
+	char err[256] = "";
+	const struct dev_fault_rec *j;
+	size_t nj;
+
+	printf("crash: seed %llu, %u operations\n", (unsigned long long)seed, nop);
+	rng_s = seed * 0x9e3779b97f4a7c15ull | 1;
+	assert_int_equal(tfs_format(orig_p, NDEV, &fo, err, sizeof(err)), 0);
+	assert_int_equal(tfs_mount(&o, &wfs, err, sizeof(err)), 0);
+	model_reset();
+
+	/* a few files exist before the recording starts */
+	ops = calloc(nop + 1, sizeof(*ops));
+	assert_non_null(ops);
+	nops = 0;
+	for (int i = 0; i < 6; i++) {
+		char d[96];
+		do_op(d, sizeof(d));
+	}
+	assert_int_equal(tfs_syncfs(wfs), 0);
+	for (int d = 0; d < NDEV; d++)
+		copy_image(orig_p[d], work_p[d]);
+	dev_fault_record(wfs->be, true);
+
+	ops[0].text = model_text();
+	snprintf(ops[0].desc, sizeof(ops[0].desc), "(base)");
+	nops = 1;
+	for (unsigned k = 1; k <= nop; k++) {
+		bool dur;
+
+		ops[k].start = jlen();
+		dur = do_op(ops[k].desc, sizeof(ops[k].desc));
+		if (dur)
+			ops[k].durable = jlen();
+		ops[k].text = model_text();
+		nops = k + 1;
+	}
+	dev_fault_record(wfs->be, false);
+	j = dev_fault_journal(wfs->be, &nj);
+
+	for (int d = 0; d < NDEV; d++) {
+		wfd[d] = open(work_p[d], O_RDWR);
+		assert_true(wfd[d] >= 0);
+	}
+	explore(j, nj, budget);
+	for (int d = 0; d < NDEV; d++)
+		close(wfd[d]);
+
+	for (int i = 0; i < MAXN; i++)
+		if (nodes[i].fh) {
+			tfs_release(nodes[i].fh);
+			nodes[i].fh = NULL;
+		}
+	tfs_abandon(wfs);
+	for (size_t k = 0; k < nops; k++)
+		free(ops[k].text);
+	free(ops);
+	ops = NULL;
+	model_reset();
+}
+
+static void test_crash_states(void **state)
+{
+	const char *s = getenv("TWINFS_CRASH_SEED");
+	uint64_t seed = s && *s ? strtoull(s, NULL, 0) : 1;
+	int nseeds = long_run ? 10 : 4;
+
+	for (int i = 0; i < nseeds; i++)
+		run_seed(seed + (uint64_t)i, long_run ? 400 : 120, long_run ? 1000000 : 400);
+	printf("crash: %lu crash states explored in total\n", total_states);
+	assert_true(total_states >= (long_run ? 5000u : 1000u));
+}
+
+static int setup(void **state)
+{
+	for (int d = 0; d < NDEV; d++) {
+		mk_image(orig[d]);
+		mk_image(work[d]);
+		orig_p[d] = orig[d];
+		work_p[d] = work[d];
+	}
+	if (posix_memalign((void **)&rbuf, BS, TFS_IO_MAX))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	for (int d = 0; d < NDEV; d++) {
+		unlink(orig[d]);
+		unlink(work[d]);
+	}
+	free(rbuf);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *l = getenv("TWINFS_CRASH_LONG");
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crash_states),
+	};
+
+	long_run = (l && *l && strcmp(l, "0")) || (argc > 1 && !strcmp(argv[1], "--long"));
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
