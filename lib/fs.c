@@ -808,7 +808,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
 
 	for (unsigned i = 0; i < o->ndevs; i++) {
-		ret = dev_open(o->devs[i], false, &opened[i], err, errlen);
+		ret = dev_open(o->devs[i], o->offline && o->readonly, &opened[i], err, errlen);
 		if (ret == -ENOENT && o->degraded) {
 			opened[i] = NULL;
 			continue;
@@ -900,6 +900,16 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		       strerror(-ret));
 		goto out_fs;
 	}
+	if (o->offline) {
+		/* fsck looks at the state exactly as loaded; it must not be
+		 * changed through the API (no log to write it to). */
+		fs->replaying = false;
+		fs->readonly = true;
+		fs->replay_end_pos = end_pos;
+		fs->replay_next_seq = next_seq;
+		*out = fs;
+		return 0;
+	}
 	ret = mount_rebuild(fs, err, errlen);
 	if (ret < 0)
 		goto out_fs;
@@ -963,6 +973,35 @@ out_devs:
 	fs_free(fs);
 	close_devs(opened, o->ndevs);
 	return ret;
+}
+
+int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
+{
+	uint64_t log_id;
+	int ret;
+
+	if (fs->log)
+		return -EINVAL;
+	fs->replaying = true;	/* orphan deletion without drops (no allocator use yet) */
+	ret = mount_rebuild(fs, err, errlen);
+	fs->replaying = false;
+	if (ret < 0)
+		return ret;
+	do {
+		ret = random_u64_nonzero(&log_id);
+	} while (ret == 0 && log_id == fs->sb.log_id);
+	if (ret < 0) {
+		seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		return ret;
+	}
+	fs->sb.log_id = log_id;
+	ret = fs_log_open(fs, fs->replay_end_pos, fs->replay_next_seq);
+	if (ret < 0) {
+		seterr(err, errlen, "cannot open the metadata log: %s", strerror(-ret));
+		return ret;
+	}
+	fs->readonly = false;
+	return 0;
 }
 
 static void fs_teardown(struct tfs *fs)

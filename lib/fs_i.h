@@ -105,7 +105,18 @@ struct tfs {
 
 	bool replaying;			/* apply without live side effects */
 	bool readonly;
+	struct rebuild *rb;		/* rebuild.c: rebuild/replace state */
+	/* Offline load (tfs_opts.offline): where the replayed log ends. */
+	uint64_t replay_end_pos, replay_next_seq;
 };
+
+/* ---- offline load (fs.c, for fsck) ---- */
+/* Turn an offline-loaded fs (devices opened read-write) into a mounted one
+ * without a background thread: rebuild the allocator from the metadata as
+ * it is now (extents outside the data area: -EUCLEAN), open the log under
+ * a new log_id at the replay end.  Then tfs_checkpoint/tfs_unmount write
+ * the in-memory state as the new checkpoint. */
+int fs_offline_commit(struct tfs *fs, char *err, size_t errlen);
 
 /* ---- inode table (inode.c) ---- */
 struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino);	/* NULL if absent */

@@ -34,6 +34,11 @@ struct tfs_opts {
 	bool degraded;			/* allow missing devices */
 	unsigned commit_ms;		/* background commit interval (0: 5000) */
 	unsigned bounce_bufs;		/* bounce pool size (0: default) */
+	/* fsck: load superblock, checkpoint and log into memory and stop there:
+	 * no orphan reclaim, no allocator, no log, no thread, nothing written
+	 * (see fs_offline_commit in fs_i.h).  Release with tfs_abandon. */
+	bool offline;
+	bool readonly;			/* with offline: open the devices O_RDONLY */
 };
 
 struct tfs_format_opts {
