@@ -828,6 +828,9 @@ static void *scrub_main(void *arg)
 			failed = true;
 			break;
 		}
+		/* Stopped inside this file: the cursor stays in it. */
+		if (should_end(sc))
+			break;
 		if (i + 1 < nino)
 			chunk_done(sc, inos[i + 1], 0, 0);
 		/* A crash loses at most this much of the pass. */
