@@ -10,7 +10,11 @@
 # like with like on a noisy machine.  Writes fio JSON, a markdown table and a
 # plot under bench/results/<stamp>/.
 #
-#   bench/run.sh [--runtime SEC] [--quick] [--only W1,W3,...] [--targets twinfs,btrfs,...]
+#   bench/run.sh [--runtime SEC] [--quick] [--only W1,W3,W4,W2,V] [--targets raw,twinfs,btrfs,xfs,passthrough]
+#                [--build DIR] [--twinfs-opts OPTS]
+#
+# --build DIR uses (and builds) another meson build directory (default build/);
+# --twinfs-opts adds -o OPTS to every twinfs mount (e.g. writeback_cache).
 #
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,34 +24,54 @@ RUNTIME=15
 QUICK=0
 ONLY="W1,W3,W4,W2,V"
 TARGETS="raw,twinfs,btrfs,xfs,passthrough"
+BUILD=build
+TWOPTS=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runtime) RUNTIME=$2; shift 2 ;;
 	--quick) QUICK=1; RUNTIME=5; shift ;;
 	--only) ONLY=$2; shift 2 ;;
 	--targets) TARGETS=$2; shift 2 ;;
-	-h|--help) sed -n '3,16p' "$0"; exit 0 ;;
+	--build) BUILD=$2; shift 2 ;;
+	--twinfs-opts) TWOPTS=$2; shift 2 ;;
+	-h|--help) sed -n '3,19p' "$0"; exit 0 ;;
 	*) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || { echo "bench/run.sh: needs root (loop devices, mounts)" >&2; exit 1; }
 
 scripts/deps.sh
-[ -d build ] || meson setup build >/dev/null
-ninja -C build >/dev/null
+[ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
+if ! out=$(ninja -C "$BUILD" twinfs mkfs.twinfs 2>&1); then echo "$out" >&2; exit 1; fi
+BUILD=$(cd "$BUILD" && pwd)
 
 STAMP=$(date -u +%Y%m%d-%H%M%S)
 OUT=$ROOT/bench/results/$STAMP
 mkdir -p "$OUT/json"
-TWINFS=$ROOT/build/twinfs
-MKFS=$ROOT/build/mkfs.twinfs
+TWINFS=$BUILD/twinfs
+MKFS=$BUILD/mkfs.twinfs
 
 # passthrough_ll from the libfuse examples: the "FUSE with no work" anchor.
-PT=$ROOT/build/bench-passthrough_ll
-if [ ! -x "$PT" ]; then
+# Two changes so O_DIRECT works at all (as shipped with libfuse 3.14 every
+# O_DIRECT write fails with EINVAL): an O_DIRECT open replies direct_io (what
+# libfuse >= 3.15's passthrough_ll does), and the backing file is opened
+# without O_DIRECT, since the payload in libfuse's buffer is not aligned.
+# The backing writes then go to XFS's page cache: if anything, that flatters
+# the anchor.  The kernel still serializes its direct writes per inode (3.14
+# has no parallel_direct_writes field), as a stock libfuse 3.14 user gets.
+PT=$BUILD/bench-passthrough_ll
+if [ ! -x "$PT" ] || [ "$0" -nt "$PT" ]; then
 	src=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
-	[ -f "$src.gz" ] && { gzip -dc "$src.gz" > "$ROOT/build/passthrough_ll.c"; src=$ROOT/build/passthrough_ll.c; }
-	cc -O2 -I/usr/share/doc/libfuse3-dev/examples -o "$PT" "$src" \
+	[ -f "$src" ] || src=$src.gz
+	{ if [ "${src%.gz}" != "$src" ]; then gzip -dc "$src"; else cat "$src"; fi; } |
+		sed -e 's/fi->flags & ~O_NOFOLLOW/fi->flags \& ~(O_NOFOLLOW | O_DIRECT)/' \
+		    -e 's/(fi->flags | O_CREAT) & ~O_NOFOLLOW/(fi->flags | O_CREAT) \& ~(O_NOFOLLOW | O_DIRECT)/' \
+		    -e 's/^\(\s*\)fi->fh = fd;/\1fi->fh = fd; if (fi->flags \& O_DIRECT) fi->direct_io = 1;/' \
+		> "$BUILD/passthrough_ll.c"
+	[ "$(grep -c 'O_NOFOLLOW | O_DIRECT' "$BUILD/passthrough_ll.c")" = 2 ] &&
+	[ "$(grep -c 'fi->direct_io = 1;' "$BUILD/passthrough_ll.c")" -ge 4 ] ||
+		{ echo "bench: cannot patch passthrough_ll.c for O_DIRECT" >&2; exit 1; }
+	cc -O2 -I/usr/share/doc/libfuse3-dev/examples -o "$PT" "$BUILD/passthrough_ll.c" \
 		$(pkg-config --cflags --libs fuse3) -lpthread
 fi
 
@@ -98,6 +122,7 @@ wait_mount() {
 # sets DIR (where fio works) or FILE (raw device).
 mount_target() {
 	local t=$1 opts=${2:-}
+	opts=$opts${TWOPTS:+${opts:+,}$TWOPTS}
 	new_devs
 	DIR=$MNT
 	FILE=
@@ -105,7 +130,7 @@ mount_target() {
 	raw) FILE=${LOOPS[0]}; DIR= ;;
 	twinfs)
 		"$MKFS" -f "${LOOPS[0]}" "${LOOPS[1]}" >/dev/null
-		"$TWINFS" -f "${LOOPS[0]}:${LOOPS[1]}" "$MNT" ${opts:+-o $opts} 2>"$OUT/twinfs-$STAMP.log" &
+		"$TWINFS" -f "${LOOPS[0]}:${LOOPS[1]}" "$MNT" ${opts:+-o $opts} 2>>"$OUT/twinfs.log" &
 		DAEMON_PID=$!
 		wait_mount "$MNT" ;;
 	btrfs)
@@ -117,7 +142,7 @@ mount_target() {
 	passthrough)
 		mkfs.xfs -q -f "${LOOPS[0]}"
 		mount "${LOOPS[0]}" "$MNT"
-		"$PT" -f -o source="$MNT" "$PTMNT" 2>/dev/null &
+		"$PT" -f -o source="$MNT",clone_fd "$PTMNT" 2>>"$OUT/passthrough.log" &
 		PT_PID=$!
 		wait_mount "$PTMNT"
 		DIR=$PTMNT ;;

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "prof.h"
 
 #define BS TFS_BLOCK_SIZE
 #define IO_BLOCKS (TFS_IO_MAX / TFS_BLOCK_SIZE + 1)	/* blocks one I/O can touch */
@@ -78,7 +79,7 @@ static int commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx
 {
 	struct log_rec r;
 	int64_t now = fs_ts_ns(fs_now());
-	uint64_t s = 0;
+	uint64_t s = 0, t0 = prof_begin();
 	int ret;
 
 	pthread_mutex_lock(&ip->lock);
@@ -97,6 +98,7 @@ static int commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx
 	if (!ret && s > ip->last_seq)
 		ip->last_seq = s;
 	pthread_mutex_unlock(&ip->lock);
+	prof_end(PROF_META, t0);
 	if (seq)
 		*seq = s;
 	return ret;
@@ -178,6 +180,7 @@ static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 {
 	uint32_t done = 0;
 	bool retried = false;
+	uint64_t t0;
 	int ret;
 
 	cw->fblk = fblk;
@@ -194,7 +197,9 @@ static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 			/* Allocate for the stretch up to the next unwritten block. */
 			while (done + want < nblk && !unwritten_at(ip, fblk + done + want))
 				want++;
+			t0 = prof_begin();
 			ret = alloc_get(fs->alloc, want, ip->ino, ALLOC_DATA, &blk, &got);
+			prof_end(PROF_ALLOC, t0);
 			if (ret == -ENOSPC && !retried) {
 				/* Deferred frees wait for a durable commit: force
 				 * one (we hold no inode lock the log needs), retry. */
@@ -212,13 +217,17 @@ static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 		cw->runs[cw->nruns].n = (uint32_t)got;
 		cw->runs[cw->nruns].fresh = fresh;
 		cw->nruns++;
+		t0 = prof_begin();
 		for (uint32_t i = 0; i < got; i++)
 			cw->csums[done + i] = csum_block(buf + (size_t)(done + i) * BS, blk + i);
+		prof_end(PROF_CSUM, t0);
 		done += (uint32_t)got;
 	}
 	for (uint32_t i = 0; i < cw->nruns; i++) {
+		t0 = prof_begin();
 		ret = mirror_write(&fs->mirror, cw->runs[i].phys,
 				   buf + (size_t)cw->runs[i].off * BS, cw->runs[i].n);
+		prof_end(PROF_DEV_WRITE, t0);
 		if (ret)
 			goto fail;
 	}
@@ -493,6 +502,7 @@ static int write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size
 	size_t head = off % BS, tail = (off + len) % BS;
 	struct meta_tx tx;
 	struct cow *cw;
+	uint64_t t0 = prof_begin();
 	int ret;
 
 	if (head) {
@@ -505,7 +515,11 @@ static int write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size
 		if (ret)
 			return ret;
 	}
+	if (head || tail)
+		prof_end(PROF_RMW_READ, t0);
+	t0 = prof_begin();
 	ret = fill(ctx, buf + head, len);	/* the one copy of the caller's bytes */
+	prof_end(PROF_COPY, t0);
 	if (ret < 0)
 		return ret;
 
@@ -533,7 +547,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	struct tfs *fs = f->fs;
 	struct tfs_inode *ip = f->ip;
 	struct rl_range r;
-	uint64_t seq = 0, uoff;
+	uint64_t seq = 0, uoff, t0;
 	bool excl;
 	uint8_t *buf;
 	int ret;
@@ -552,11 +566,16 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 		return -EINVAL;
 
 	/* Before any lock (see the header comment). */
+	t0 = prof_begin();
 	buf = bounce_get(fs->bounce);
+	prof_end(PROF_BOUNCE, t0);
+	t0 = prof_begin();
 	ret = log_wait_space(fs->log);
+	prof_end(PROF_LOGSPACE, t0);
 	if (ret)
 		goto out_buf;
 
+	t0 = prof_begin();
 	uoff = (uint64_t)off;
 	excl = (f->flags & O_APPEND) || uoff + len > isize(ip);
 	for (;;) {
@@ -573,6 +592,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 		rl_unlock(&ip->rl, &r);
 		excl = true;
 	}
+	prof_end(PROF_RANGELOCK, t0);
 	if (uoff + len > MAX_BYTES)
 		ret = -EFBIG;
 	else
@@ -580,8 +600,11 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	rl_unlock(&ip->rl, &r);
 	/* Wait for durability without the range lock, so other writers
 	 * proceed and join the same group commit. */
-	if (!ret && ((flags | f->flags) & (O_DSYNC | O_SYNC)))
+	if (!ret && ((flags | f->flags) & (O_DSYNC | O_SYNC))) {
+		t0 = prof_begin();
 		ret = log_commit(fs->log, seq);
+		prof_end(PROF_SYNC, t0);
+	}
 out_buf:
 	bounce_put(fs->bounce, buf);
 	return ret ? ret : (ssize_t)len;
