@@ -44,6 +44,13 @@ void tfsd_files_init(struct tfsd *d);
 /* Release every file the kernel left open; call after the loop ended. */
 void tfsd_files_release_all(struct tfsd *d);
 
+/* ctl.c: the control-channel ioctl (TWINFS_IOC_CTL on the root), and
+ * the route of the lib's log lines into tlog (call before mounting). */
+void tfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+		size_t out_bufsz);
+void tfsd_ctl_log_init(void);
+
 /* main.c: log to stderr in foreground mode, to syslog in background mode.
  * No trailing newline in fmt.  LOG_DEBUG is printed only with -d. */
 void tlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
