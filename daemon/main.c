@@ -417,6 +417,7 @@ int main(int argc, char *argv[])
 	int report_fd = -1, ndevs, ret, loop_ret, exit_code = 1;
 
 	fuse_set_log_func(fuse_log_cb);
+	tfsd_ctl_log_init();	/* the lib's lines go where ours go */
 	if (fuse_opt_parse(&args, &cfg, cfg_opts, cfg_proc) < 0)
 		goto out_usage;
 	/* Before fuse_parse_cmdline, which adds subtype=<program name>

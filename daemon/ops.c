@@ -800,4 +800,5 @@ const struct fuse_lowlevel_ops tfsd_ops = {
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
 	.copy_file_range = op_copy_file_range,
+	.ioctl = tfsd_ioctl,		/* ctl.c: the control channel */
 };
