@@ -72,5 +72,4 @@ twinfs is mounted at $mnt
 
 Unmount:     fusermount3 -u $mnt
 Remount:     $build/twinfs $a:$b $mnt
-One image:   $build/twinfs -o degraded $a $mnt
 INFO
