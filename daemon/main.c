@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -504,6 +505,11 @@ int main(int argc, char *argv[])
 		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));
 		goto out_session;
 	}
+	/* libfuse only takes over signals left at SIG_DFL, and a script's
+	 * "twinfs -f ... &" starts with SIGINT ignored: both must end the
+	 * session. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (fuse_set_signal_handlers(se) < 0) {
 		startup_report(&report_fd, "cannot set signal handlers");
 		goto out_tfs;

@@ -250,7 +250,8 @@ static int setattr_bits(int to_set)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	struct tfs_file *f = fi ? fi_file(fi)->f : NULL;
+	/* fh 0 would be a directory handle: path-based then. */
+	struct tfs_file *f = fi && fi->fh ? fi_file(fi)->f : NULL;
 	struct stat st;
 	int ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
 
