@@ -252,6 +252,27 @@ static bool twinfs_mounted_at(const char *path)
 	return found;
 }
 
+/* libfuse opens /dev/fuse only after tfs_mount has opened and replayed the
+ * devices, and then prints its own line before our "cannot mount".  An
+ * ordinary user meets a root-only /dev/fuse first (0600 on some machines),
+ * so say it once, up front, with the usual fix.  0 or -1 (printed). */
+static int check_fuse_dev(void)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno == ENOENT || errno == ENODEV || errno == ENXIO)
+		tlog(LOG_ERR, "cannot open /dev/fuse: %s (is the fuse module loaded? modprobe fuse)",
+		     strerror(errno));
+	else
+		tlog(LOG_ERR, "cannot open /dev/fuse: %s (is the fuse group / mode right? "
+		     "it is usually crw-rw-rw-)", strerror(errno));
+	return -1;
+}
+
 /* Resolve and check the mount point before anything starts, so the common
  * mistakes get one clear line.  0 or -1 (printed). */
 static int check_mountpoint(const char *mnt, char *resolved)
@@ -265,6 +286,8 @@ static int check_mountpoint(const char *mnt, char *resolved)
 		strcpy(resolved, mnt);
 		return 0;
 	}
+	if (check_fuse_dev() < 0)
+		return -1;
 	if (stat(mnt, &st) < 0 || !realpath(mnt, resolved)) {
 		tlog(LOG_ERR, "mountpoint %s: %s", mnt, strerror(errno));
 		return -1;

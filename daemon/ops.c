@@ -168,12 +168,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	want(conn, FUSE_CAP_SPLICE_READ, false);
 	want(conn, FUSE_CAP_SPLICE_WRITE, false);
 	want(conn, FUSE_CAP_SPLICE_MOVE, false);
-	/* The kernel clears suid/sgid on write with a setattr; lib does not. */
+	/* The kernel clears suid/sgid with a setattr on buffered writes,
+	 * truncate and chown; direct writes: write_kill_privs. */
 	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
 	want(conn, FUSE_CAP_POSIX_ACL, false);
 	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
 	if (d->writeback_cache && !(conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		tlog(LOG_WARNING, "kernel does not offer writeback_cache; ignored");
+	tlog(LOG_DEBUG, "init: capable 0x%x want 0x%x", conn->capable, conn->want);
 }
 
 /* ---- namespace ---- */
@@ -550,13 +552,45 @@ static int write_fill(void *ctx, void *dst, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
+/*
+ * Clear suid, and sgid with group execute, before a write by anyone but
+ * root, as the kernel's file_remove_privs does.  The kernel does it itself
+ * (a setattr before the write) for buffered writes, but not for direct
+ * ones (FOPEN_DIRECT_IO skips file_remove_privs), and libfuse 3.14 cannot
+ * ask for FUSE_HANDLE_KILLPRIV_V2, under which the kernel would flag them.
+ * uid 0 stands in for CAP_FSETID, which the daemon cannot see.  For a
+ * buffered write the bits are already gone and this is one getattr.
+ */
+static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct tfs *fs = req_fs(req);
+	struct stat st, out;
+	mode_t kill;
+	int ret;
+
+	if (fuse_req_ctx(req)->uid == 0)
+		return 0;
+	ret = tfs_getattr(fs, ino, &st);
+	if (ret < 0)
+		return ret;
+	kill = st.st_mode & S_ISUID;
+	if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	if (!kill)
+		return 0;
+	st.st_mode &= ~kill;
+	return tfs_setattr(fs, ino, &st, TFS_SET_MODE, NULL, &out);
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
-	/* fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
-	ssize_t n = tfs_write(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in,
-			      fi->flags);
+	ssize_t n = write_kill_privs(req, ino);
 
+	/* fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
+	if (n == 0)
+		n = tfs_write(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in,
+			      fi->flags);
 	if (n < 0)
 		reply_err(req, n);
 	else
