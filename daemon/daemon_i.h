@@ -31,6 +31,7 @@ struct tfsd_file {
  * list is written before the session loop starts and read-only after. */
 struct tfsd {
 	struct tfs *fs;
+	struct fuse_session *se;	/* for notifications to the kernel */
 	bool writethrough;		/* every open is direct + parallel */
 	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
 

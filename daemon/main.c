@@ -486,6 +486,7 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &tfsd_ops, sizeof(tfsd_ops), &d);
 	if (!se)
 		goto out_usage;
+	d.se = se;
 	if (check_mountpoint(cfg.mountpoint, mnt) < 0)
 		goto out_session;
 

@@ -579,7 +579,12 @@ static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
 	if (!kill)
 		return 0;
 	st.st_mode &= ~kill;
-	return tfs_setattr(fs, ino, &st, TFS_SET_MODE, NULL, &out);
+	ret = tfs_setattr(fs, ino, &st, TFS_SET_MODE, NULL, &out);
+	/* The kernel caches the old mode: make it ask again (a negative
+	 * offset drops the attributes only, so no page lock is taken). */
+	if (ret == 0)
+		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, -1, 0);
+	return ret;
 }
 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
