@@ -7,6 +7,7 @@
  * Linux (the kernel checks namespaces and permissions).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/xattr.h>
 
@@ -99,6 +100,37 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 	return ret;
 }
 
+/*
+ * Read-only statistic of a regular file, for the concurrency test: the most
+ * non-overlapping write range locks ever held on it at once (rangelock.h's
+ * max_writers), in decimal.  Writers hold their range lock across the
+ * device writes and the commit, so a value above 1 proves disjoint writers
+ * really overlapped inside the file system.  Not listed by listxattr.
+ */
+#define TFS_XATTR_MAX_WRITERS "user.twinfs.max_writers"
+
+static ssize_t max_writers_xattr(struct tfs_inode *ip, void *buf, size_t size)
+{
+	char v[24];
+	uint32_t mode;
+	int n;
+
+	pthread_mutex_lock(&ip->lock);
+	mode = ip->mode;
+	pthread_mutex_unlock(&ip->lock);
+	if (!S_ISREG(mode))
+		return -ENODATA;
+	pthread_mutex_lock(&ip->rl.mu);	/* a leaf lock: nothing is taken under it */
+	n = snprintf(v, sizeof(v), "%u", ip->rl.max_writers);
+	pthread_mutex_unlock(&ip->rl.mu);
+	if (size == 0)
+		return n;
+	if (size < (size_t)n)
+		return -ERANGE;
+	memcpy(buf, v, (size_t)n);
+	return n;
+}
+
 ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, size_t size)
 {
 	struct tfs_inode *ip = fs_iget(fs, ino);
@@ -110,6 +142,8 @@ ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, 
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
+	if (!strcmp(name, TFS_XATTR_MAX_WRITERS))
+		return max_writers_xattr(ip, buf, size);
 	pthread_mutex_lock(&ip->lock);
 	struct xattr *x = xfind(ip, name, len);
 	if (!x) {
