@@ -27,6 +27,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "rebuild.h"
 #include "scrub.h"
 
 #define CKPT_IO_BLOCKS 256u	/* blocks per mirror I/O (1 MiB) */
@@ -331,6 +332,7 @@ int ckpt_write(struct tfs *fs)
 	uint64_t seq, pos, payload, table, total, start = 0;
 	uint64_t prev_start, prev_blocks;
 	struct super old;
+	struct rebuild_wib wib = { 0 };
 	uint8_t *buf = NULL;
 	int ret;
 
@@ -374,6 +376,11 @@ int ckpt_write(struct tfs *fs)
 	ret = write_blocks(&fs->mirror, start, buf, total);
 	if (ret < 0)
 		goto out_put;
+	/* The write-intent bitmap as of the barrier: later writes are in log
+	 * records after it, which mount marks again while replaying. */
+	ret = rebuild_ckpt_write_bits(fs, &wib);
+	if (ret < 0)
+		goto out_put;
 	/* The checkpoint (and every data block the metadata in it points to)
 	 * must be durable before any superblock points at it. */
 	ret = mirror_flush(&fs->mirror);
@@ -391,6 +398,11 @@ int ckpt_write(struct tfs *fs)
 	fs->sb.log_head_pos = pos;
 	fs->sb.log_head_seq = seq + 1;
 	fs->sb.next_ino = atomic_load(&fs->next_ino);
+	fs->sb.wib_start = wib.start;
+	fs->sb.wib_blocks = wib.blocks;
+	fs->sb.wib_shift = wib.start ? wib.shift : 0;
+	fs->sb.wib_csum = wib.csum;
+	rebuild_fill_sb(fs, &fs->sb);
 
 	scrub_fill_super(fs, &fs->sb);
 	/* A device that fails while we write the superblocks must be recorded
@@ -427,9 +439,11 @@ int ckpt_write(struct tfs *fs)
 	log_set_head(fs->log, pos, seq + 1);
 	if (prev_blocks)
 		alloc_put(fs->alloc, prev_start, prev_blocks);
+	rebuild_ckpt_put_bits(fs, old.wib_start, old.wib_blocks);
 	goto out;
 
 out_put:
+	rebuild_ckpt_put_bits(fs, wib.start, wib.blocks);
 	alloc_put(fs->alloc, start, total);
 out:
 	pthread_mutex_unlock(&fs->ckpt_mu);

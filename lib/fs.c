@@ -22,6 +22,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "rebuild.h"
 #include "scrub.h"
 
 #define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
@@ -143,6 +144,7 @@ static int fs_new(struct tfs **out)
 static void fs_free(struct tfs *fs)
 {
 	scrub_free(fs);	/* its thread uses the log and the inodes */
+	rebuild_free(fs);
 	if (fs->log)
 		log_close(fs->log);
 	fs_itable_destroy(fs);
@@ -496,6 +498,10 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 {
 	struct apply_ctx *ac = ctx;
 
+	/* Written after the persisted write-intent bitmap: a stale device
+	 * missed these blocks too. */
+	if (r->type == LR_EXT_SET && !(r->ext.phys & EXTENT_UNWRITTEN))
+		rebuild_note_replay(ac->fs, r->ext.phys, r->ext.n);
 	return meta_apply(ac->fs, r, &ac->drops);
 }
 
@@ -637,6 +643,9 @@ static void *bg_main(void *arg)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		commit = now.tv_sec > due.tv_sec ||
 			 (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec);
+		/* An image deleted or truncated under us fails no I/O
+		 * (deleted) or only reads (truncated): look for it. */
+		rebuild_health_check(fs);
 		if (ckpt)
 			ckpt_write(fs);
 		else if (commit)
@@ -673,10 +682,13 @@ static void bg_stop(struct tfs *fs)
 /* Read and cross-check the superblocks of the opened devices, place them
  * by dev_index into mdevs and decide each slot's state. */
 static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
-			struct dev **mdevs, int *state, char *err, size_t errlen)
+			struct dev **mdevs, int *state, const char **paths, char *err,
+			size_t errlen)
 {
 	struct super *sbs = calloc(o->ndevs, sizeof(*sbs));
-	const char *paths[DEV_MAX] = { 0 };
+	bool skip[DEV_MAX] = { 0 };
+	const char *gone = NULL;
+	unsigned ngone = 0, nmiss = 0;
 	int first = -1, newest = -1, ret = 0;
 	char u[37];
 
@@ -691,6 +703,15 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 		if (!opened[i])
 			continue;
 		ret = super_read_dev(fs->be, opened[i], &sbs[i], &slot, why, sizeof(why));
+		if (o->degraded && (ret == -EUCLEAN || ret == -EIO)) {
+			/* Damaged or unreadable (an image truncated to nothing):
+			 * with -o degraded it counts as missing. */
+			tfs_log(LOG_WARNING, "%s: %s; treating it as missing", o->devs[i],
+				why[0] ? why : strerror(-ret));
+			skip[i] = true;
+			ret = 0;
+			continue;
+		}
 		if (ret == -ENOENT) {
 			seterr(err, errlen, "%s: not a twinfs device", o->devs[i]);
 			ret = -EINVAL;
@@ -732,8 +753,11 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		uint32_t idx = sbs[i].dev_index;
 
-		if (!opened[i])
+		if (!opened[i] || skip[i]) {
+			gone = o->devs[i];
+			ngone++;
 			continue;
+		}
 		if (idx >= fs->sb.ndevs ||
 		    memcmp(sbs[i].dev_uuid, fs->sb.dev_uuids[idx], 16) != 0) {
 			seterr(err, errlen, "%s: no longer a member of this twinfs", o->devs[i]);
@@ -748,21 +772,37 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 		mdevs[idx] = opened[i];
 		paths[idx] = o->devs[i];
 	}
+	for (unsigned i = 0; i < fs->sb.ndevs; i++)
+		nmiss += !mdevs[i];
 	for (unsigned i = 0; i < fs->sb.ndevs; i++) {
 		uuid_str(fs->sb.dev_uuids[i], u);
 		if (!mdevs[i]) {
 			state[i] = MDEV_MISSING;
+			/* One path given that did not open and one slot
+			 * without a device: that is where it was expected. */
+			if (ngone == 1 && nmiss == 1)
+				paths[i] = gone;
 			if (!o->degraded) {
-				seterr(err, errlen, "device %u (uuid %s) is missing "
-				       "(mount with -o degraded to use the others)", i, u);
+				if (paths[i])
+					seterr(err, errlen, "%s: device %u (uuid %s) is missing "
+					       "(mount with -o degraded to use the others)",
+					       paths[i], i, u);
+				else
+					seterr(err, errlen, "device %u (uuid %s) is missing "
+					       "(mount with -o degraded to use the others)", i, u);
 				ret = -ENODEV;
 				goto out;
 			}
+			tfs_log(LOG_WARNING, "%s%sdevice %u (uuid %s) is missing: mounted degraded",
+				paths[i] ? paths[i] : "", paths[i] ? ": " : "", i, u);
 		} else if (fs->sb.dev_state[i]) {
 			/* It missed writes while failed or absent: until it is
-			 * rebuilt none of its blocks may be served. */
-			state[i] = MDEV_FAILED;
-			if (!o->degraded) {
+			 * rebuilt none of its blocks may be served.  One whose
+			 * rebuild was interrupted is taken back: the rebuild
+			 * resumes (rebuild.c). */
+			state[i] = MDEV_STALE;
+			if (!o->degraded && !(fs->sb.rb_state == SUPER_RB_RUNNING &&
+					      fs->sb.rb_dev == i)) {
 				seterr(err, errlen, "%s: stale (it missed writes while failed or "
 				       "missing); mount with -o degraded", paths[i]);
 				ret = -ENODEV;
@@ -787,6 +827,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 {
 	struct dev *opened[DEV_MAX] = { 0 };
 	struct dev *mdevs[DEV_MAX] = { 0 };
+	const char *spaths[DEV_MAX] = { 0 };
 	int state[DEV_MAX] = { 0 };
 	struct apply_ctx ac;
 	struct dev_backend *be;
@@ -809,7 +850,9 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		ret = dev_open(o->devs[i], o->offline && o->readonly, &opened[i], err, errlen);
-		if (ret == -ENOENT && o->degraded) {
+		/* A missing path is reported by mount_supers, which knows
+		 * the uuid that was expected there. */
+		if (ret == -ENOENT && !o->offline) {
 			opened[i] = NULL;
 			continue;
 		}
@@ -831,7 +874,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 			goto out_fs;
 		}
 	}
-	ret = mount_supers(fs, o, opened, mdevs, state, err, errlen);
+	ret = mount_supers(fs, o, opened, mdevs, state, spaths, err, errlen);
 	if (ret < 0)
 		goto out_fs;
 	fs->ndevs = fs->sb.ndevs;
@@ -860,6 +903,11 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->mirror.on_state = cb_mirror_state;
 	fs->mirror.on_state_ctx = fs;
+	/* Before anything is written: a device whose rebuild was running
+	 * must get this mount's writes from the first one on. */
+	ret = rebuild_mount_init(fs, spaths, err, errlen);
+	if (ret < 0)
+		goto out_fs;
 	ret = scrub_init(fs);
 	if (ret < 0) {
 		seterr(err, errlen, "out of memory");
@@ -911,6 +959,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		return 0;
 	}
 	ret = mount_rebuild(fs, err, errlen);
+	if (ret == 0)
+		ret = rebuild_mount_load(fs, err, errlen);
 	if (ret < 0)
 		goto out_fs;
 	fs->replaying = false;
@@ -960,6 +1010,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->bg_running = true;
 	/* A scrub running at unmount (or crash) goes on from its cursor. */
 	scrub_mount_resume(fs);
+	rebuild_mount_resume(fs);
 	*out = fs;
 	return 0;
 
@@ -1022,6 +1073,7 @@ int tfs_unmount(struct tfs *fs)
 
 	/* First: the final checkpoint then records where a scrub stopped. */
 	scrub_shutdown(fs);
+	rebuild_stop(fs);
 	bg_stop(fs);
 	ret = log_commit(fs->log, UINT64_MAX);
 	fs->sb.state = SUPER_CLEAN;
@@ -1036,6 +1088,7 @@ int tfs_unmount(struct tfs *fs)
 void tfs_abandon(struct tfs *fs)
 {
 	scrub_shutdown(fs);
+	rebuild_stop(fs);
 	bg_stop(fs);
 	fs_teardown(fs);
 }

@@ -1,1 +1,1123 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * rebuild: online rebuild of a returning device and replacement of a device
+ * by a new one, the persistence of the write-intent bitmap, and the check
+ * for image files that vanished under a mounted file system.
+ *
+ * A run: the target is installed in its slot as MDEV_REBUILDING (it gets
+ * every write from then on: mirror.c), then the thread walks the regions in
+ * order.  For a rebuild it skips clean regions (nothing was written there
+ * while the device was away); for a replace it visits all.  Each visited
+ * region is copied inside the mirror's window (writes into it wait), one
+ * run of allocated blocks at a time, from an in-sync device; then the
+ * cursor moves past it and reads may use the target there.  After the last
+ * region a verification pass reads every extent block of the copied
+ * regions from every device and rewrites copies that do not verify from
+ * one that does.  Only then is the device made MDEV_OK, and the checkpoint
+ * that follows records it in sync: until that checkpoint every superblock
+ * says stale, so a crash can never make a half-copied mirror look current.
+ * Every checkpoint records the cursor; a mount resumes from it.
+ *
+ * Locking: rb->mu protects the run state below; it is taken under ckpt_mu
+ * (rebuild_fill_sb) and never held while calling into the checkpoint or
+ * doing I/O.  The thread holds no file system lock while copying; the
+ * verification pass pins one inode at a time like an open file (nopen) and
+ * takes its range lock shared, piece by piece.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "rebuild.h"
+
+#define BS TFS_BLOCK_SIZE
+#define RB_IO_BLOCKS 256u		/* blocks per copy I/O (1 MiB) */
+#define RB_MIN_SHIFT 8u			/* 1 MiB regions at least */
+#define RB_MAX_BITMAP_BLOCKS 8u		/* the bitmap fits in 32 KiB */
+#define RB_CKPT_EVERY_S 2		/* cursor persisted at least this often */
+#define RB_VERIFY_PIECE 4096u		/* file blocks per range-lock hold */
+#define WIB_SEED_XOR 0x776962ull	/* "wib" */
+
+struct rebuild {
+	pthread_mutex_t mu;		/* protects everything below but atomics */
+	pthread_t thr;
+	bool thr_running;		/* joinable thread exists */
+	_Atomic bool stop;		/* unmount: keep the run recorded */
+	_Atomic bool cancel;		/* user: forget the run */
+
+	int state;			/* enum rebuild_state */
+	int kind;			/* SUPER_RB_*; 0 idle */
+	int dev;			/* slot; -1 idle */
+	bool persist;			/* sb.rb_state = running */
+	bool verifying;
+	uint64_t regions_total;		/* regions this run visits */
+	_Atomic uint64_t regions_done;
+	_Atomic uint64_t copied, verified, fixed;
+	uint64_t copied_base;		/* copied by earlier runs (resume) */
+	struct timespec t0;
+	char error[160];
+
+	char *slot_path[DEV_MAX];	/* for messages */
+	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
+	unsigned nretired;
+};
+
+static uint64_t le64_get(const void *p)
+{
+	const uint8_t *b = p;
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | b[i];
+	return v;
+}
+
+static uint64_t wib_seed(const struct tfs *fs)
+{
+	return le64_get(fs->sb.fs_uuid) ^ WIB_SEED_XOR;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double ts_s(const struct timespec *ts)
+{
+	return (double)ts->tv_sec + ts->tv_nsec / 1e9;
+}
+
+static void uuid_fmt(const uint8_t u[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	char *p = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
+}
+
+/* Region size: at least 1 MiB, larger only when the bitmap would exceed
+ * RB_MAX_BITMAP_BLOCKS. */
+static unsigned region_shift(uint64_t data_blocks)
+{
+	unsigned s = RB_MIN_SHIFT;
+
+	while ((data_blocks >> s) > (uint64_t)RB_MAX_BITMAP_BLOCKS * BS * 8)
+		s++;
+	return s;
+}
+
+static uint64_t bitmap_blocks(const struct mirror *m)
+{
+	return (m->trk_nregions + BS * 8 - 1) / (BS * 8);
+}
+
+/* ---- mount ---- */
+
+int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err, size_t errlen)
+{
+	struct rebuild *rb = calloc(1, sizeof(*rb));
+	struct super *sb = &fs->sb;
+	unsigned shift;
+	int ret;
+
+	if (!rb) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&rb->mu, NULL);
+	rb->dev = -1;
+	fs->rb = rb;
+	for (unsigned i = 0; i < fs->ndevs; i++)
+		if (slot_paths && slot_paths[i])
+			rb->slot_path[i] = strdup(slot_paths[i]);
+	/* A bitmap written with another region size keeps its own. */
+	shift = sb->wib_start ? sb->wib_shift : region_shift(sb->total_blocks - sb->data_start);
+	ret = mirror_track_init(&fs->mirror, sb->data_start, sb->total_blocks, shift);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot set up the write-intent bitmap: %s", strerror(-ret));
+		return ret;
+	}
+	if (sb->rb_state == SUPER_RB_RUNNING && sb->rb_dev < fs->ndevs &&
+	    fs->mirror.devs[sb->rb_dev] &&
+	    atomic_load(&fs->mirror.state[sb->rb_dev]) == MDEV_STALE) {
+		uint64_t cur = sb->rb_cursor;
+
+		if (cur > fs->mirror.trk_nregions)
+			cur = fs->mirror.trk_nregions;
+		/* Before the first write of this mount, so the target misses
+		 * nothing below the cursor. */
+		mirror_start_sync(&fs->mirror, sb->rb_dev, fs->mirror.devs[sb->rb_dev],
+				  sb->rb_kind == SUPER_RB_REPLACE, cur);
+		rb->state = RB_RUNNING;
+		rb->kind = (int)sb->rb_kind;
+		rb->dev = (int)sb->rb_dev;
+		rb->persist = true;
+		rb->copied_base = sb->rb_copied;
+	}
+	return 0;
+}
+
+void rebuild_note_replay(struct tfs *fs, uint64_t phys, uint64_t n)
+{
+	if (mirror_insync(&fs->mirror) < fs->mirror.ndevs)
+		mirror_mark(&fs->mirror, phys, n);
+}
+
+/* Read and verify the persisted bitmap from the first in-sync device whose
+ * copy verifies.  -EUCLEAN if none does. */
+static int load_bits(struct tfs *fs)
+{
+	const struct super *sb = &fs->sb;
+	uint64_t nw = (fs->mirror.trk_nregions + 63) / 64, *words;
+	uint8_t *buf;
+	int ret = -EUCLEAN;
+
+	if (sb->wib_blocks < bitmap_blocks(&fs->mirror) || sb->wib_shift != fs->mirror.trk_shift)
+		return -EUCLEAN;
+	if (posix_memalign((void **)&buf, BS, (size_t)sb->wib_blocks * BS))
+		return -ENOMEM;
+	words = malloc(nw * sizeof(*words));
+	if (!words) {
+		free(buf);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		if (mirror_read_dev(&fs->mirror, i, sb->wib_start, buf, sb->wib_blocks) < 0)
+			continue;
+		if (csum_buf(buf, (size_t)sb->wib_blocks * BS, wib_seed(fs)) != sb->wib_csum)
+			continue;
+		for (uint64_t w = 0; w < nw; w++)
+			words[w] = le64_get(buf + w * 8);
+		mirror_bits_set(&fs->mirror, words);
+		ret = 0;
+		break;
+	}
+	free(words);
+	free(buf);
+	return ret;
+}
+
+int rebuild_mount_load(struct tfs *fs, char *err, size_t errlen)
+{
+	struct super *sb = &fs->sb;
+	int ret;
+
+	if (sb->wib_start) {
+		ret = alloc_use(fs->alloc, sb->wib_start, sb->wib_blocks);
+		if (ret < 0) {
+			snprintf(err, errlen, "write-intent bitmap lies outside the data area");
+			return -EUCLEAN;
+		}
+	}
+	if (mirror_insync(&fs->mirror) == fs->mirror.ndevs)
+		return 0;
+	if (sb->wib_start && load_bits(fs) < 0) {
+		/* What the stale device missed is unknown: all of it. */
+		tfs_log(LOG_WARNING, "write-intent bitmap unreadable: a rebuild will copy "
+			"every allocated block");
+		mirror_mark_all(&fs->mirror);
+	}
+	/* Written after (or with) the bitmap, so it does not cover them. */
+	if (sb->ckpt_blocks)
+		mirror_mark(&fs->mirror, sb->ckpt_start, sb->ckpt_blocks);
+	if (sb->wib_start)
+		mirror_mark(&fs->mirror, sb->wib_start, sb->wib_blocks);
+	return 0;
+}
+
+/* ---- checkpoint hooks ---- */
+
+int rebuild_ckpt_write_bits(struct tfs *fs, struct rebuild_wib *w)
+{
+	struct mirror *m = &fs->mirror;
+	uint64_t nb, blk, got, nw;
+	uint8_t *buf;
+	int ret;
+
+	memset(w, 0, sizeof(*w));
+	w->shift = m->trk_shift;
+	if (!m->trk_bits || mirror_dirty_count(m) == 0)
+		return 0;
+	nb = bitmap_blocks(m);
+	nw = (m->trk_nregions + 63) / 64;
+	ret = alloc_get(fs->alloc, nb, 0, ALLOC_META, &blk, &got);
+	if (ret < 0)
+		return ret;
+	if (got < nb) {
+		alloc_put(fs->alloc, blk, got);
+		return -ENOSPC;
+	}
+	if (posix_memalign((void **)&buf, BS, nb * BS)) {
+		alloc_put(fs->alloc, blk, nb);
+		return -ENOMEM;
+	}
+	memset(buf, 0, nb * BS);
+	{
+		uint64_t *words = malloc(nw * sizeof(*words));
+
+		if (!words) {
+			free(buf);
+			alloc_put(fs->alloc, blk, nb);
+			return -ENOMEM;
+		}
+		mirror_bits_get(m, words);
+		for (uint64_t i = 0; i < nw; i++)
+			for (int k = 0; k < 8; k++)
+				buf[i * 8 + k] = (uint8_t)(words[i] >> (8 * k));
+		free(words);
+	}
+	ret = mirror_write(m, blk, buf, (uint32_t)nb);
+	if (ret < 0) {
+		free(buf);
+		alloc_put(fs->alloc, blk, nb);
+		return ret;
+	}
+	w->start = blk;
+	w->blocks = (uint32_t)nb;
+	w->csum = csum_buf(buf, nb * BS, wib_seed(fs));
+	free(buf);
+	return 0;
+}
+
+void rebuild_ckpt_put_bits(struct tfs *fs, uint64_t start, uint32_t blocks)
+{
+	if (start && blocks)
+		alloc_put(fs->alloc, start, blocks);
+}
+
+void rebuild_fill_sb(struct tfs *fs, struct super *sb)
+{
+	struct rebuild *rb = fs->rb;
+
+	if (!rb)
+		return;
+	pthread_mutex_lock(&rb->mu);
+	if (rb->persist && rb->dev >= 0) {
+		sb->rb_state = SUPER_RB_RUNNING;
+		sb->rb_kind = (uint32_t)rb->kind;
+		sb->rb_dev = (uint32_t)rb->dev;
+		/* Read before the checkpoint's flush: every region below it was
+		 * written to the target before that flush. */
+		sb->rb_cursor = atomic_load(&fs->mirror.sync_cursor);
+		sb->rb_copied = rb->copied_base + atomic_load(&rb->copied);
+	} else if (rb->state != RB_IDLE || !rb->persist) {
+		sb->rb_state = SUPER_RB_NONE;
+		sb->rb_kind = 0;
+		sb->rb_dev = 0;
+		sb->rb_cursor = 0;
+		sb->rb_copied = 0;
+	}
+	pthread_mutex_unlock(&rb->mu);
+}
+
+/* ---- the copy ---- */
+
+static void set_error(struct rebuild *rb, const char *fmt, const char *what, int err)
+{
+	pthread_mutex_lock(&rb->mu);
+	snprintf(rb->error, sizeof(rb->error), fmt, what, strerror(err < 0 ? -err : err));
+	pthread_mutex_unlock(&rb->mu);
+}
+
+static bool target_alive(struct tfs *fs, unsigned dev)
+{
+	return atomic_load(&fs->mirror.state[dev]) == MDEV_REBUILDING;
+}
+
+/* Read [blk, blk+n) from an in-sync device other than the target. */
+static int read_source(struct tfs *fs, unsigned target, uint64_t blk, void *buf, uint32_t n)
+{
+	struct mirror *m = &fs->mirror;
+	unsigned start = atomic_fetch_add(&m->rr, 1);
+	int ret = -EIO;
+
+	for (unsigned k = 0; k < m->ndevs; k++) {
+		unsigned d = (start + k) % m->ndevs;
+
+		if (d == target || atomic_load(&m->state[d]) != MDEV_OK)
+			continue;
+		ret = mirror_read_dev(m, d, blk, buf, n);
+		if (ret == 0)
+			return 0;
+	}
+	return ret;
+}
+
+/* Copy the allocated blocks of region r.  Caller holds the window. */
+static int copy_region(struct tfs *fs, struct rebuild *rb, unsigned target, uint64_t r,
+		       uint8_t *buf)
+{
+	struct mirror *m = &fs->mirror;
+	uint64_t s = m->trk_base + (r << m->trk_shift);
+	uint64_t e = s + (1ull << m->trk_shift);
+
+	if (e > m->trk_end)
+		e = m->trk_end;
+	while (s < e) {
+		uint64_t n = 0;
+		int ret;
+
+		if (!alloc_refs(fs->alloc, s)) {
+			s++;
+			continue;
+		}
+		while (s + n < e && n < RB_IO_BLOCKS && alloc_refs(fs->alloc, s + n))
+			n++;
+		ret = read_source(fs, target, s, buf, (uint32_t)n);
+		if (ret == 0) {
+			ret = dev_pwrite(m->be, m->devs[target], buf, (uint32_t)n * BS, s * BS);
+			if (ret < 0) {
+				mirror_event(m, target, MEV_WRITE_ERR, s, n);
+				mirror_fail_dev(m, target, ret);
+				return ret;
+			}
+			atomic_fetch_add(&rb->copied, n);
+		} else if (mirror_insync(m) == 0) {
+			return -EIO;
+		}
+		/* else: no copy readable now; the verification pass decides
+		 * whether the blocks matter (an extent points at them). */
+		s += n;
+	}
+	return 0;
+}
+
+/* ---- verification ---- */
+
+struct vctx {
+	struct tfs *fs;
+	struct rebuild *rb;
+	unsigned target;
+	uint8_t *buf, *good;
+	int err;
+};
+
+static bool region_wanted(struct tfs *fs, struct rebuild *rb, uint64_t blk)
+{
+	uint64_t r = mirror_region_of(&fs->mirror, blk);
+
+	if (r == UINT64_MAX)
+		return false;
+	return rb->kind == SUPER_RB_REPLACE || mirror_region_dirty(&fs->mirror, r);
+}
+
+/* Check every writable copy of [phys, phys+n) against the extent csums and
+ * rewrite the bad ones from a verified copy. */
+static int verify_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		      const struct extent_ent *ents)
+{
+	struct vctx *v = ctx;
+	struct mirror *m = &v->fs->mirror;
+	uint64_t csums[512];
+
+	if (phys & EXTENT_UNWRITTEN)
+		return 0;
+	if (atomic_load(&v->rb->stop) || atomic_load(&v->rb->cancel) ||
+	    !target_alive(v->fs, v->target))
+		return -ECANCELED;
+	for (uint32_t off = 0; off < n; ) {
+		uint32_t k = n - off > 512 ? 512 : n - off;
+		uint64_t blk = phys + off;
+		bool have_good = false;
+
+		for (uint32_t i = 0; i < k; i++)
+			csums[i] = ents[off + i].csum;
+		if (!region_wanted(v->fs, v->rb, blk) &&
+		    !region_wanted(v->fs, v->rb, blk + k - 1)) {
+			off += k;
+			continue;
+		}
+		for (unsigned d = 0; d < m->ndevs; d++) {
+			int st = atomic_load(&m->state[d]);
+			bool bad = false;
+			int ret;
+
+			if (!m->devs[d] || (st != MDEV_OK && d != v->target))
+				continue;
+			ret = dev_pread(m->be, m->devs[d], v->buf, k * BS, blk * BS);
+			for (uint32_t i = 0; i < k; i++)
+				if (ret || csum_block(v->buf + (size_t)i * BS, blk + i) != csums[i])
+					bad = true;
+			if (d == v->target)
+				atomic_fetch_add(&v->rb->verified, k);
+			if (!bad)
+				continue;
+			if (!have_good) {
+				/* Verified (and repaired) from the in-sync copies. */
+				ret = mirror_read(m, blk, v->good, k, csums, NULL);
+				if (ret < 0) {
+					v->err = ret;
+					return ret;
+				}
+				have_good = true;
+			}
+			ret = dev_pwrite(m->be, m->devs[d], v->good, k * BS, blk * BS);
+			if (ret < 0) {
+				mirror_event(m, d, MEV_WRITE_ERR, blk, k);
+				mirror_fail_dev(m, d, ret);
+				if (d == v->target)
+					return ret;
+				continue;
+			}
+			atomic_fetch_add(&v->rb->fixed, k);
+		}
+		off += k;
+	}
+	return 0;
+}
+
+static int collect_inos(struct tfs *fs, uint64_t **out, size_t *nout)
+{
+	uint64_t *v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_rwlock_rdlock(&fs->itable_lock);
+	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
+		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 256;
+				uint64_t *nv = realloc(v, nc * sizeof(*v));
+
+				if (!nv) {
+					pthread_rwlock_unlock(&fs->itable_lock);
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = ip->ino;
+		}
+	}
+	pthread_rwlock_unlock(&fs->itable_lock);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static int verify_pass(struct tfs *fs, struct rebuild *rb, unsigned target)
+{
+	struct vctx v = { .fs = fs, .rb = rb, .target = target };
+	uint64_t *inos = NULL;
+	size_t n = 0;
+	int ret;
+
+	if (posix_memalign((void **)&v.buf, BS, 512 * BS))
+		return -ENOMEM;
+	if (posix_memalign((void **)&v.good, BS, 512 * BS)) {
+		free(v.buf);
+		return -ENOMEM;
+	}
+	ret = collect_inos(fs, &inos, &n);
+	for (size_t i = 0; ret == 0 && i < n; i++) {
+		struct tfs_inode *ip;
+		uint64_t end;
+
+		/* Pinned like an open file: it cannot be freed under us. */
+		pthread_mutex_lock(&fs->ns_lock);
+		ip = fs_iget(fs, inos[i]);
+		if (ip && !S_ISREG(ip->mode))
+			ip = NULL;
+		if (ip)
+			atomic_fetch_add(&ip->nopen, 1);
+		pthread_mutex_unlock(&fs->ns_lock);
+		if (!ip)
+			continue;
+		end = 0;
+		for (uint64_t f = 0; ret == 0 && f < EXTENT_MAX_FBLK; f = end) {
+			struct rl_range r;
+
+			f = extent_next_data(&ip->map, f);
+			if (f >= EXTENT_MAX_FBLK)
+				break;
+			end = f + RB_VERIFY_PIECE;
+			rl_lock(&ip->rl, &r, f, end, false);
+			ret = extent_walk(&ip->map, f, end, verify_run, &v);
+			rl_unlock(&ip->rl, &r);
+		}
+		fs_iput_open(fs, ip);
+	}
+	free(inos);
+	free(v.buf);
+	free(v.good);
+	return ret;
+}
+
+/* ---- the thread ---- */
+
+static void finish(struct tfs *fs, struct rebuild *rb, int state, bool persist)
+{
+	pthread_mutex_lock(&rb->mu);
+	rb->state = state;
+	rb->persist = persist;
+	rb->verifying = false;
+	pthread_mutex_unlock(&rb->mu);
+}
+
+static void *rb_main(void *arg)
+{
+	struct tfs *fs = arg;
+	struct rebuild *rb = fs->rb;
+	struct mirror *m = &fs->mirror;
+	unsigned target = (unsigned)rb->dev;
+	uint64_t r;
+	double last_ckpt = now_s();
+	uint8_t *buf = NULL;
+	char tmp[40];
+	const char *name;
+	int ret = 0;
+
+	snprintf(tmp, sizeof(tmp), "device %u", target);
+	name = m->devs[target] && m->devs[target]->path ? m->devs[target]->path : tmp;
+	tfs_log(LOG_NOTICE, "%s: %s started at region %llu of %llu", name,
+		rb->kind == SUPER_RB_REPLACE ? "replace" : "rebuild",
+		(unsigned long long)atomic_load(&m->sync_cursor),
+		(unsigned long long)m->trk_nregions);
+	if (posix_memalign((void **)&buf, BS, RB_IO_BLOCKS * BS)) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (r = atomic_load(&m->sync_cursor); r < m->trk_nregions; r++) {
+		if (atomic_load(&rb->stop) || atomic_load(&rb->cancel))
+			break;
+		if (!target_alive(fs, target)) {
+			ret = -EIO;
+			break;
+		}
+		if (rb->kind == SUPER_RB_REBUILD && !mirror_region_dirty(m, r)) {
+			mirror_set_cursor(m, r + 1);
+			continue;
+		}
+		mirror_sync_window(m, r);
+		ret = copy_region(fs, rb, target, r, buf);
+		if (ret == 0)
+			mirror_set_cursor(m, r + 1);
+		mirror_sync_window(m, UINT64_MAX);
+		if (ret < 0)
+			break;
+		atomic_fetch_add(&rb->regions_done, 1);
+		if (now_s() - last_ckpt >= RB_CKPT_EVERY_S) {
+			ckpt_write(fs);	/* records the cursor */
+			last_ckpt = now_s();
+		}
+	}
+	free(buf);
+	if (ret < 0)
+		goto fail;
+	if (atomic_load(&rb->stop))
+		return NULL;	/* unmount: stays recorded as running */
+	if (atomic_load(&rb->cancel)) {
+		mirror_end_sync(m, MDEV_STALE);
+		finish(fs, rb, RB_CANCELLED, false);
+		ckpt_write(fs);
+		tfs_log(LOG_NOTICE, "%s: rebuild cancelled; the device stays stale", name);
+		return NULL;
+	}
+
+	pthread_mutex_lock(&rb->mu);
+	rb->verifying = true;
+	pthread_mutex_unlock(&rb->mu);
+	ret = verify_pass(fs, rb, target);
+	if (ret == -ECANCELED && atomic_load(&rb->stop))
+		return NULL;
+	if (ret == -ECANCELED && atomic_load(&rb->cancel)) {
+		mirror_end_sync(m, MDEV_STALE);
+		finish(fs, rb, RB_CANCELLED, false);
+		ckpt_write(fs);
+		return NULL;
+	}
+	if (ret < 0)
+		goto fail;
+	if (!mirror_finish_sync(m, target)) {
+		ret = -EIO;
+		goto fail;
+	}
+	/* Every device in sync: nothing is missing anywhere any more.  A
+	 * device failing right now may have lost its marks: mark all. */
+	if (mirror_insync(m) == m->ndevs) {
+		mirror_clear_all(m);
+		if (mirror_insync(m) < m->ndevs)
+			mirror_mark_all(m);
+	}
+	finish(fs, rb, RB_DONE, false);
+	ret = ckpt_write(fs);
+	if (ret < 0) {
+		set_error(rb, "%s: completion checkpoint failed: %s", name, ret);
+		pthread_mutex_lock(&rb->mu);
+		rb->state = RB_FAILED;
+		pthread_mutex_unlock(&rb->mu);
+		return NULL;
+	}
+	tfs_log(LOG_NOTICE, "%s: %s finished: %llu blocks copied, %llu verified, %llu rewritten",
+		name, rb->kind == SUPER_RB_REPLACE ? "replace" : "rebuild",
+		(unsigned long long)atomic_load(&rb->copied),
+		(unsigned long long)atomic_load(&rb->verified),
+		(unsigned long long)atomic_load(&rb->fixed));
+	return NULL;
+fail:
+	set_error(rb, "%s: %s", name, ret);
+	mirror_end_sync(m, MDEV_FAILED);
+	finish(fs, rb, RB_FAILED, false);
+	tfs_log(LOG_ERR, "%s: rebuild failed: %s; the device stays stale", name,
+		strerror(-ret));
+	ckpt_write(fs);
+	return NULL;
+}
+
+/* Count the regions this run visits, reset counters, start the thread.
+ * Caller set rb->kind/dev and installed the target. */
+static int launch(struct tfs *fs)
+{
+	struct rebuild *rb = fs->rb;
+	struct mirror *m = &fs->mirror;
+	uint64_t total = 0;
+	int ret;
+
+	for (uint64_t r = 0; r < m->trk_nregions; r++)
+		if (rb->kind == SUPER_RB_REPLACE || mirror_region_dirty(m, r))
+			total++;
+	pthread_mutex_lock(&rb->mu);
+	rb->regions_total = total;
+	atomic_store(&rb->regions_done, 0);
+	for (uint64_t r = 0; r < atomic_load(&m->sync_cursor) && r < m->trk_nregions; r++)
+		if (rb->kind == SUPER_RB_REPLACE || mirror_region_dirty(m, r))
+			atomic_fetch_add(&rb->regions_done, 1);
+	atomic_store(&rb->stop, false);
+	atomic_store(&rb->cancel, false);
+	rb->error[0] = '\0';
+	rb->verifying = false;
+	clock_gettime(CLOCK_MONOTONIC, &rb->t0);
+	pthread_mutex_unlock(&rb->mu);
+	ret = -pthread_create(&rb->thr, NULL, rb_main, fs);
+	if (ret == 0)
+		rb->thr_running = true;
+	return ret;
+}
+
+void rebuild_mount_resume(struct tfs *fs)
+{
+	struct rebuild *rb = fs->rb;
+
+	if (!rb || rb->state != RB_RUNNING || rb->thr_running)
+		return;
+	if (launch(fs) < 0) {
+		mirror_end_sync(&fs->mirror, MDEV_STALE);
+		finish(fs, rb, RB_FAILED, true);
+	}
+}
+
+static void join_thread(struct rebuild *rb)
+{
+	if (rb->thr_running) {
+		pthread_join(rb->thr, NULL);
+		rb->thr_running = false;
+	}
+}
+
+void rebuild_stop(struct tfs *fs)
+{
+	struct rebuild *rb = fs->rb;
+
+	if (!rb)
+		return;
+	atomic_store(&rb->stop, true);
+	join_thread(rb);
+	/* Still recorded as running: the final checkpoint keeps the cursor,
+	 * and the device is stale until a later mount finishes the job. */
+	if (atomic_load(&fs->mirror.sync_dev) >= 0)
+		mirror_end_sync(&fs->mirror, MDEV_STALE);
+}
+
+void rebuild_free(struct tfs *fs)
+{
+	struct rebuild *rb = fs->rb;
+
+	mirror_track_free(&fs->mirror);
+	if (!rb)
+		return;
+	for (unsigned i = 0; i < rb->nretired; i++)
+		dev_close(rb->retired[i]);
+	for (unsigned i = 0; i < DEV_MAX; i++)
+		free(rb->slot_path[i]);
+	pthread_mutex_destroy(&rb->mu);
+	free(rb);
+	fs->rb = NULL;
+}
+
+/* ---- commands ---- */
+
+/* Slot named by @name: a number, the path it was mounted from, or its
+ * dev uuid.  -1 if none. */
+static int find_slot(struct tfs *fs, const char *name)
+{
+	char *end;
+	unsigned long v = strtoul(name, &end, 10);
+	char u[37];
+
+	if (*name && !*end && v < fs->ndevs)
+		return (int)v;
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		if (fs->mirror.devs[i] && fs->mirror.devs[i]->path &&
+		    strcmp(fs->mirror.devs[i]->path, name) == 0)
+			return (int)i;
+		if (fs->rb->slot_path[i] && strcmp(fs->rb->slot_path[i], name) == 0)
+			return (int)i;
+		uuid_fmt(fs->sb.dev_uuids[i], u);
+		if (strcasecmp(u, name) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Claim the run slot; -EBUSY if one runs.  Joins a finished thread. */
+static int claim(struct tfs *fs, char *err, size_t errlen)
+{
+	struct rebuild *rb = fs->rb;
+
+	pthread_mutex_lock(&rb->mu);
+	if (rb->state == RB_RUNNING) {
+		pthread_mutex_unlock(&rb->mu);
+		snprintf(err, errlen, "a %s of device %d is already running",
+			 rb->kind == SUPER_RB_REPLACE ? "replace" : "rebuild", rb->dev);
+		return -EBUSY;
+	}
+	rb->state = RB_RUNNING;	/* claimed; undone by release() on error */
+	pthread_mutex_unlock(&rb->mu);
+	join_thread(rb);
+	atomic_store(&rb->copied, 0);
+	atomic_store(&rb->verified, 0);
+	atomic_store(&rb->fixed, 0);
+	rb->copied_base = 0;
+	return 0;
+}
+
+static void release(struct rebuild *rb, int state)
+{
+	pthread_mutex_lock(&rb->mu);
+	rb->state = state;
+	pthread_mutex_unlock(&rb->mu);
+}
+
+static void retire(struct rebuild *rb, struct dev *d)
+{
+	if (d && rb->nretired < sizeof(rb->retired) / sizeof(rb->retired[0]))
+		rb->retired[rb->nretired++] = d;
+	else if (d)
+		dev_close(d);	/* cannot happen: one per attach, DEV_MAX attaches */
+}
+
+/* Common tail: target installed, record the run and start. */
+static int begin(struct tfs *fs, unsigned slot, struct dev *d, int kind, char *err,
+		 size_t errlen)
+{
+	struct rebuild *rb = fs->rb;
+	int ret;
+
+	pthread_mutex_lock(&rb->mu);
+	rb->kind = kind;
+	rb->dev = (int)slot;
+	rb->persist = true;
+	pthread_mutex_unlock(&rb->mu);
+	mirror_start_sync(&fs->mirror, slot, d, kind == SUPER_RB_REPLACE, 0);
+	fs->devs[slot] = d;
+	/* Records the run (and, for a replace, the new member) before any
+	 * block is copied. */
+	ret = ckpt_write(fs);
+	if (ret == 0)
+		ret = launch(fs);
+	if (ret < 0) {
+		mirror_end_sync(&fs->mirror, MDEV_STALE);
+		finish(fs, rb, RB_FAILED, false);
+		snprintf(err, errlen, "cannot start: %s", strerror(-ret));
+	}
+	return ret;
+}
+
+int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
+{
+	struct mirror *m = &fs->mirror;
+	struct dev *d = NULL, *old;
+	int slot, st, ret;
+
+	ret = claim(fs, err, errlen);
+	if (ret < 0)
+		return ret;
+	slot = find_slot(fs, name);
+	if (slot < 0) {
+		/* A returning device not open yet: its superblock says which
+		 * slot it is. */
+		struct super dsb;
+		char why[160] = "";
+
+		ret = dev_open(name, false, &d, err, errlen);
+		if (ret < 0)
+			goto out;
+		ret = super_read_dev(fs->be, d, &dsb, NULL, why, sizeof(why));
+		if (ret < 0 || memcmp(dsb.fs_uuid, fs->sb.fs_uuid, 16) != 0 ||
+		    dsb.dev_index >= fs->ndevs ||
+		    memcmp(dsb.dev_uuid, fs->sb.dev_uuids[dsb.dev_index], 16) != 0) {
+			snprintf(err, errlen, "%s: not a member of this twinfs%s%s (use replace)",
+				 name, why[0] ? ": " : "", why);
+			ret = -EINVAL;
+			goto out_close;
+		}
+		slot = (int)dsb.dev_index;
+	}
+	st = atomic_load(&m->state[slot]);
+	if (st == MDEV_OK || st == MDEV_REBUILDING) {
+		snprintf(err, errlen, "device %d is %s: nothing to rebuild", slot,
+			 mirror_state_name(st));
+		ret = -EALREADY;
+		goto out_close;
+	}
+	if (mirror_insync(m) == 0) {
+		snprintf(err, errlen, "no in-sync device to rebuild from");
+		ret = -EIO;
+		goto out_close;
+	}
+	if (!d && !m->devs[slot]) {
+		const char *p = fs->rb->slot_path[slot];
+
+		if (!p) {
+			snprintf(err, errlen, "device %d is missing: name its path", slot);
+			ret = -ENODEV;
+			goto out;
+		}
+		ret = dev_open(p, false, &d, err, errlen);
+		if (ret < 0)
+			goto out;
+	}
+	if (d) {
+		if (d->size / BS < fs->sb.total_blocks) {
+			snprintf(err, errlen, "%s: smaller than the file system", d->path);
+			ret = -ENOSPC;
+			goto out_close;
+		}
+		ret = dev_backend_attach(fs->be, d);
+		if (ret < 0) {
+			snprintf(err, errlen, "%s: cannot attach: %s", d->path, strerror(-ret));
+			goto out_close;
+		}
+		old = m->devs[slot];
+		retire(fs->rb, old);
+	} else {
+		d = m->devs[slot];	/* failed or stale, still open */
+	}
+	return begin(fs, (unsigned)slot, d, SUPER_RB_REBUILD, err, errlen);
+
+out_close:
+	if (d && d != m->devs[slot])
+		dev_close(d);
+out:
+	release(fs->rb, RB_FAILED);
+	if (!err[0])
+		snprintf(err, errlen, "%s", strerror(-ret));
+	pthread_mutex_lock(&fs->rb->mu);
+	snprintf(fs->rb->error, sizeof(fs->rb->error), "%s", err);
+	pthread_mutex_unlock(&fs->rb->mu);
+	return ret;
+}
+
+int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, char *err,
+		    size_t errlen)
+{
+	struct mirror *m = &fs->mirror;
+	struct dev *d = NULL;
+	struct super nsb;
+	uint8_t uuid[16];
+	void *zero = NULL;
+	int slot, ret;
+
+	ret = claim(fs, err, errlen);
+	if (ret < 0)
+		return ret;
+	slot = find_slot(fs, oldname);
+	if (slot < 0) {
+		snprintf(err, errlen, "%s: not a device of this file system", oldname);
+		ret = -ENOENT;
+		goto out;
+	}
+	if (mirror_insync(m) - (atomic_load(&m->state[slot]) == MDEV_OK) == 0) {
+		snprintf(err, errlen, "no other in-sync device to copy from");
+		ret = -EIO;
+		goto out;
+	}
+	ret = dev_open(newpath, false, &d, err, errlen);
+	if (ret < 0)
+		goto out;
+	if (d->size / BS < fs->sb.total_blocks) {
+		snprintf(err, errlen, "%s: too small (%llu MiB; the file system needs %llu MiB)",
+			 newpath, (unsigned long long)(d->size >> 20),
+			 (unsigned long long)((fs->sb.total_blocks * BS) >> 20));
+		ret = -ENOSPC;
+		goto out_close;
+	}
+	do {
+		if (getrandom(uuid, sizeof(uuid), 0) != sizeof(uuid)) {
+			ret = -EIO;
+			goto out_close;
+		}
+		uuid[6] = (uuid[6] & 0x0f) | 0x40;
+		uuid[8] = (uuid[8] & 0x3f) | 0x80;
+	} while (0);
+	ret = dev_backend_attach(fs->be, d);
+	if (ret < 0) {
+		snprintf(err, errlen, "%s: cannot attach: %s", newpath, strerror(-ret));
+		goto out_close;
+	}
+
+	/* The new member's superblock first (both slots: an old file system's
+	 * slot must not win), then the others learn its uuid. */
+	if (posix_memalign(&zero, BS, 2 * BS)) {
+		ret = -ENOMEM;
+		goto out_close;
+	}
+	memset(zero, 0, 2 * BS);
+	pthread_mutex_lock(&fs->ckpt_mu);
+	nsb = fs->sb;
+	nsb.dev_index = (uint32_t)slot;
+	memcpy(nsb.dev_uuid, uuid, 16);
+	memcpy(nsb.dev_uuids[slot], uuid, 16);
+	nsb.dev_state[slot] = 1;
+	ret = dev_pwrite(fs->be, d, zero, 2 * BS, 0);
+	if (ret == 0)
+		ret = super_write_dev(fs->be, d, &nsb);
+	if (ret == 0)
+		ret = dev_flush(fs->be, d);
+	if (ret == 0) {
+		memcpy(fs->sb.dev_uuids[slot], uuid, 16);
+		fs->sb.dev_state[slot] = 1;
+	}
+	pthread_mutex_unlock(&fs->ckpt_mu);
+	free(zero);
+	if (ret < 0) {
+		snprintf(err, errlen, "%s: cannot write the superblock: %s", newpath,
+			 strerror(-ret));
+		goto out_close;
+	}
+	/* The old device leaves the mirror; I/O that already picked it may
+	 * still be in flight, so it stays open until unmount. */
+	if (atomic_load(&m->state[slot]) == MDEV_OK)
+		atomic_store(&m->state[slot], MDEV_FAILED);
+	if (atomic_load(&m->state[slot]) != MDEV_MISSING)
+		mirror_mark_all(m);	/* not read: the bits only matter for rebuild */
+	retire(fs->rb, m->devs[slot]);
+	free(fs->rb->slot_path[slot]);
+	fs->rb->slot_path[slot] = strdup(newpath);
+	return begin(fs, (unsigned)slot, d, SUPER_RB_REPLACE, err, errlen);
+
+out_close:
+	dev_close(d);
+out:
+	release(fs->rb, RB_FAILED);
+	pthread_mutex_lock(&fs->rb->mu);
+	snprintf(fs->rb->error, sizeof(fs->rb->error), "%s", err);
+	pthread_mutex_unlock(&fs->rb->mu);
+	return ret;
+}
+
+int rebuild_cancel(struct tfs *fs)
+{
+	struct rebuild *rb = fs->rb;
+	bool running;
+
+	pthread_mutex_lock(&rb->mu);
+	running = rb->state == RB_RUNNING && rb->thr_running;
+	pthread_mutex_unlock(&rb->mu);
+	if (!running)
+		return -ENOENT;
+	atomic_store(&rb->cancel, true);
+	return 0;
+}
+
+void rebuild_get_status(struct tfs *fs, struct rebuild_status *st)
+{
+	struct rebuild *rb = fs->rb;
+	uint64_t rbytes = (uint64_t)BS << fs->mirror.trk_shift;
+	double el;
+
+	memset(st, 0, sizeof(*st));
+	st->dev = -1;
+	if (!rb)
+		return;
+	pthread_mutex_lock(&rb->mu);
+	st->state = rb->state;
+	st->kind = rb->kind;
+	st->dev = rb->dev;
+	st->verifying = rb->verifying;
+	st->regions_total = rb->regions_total;
+	st->regions_done = atomic_load(&rb->regions_done);
+	snprintf(st->error, sizeof(st->error), "%s", rb->error);
+	el = now_s() - ts_s(&rb->t0);
+	pthread_mutex_unlock(&rb->mu);
+	if (st->regions_done > st->regions_total)
+		st->regions_done = st->regions_total;
+	st->bytes_total = st->regions_total * rbytes;
+	st->bytes_done = st->regions_done * rbytes;
+	st->copied_blocks = atomic_load(&rb->copied);
+	st->verified_blocks = atomic_load(&rb->verified);
+	st->fixed_blocks = atomic_load(&rb->fixed);
+	if (st->state == RB_RUNNING && el > 0.05)
+		st->rate = (uint64_t)(st->bytes_done / el);
+	if (st->rate)
+		st->eta_s = (st->bytes_total - st->bytes_done) / st->rate;
+}
+
+int rebuild_wait(struct tfs *fs)
+{
+	struct rebuild *rb = fs->rb;
+	int state;
+
+	for (;;) {
+		pthread_mutex_lock(&rb->mu);
+		state = rb->state;
+		pthread_mutex_unlock(&rb->mu);
+		if (state != RB_RUNNING || !rb->thr_running)
+			break;
+		usleep(10000);
+	}
+	return state;
+}
+
+/* ---- health ---- */
+
+void rebuild_health_check(struct tfs *fs)
+{
+	struct mirror *m = &fs->mirror;
+
+	for (unsigned i = 0; i < m->ndevs; i++) {
+		struct dev *d = m->devs[i];
+		struct stat st;
+
+		if (!d || d->is_blk || atomic_load(&m->state[i]) != MDEV_OK)
+			continue;
+		if (fstat(d->fd, &st) < 0)
+			continue;
+		/* An open image keeps working after rm, but it is gone at
+		 * unmount: treat it as a vanished device now. */
+		if (st.st_nlink == 0) {
+			tfs_log(LOG_ERR, "%s: image file was deleted", d->path);
+			mirror_fail_dev(m, i, -ENODEV);
+		} else if ((uint64_t)st.st_size < fs->sb.total_blocks * BS) {
+			tfs_log(LOG_ERR, "%s: image file was truncated", d->path);
+			mirror_fail_dev(m, i, -EIO);
+		}
+	}
+}

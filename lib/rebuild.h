@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rebuild: bringing a mirror back in sync while mounted.
+ *
+ * "rebuild DEV" copies to a returning device the allocated blocks of the
+ * regions written while it was away (the write-intent bitmap of mirror.h);
+ * "replace OLD NEW" formats NEW as the member in OLD's slot (new dev_uuid,
+ * same fs_uuid) and copies every allocated block.  Both run in a background
+ * thread while the file system is in use, record their cursor in every
+ * checkpoint (so a remount resumes them), end with a verification pass over
+ * every extent in the copied regions, and only then let a checkpoint mark
+ * the device in sync.  Also owns the persistence of the bitmap (checkpoint
+ * hooks) and the check for image files that vanished under a mounted fs.
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef TWINFS_REBUILD_H
+#define TWINFS_REBUILD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tfs;
+struct super;
+
+enum rebuild_state { RB_IDLE = 0, RB_RUNNING, RB_DONE, RB_FAILED, RB_CANCELLED };
+
+struct rebuild_status {
+	int state;			/* enum rebuild_state */
+	int kind;			/* SUPER_RB_REBUILD / SUPER_RB_REPLACE, 0 if idle */
+	int dev;			/* slot, -1 if idle */
+	bool verifying;			/* copy done, verification pass running */
+	uint64_t regions_total, regions_done;
+	uint64_t bytes_total, bytes_done;	/* regions to visit, as bytes */
+	uint64_t rate;			/* bytes/s over this run */
+	uint64_t eta_s;
+	uint64_t copied_blocks;		/* allocated blocks copied */
+	uint64_t verified_blocks;	/* extent blocks verified on the target */
+	uint64_t fixed_blocks;		/* bad copies rewritten by the verification */
+	char error[160];
+};
+
+/* ---- mount / unmount (fs.c) ---- */
+/* After mirror_init and the device states: set up tracking, record the
+ * device paths (for messages), and take back a device whose rebuild was
+ * running (REBUILDING from the saved cursor). */
+int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err, size_t errlen);
+/* Mark a replayed extent's blocks dirty when a device is out of sync. */
+void rebuild_note_replay(struct tfs *fs, uint64_t phys, uint64_t n);
+/* After the allocator is rebuilt: hold the bitmap blocks, load the bitmap. */
+int rebuild_mount_load(struct tfs *fs, char *err, size_t errlen);
+/* After the mount's checkpoint: restart an interrupted rebuild. */
+void rebuild_mount_resume(struct tfs *fs);
+/* Stop the thread (leaving the rebuild recorded as running, so the next
+ * mount resumes it). */
+void rebuild_stop(struct tfs *fs);
+/* Free everything (closes devices replaced while mounted). */
+void rebuild_free(struct tfs *fs);
+
+/* ---- checkpoint hooks (ckpt.c, under ckpt_mu) ---- */
+struct rebuild_wib {
+	uint64_t start;
+	uint32_t blocks, shift;
+	uint64_t csum;
+};
+/* Write the bitmap (if any region is dirty) to new blocks; the checkpoint's
+ * flush makes it durable.  *w gets its location (start 0: none). */
+int rebuild_ckpt_write_bits(struct tfs *fs, struct rebuild_wib *w);
+/* Give back bitmap blocks (the new ones after a failure, the previous ones
+ * after the flip). */
+void rebuild_ckpt_put_bits(struct tfs *fs, uint64_t start, uint32_t blocks);
+/* Rebuild fields into sb. */
+void rebuild_fill_sb(struct tfs *fs, struct super *sb);
+
+/* ---- commands (ctl_dev.c, tests) ---- */
+/* dev: slot number, path, or dev uuid. */
+int rebuild_start(struct tfs *fs, const char *dev, char *err, size_t errlen);
+int rebuild_replace(struct tfs *fs, const char *old, const char *newpath, char *err,
+		    size_t errlen);
+int rebuild_cancel(struct tfs *fs);
+void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);
+/* Wait until no rebuild runs; returns the final state. */
+int rebuild_wait(struct tfs *fs);
+
+/* ---- health (fs.c background thread) ---- */
+/* Fail in-sync devices whose image file was deleted or truncated. */
+void rebuild_health_check(struct tfs *fs);
+
+#endif
