@@ -317,7 +317,7 @@ void rebuild_fill_sb(struct tfs *fs, struct super *sb)
 		 * written to the target before that flush. */
 		sb->rb_cursor = atomic_load(&fs->mirror.sync_cursor);
 		sb->rb_copied = rb->copied_base + atomic_load(&rb->copied);
-	} else if (rb->state != RB_IDLE || !rb->persist) {
+	} else {
 		sb->rb_state = SUPER_RB_NONE;
 		sb->rb_kind = 0;
 		sb->rb_dev = 0;
