@@ -19,7 +19,7 @@ AT=$T/$A
 mkdir "$AT"
 chown "$A:$A" "$AT" "$MNT"
 # A real tool answers --help; a placeholder does not.
-tool_ready() { [[ -n ${1:-} && -x $1 ]] && "$1" --help >/dev/null 2>&1; }
+tool_ready() { [[ -n ${1:-} && -x $1 ]] && "$1" -h >/dev/null 2>&1; }
 
 u_ok "$A" "truncate" truncate -s 256M "$AT/a.img" "$AT/b.img"
 u_ok "$A" "chmod" chmod 0600 "$AT/a.img" "$AT/b.img"
@@ -76,6 +76,7 @@ grep " $MNT " /proc/self/mountinfo | grep -q default_permissions ||
 ls "$MNT" >/dev/null 2>&1 && h_fail "root entered $A's mount without allow_other"
 u_denied "$B" "ls of $A's mount" "Permission denied" ls "$MNT"
 
+h_log "write files as $A"
 u_ok "$A" "write files" sh -c '
 	set -e
 	cd "$1"
@@ -89,6 +90,7 @@ u_ok "$A" "write files" sh -c '
 	dd if=/dev/urandom of=direct bs=64k count=16 oflag=direct status=none
 	sha256sum d/big d/e/small hello direct >"$2"
 ' sh "$MNT" "$AT/sums"
+h_log "fusermount3 -u as $A"
 u_ok "$A" "fusermount3 -u" fusermount3 -u "$MNT"
 u_wait_gone "${pids[0]}" 30 || h_fail "daemon did not exit after fusermount3 -u"
 h_is_mounted "$MNT" && h_fail "still mounted after fusermount3 -u"
@@ -99,8 +101,8 @@ done
 # ---- fsck as the user ----------------------------------------------------------
 if tool_ready "${FSCK:-}"; then
 	h_log "fsck.twinfs as $A"
-	u_ok "$A" "fsck.twinfs" "$FSCK" "${IMGS[@]}"
-	u_denied "$B" "fsck.twinfs on $A's images" "Permission denied" "$FSCK" "${IMGS[@]}"
+	u_ok "$A" "fsck.twinfs -n" "$FSCK" -n "${IMGS[@]}"
+	u_denied "$B" "fsck.twinfs on $A's images" "Permission denied" "$FSCK" -n "${IMGS[@]}"
 else
 	h_log "fsck.twinfs not built yet: skipped"
 fi

@@ -169,14 +169,13 @@ u_wait_gone() {
 # (daemons started in the background by twinfs itself or mount.fuse3).
 u_daemon_pids() {
 	local p a
-	for p in /proc/[0-9]*; do
-		[[ $(readlink "$p/exe" 2>/dev/null) == "$(readlink -f "$TWINFS_BIN")" ]] || continue
+	for p in $(pgrep -x twinfs); do
 		while IFS= read -r -d '' a; do
 			if [[ $a == "$1" ]]; then
-				echo "${p#/proc/}"
+				echo "$p"
 				break
 			fi
-		done <"$p/cmdline" 2>/dev/null
+		done <"/proc/$p/cmdline" 2>/dev/null
 	done
 }
 
