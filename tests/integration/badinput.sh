@@ -18,10 +18,11 @@ mkfs_fails() {
 	h_log "ok: mkfs refused: $out"
 }
 
+h_log "mkfs cases"
 # ---- mkfs -------------------------------------------------------------------
 small=$(h_mkimg small.img 32M)
-a=$(h_mkimg a.img 256M)
-b=$(h_mkimg b.img 256M)
+a=$(h_mkimg a.img 80M)
+b=$(h_mkimg b.img 80M)
 sum_ab=$(h_sums "$a" "$b")
 
 mkfs_fails "$small" "$small"
@@ -41,8 +42,9 @@ for args in "" "-x $a" "-L" "$a $a $a $a $a $a $a $a $a"; do
 	grep -qi usage <<<"$out" || h_fail "mkfs.twinfs $args: no usage line: $out"
 done
 
+h_log "ext4 cases"
 if command -v mkfs.ext4 >/dev/null; then
-	e=$(h_mkimg ext4.img 128M)
+	e=$(h_mkimg ext4.img 80M)
 	mkfs.ext4 -F -q "$e"
 	sum_e=$(h_sums "$e" "$b")
 	mkfs_fails "$e" "$e" "$b"
@@ -59,6 +61,7 @@ else
 	h_log "skip: mkfs.ext4 is absent, no ext4 cases"
 fi
 
+h_log "existing twinfs"
 # An existing twinfs is refused without -f, overwritten with it.
 "$MKFS" -f "$a" "$b" >/dev/null || h_fail "mkfs of a and b failed"
 sum_ab=$(h_sums "$a" "$b")
@@ -67,6 +70,7 @@ mkfs_fails "$a" "$a" "$b"
 "$MKFS" -f -L again "$a" "$b" | grep -q again || h_fail "mkfs -f: summary lacks the label"
 sum_ab=$(h_sums "$a" "$b")
 
+h_log "mount: missing device"
 # ---- mount ------------------------------------------------------------------
 # A missing device: refused, naming it; accepted with -o degraded.
 h_mount_fails "$a:$T/missing.img"
@@ -81,12 +85,14 @@ echo hello >"$MNT/f"
 h_umount
 LOG_ALLOW=''
 
+h_log "mount: zero image"
 # An all-zero image (no file system) is refused, naming it.
-z=$(h_mkimg zero.img 256M)
+z=$(h_mkimg zero.img 80M)
 h_mount_fails "$z" degraded
 grep -qF "$z" <<<"$FAIL_OUT" || h_fail "zero image not named: $FAIL_OUT"
 [[ -z $(tr -d '\0' <"$z" | head -c 1) ]] || h_fail "refused mount wrote to the zero image"
 
+h_log "mount: corrupt superblock"
 # A corrupt superblock (both slots): the device alone is refused, naming it,
 # and nothing is written to either image.
 "$MKFS" -f "$a" "$b" >/dev/null
@@ -97,6 +103,7 @@ grep -qF "$a" <<<"$FAIL_OUT" || h_fail "corrupt device not named: $FAIL_OUT"
 h_mount_fails "$a:$b"
 [[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
 
+h_log "usage"
 # Wrong usage: nonzero with a usage line.
 for args in "" "$b" "-o" "-o bogus_option_xyz $b $MNT"; do
 	rc=0
@@ -109,9 +116,10 @@ for args in "" "$b" "-o" "-o bogus_option_xyz $b $MNT"; do
 	fi
 done
 
+h_log "mount: truncated image"
 # A truncated image: refused alone, naming it.
 "$MKFS" -f "$a" "$b" >/dev/null
-truncate -s 100M "$a"
+truncate -s 40M "$a"
 sum_ab=$(h_sums "$a" "$b")
 h_mount_fails "$a" degraded
 grep -qF "$a" <<<"$FAIL_OUT" || h_fail "truncated device not named: $FAIL_OUT"
