@@ -1035,6 +1035,8 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 		return -EINVAL;
 	fs->replaying = true;	/* orphan deletion without drops (no allocator use yet) */
 	ret = mount_rebuild(fs, err, errlen);
+	if (ret == 0)
+		ret = rebuild_mount_load(fs, err, errlen);
 	fs->replaying = false;
 	if (ret < 0)
 		return ret;

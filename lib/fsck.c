@@ -627,6 +627,8 @@ static bool phys_ok(const struct super *sb, uint64_t p)
 {
 	if (p < sb->data_start || p >= sb->total_blocks)
 		return false;
+	if (sb->wib_start && p >= sb->wib_start && p < sb->wib_start + sb->wib_blocks)
+		return false;	/* the write-intent bitmap */
 	return !(sb->ckpt_blocks && p >= sb->ckpt_start && p < sb->ckpt_start + sb->ckpt_blocks);
 }
 
@@ -724,7 +726,7 @@ static int pass_inodes(struct fck *c)
 			ret = extent_walk(&ip->map, 0, EXTENT_MAX_FBLK, range_run, &rc);
 			for (size_t k = 0; ret == 0 && k < rc.n; k++) {
 				meta_problem(c, false, "%s: offset %llu: %llu block(s) at %llu outside "
-					     "the data area: unmapping them (data lost)",
+					     "the data area or in metadata: unmapping them (data lost)",
 					     ipath(c, ip->ino, path, sizeof(path)),
 					     (unsigned long long)(rc.v[k].fblk * TFS_BLOCK_SIZE),
 					     (unsigned long long)rc.v[k].n,
@@ -1367,6 +1369,9 @@ static int commit(struct fck *c)
 		if (c->stale[d] && fs->devs[d] && !c->stale_unfixed[d])
 			atomic_store(&fs->mirror.state[d], MDEV_OK);
 	}
+	/* What the write-intent bitmap says a device missed is now copied. */
+	if (mirror_insync(&fs->mirror) == fs->ndevs)
+		mirror_clear_all(&fs->mirror);
 	ret = c->slots_bad ? tfs_checkpoint(fs) : 0;
 	if (ret == 0)
 		ret = tfs_unmount(fs);
@@ -1424,6 +1429,14 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 			continue;
 		c.res->errors++;
 		stale_err++;
+		if (c.fs->sb.rb_state == SUPER_RB_RUNNING) {
+			/* The rebuild's cursor and bitmap are its own: let it
+			 * finish rather than declare the device in sync here. */
+			c.stale_unfixed[d]++;
+			say(&c, "%s: stale, and a rebuild onto it is in progress: mount the file "
+			    "system to let it finish", devname_(&c, d));
+			continue;
+		}
 		say(&c, "%s: stale (it missed writes while failed or missing): %s", devname_(&c, d),
 		    c.fix ? "bringing every block up to date" : "not fixed (-n)");
 	}
@@ -1456,7 +1469,8 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 	if (ret < 0)
 		hard_problem(&c, "data check stopped: %s", strerror(-ret));
 	for (unsigned d = 0; d < c.fs->ndevs; d++) {
-		if (c.stale[d] && c.stale_unfixed[d] && c.fix)
+		if (c.stale[d] && c.stale_unfixed[d] && c.fix &&
+		    c.fs->sb.rb_state != SUPER_RB_RUNNING)
 			say(&c, "%s: %llu blocks could not be brought up to date; it stays stale",
 			    devname_(&c, d), (unsigned long long)c.stale_unfixed[d]);
 	}
