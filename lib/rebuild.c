@@ -50,6 +50,7 @@ struct rebuild {
 	bool thr_running;		/* joinable thread exists */
 	_Atomic bool stop;		/* unmount: keep the run recorded */
 	_Atomic bool cancel;		/* user: forget the run */
+	_Atomic uint64_t rate;		/* bytes/s of regions visited, 0: no limit */
 
 	int state;			/* enum rebuild_state */
 	int kind;			/* SUPER_RB_*; 0 idle */
@@ -571,6 +572,31 @@ static void finish(struct tfs *fs, struct rebuild *rb, int state, bool persist)
 	pthread_mutex_unlock(&rb->mu);
 }
 
+/* Hold the visit rate to rb->rate (sleeping in short steps so a stop is
+ * seen soon). */
+static void throttle(struct tfs *fs, struct rebuild *rb)
+{
+	uint64_t rate = atomic_load(&rb->rate);
+	double due, el;
+
+	if (!rate)
+		return;
+	due = (double)atomic_load(&rb->regions_done) *
+	      (double)((uint64_t)BS << fs->mirror.trk_shift) / (double)rate;
+	while ((el = now_s() - ts_s(&rb->t0)) < due && !atomic_load(&rb->stop) &&
+	       !atomic_load(&rb->cancel)) {
+		double left = due - el;
+
+		usleep(left > 0.05 ? 50000 : (useconds_t)(left * 1e6) + 1);
+	}
+}
+
+void rebuild_set_rate(struct tfs *fs, uint64_t bytes_per_s)
+{
+	if (fs->rb)
+		atomic_store(&fs->rb->rate, bytes_per_s);
+}
+
 static void *rb_main(void *arg)
 {
 	struct tfs *fs = arg;
@@ -613,6 +639,7 @@ static void *rb_main(void *arg)
 		if (ret < 0)
 			break;
 		atomic_fetch_add(&rb->regions_done, 1);
+		throttle(fs, rb);
 		if (now_s() - last_ckpt >= RB_CKPT_EVERY_S) {
 			ckpt_write(fs);	/* records the cursor */
 			last_ckpt = now_s();

@@ -79,6 +79,8 @@ int rebuild_start(struct tfs *fs, const char *dev, char *err, size_t errlen);
 int rebuild_replace(struct tfs *fs, const char *old, const char *newpath, char *err,
 		    size_t errlen);
 int rebuild_cancel(struct tfs *fs);
+/* Limit the pace (bytes of regions visited per second; 0: none). */
+void rebuild_set_rate(struct tfs *fs, uint64_t bytes_per_s);
 void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);
 /* Wait until no rebuild runs; returns the final state. */
 int rebuild_wait(struct tfs *fs);
