@@ -10,6 +10,19 @@
 #include <string.h>
 
 #include "fsck.h"
+#include "tlog.h"
+
+static int log_max = LOG_ERR;	/* lib log lines shown: up to this level */
+
+/* The report says what was found; the lib's own lines (a checksum mismatch
+ * met while loading, or with -n the refused rewrite of a bad copy) would
+ * only repeat it or mislead, so they are shown with -v only, except errors
+ * while repairing. */
+static void lib_log(int level, const char *msg)
+{
+	if (level <= log_max)
+		fprintf(stderr, "fsck.twinfs: %s\n", msg);
+}
 
 static void usage(FILE *f)
 {
@@ -71,5 +84,10 @@ int main(int argc, char **argv)
 	o.devs = (const char *const *)(argv + optind);
 	o.ndevs = (unsigned)(argc - optind);
 	o.out = stdout;
+	if (o.verbose)
+		log_max = LOG_DEBUG;
+	else if (o.mode == FSCK_CHECK)
+		log_max = -1;
+	tfs_set_log_fn(lib_log);
 	return fsck_run(&o, NULL);
 }
