@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * ctl_dev: control commands for devices: "rebuild DEV", "replace OLD NEW",
- * "rebuild status", "rebuild cancel".  The work runs in rebuild.c's
+ * "rebuild status", "rebuild cancel" (also spelled "replace status/cancel":
+ * one job slot serves both).  The work runs in rebuild.c's
  * background thread; these commands start it and report its progress as
  * one JSON object (state, kind, dev, percent, bytes, rate, ETA, counts).
  */
@@ -49,7 +50,7 @@ static void put_status(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "verified_blocks", st.verified_blocks);
 	jb_u64(j, "fixed_blocks", st.fixed_blocks);
 	if (st.error[0])
-		jb_str(j, "last_error", st.error);
+		jb_str(j, st.state == RB_FAILED ? "error" : "last_error", st.error);
 }
 
 static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *out)
@@ -118,6 +119,8 @@ static int cmd_replace(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 const struct ctl_cmd ctl_dev_cmds[] = {
 	{ "rebuild status", "rebuild status", cmd_status },
 	{ "rebuild cancel", "rebuild cancel", cmd_cancel },
+	{ "replace status", "replace status", cmd_status },
+	{ "replace cancel", "replace cancel", cmd_cancel },
 	{ "rebuild", "rebuild DEV", cmd_rebuild },
 	{ "replace", "replace OLD NEW", cmd_replace },
 	{ NULL, NULL, NULL },
