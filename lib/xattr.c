@@ -75,6 +75,11 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
+	/* POSIX ACLs are not supported: storing one as a plain xattr would
+	 * leave the mode unchanged while cp -a, tar and rsync believe they
+	 * set it (they fall back to chmod on EOPNOTSUPP). */
+	if (!strncmp(name, "system.posix_acl_", 17))
+		return -EOPNOTSUPP;
 	if (size > LOG_XATTR_VAL_MAX)
 		return -E2BIG;
 	ret = xattr_begin(fs);
