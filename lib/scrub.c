@@ -45,7 +45,7 @@ struct scrub {
 	bool cancel;		/* user cancel: end as CANCELED */
 	struct super_scrub ps;	/* what every checkpoint persists */
 	bool resumed;
-	uint64_t bytes_total, bytes_run;
+	uint64_t bytes_run;
 	int64_t run_start_ns, run_end_ns;	/* CLOCK_MONOTONIC */
 	int64_t thr_start_ns;	/* rate limit baseline (reset on rate change) */
 	uint64_t thr_bytes;
@@ -808,7 +808,7 @@ static void *scrub_main(void *arg)
 		goto end;
 	}
 	pthread_mutex_lock(&sc->mu);
-	sc->bytes_total = total;
+	sc->ps.bytes_total = total;
 	start_ino = sc->ps.ino;
 	start_fblk = sc->ps.fblk;
 	pthread_mutex_unlock(&sc->mu);
@@ -875,7 +875,6 @@ static int spawn(struct scrub *sc)
 	sc->stop = false;
 	sc->cancel = false;
 	sc->bytes_run = 0;
-	sc->bytes_total = 0;
 	sc->run_start_ns = sc->thr_start_ns = mono_ns();
 	sc->run_end_ns = 0;
 	sc->thr_bytes = 0;
@@ -1007,7 +1006,7 @@ int scrub_get_status(struct tfs *fs, struct scrub_status *st)
 	st->state = (int)sc->ps.state;
 	st->resumed = sc->resumed;
 	st->bytes_done = sc->ps.bytes_done;
-	st->bytes_total = sc->bytes_total;
+	st->bytes_total = sc->ps.bytes_total;
 	/* done can pass total when files grew or a checkpoint moved */
 	if (st->bytes_total < st->bytes_done)
 		st->bytes_total = st->bytes_done;
@@ -1017,7 +1016,7 @@ int scrub_get_status(struct tfs *fs, struct scrub_status *st)
 			(double)(end - sc->run_start_ns) / 1e9 : 0;
 	st->rate_bps = st->elapsed_s > 0 ? (double)sc->bytes_run / st->elapsed_s : 0;
 	st->eta_s = -1;
-	if (st->state == SCRUB_RUNNING && st->rate_bps > 0 && sc->bytes_total)
+	if (st->state == SCRUB_RUNNING && st->rate_bps > 0 && st->bytes_total)
 		st->eta_s = (double)(st->bytes_total - st->bytes_done) / st->rate_bps;
 	else if (st->state != SCRUB_RUNNING)
 		st->eta_s = 0;

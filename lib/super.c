@@ -172,7 +172,7 @@ void super_encode(const struct super *sb, unsigned slot, void *buf)
 		put64(b, o + 64, c->repaired);
 		put64(b, o + 72, c->unrecoverable);
 		put64(b, o + 80, c->read_err);
-		/* o + 88: reserved u64 */
+		put64(b, o + 88, c->bytes_total);
 	}
 	put64(b, SB_OFF_WIB_START, sb->wib_start);
 	put32(b, SB_OFF_WIB_BLOCKS, sb->wib_blocks);
@@ -245,6 +245,7 @@ static void decode_fields(const uint8_t *b, struct super *sb)
 		c->repaired = get64(b, o + 64);
 		c->unrecoverable = get64(b, o + 72);
 		c->read_err = get64(b, o + 80);
+		c->bytes_total = get64(b, o + 88);
 	}
 	sb->wib_start = get64(b, SB_OFF_WIB_START);
 	sb->wib_blocks = get32(b, SB_OFF_WIB_BLOCKS);

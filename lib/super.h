@@ -52,6 +52,7 @@ struct super_scrub {
 	uint64_t ino, fblk;		/* cursor: next inode / file block (ino 0: checkpoint) */
 	uint64_t started_ns, finished_ns;	/* CLOCK_REALTIME */
 	uint64_t bytes_done;		/* at the cursor */
+	uint64_t bytes_total;		/* to verify, as counted at (re)start */
 	uint64_t rate;			/* bytes/s limit, 0 = none */
 	uint64_t csum_err, repaired, unrecoverable, read_err;	/* found so far */
 };

@@ -227,10 +227,15 @@ static void scrub_summary(const struct jv *v)
 	const struct jv *bad = jv_get(v, "bad_blocks");
 	uint64_t unrec = jv_u64(v, "unrecoverable", 0);
 
-	printf("scrub %s: %s verified in %s (%s/s)\n", state_str(v, s, sizeof(s)),
+	char b4[32];
+
+	printf("scrub %s: %s of %s verified", state_str(v, s, sizeof(s)),
 	       human(jv_num(v, "bytes_done", 0), b1, sizeof(b1)),
+	       human(jv_num(v, "bytes_total", 0), b4, sizeof(b4)));
+	printf("; this run %s in %s (%s/s)%s\n", human(jv_num(v, "bytes_run", 0), b1, sizeof(b1)),
 	       dur(jv_num(v, "elapsed_s", 0), b2, sizeof(b2)),
-	       human(jv_num(v, "rate_bps", 0), b3, sizeof(b3)));
+	       human(jv_num(v, "rate_bps", 0), b3, sizeof(b3)),
+	       jv_bool(v, "resumed", false) ? ", resumed after a remount" : "");
 	printf("  bad copies found: %llu, repaired: %llu, unrecoverable: %llu, read errors: %llu\n",
 	       (unsigned long long)jv_u64(v, "csum_errors", 0),
 	       (unsigned long long)jv_u64(v, "repaired", 0), (unsigned long long)unrec,
