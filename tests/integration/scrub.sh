@@ -100,6 +100,43 @@ h_mount "${IMGS[1]}" degraded
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "image 1 was not repaired"
 h_umount
 
+# ---- both copies of one block destroyed ----------------------------------
+# Blocks that start with a unique marker find themselves in the images.
+h_setup 2 128M
+h_mount "" ""
+for i in $(seq 0 63); do
+	printf 'MARK-%04d' "$i"
+	head -c $((4096 - 9)) /dev/zero | tr '\0' 'x'
+done >"$T/victim"
+# One copy in large aligned writes: each block is written once, so the
+# marker is found only where the file's block lives.
+cp "$T/victim" "$MNT/victim"
+head -c 100000 /dev/urandom >"$MNT/bystander"
+(cd "$MNT" && sha256sum bystander) >"$T/bsum"
+h_umount
+for img in "${IMGS[@]}"; do
+	at=$(grep -obUa "MARK-0010" "$img" | cut -d: -f1)
+	[[ -n $at && $at != *$'\n'* ]] || h_fail "marker not found once in $img: $at"
+	dd if=/dev/urandom of="$img" bs=4096 seek=$((at / 4096)) count=1 conv=notrunc \
+		status=none
+done
+LOG_ALLOW="$LOG_ALLOW|unrecoverable|I/O error"
+h_mount "" ""
+if dd if="$MNT/victim" of=/dev/null bs=4096 skip=10 count=1 status=none 2>"$T/dderr"; then
+	h_fail "reading the destroyed block succeeded"
+fi
+grep -q "Input/output error" "$T/dderr" || h_fail "not EIO: $(cat "$T/dderr")"
+dd if="$MNT/victim" of=/dev/null bs=4096 count=10 status=none || h_fail "head of victim"
+dd if="$MNT/victim" of=/dev/null bs=4096 skip=11 status=none || h_fail "tail of victim"
+(cd "$MNT" && sha256sum --quiet -c "$T/bsum") || h_fail "bystander"
+if out=$(ctl scrub start "$MNT" --wait); then
+	h_fail "scrub with an unrecoverable block exited 0: $out"
+fi
+echo "$out"
+grep -q "unrecoverable: 1" <<<"$out" || h_fail "not counted: $out"
+grep -q "/victim  offset 40960" <<<"$out" || h_fail "not named: $out"
+h_umount
+
 # ---- who may use the control channel ------------------------------------
 h_setup 2 128M
 h_mount "" allow_other
