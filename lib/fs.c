@@ -726,6 +726,16 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			seterr(err, errlen, "%s: %s", o->devs[i], why[0] ? why : strerror(-ret));
 			goto out;
 		}
+		if (opened[i]->size / TFS_BLOCK_SIZE < sbs[i].total_blocks) {
+			/* A shortened image would turn reads of its tail into
+			 * errors long after mount said all was well. */
+			seterr(err, errlen, "%s: truncated: %llu blocks, the file system needs %llu "
+			       "(leave it out and mount with -o degraded)", o->devs[i],
+			       (unsigned long long)(opened[i]->size / TFS_BLOCK_SIZE),
+			       (unsigned long long)sbs[i].total_blocks);
+			ret = -EUCLEAN;
+			goto out;
+		}
 		if (first < 0)
 			first = (int)i;
 		if (memcmp(sbs[i].fs_uuid, sbs[first].fs_uuid, 16) != 0) {
