@@ -78,6 +78,8 @@ static int missing(struct tfs *fs)
 	return fs->replaying ? 0 : -EUCLEAN;
 }
 
+#define FS_INO_LIMIT (1ull << 62)
+
 static void bump_next_ino(struct tfs *fs, uint64_t ino)
 {
 	uint64_t cur = atomic_load(&fs->next_ino);
@@ -87,8 +89,19 @@ static void bump_next_ino(struct tfs *fs, uint64_t ino)
 
 static int apply_inode(struct tfs *fs, const struct log_inode *li)
 {
-	struct tfs_inode *ip = fs_iget(fs, li->ino);
+	struct tfs_inode *ip;
 
+	/* Hostile images: inode 0 is no inode, a number near 2^64 would wrap
+	 * next_ino (and hand out the root's number again), the root must be a
+	 * directory, and no operation changes an inode's type (numbers are
+	 * never reused). */
+	if (!li->ino || li->ino >= FS_INO_LIMIT)
+		return -EUCLEAN;
+	if (li->ino == TFS_ROOT_INO && !S_ISDIR(li->mode))
+		return -EUCLEAN;
+	ip = fs_iget(fs, li->ino);
+	if (ip && ((ip->mode ^ li->mode) & S_IFMT))
+		return -EUCLEAN;
 	if (!ip) {
 		ip = fs_inew(fs, li->ino);
 		if (!ip)
@@ -215,6 +228,11 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 			return missing(fs);
 		if (!ip->dir)
 			return -EUCLEAN;
+		/* no name for the root, for nothing, or for the directory itself */
+		if (r->type == LR_DENT_SET && (!r->dent.ino || r->dent.ino >= FS_INO_LIMIT ||
+					       r->dent.ino == TFS_ROOT_INO ||
+					       r->dent.ino == r->dent.parent))
+			return -EUCLEAN;
 		if (r->type == LR_DENT_SET)
 			return dir_set(ip->dir, r->dent.name, r->dent.namelen, r->dent.ino);
 		{
@@ -224,12 +242,21 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 				ret = 0;
 			return ret;
 		}
-	case LR_EXT_SET:
+	case LR_EXT_SET: {
+		/* A hostile phys near 2^63 would carry into the unwritten flag
+		 * (phys + i with the flag set and block 0 underneath).  Blocks
+		 * outside the data area are left to the allocator rebuild at
+		 * mount (refused there) and to fsck, which must load them. */
+		uint64_t p = EXTENT_PHYS(r->ext.phys);
+
+		if (!p || p >= EXTENT_UNWRITTEN - r->ext.n)
+			return -EUCLEAN;
 		ip = fs_iget(fs, r->ext.ino);
 		if (!ip)
 			return missing(fs);
 		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
 				  drop, drops);
+	}
 	case LR_EXT_CLEAR:
 		ip = fs_iget(fs, r->clr.ino);
 		if (!ip)
