@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
@@ -611,8 +612,18 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
-	off_t ret = tfs_lseek(fi_file(fi)->f, off, whence);
+	off_t ret;
 
+	/* The kernel does not write dirty pages back before FUSE_LSEEK, so
+	 * data still in the page cache (writeback_cache, shared mmap) would
+	 * look like a hole, or past our EOF.  Invalidating [off, EOF) makes
+	 * the kernel write those pages to us first (launder) and waits for
+	 * them.  Under -o writethrough every open is direct and shared mmap
+	 * is refused: no dirty pages. */
+	if (!req_d(req)->writethrough && (whence == SEEK_DATA || whence == SEEK_HOLE) &&
+	    off >= 0)
+		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, off, 0);
+	ret = tfs_lseek(fi_file(fi)->f, off, whence);
 	if (ret < 0)
 		reply_err(req, ret);
 	else

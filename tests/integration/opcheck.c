@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -872,6 +873,23 @@ static int t_seek(void)
 	CHECK(lseek(fd, MiB, SEEK_HOLE) == end, "SEEK_HOLE after grow = %ld",
 	      (long)lseek(fd, MiB, SEEK_HOLE));
 	FAILS(lseek(fd, end, SEEK_DATA), ENXIO);
+	SYS(close(fd));
+	/* Data not yet written back (the writeback cache, a shared mapping)
+	 * is data too: the kernel does not flush before asking us. */
+	fd = SYS(open(P("g"), O_CREAT | O_RDWR, 0644));
+	SYS(ftruncate(fd, 256 * KiB));
+	CHECK(write_full(fd, b, 4 * KiB, 300 * KiB) == 4 * KiB, "write");
+	CHECK(lseek(fd, 0, SEEK_DATA) == 300 * KiB, "SEEK_DATA unsynced write past EOF = %ld",
+	      (long)lseek(fd, 0, SEEK_DATA));
+	/* Direct-I/O opens (-o writethrough) refuse shared mappings. */
+	uint8_t *m = mmap(NULL, 256 * KiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED || errno == ENODEV, "mmap: %s", strerror(errno));
+	if (m != MAP_FAILED) {
+		m[100 * KiB] = 1;
+		CHECK(lseek(fd, 0, SEEK_DATA) == 100 * KiB, "SEEK_DATA unsynced mmap store = %ld",
+		      (long)lseek(fd, 0, SEEK_DATA));
+		SYS(munmap(m, 256 * KiB));
+	}
 	SYS(close(fd));
 	free(b);
 	return 0;
