@@ -1083,7 +1083,8 @@ static int collect_refs(struct fck *c)
 		if (ret < 0)
 			return ret;
 	}
-	qsort(c->refs, c->nrefs, sizeof(*c->refs), bref_cmp);
+	if (c->nrefs)	/* qsort(NULL, 0) is undefined (UBSan) */
+		qsort(c->refs, c->nrefs, sizeof(*c->refs), bref_cmp);
 	return 0;
 }
 
