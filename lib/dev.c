@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +17,7 @@
 
 #include "dev.h"
 #include "dev_i.h"
-
-static void dev_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void dev_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
+#include "tlog.h"
 
 int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_t errlen)
 {
@@ -50,25 +36,25 @@ int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_
 	}
 	if (fd < 0) {
 		ret = -errno;
-		dev_err(err, errlen, "%s: %s", path, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: %s", path, strerror(-ret));
 		return ret;
 	}
 	if (fstat(fd, &st) < 0) {
 		ret = -errno;
-		dev_err(err, errlen, "%s: %s", path, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: %s", path, strerror(-ret));
 		goto out_close;
 	}
 	if (S_ISBLK(st.st_mode)) {
 		if (ioctl(fd, BLKGETSIZE64, &size) < 0) {
 			ret = -errno;
-			dev_err(err, errlen, "%s: BLKGETSIZE64: %s", path, strerror(-ret));
+			tfs_seterr(err, errlen, "%s: BLKGETSIZE64: %s", path, strerror(-ret));
 			goto out_close;
 		}
 	} else if (S_ISREG(st.st_mode)) {
 		size = (uint64_t)st.st_size;
 	} else {
 		ret = -ENODEV;
-		dev_err(err, errlen, "%s: not a block device or regular file", path);
+		tfs_seterr(err, errlen, "%s: not a block device or regular file", path);
 		goto out_close;
 	}
 	/* A second daemon, or mkfs on a mounted device, would corrupt it. */
@@ -76,9 +62,9 @@ int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_
 		ret = -errno;
 		if (ret == -EWOULDBLOCK) {
 			ret = -EBUSY;
-			dev_err(err, errlen, "%s: in use by another twinfs process", path);
+			tfs_seterr(err, errlen, "%s: in use by another twinfs process", path);
 		} else {
-			dev_err(err, errlen, "%s: flock: %s", path, strerror(-ret));
+			tfs_seterr(err, errlen, "%s: flock: %s", path, strerror(-ret));
 		}
 		goto out_close;
 	}
@@ -87,7 +73,7 @@ int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_
 	if (!d || !(d->path = strdup(path))) {
 		free(d);
 		ret = -ENOMEM;
-		dev_err(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		tfs_seterr(err, errlen, "%s: %s", path, strerror(ENOMEM));
 		goto out_close;
 	}
 	d->fd = fd;

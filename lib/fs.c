@@ -10,7 +10,6 @@
  * err, and has written nothing to the devices.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,24 +23,13 @@
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
+#include "tlog.h"
 
 #define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
 #define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
 #define FS_DEFAULT_COMMIT_MS 5000u
 #define FS_DEFAULT_BOUNCE 64u
 #define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
-
-__attribute__((format(printf, 3, 4)))
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void uuid_str(const uint8_t u[16], char out[37])
 {
@@ -211,22 +199,22 @@ static int backend_create(const char *name, const char *fault, struct dev_backen
 
 	ret = dev_backend_create(name ? name : "auto", &be);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot create the %s I/O backend: %s",
-		       name ? name : "auto", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot create the %s I/O backend: %s",
+			   name ? name : "auto", strerror(-ret));
 		return ret;
 	}
 	if (fault) {
 		ret = dev_fault_create(be, &fb);
 		if (ret < 0) {
 			dev_backend_destroy(be);
-			seterr(err, errlen, "cannot create the fault backend: %s", strerror(-ret));
+			tfs_seterr(err, errlen, "cannot create the fault backend: %s", strerror(-ret));
 			return ret;
 		}
 		be = fb;
 		ret = dev_fault_parse(be, fault);
 		if (ret < 0) {
 			dev_backend_destroy(be);
-			seterr(err, errlen, "invalid fault specification: %s", fault);
+			tfs_seterr(err, errlen, "invalid fault specification: %s", fault);
 			return ret;
 		}
 	}
@@ -258,9 +246,9 @@ static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t err
 	uint64_t blocks = d->size / TFS_BLOCK_SIZE;
 
 	if (blocks < SUPER_MIN_BLOCKS) {
-		seterr(err, errlen, "%s: too small (%llu MiB; twinfs needs at least %u MiB)",
-		       d->path, (unsigned long long)(d->size >> 20),
-		       (unsigned)(((uint64_t)SUPER_MIN_BLOCKS * TFS_BLOCK_SIZE) >> 20));
+		tfs_seterr(err, errlen, "%s: too small (%llu MiB; twinfs needs at least %u MiB)",
+			   d->path, (unsigned long long)(d->size >> 20),
+			   (unsigned)(((uint64_t)SUPER_MIN_BLOCKS * TFS_BLOCK_SIZE) >> 20));
 		return -ENOSPC;
 	}
 	if (blocks < *min_blocks)
@@ -284,19 +272,19 @@ static int format_probe(struct dev_backend *be, struct dev *d, bool force, void 
 		return 0;
 	ret = dev_pread(be, d, buf, FS_PROBE_BYTES, 0);
 	if (ret < 0) {
-		seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
 		return ret;
 	}
 	name = super_probe_foreign(buf, FS_PROBE_BYTES);
 	if (name) {
-		seterr(err, errlen, "%s: contains %s %s file system (use -f to overwrite)",
-		       d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
+		tfs_seterr(err, errlen, "%s: contains %s %s file system (use -f to overwrite)",
+			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
 		return -EEXIST;
 	}
 	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
 	if (ret != -ENOENT) {
-		seterr(err, errlen, "%s: contains a twinfs file system (use -f to overwrite)",
-		       d->path);
+		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use -f to overwrite)",
+			   d->path);
 		return -EEXIST;
 	}
 	return 0;
@@ -343,12 +331,12 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	if (!o)
 		o = &defopts;
 	if (n == 0 || n > DEV_MAX) {
-		seterr(err, errlen, "need 1 to %d devices, got %u", DEV_MAX, n);
+		tfs_seterr(err, errlen, "need 1 to %d devices, got %u", DEV_MAX, n);
 		return -EINVAL;
 	}
 	if (o->label && strlen(o->label) >= sizeof(((struct super *)0)->label)) {
-		seterr(err, errlen, "label too long (at most %zu bytes)",
-		       sizeof(((struct super *)0)->label) - 1);
+		tfs_seterr(err, errlen, "label too long (at most %zu bytes)",
+			   sizeof(((struct super *)0)->label) - 1);
 		return -EINVAL;
 	}
 	/* Checked on the paths before opening: the exclusive lock dev_open
@@ -361,7 +349,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 			continue;
 		for (unsigned j = 0; j < i; j++) {
 			if (dev_identity(devs[j], &dj, &ij) == 0 && di == dj && ii == ij) {
-				seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
+				tfs_seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
 				return -EINVAL;
 			}
 		}
@@ -381,14 +369,14 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	for (unsigned i = 0; i < n; i++) {
 		ret = dev_backend_attach(be, d[i]);
 		if (ret < 0) {
-			seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
-			       devs[i], strerror(-ret));
+			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
+				   devs[i], strerror(-ret));
 			goto out_be;
 		}
 	}
 	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
 		ret = -ENOMEM;
-		seterr(err, errlen, "out of memory");
+		tfs_seterr(err, errlen, "out of memory");
 		goto out_be;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -399,7 +387,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 
 	ret = fs_new(&fs);
 	if (ret < 0) {
-		seterr(err, errlen, "out of memory");
+		tfs_seterr(err, errlen, "out of memory");
 		goto out_buf;
 	}
 	fs->be = be;
@@ -416,7 +404,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	if (ret == 0)
 		ret = random_u64_nonzero(&fs->sb.log_id);
 	if (ret < 0) {
-		seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		goto out_fs;
 	}
 	if (o->label)
@@ -431,18 +419,18 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 
 	ret = mirror_init(&fs->mirror, be, d, n);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
 		goto out_fs;
 	}
 	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
 			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
 		goto out_fs;
 	}
 	ret = format_root(fs, (uint64_t)fs_ts_ns(now));
 	if (ret < 0) {
-		seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
 		goto out_fs;
 	}
 
@@ -460,12 +448,12 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
 		ret = -EIO;
 	if (ret < 0) {
-		seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
 		goto out_fs;
 	}
 	ret = fs_log_open(fs, 0, 1);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
 		goto out_fs;
 	}
 	/* The first checkpoint holds the root directory; it and superblock
@@ -474,7 +462,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
 		ret = -EIO;
 	if (ret < 0)
-		seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
 
 out_fs:
 	fs_free(fs);
@@ -567,8 +555,8 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 		if (ret < 0) {
 			meta_tx_free(&ac.drops);
 			free(v);
-			seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
-			       (unsigned long long)r.del.ino, strerror(-ret));
+			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
+				   (unsigned long long)r.del.ino, strerror(-ret));
 			return ret;
 		}
 	}
@@ -576,8 +564,8 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	free(v);
 
 	if (!fs_iget(fs, TFS_ROOT_INO)) {
-		seterr(err, errlen, "%s: metadata has no root directory",
-		       fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
+		tfs_seterr(err, errlen, "%s: metadata has no root directory",
+			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
 		return -EUCLEAN;
 	}
 	ret = collect_all(fs, &v, &n);
@@ -593,8 +581,8 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 		ret = extent_walk(&ip->map, 0, EXTENT_MAX_FBLK, use_run, fs);
 		if (ret < 0) {
 			free(v);
-			seterr(err, errlen, "inode %llu maps a block outside the data area",
-			       (unsigned long long)ip->ino);
+			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
+				   (unsigned long long)ip->ino);
 			return -EUCLEAN;
 		}
 	}
@@ -604,13 +592,13 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	if (fs->sb.ckpt_blocks) {
 		ret = alloc_use(fs->alloc, fs->sb.ckpt_start, fs->sb.ckpt_blocks);
 		if (ret < 0) {
-			seterr(err, errlen, "checkpoint lies outside the data area");
+			tfs_seterr(err, errlen, "checkpoint lies outside the data area");
 			return -EUCLEAN;
 		}
 	}
 	return 0;
 nomem:
-	seterr(err, errlen, "out of memory");
+	tfs_seterr(err, errlen, "out of memory");
 	return ret;
 }
 
@@ -693,7 +681,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	char u[37];
 
 	if (!sbs) {
-		seterr(err, errlen, "out of memory");
+		tfs_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < o->ndevs; i++) {
@@ -713,26 +701,26 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			continue;
 		}
 		if (ret == -ENOENT) {
-			seterr(err, errlen, "%s: not a twinfs device", o->devs[i]);
+			tfs_seterr(err, errlen, "%s: not a twinfs device", o->devs[i]);
 			ret = -EINVAL;
 			goto out;
 		}
 		if (ret == -EUCLEAN) {
-			seterr(err, errlen, "%s: %s", o->devs[i],
-			       why[0] ? why : "superblock checksum mismatch");
+			tfs_seterr(err, errlen, "%s: %s", o->devs[i],
+				   why[0] ? why : "superblock checksum mismatch");
 			goto out;
 		}
 		if (ret < 0) {
-			seterr(err, errlen, "%s: %s", o->devs[i], why[0] ? why : strerror(-ret));
+			tfs_seterr(err, errlen, "%s: %s", o->devs[i], why[0] ? why : strerror(-ret));
 			goto out;
 		}
 		if (opened[i]->size / TFS_BLOCK_SIZE < sbs[i].total_blocks) {
 			/* A shortened image would turn reads of its tail into
 			 * errors long after mount said all was well. */
-			seterr(err, errlen, "%s: truncated: %llu blocks, the file system needs %llu "
-			       "(leave it out and mount with -o degraded)", o->devs[i],
-			       (unsigned long long)(opened[i]->size / TFS_BLOCK_SIZE),
-			       (unsigned long long)sbs[i].total_blocks);
+			tfs_seterr(err, errlen, "%s: truncated: %llu blocks, the file system needs %llu "
+				   "(leave it out and mount with -o degraded)", o->devs[i],
+				   (unsigned long long)(opened[i]->size / TFS_BLOCK_SIZE),
+				   (unsigned long long)sbs[i].total_blocks);
 			ret = -EUCLEAN;
 			goto out;
 		}
@@ -740,8 +728,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			first = (int)i;
 		if (memcmp(sbs[i].fs_uuid, sbs[first].fs_uuid, 16) != 0) {
 			uuid_str(sbs[i].fs_uuid, u);
-			seterr(err, errlen, "%s: belongs to another twinfs (uuid %s, not the one on %s)",
-			       o->devs[i], u, o->devs[first]);
+			tfs_seterr(err, errlen, "%s: belongs to another twinfs (uuid %s, not the one on %s)",
+				   o->devs[i], u, o->devs[first]);
 			ret = -EINVAL;
 			goto out;
 		}
@@ -749,14 +737,14 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			newest = (int)i;
 	}
 	if (newest < 0) {
-		seterr(err, errlen, "no device of the file system could be opened");
+		tfs_seterr(err, errlen, "no device of the file system could be opened");
 		ret = -ENODEV;
 		goto out;
 	}
 	fs->sb = sbs[newest];
 	if (fs->sb.ndevs == 0 || fs->sb.ndevs > DEV_MAX) {
-		seterr(err, errlen, "%s: superblock names %u devices", o->devs[newest],
-		       fs->sb.ndevs);
+		tfs_seterr(err, errlen, "%s: superblock names %u devices", o->devs[newest],
+			   fs->sb.ndevs);
 		ret = -EUCLEAN;
 		goto out;
 	}
@@ -770,12 +758,12 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 		}
 		if (idx >= fs->sb.ndevs ||
 		    memcmp(sbs[i].dev_uuid, fs->sb.dev_uuids[idx], 16) != 0) {
-			seterr(err, errlen, "%s: no longer a member of this twinfs", o->devs[i]);
+			tfs_seterr(err, errlen, "%s: no longer a member of this twinfs", o->devs[i]);
 			ret = -EINVAL;
 			goto out;
 		}
 		if (mdevs[idx]) {
-			seterr(err, errlen, "%s: same device as %s", o->devs[i], paths[idx]);
+			tfs_seterr(err, errlen, "%s: same device as %s", o->devs[i], paths[idx]);
 			ret = -EINVAL;
 			goto out;
 		}
@@ -794,12 +782,12 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 				paths[i] = gone;
 			if (!o->degraded) {
 				if (paths[i])
-					seterr(err, errlen, "%s: device %u (uuid %s) is missing "
-					       "(mount with -o degraded to use the others)",
-					       paths[i], i, u);
+					tfs_seterr(err, errlen, "%s: device %u (uuid %s) is missing "
+						   "(mount with -o degraded to use the others)",
+						   paths[i], i, u);
 				else
-					seterr(err, errlen, "device %u (uuid %s) is missing "
-					       "(mount with -o degraded to use the others)", i, u);
+					tfs_seterr(err, errlen, "device %u (uuid %s) is missing "
+						   "(mount with -o degraded to use the others)", i, u);
 				ret = -ENODEV;
 				goto out;
 			}
@@ -813,8 +801,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			state[i] = MDEV_STALE;
 			if (!o->degraded && !(fs->sb.rb_state == SUPER_RB_RUNNING &&
 					      fs->sb.rb_dev == i)) {
-				seterr(err, errlen, "%s: stale (it missed writes while failed or "
-				       "missing); mount with -o degraded", paths[i]);
+				tfs_seterr(err, errlen, "%s: stale (it missed writes while failed or "
+					   "missing); mount with -o degraded", paths[i]);
 				ret = -ENODEV;
 				goto out;
 			}
@@ -827,7 +815,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 		if (state[i] == MDEV_OK)
 			ret = 0;
 	if (ret < 0)
-		seterr(err, errlen, "no device holds a current copy of the file system");
+		tfs_seterr(err, errlen, "no device holds a current copy of the file system");
 out:
 	free(sbs);
 	return ret;
@@ -848,12 +836,12 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	*out = NULL;
 	if (!o || o->ndevs == 0 || o->ndevs > DEV_MAX) {
-		seterr(err, errlen, "need 1 to %d devices", DEV_MAX);
+		tfs_seterr(err, errlen, "need 1 to %d devices", DEV_MAX);
 		return -EINVAL;
 	}
 	ret = fs_new(&fs);
 	if (ret < 0) {
-		seterr(err, errlen, "out of memory");
+		tfs_seterr(err, errlen, "out of memory");
 		return ret;
 	}
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
@@ -867,7 +855,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 			continue;
 		}
 		if (ret == -ENOENT)
-			seterr(err, errlen, "%s: %s", o->devs[i], strerror(ENOENT));
+			tfs_seterr(err, errlen, "%s: %s", o->devs[i], strerror(ENOENT));
 		if (ret < 0)
 			goto out_devs;
 	}
@@ -879,8 +867,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 			continue;
 		ret = dev_backend_attach(fs->be, opened[i]);
 		if (ret < 0) {
-			seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
-			       o->devs[i], strerror(-ret));
+			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
+				   o->devs[i], strerror(-ret));
 			goto out_fs;
 		}
 	}
@@ -895,7 +883,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	ret = mirror_init(&fs->mirror, fs->be, mdevs, fs->ndevs);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
 		goto out_fs;
 	}
 	for (unsigned i = 0; i < fs->ndevs; i++) {
@@ -920,14 +908,14 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	ret = scrub_init(fs);
 	if (ret < 0) {
-		seterr(err, errlen, "out of memory");
+		tfs_seterr(err, errlen, "out of memory");
 		goto out_fs;
 	}
 
 	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
 			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
 		goto out_fs;
 	}
 	if (fs->sb.next_ino > TFS_ROOT_INO)
@@ -936,7 +924,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->replaying = true;
 	ret = ckpt_load(fs);
 	if (ret < 0) {
-		seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0, strerror(-ret));
 		goto out_fs;
 	}
 	{
@@ -954,8 +942,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		meta_tx_free(&ac.drops);
 	}
 	if (ret < 0) {
-		seterr(err, errlen, "%s: cannot replay the metadata log: %s", name0,
-		       strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot replay the metadata log: %s", name0,
+			   strerror(-ret));
 		goto out_fs;
 	}
 	if (o->offline) {
@@ -982,19 +970,19 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = random_u64_nonzero(&log_id);
 	} while (ret == 0 && log_id == fs->sb.log_id);
 	if (ret < 0) {
-		seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		goto out_fs;
 	}
 	fs->sb.log_id = log_id;
 	ret = fs_log_open(fs, end_pos, next_seq);
 	if (ret < 0) {
-		seterr(err, errlen, "%s: cannot open the metadata log: %s", name0, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot open the metadata log: %s", name0, strerror(-ret));
 		goto out_fs;
 	}
 	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
 				 o->bounce_bufs ? o->bounce_bufs : FS_DEFAULT_BOUNCE, &fs->bounce);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot create the buffer pool: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot create the buffer pool: %s", strerror(-ret));
 		goto out_fs;
 	}
 
@@ -1006,7 +994,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->sb.state = SUPER_DIRTY;
 	ret = ckpt_write(fs);
 	if (ret < 0) {
-		seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0, strerror(-ret));
 		goto out_fs;
 	}
 
@@ -1014,7 +1002,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->bg_want_ckpt = false;
 	ret = -pthread_create(&fs->bg_thread, NULL, bg_main, fs);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot start the background thread: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot start the background thread: %s", strerror(-ret));
 		goto out_fs;
 	}
 	fs->bg_running = true;
@@ -1054,13 +1042,13 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 		ret = random_u64_nonzero(&log_id);
 	} while (ret == 0 && log_id == fs->sb.log_id);
 	if (ret < 0) {
-		seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		return ret;
 	}
 	fs->sb.log_id = log_id;
 	ret = fs_log_open(fs, fs->replay_end_pos, fs->replay_next_seq);
 	if (ret < 0) {
-		seterr(err, errlen, "cannot open the metadata log: %s", strerror(-ret));
+		tfs_seterr(err, errlen, "cannot open the metadata log: %s", strerror(-ret));
 		return ret;
 	}
 	fs->readonly = false;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * tlog: the lib's log sink and its rate limiter.  Owns the global sink
- * pointer (an atomic: the daemon sets it once, any thread may log).
+ * pointer (an atomic: the daemon sets it once, any thread may log).  Also
+ * the one helper that fills the callers' (err, errlen) message buffers.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,4 +75,15 @@ bool tfs_log_ratelimited(struct tlog_rl *rl, int level, const char *fmt, ...)
 			 (unsigned long long)sup);
 	emit(level, msg);
 	return true;
+}
+
+void tfs_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 }

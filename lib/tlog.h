@@ -16,6 +16,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <syslog.h>
 
@@ -38,6 +39,12 @@ struct tlog_rl {
 /* Log unless this limiter logged within the interval (then count it as
  * suppressed).  Returns true if a line was emitted. */
 bool tfs_log_ratelimited(struct tlog_rl *rl, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Format one line into a caller's (err, errlen) buffer, the convention of
+ * the calls that name what went wrong (dev_open, tfs_format, tfs_mount...).
+ * Does nothing if err is NULL or errlen 0. */
+void tfs_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 #endif
