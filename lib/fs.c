@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fs: the life cycle of a file system: format, mount (devices, superblocks,
+ * fs: the life cycle of a mounted file system: mount (devices, superblocks,
  * checkpoint, log replay, orphans, allocator rebuild), the background
  * commit/checkpoint thread, unmount, and the whole-fs calls (statfs, syncfs,
- * fsync).  Owns struct tfs's setup and teardown.
+ * fsync).  Owns struct tfs's setup and teardown, whose helpers format.c
+ * shares (fs_i.h).
  *
- * Every error path of format and mount closes what it opened (a ladder of
- * labels in reverse order of setup), writes one line naming the device into
- * err, and has written nothing to the devices.
+ * Every error path of mount closes what it opened (a ladder of labels in
+ * reverse order of setup), writes one line naming the device into err, and
+ * has written nothing to the devices.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,8 +26,6 @@
 #include "scrub.h"
 #include "tlog.h"
 
-#define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
-#define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
 #define FS_DEFAULT_COMMIT_MS 5000u
 #define FS_DEFAULT_BOUNCE 64u
 #define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
@@ -45,7 +44,7 @@ static void uuid_str(const uint8_t u[16], char out[37])
 	*p = '\0';
 }
 
-static int fill_random(void *buf, size_t len)
+int fs_fill_random(void *buf, size_t len)
 {
 	uint8_t *p = buf;
 
@@ -63,12 +62,12 @@ static int fill_random(void *buf, size_t len)
 	return 0;
 }
 
-static int random_u64_nonzero(uint64_t *v)
+int fs_random_u64_nonzero(uint64_t *v)
 {
 	int ret;
 
 	do {
-		ret = fill_random(v, sizeof(*v));
+		ret = fs_fill_random(v, sizeof(*v));
 	} while (ret == 0 && *v == 0);
 	return ret;
 }
@@ -102,7 +101,7 @@ static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 	fs_kick_bg(ctx);
 }
 
-static int fs_new(struct tfs **out)
+int fs_new(struct tfs **out)
 {
 	struct tfs *fs = calloc(1, sizeof(*fs));
 	pthread_condattr_t ca;
@@ -129,7 +128,7 @@ static int fs_new(struct tfs **out)
 
 /* Frees the in-memory fs (inodes, log, allocator, pool); devices and the
  * backend are closed by the caller's ladder. */
-static void fs_free(struct tfs *fs)
+void fs_free(struct tfs *fs)
 {
 	scrub_free(fs);	/* its thread uses the log and the inodes */
 	rebuild_free(fs);
@@ -151,7 +150,7 @@ static void fs_free(struct tfs *fs)
  * explicitly: io_uring releases a closed ring's file references
  * asynchronously, and the lock would otherwise live on until the last of
  * them goes, refusing an immediate remount with EBUSY. */
-static void close_devs(struct dev **d, unsigned n)
+void fs_close_devs(struct dev **d, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		if (d[i]) {
@@ -162,7 +161,7 @@ static void close_devs(struct dev **d, unsigned n)
 	}
 }
 
-static uint64_t fs_reserve(uint64_t data_blocks)
+uint64_t fs_reserve(uint64_t data_blocks)
 {
 	uint64_t r = data_blocks / 100;
 
@@ -173,7 +172,7 @@ static uint64_t fs_reserve(uint64_t data_blocks)
 	return r;
 }
 
-static int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
+int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 {
 	struct log_geom g = {
 		.start = fs->sb.log_start,
@@ -191,8 +190,8 @@ static int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 	return log_open(&fs->mirror, &g, pos, seq, &cbs, &fs->log);
 }
 
-static int backend_create(const char *name, const char *fault, struct dev_backend **out,
-			  char *err, size_t errlen)
+int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,
+		      char *err, size_t errlen)
 {
 	struct dev_backend *be, *fb;
 	int ret;
@@ -220,259 +219,6 @@ static int backend_create(const char *name, const char *fault, struct dev_backen
 	}
 	*out = be;
 	return 0;
-}
-
-/* Identity of a path for "the same device twice": the device number for
- * block devices, (st_dev, st_ino) for files.  -errno if it cannot be
- * stat'ed (dev_open reports that). */
-static int dev_identity(const char *path, dev_t *dv, ino_t *ino)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0)
-		return -errno;
-	if (S_ISBLK(st.st_mode)) {
-		*dv = st.st_rdev;
-		*ino = 0;
-	} else {
-		*dv = st.st_dev;
-		*ino = st.st_ino;
-	}
-	return 0;
-}
-
-static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t errlen)
-{
-	uint64_t blocks = d->size / TFS_BLOCK_SIZE;
-
-	if (blocks < SUPER_MIN_BLOCKS) {
-		tfs_seterr(err, errlen, "%s: too small (%llu MiB; twinfs needs at least %u MiB)",
-			   d->path, (unsigned long long)(d->size >> 20),
-			   (unsigned)(((uint64_t)SUPER_MIN_BLOCKS * TFS_BLOCK_SIZE) >> 20));
-		return -ENOSPC;
-	}
-	if (blocks < *min_blocks)
-		*min_blocks = blocks;
-	return 0;
-}
-
-/* ---- format ---- */
-
-/* Refuse a device holding a file system unless forced. */
-static int format_probe(struct dev_backend *be, struct dev *d, bool force, void *buf,
-			char *err, size_t errlen)
-{
-	char why[256] = "";
-	struct super sb;
-	const char *name;
-	unsigned slot;
-	int ret;
-
-	if (force)
-		return 0;
-	ret = dev_pread(be, d, buf, FS_PROBE_BYTES, 0);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
-		return ret;
-	}
-	name = super_probe_foreign(buf, FS_PROBE_BYTES);
-	if (name) {
-		tfs_seterr(err, errlen, "%s: contains %s %s file system (use -f to overwrite)",
-			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
-		return -EEXIST;
-	}
-	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
-	if (ret != -ENOENT) {
-		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use -f to overwrite)",
-			   d->path);
-		return -EEXIST;
-	}
-	return 0;
-}
-
-/* The root directory of a new file system, applied like a replayed record. */
-static int format_root(struct tfs *fs, uint64_t now_ns)
-{
-	struct log_rec r;
-	struct meta_tx tx;
-	int ret;
-
-	memset(&r, 0, sizeof(r));
-	r.type = LR_INODE;
-	r.inode.ino = TFS_ROOT_INO;
-	r.inode.parent = TFS_ROOT_INO;
-	r.inode.mode = S_IFDIR | 0755;
-	r.inode.uid = geteuid();
-	r.inode.gid = getegid();
-	r.inode.nlink = 2;
-	r.inode.gen = 1;
-	r.inode.atime_ns = r.inode.mtime_ns = r.inode.ctime_ns = r.inode.btime_ns =
-		(int64_t)now_ns;
-	meta_tx_init(&tx);
-	fs->replaying = true;
-	ret = meta_apply(fs, &r, &tx);
-	fs->replaying = false;
-	meta_tx_free(&tx);
-	return ret;
-}
-
-int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
-	       char *err, size_t errlen)
-{
-	static const struct tfs_format_opts defopts;
-	struct dev *d[DEV_MAX] = { 0 };
-	struct dev_backend *be = NULL;
-	struct tfs *fs = NULL;
-	uint64_t total = UINT64_MAX, zero_blocks;
-	void *buf = NULL;
-	struct timespec now;
-	int ret;
-
-	if (!o)
-		o = &defopts;
-	if (n == 0 || n > DEV_MAX) {
-		tfs_seterr(err, errlen, "need 1 to %d devices, got %u", DEV_MAX, n);
-		return -EINVAL;
-	}
-	if (o->label && strlen(o->label) >= sizeof(((struct super *)0)->label)) {
-		tfs_seterr(err, errlen, "label too long (at most %zu bytes)",
-			   sizeof(((struct super *)0)->label) - 1);
-		return -EINVAL;
-	}
-	/* Checked on the paths before opening: the exclusive lock dev_open
-	 * takes would turn the second open of one device into a vaguer EBUSY. */
-	for (unsigned i = 0; i < n; i++) {
-		dev_t di = 0, dj = 0;
-		ino_t ii = 0, ij = 0;
-
-		if (dev_identity(devs[i], &di, &ii) < 0)
-			continue;
-		for (unsigned j = 0; j < i; j++) {
-			if (dev_identity(devs[j], &dj, &ij) == 0 && di == dj && ii == ij) {
-				tfs_seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
-				return -EINVAL;
-			}
-		}
-	}
-
-	for (unsigned i = 0; i < n; i++) {
-		ret = dev_open(devs[i], false, &d[i], err, errlen);
-		if (ret < 0)
-			goto out_devs;
-		ret = size_check(d[i], &total, err, errlen);
-		if (ret < 0)
-			goto out_devs;
-	}
-	ret = backend_create(o->backend, NULL, &be, err, errlen);
-	if (ret < 0)
-		goto out_devs;
-	for (unsigned i = 0; i < n; i++) {
-		ret = dev_backend_attach(be, d[i]);
-		if (ret < 0) {
-			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
-				   devs[i], strerror(-ret));
-			goto out_be;
-		}
-	}
-	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
-		ret = -ENOMEM;
-		tfs_seterr(err, errlen, "out of memory");
-		goto out_be;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		ret = format_probe(be, d[i], o->force, buf, err, errlen);
-		if (ret < 0)
-			goto out_buf;
-	}
-
-	ret = fs_new(&fs);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "out of memory");
-		goto out_buf;
-	}
-	fs->be = be;
-	fs->ndevs = n;
-	memcpy(fs->devs, d, sizeof(d));
-	memset(&fs->sb, 0, sizeof(fs->sb));
-	super_layout(&fs->sb, total);
-	fs->sb.version = SUPER_VERSION;
-	fs->sb.block_size = TFS_BLOCK_SIZE;
-	fs->sb.ndevs = n;
-	ret = fill_random(fs->sb.fs_uuid, sizeof(fs->sb.fs_uuid));
-	for (unsigned i = 0; ret == 0 && i < n; i++)
-		ret = fill_random(fs->sb.dev_uuids[i], 16);
-	if (ret == 0)
-		ret = random_u64_nonzero(&fs->sb.log_id);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
-		goto out_fs;
-	}
-	if (o->label)
-		snprintf(fs->sb.label, sizeof(fs->sb.label), "%s", o->label);
-	clock_gettime(CLOCK_REALTIME, &now);
-	fs->sb.ctime_ns = (uint64_t)fs_ts_ns(now);
-	fs->sb.generation = 0;		/* ckpt_write makes it 1 */
-	fs->sb.state = SUPER_CLEAN;
-	fs->sb.log_head_pos = 0;
-	fs->sb.log_head_seq = 1;
-	fs->sb.next_ino = TFS_ROOT_INO + 1;
-
-	ret = mirror_init(&fs->mirror, be, d, n);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
-		goto out_fs;
-	}
-	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
-			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
-		goto out_fs;
-	}
-	ret = format_root(fs, (uint64_t)fs_ts_ns(now));
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
-		goto out_fs;
-	}
-
-	/* Every check passed: from here on we write.  Clear the superblock
-	 * slots and reserved blocks (an older file system's superblock in the
-	 * slot we do not write would otherwise win by its generation), and the
-	 * start of the log (a foreign btrfs superblock lives there). */
-	zero_blocks = FS_ZERO_LOG_BLOCKS < fs->sb.log_blocks ? FS_ZERO_LOG_BLOCKS
-							      : fs->sb.log_blocks;
-	zero_blocks += fs->sb.log_start;
-	if (zero_blocks * TFS_BLOCK_SIZE > FS_PROBE_BYTES)
-		zero_blocks = FS_PROBE_BYTES / TFS_BLOCK_SIZE;
-	memset(buf, 0, FS_PROBE_BYTES);
-	ret = mirror_write(&fs->mirror, 0, buf, (uint32_t)zero_blocks);
-	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
-		ret = -EIO;
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
-		goto out_fs;
-	}
-	ret = fs_log_open(fs, 0, 1);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
-		goto out_fs;
-	}
-	/* The first checkpoint holds the root directory; it and superblock
-	 * generation 1 on every device are written and flushed by ckpt_write. */
-	ret = ckpt_write(fs);
-	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
-		ret = -EIO;
-	if (ret < 0)
-		tfs_seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
-
-out_fs:
-	fs_free(fs);
-out_buf:
-	free(buf);
-out_be:
-	dev_backend_destroy(be);
-out_devs:
-	close_devs(d, n);
-	return ret;
 }
 
 /* ---- mount ---- */
@@ -859,7 +605,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		if (ret < 0)
 			goto out_devs;
 	}
-	ret = backend_create(o->backend, o->fault, &fs->be, err, errlen);
+	ret = fs_backend_create(o->backend, o->fault, &fs->be, err, errlen);
 	if (ret < 0)
 		goto out_devs;
 	for (unsigned i = 0; i < o->ndevs; i++) {
@@ -967,7 +713,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	 * earlier mount left beyond the replay end can never be taken for
 	 * ours. */
 	do {
-		ret = random_u64_nonzero(&log_id);
+		ret = fs_random_u64_nonzero(&log_id);
 	} while (ret == 0 && log_id == fs->sb.log_id);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
@@ -1016,11 +762,11 @@ out_fs:
 	be = fs->be;
 	fs_free(fs);
 	dev_backend_destroy(be);
-	close_devs(opened, o->ndevs);
+	fs_close_devs(opened, o->ndevs);
 	return ret;
 out_devs:
 	fs_free(fs);
-	close_devs(opened, o->ndevs);
+	fs_close_devs(opened, o->ndevs);
 	return ret;
 }
 
@@ -1039,7 +785,7 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 	if (ret < 0)
 		return ret;
 	do {
-		ret = random_u64_nonzero(&log_id);
+		ret = fs_random_u64_nonzero(&log_id);
 	} while (ret == 0 && log_id == fs->sb.log_id);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
@@ -1064,7 +810,7 @@ static void fs_teardown(struct tfs *fs)
 	memcpy(devs, fs->devs, sizeof(devs));
 	fs_free(fs);
 	dev_backend_destroy(be);
-	close_devs(devs, n);
+	fs_close_devs(devs, n);
 }
 
 int tfs_unmount(struct tfs *fs)

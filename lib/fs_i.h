@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fs_i.h: private structures of the file system layer (fs.c, inode.c, dir.c,
- * namei.c, xattr.c, apply.c, ckpt.c, file.c).  Not for daemon/.
+ * fs_i.h: private structures of the file system layer (fs.c, format.c,
+ * inode.c, dir.c, namei.c, xattr.c, apply.c, ckpt.c, file.c).  Not for daemon/.
  *
  * Every metadata change is a transaction of state records (log.h): the
  * operation builds the records under its locks, meta_tx_commit() applies
@@ -109,6 +109,22 @@ struct tfs {
 	/* Offline load (tfs_opts.offline): where the replayed log ends. */
 	uint64_t replay_end_pos, replay_next_seq;
 };
+
+/* ---- struct tfs setup and teardown (fs.c, shared by mount and format.c) ---- */
+int fs_new(struct tfs **out);		/* empty fs: locks, inode table */
+/* Frees the in-memory fs (inodes, log, allocator, pool, scrub, rebuild);
+ * devices and the backend are closed by the caller's ladder. */
+void fs_free(struct tfs *fs);
+/* After the backend is destroyed: unlock and close every device, NULL them. */
+void fs_close_devs(struct dev **d, unsigned n);
+uint64_t fs_reserve(uint64_t data_blocks);	/* blocks the allocator keeps back */
+int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq);	/* from fs->sb */
+/* The named I/O backend (NULL: "auto"), wrapped in the fault backend if
+ * @fault is a specification; the error line goes to err. */
+int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,
+		      char *err, size_t errlen);
+int fs_fill_random(void *buf, size_t len);	/* getrandom, all of it */
+int fs_random_u64_nonzero(uint64_t *v);
 
 /* ---- offline load (fs.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one

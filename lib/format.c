@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * format: tfs_format, making a new file system on 1..DEV_MAX devices.  Owns
+ * the checks that come before anything is written (device count, label,
+ * the same device twice, minimum size, a foreign or twinfs file system
+ * already there unless forced) and the first write: cleared superblock
+ * slots and log start, the root directory, checkpoint 1.
+ *
+ * Every error path closes what it opened (a ladder of labels in reverse
+ * order of setup), writes one line naming the device into err, and has
+ * written nothing to the devices.  The in-memory fs it builds for the first
+ * checkpoint is set up and freed by fs.c's helpers (fs_i.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "tlog.h"
+
+#define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
+#define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
+
+/* Identity of a path for "the same device twice": the device number for
+ * block devices, (st_dev, st_ino) for files.  -errno if it cannot be
+ * stat'ed (dev_open reports that). */
+static int dev_identity(const char *path, dev_t *dv, ino_t *ino)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		*dv = st.st_rdev;
+		*ino = 0;
+	} else {
+		*dv = st.st_dev;
+		*ino = st.st_ino;
+	}
+	return 0;
+}
+
+static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t errlen)
+{
+	uint64_t blocks = d->size / TFS_BLOCK_SIZE;
+
+	if (blocks < SUPER_MIN_BLOCKS) {
+		tfs_seterr(err, errlen, "%s: too small (%llu MiB; twinfs needs at least %u MiB)",
+			   d->path, (unsigned long long)(d->size >> 20),
+			   (unsigned)(((uint64_t)SUPER_MIN_BLOCKS * TFS_BLOCK_SIZE) >> 20));
+		return -ENOSPC;
+	}
+	if (blocks < *min_blocks)
+		*min_blocks = blocks;
+	return 0;
+}
+
+/* Refuse a device holding a file system unless forced. */
+static int format_probe(struct dev_backend *be, struct dev *d, bool force, void *buf,
+			char *err, size_t errlen)
+{
+	char why[256] = "";
+	struct super sb;
+	const char *name;
+	unsigned slot;
+	int ret;
+
+	if (force)
+		return 0;
+	ret = dev_pread(be, d, buf, FS_PROBE_BYTES, 0);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
+		return ret;
+	}
+	name = super_probe_foreign(buf, FS_PROBE_BYTES);
+	if (name) {
+		tfs_seterr(err, errlen, "%s: contains %s %s file system (use -f to overwrite)",
+			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
+		return -EEXIST;
+	}
+	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
+	if (ret != -ENOENT) {
+		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use -f to overwrite)",
+			   d->path);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+/* The root directory of a new file system, applied like a replayed record. */
+static int format_root(struct tfs *fs, uint64_t now_ns)
+{
+	struct log_rec r;
+	struct meta_tx tx;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	r.type = LR_INODE;
+	r.inode.ino = TFS_ROOT_INO;
+	r.inode.parent = TFS_ROOT_INO;
+	r.inode.mode = S_IFDIR | 0755;
+	r.inode.uid = geteuid();
+	r.inode.gid = getegid();
+	r.inode.nlink = 2;
+	r.inode.gen = 1;
+	r.inode.atime_ns = r.inode.mtime_ns = r.inode.ctime_ns = r.inode.btime_ns =
+		(int64_t)now_ns;
+	meta_tx_init(&tx);
+	fs->replaying = true;
+	ret = meta_apply(fs, &r, &tx);
+	fs->replaying = false;
+	meta_tx_free(&tx);
+	return ret;
+}
+
+int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
+	       char *err, size_t errlen)
+{
+	static const struct tfs_format_opts defopts;
+	struct dev *d[DEV_MAX] = { 0 };
+	struct dev_backend *be = NULL;
+	struct tfs *fs = NULL;
+	uint64_t total = UINT64_MAX, zero_blocks;
+	void *buf = NULL;
+	struct timespec now;
+	int ret;
+
+	if (!o)
+		o = &defopts;
+	if (n == 0 || n > DEV_MAX) {
+		tfs_seterr(err, errlen, "need 1 to %d devices, got %u", DEV_MAX, n);
+		return -EINVAL;
+	}
+	if (o->label && strlen(o->label) >= sizeof(((struct super *)0)->label)) {
+		tfs_seterr(err, errlen, "label too long (at most %zu bytes)",
+			   sizeof(((struct super *)0)->label) - 1);
+		return -EINVAL;
+	}
+	/* Checked on the paths before opening: the exclusive lock dev_open
+	 * takes would turn the second open of one device into a vaguer EBUSY. */
+	for (unsigned i = 0; i < n; i++) {
+		dev_t di = 0, dj = 0;
+		ino_t ii = 0, ij = 0;
+
+		if (dev_identity(devs[i], &di, &ii) < 0)
+			continue;
+		for (unsigned j = 0; j < i; j++) {
+			if (dev_identity(devs[j], &dj, &ij) == 0 && di == dj && ii == ij) {
+				tfs_seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
+				return -EINVAL;
+			}
+		}
+	}
+
+	for (unsigned i = 0; i < n; i++) {
+		ret = dev_open(devs[i], false, &d[i], err, errlen);
+		if (ret < 0)
+			goto out_devs;
+		ret = size_check(d[i], &total, err, errlen);
+		if (ret < 0)
+			goto out_devs;
+	}
+	ret = fs_backend_create(o->backend, NULL, &be, err, errlen);
+	if (ret < 0)
+		goto out_devs;
+	for (unsigned i = 0; i < n; i++) {
+		ret = dev_backend_attach(be, d[i]);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
+				   devs[i], strerror(-ret));
+			goto out_be;
+		}
+	}
+	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
+		ret = -ENOMEM;
+		tfs_seterr(err, errlen, "out of memory");
+		goto out_be;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ret = format_probe(be, d[i], o->force, buf, err, errlen);
+		if (ret < 0)
+			goto out_buf;
+	}
+
+	ret = fs_new(&fs);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		goto out_buf;
+	}
+	fs->be = be;
+	fs->ndevs = n;
+	memcpy(fs->devs, d, sizeof(d));
+	memset(&fs->sb, 0, sizeof(fs->sb));
+	super_layout(&fs->sb, total);
+	fs->sb.version = SUPER_VERSION;
+	fs->sb.block_size = TFS_BLOCK_SIZE;
+	fs->sb.ndevs = n;
+	ret = fs_fill_random(fs->sb.fs_uuid, sizeof(fs->sb.fs_uuid));
+	for (unsigned i = 0; ret == 0 && i < n; i++)
+		ret = fs_fill_random(fs->sb.dev_uuids[i], 16);
+	if (ret == 0)
+		ret = fs_random_u64_nonzero(&fs->sb.log_id);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		goto out_fs;
+	}
+	if (o->label)
+		snprintf(fs->sb.label, sizeof(fs->sb.label), "%s", o->label);
+	clock_gettime(CLOCK_REALTIME, &now);
+	fs->sb.ctime_ns = (uint64_t)fs_ts_ns(now);
+	fs->sb.generation = 0;		/* ckpt_write makes it 1 */
+	fs->sb.state = SUPER_CLEAN;
+	fs->sb.log_head_pos = 0;
+	fs->sb.log_head_seq = 1;
+	fs->sb.next_ino = TFS_ROOT_INO + 1;
+
+	ret = mirror_init(&fs->mirror, be, d, n);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		goto out_fs;
+	}
+	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
+			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
+		goto out_fs;
+	}
+	ret = format_root(fs, (uint64_t)fs_ts_ns(now));
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
+		goto out_fs;
+	}
+
+	/* Every check passed: from here on we write.  Clear the superblock
+	 * slots and reserved blocks (an older file system's superblock in the
+	 * slot we do not write would otherwise win by its generation), and the
+	 * start of the log (a foreign btrfs superblock lives there). */
+	zero_blocks = FS_ZERO_LOG_BLOCKS < fs->sb.log_blocks ? FS_ZERO_LOG_BLOCKS
+							      : fs->sb.log_blocks;
+	zero_blocks += fs->sb.log_start;
+	if (zero_blocks * TFS_BLOCK_SIZE > FS_PROBE_BYTES)
+		zero_blocks = FS_PROBE_BYTES / TFS_BLOCK_SIZE;
+	memset(buf, 0, FS_PROBE_BYTES);
+	ret = mirror_write(&fs->mirror, 0, buf, (uint32_t)zero_blocks);
+	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+		ret = -EIO;
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
+		goto out_fs;
+	}
+	ret = fs_log_open(fs, 0, 1);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
+		goto out_fs;
+	}
+	/* The first checkpoint holds the root directory; it and superblock
+	 * generation 1 on every device are written and flushed by ckpt_write. */
+	ret = ckpt_write(fs);
+	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+		ret = -EIO;
+	if (ret < 0)
+		tfs_seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
+
+out_fs:
+	fs_free(fs);
+out_buf:
+	free(buf);
+out_be:
+	dev_backend_destroy(be);
+out_devs:
+	fs_close_devs(d, n);
+	return ret;
+}
