@@ -20,6 +20,7 @@
 #include "dir.h"
 #include "fs_i.h"
 #include "json.h"
+#include "paths.h"
 #include "scrub.h"
 #include "tlog.h"
 
@@ -598,126 +599,9 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 
 /* ---- paths ---- */
 
-struct path_want {
-	uint64_t ino;
-	char *path;
-};
-
-static int cmp_want(const void *a, const void *b)
-{
-	return cmp_u64(&((const struct path_want *)a)->ino, &((const struct path_want *)b)->ino);
-}
-
-struct dir_q {
-	uint64_t ino;
-	char *path;
-};
-
-/*
- * Name every wanted inode (sorted by ino) by walking the tree from the
- * root, breadth first, under ns_lock (names cannot change meanwhile).  A
- * hard link gets the first path found.  Unnamed ones stay NULL.
- */
-static int resolve_paths(struct tfs *fs, struct path_want *want, size_t nwant)
-{
-	struct dir_q *q = NULL;
-	size_t qn = 0, qcap = 0, left = nwant;
-	int ret = 0;
-
-	for (size_t i = 0; i < nwant; i++) {
-		if (want[i].ino == TFS_ROOT_INO && !want[i].path) {
-			want[i].path = strdup("/");
-			left--;
-		}
-	}
-	pthread_mutex_lock(&fs->ns_lock);
-	q = malloc(sizeof(*q) * 16);
-	if (!q) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	qcap = 16;
-	q[qn++] = (struct dir_q){ .ino = TFS_ROOT_INO, .path = strdup("") };
-	for (size_t qi = 0; qi < qn && left; qi++) {
-		struct tfs_inode *dp = fs_iget(fs, q[qi].ino);
-		struct dir_ent e;
-		uint64_t c = 2;
-
-		if (!dp || !q[qi].path)
-			continue;
-		pthread_mutex_lock(&dp->lock);
-		while (dp->dir && dir_next(dp->dir, c, &e) == 0 && left) {
-			struct path_want key = { .ino = e.ino }, *hit;
-			struct tfs_inode *cp;
-			size_t plen = strlen(q[qi].path) + 1 + e.namelen + 1;
-			char *p = malloc(plen);
-			bool isdir = false;
-
-			c = e.cookie + 1;
-			if (!p) {
-				ret = -ENOMEM;
-				break;
-			}
-			snprintf(p, plen, "%s/%s", q[qi].path, e.name);
-			hit = bsearch(&key, want, nwant, sizeof(*want), cmp_want);
-			if (hit) {
-				/* equal inos sit next to each other: name them all */
-				while (hit > want && hit[-1].ino == e.ino)
-					hit--;
-				for (; hit < want + nwant && hit->ino == e.ino; hit++) {
-					if (hit->path)
-						continue;
-					hit->path = strdup(p);
-					left--;
-				}
-			}
-			cp = fs_iget(fs, e.ino);
-			if (cp) {
-				/* parent before child */
-				pthread_mutex_lock(&cp->lock);
-				isdir = S_ISDIR(cp->mode);
-				pthread_mutex_unlock(&cp->lock);
-			}
-			if (!isdir) {
-				free(p);
-				continue;
-			}
-			if (qn == qcap) {
-				struct dir_q *nq = realloc(q, qcap * 2 * sizeof(*q));
-
-				if (!nq) {
-					free(p);
-					ret = -ENOMEM;
-					break;
-				}
-				q = nq;
-				qcap *= 2;
-			}
-			q[qn++] = (struct dir_q){ .ino = e.ino, .path = p };
-		}
-		pthread_mutex_unlock(&dp->lock);
-		if (ret)
-			break;
-	}
-out:
-	pthread_mutex_unlock(&fs->ns_lock);
-	for (size_t i = 0; i < qn; i++)
-		free(q[i].path);
-	free(q);
-	return ret;
-}
-
 int scrub_ino_path(struct tfs *fs, uint64_t ino, char *out, size_t outlen)
 {
-	struct path_want w = { .ino = ino };
-	int ret = resolve_paths(fs, &w, 1);
-
-	if (w.path)
-		snprintf(out, outlen, "%s", w.path);
-	else
-		snprintf(out, outlen, "<ino %llu>", (unsigned long long)ino);
-	free(w.path);
-	return ret;
+	return path_of_ino(fs, ino, out, outlen);
 }
 
 /* Give every listed bad block its file's path. */
@@ -736,21 +620,22 @@ static void name_bad(struct scrub *sc)
 		free(w);
 		return;
 	}
-	qsort(w, n, sizeof(*w), cmp_want);
-	resolve_paths(sc->fs, w, n);
+	path_sort(w, n);
+	path_resolve(sc->fs, w, n);
 
 	pthread_mutex_lock(&sc->mu);
 	for (size_t i = 0; i < sc->nbad && i < n; i++) {
-		struct path_want key = { .ino = sc->bad[i].ino }, *hit;
+		struct path_want *hit;
 		char tmp[48];
 
 		if (sc->bad[i].path)
 			continue;
-		hit = bsearch(&key, w, n, sizeof(*w), cmp_want);
+		hit = path_find(w, n, sc->bad[i].ino);
 		if (sc->bad[i].ino == 0)
 			snprintf(tmp, sizeof(tmp), "<checkpoint>");
 		else
-			snprintf(tmp, sizeof(tmp), "<ino %llu>", (unsigned long long)key.ino);
+			snprintf(tmp, sizeof(tmp), "<ino %llu>",
+				 (unsigned long long)sc->bad[i].ino);
 		sc->bad[i].path = strdup(hit && hit->path ? hit->path : tmp);
 	}
 	pthread_mutex_unlock(&sc->mu);
