@@ -148,37 +148,6 @@ static int ser_inode(struct tfs_inode *ip, struct log_buf *inodes, struct ckpt_s
 	return 0;
 }
 
-/* Snapshot of the inode set.  The caller holds ns_lock, which is what keeps
- * the pointers alive after itable_lock is dropped. */
-static int collect_inodes(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
-{
-	struct tfs_inode **v = NULL;
-	size_t n = 0, cap = 0;
-
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				struct tfs_inode **nv = realloc(v, nc * sizeof(*v));
-
-				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
-					free(v);
-					return -ENOMEM;
-				}
-				v = nv;
-				cap = nc;
-			}
-			v[n++] = ip;
-		}
-	}
-	pthread_rwlock_unlock(&fs->itable_lock);
-	*out = v;
-	*nout = n;
-	return 0;
-}
-
 /* Serialize all metadata into @out.  Takes ns_lock. */
 static int ckpt_serialize(struct tfs *fs, struct log_buf *out)
 {
@@ -194,7 +163,7 @@ static int ckpt_serialize(struct tfs *fs, struct log_buf *out)
 		return -ENOMEM;
 
 	pthread_mutex_lock(&fs->ns_lock);
-	ret = collect_inodes(fs, &v, &n);
+	ret = fs_isnapshot(fs, &v, &n);	/* ns_lock keeps them alive */
 	for (size_t i = 0; ret == 0 && i < n; i++) {
 		struct tfs_inode *ip = v[i];
 		struct rl_range r;

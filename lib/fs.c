@@ -239,35 +239,6 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 	return meta_apply(ac->fs, r, &ac->drops);
 }
 
-static int collect_all(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
-{
-	struct tfs_inode **v = NULL;
-	size_t n = 0, cap = 0;
-
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				struct tfs_inode **nv = realloc(v, nc * sizeof(*v));
-
-				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
-					free(v);
-					return -ENOMEM;
-				}
-				v = nv;
-				cap = nc;
-			}
-			v[n++] = ip;
-		}
-	}
-	pthread_rwlock_unlock(&fs->itable_lock);
-	*out = v;
-	*nout = n;
-	return 0;
-}
-
 static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		   const struct extent_ent *ents)
 {
@@ -287,7 +258,7 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	size_t n = 0;
 	int ret;
 
-	ret = collect_all(fs, &v, &n);
+	ret = fs_isnapshot(fs, &v, &n);
 	if (ret < 0)
 		goto nomem;
 	meta_tx_init(&ac.drops);
@@ -314,7 +285,7 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
 		return -EUCLEAN;
 	}
-	ret = collect_all(fs, &v, &n);
+	ret = fs_isnapshot(fs, &v, &n);
 	if (ret < 0)
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {

@@ -153,6 +153,13 @@ void fs_iput_open(struct tfs *fs, struct tfs_inode *ip);
 /* The same with fs->ns_lock already held (and no inode lock). */
 void fs_imaybe_delete_locked(struct tfs *fs, struct tfs_inode *ip);
 uint64_t fs_ialloc(struct tfs *fs);	/* next free inode number */
+/* Every inode in the table, in table order, into a malloc'ed array the
+ * caller frees (NULL when empty).  Takes itable_lock shared.  The pointers
+ * stay valid only while the caller keeps inodes from being deleted (holds
+ * ns_lock, or the fs is not mounted yet); fs_isnapshot_inos, the numbers
+ * only, needs no such guarantee.  0 or -ENOMEM. */
+int fs_isnapshot(struct tfs *fs, struct tfs_inode ***out, size_t *nout);
+int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout);
 /* Mount/unmount (fs.c): init sets up itable_lock and the buckets (fs_inew
  * also allocates the buckets lazily); destroy frees every inode without
  * dropping blocks and destroys itable_lock. */

@@ -483,30 +483,24 @@ static struct ient *ifind(struct fck *c, uint64_t ino)
 
 static int build_index(struct fck *c)
 {
-	struct tfs *fs = c->fs;
-	size_t n = 0, cap = 0;
+	struct tfs_inode **v = NULL;
+	size_t n = 0;
+	int ret;
 
 	free(c->iv);
 	c->iv = NULL;
 	c->niv = 0;
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				struct ient *nv = realloc(c->iv, nc * sizeof(*nv));
-
-				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
-					return -ENOMEM;
-				}
-				c->iv = nv;
-				cap = nc;
-			}
-			c->iv[n++] = (struct ient){ .ino = ip->ino, .ip = ip };
-		}
+	ret = fs_isnapshot(c->fs, &v, &n);	/* offline: nothing deletes them */
+	if (ret < 0)
+		return ret;
+	c->iv = calloc(n ? n : 1, sizeof(*c->iv));
+	if (!c->iv) {
+		free(v);
+		return -ENOMEM;
 	}
-	pthread_rwlock_unlock(&fs->itable_lock);
+	for (size_t i = 0; i < n; i++)
+		c->iv[i] = (struct ient){ .ino = v[i]->ino, .ip = v[i] };
+	free(v);
 	c->niv = n;
 	qsort(c->iv, n, sizeof(*c->iv), ient_cmp);
 

@@ -74,6 +74,69 @@ void fs_itable_destroy(struct tfs *fs)
 	pthread_rwlock_destroy(&fs->itable_lock);
 }
 
+/* Copies one element per inode (a pointer or a number) into a growing
+ * array, under itable_lock shared: the one walk of the table the
+ * snapshots below share. */
+static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct tfs_inode *ip),
+		     void **out, size_t *nout)
+{
+	char *v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_rwlock_rdlock(&fs->itable_lock);
+	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
+		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 256;
+				char *nv = realloc(v, nc * esz);
+
+				if (!nv) {
+					pthread_rwlock_unlock(&fs->itable_lock);
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+				cap = nc;
+			}
+			put(v + n++ * esz, ip);
+		}
+	}
+	pthread_rwlock_unlock(&fs->itable_lock);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static void put_ptr(void *dst, struct tfs_inode *ip)
+{
+	memcpy(dst, &ip, sizeof(ip));
+}
+
+static void put_ino(void *dst, struct tfs_inode *ip)
+{
+	memcpy(dst, &ip->ino, sizeof(ip->ino));
+}
+
+int fs_isnapshot(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
+{
+	void *v;
+	int ret = isnapshot(fs, sizeof(struct tfs_inode *), put_ptr, &v, nout);
+
+	if (ret == 0)
+		*out = v;
+	return ret;
+}
+
+int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
+{
+	void *v;
+	int ret = isnapshot(fs, sizeof(uint64_t), put_ino, &v, nout);
+
+	if (ret == 0)
+		*out = v;
+	return ret;
+}
+
 struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
 {
 	struct tfs_inode *ip = NULL;

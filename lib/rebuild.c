@@ -484,35 +484,6 @@ static int verify_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
-static int collect_inos(struct tfs *fs, uint64_t **out, size_t *nout)
-{
-	uint64_t *v = NULL;
-	size_t n = 0, cap = 0;
-
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				uint64_t *nv = realloc(v, nc * sizeof(*v));
-
-				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
-					free(v);
-					return -ENOMEM;
-				}
-				v = nv;
-				cap = nc;
-			}
-			v[n++] = ip->ino;
-		}
-	}
-	pthread_rwlock_unlock(&fs->itable_lock);
-	*out = v;
-	*nout = n;
-	return 0;
-}
-
 static int verify_pass(struct tfs *fs, struct rebuild *rb, unsigned target)
 {
 	struct vctx v = { .fs = fs, .rb = rb, .target = target };
@@ -526,7 +497,7 @@ static int verify_pass(struct tfs *fs, struct rebuild *rb, unsigned target)
 		free(v.buf);
 		return -ENOMEM;
 	}
-	ret = collect_inos(fs, &inos, &n);
+	ret = fs_isnapshot_inos(fs, &inos, &n);
 	for (size_t i = 0; ret == 0 && i < n; i++) {
 		struct tfs_inode *ip;
 		uint64_t end;

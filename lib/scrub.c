@@ -543,7 +543,8 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 {
 	struct tfs_inode **v = NULL;
 	uint64_t *inos = NULL, bytes;
-	size_t n = 0, cap = 0, k = 0;
+	size_t n = 0, k = 0;
+	int ret;
 
 	pthread_mutex_lock(&fs->ckpt_mu);
 	bytes = fs->sb.ckpt_blocks * BLK;
@@ -551,26 +552,11 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 
 	/* ns_lock keeps the inodes alive once itable_lock is dropped. */
 	pthread_mutex_lock(&fs->ns_lock);
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 256;
-				struct tfs_inode **nv = realloc(v, nc * sizeof(*v));
-
-				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
-					pthread_mutex_unlock(&fs->ns_lock);
-					free(v);
-					return -ENOMEM;
-				}
-				v = nv;
-				cap = nc;
-			}
-			v[n++] = ip;
-		}
+	ret = fs_isnapshot(fs, &v, &n);
+	if (ret < 0) {
+		pthread_mutex_unlock(&fs->ns_lock);
+		return ret;
 	}
-	pthread_rwlock_unlock(&fs->itable_lock);
 	inos = malloc((n ? n : 1) * sizeof(*inos));
 	if (!inos) {
 		pthread_mutex_unlock(&fs->ns_lock);
