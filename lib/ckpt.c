@@ -27,29 +27,12 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "le.h"
 #include "rebuild.h"
 #include "scrub.h"
 
 #define CKPT_IO_BLOCKS 256u	/* blocks per mirror I/O (1 MiB) */
 #define CKPT_ALLOC_TRIES 64	/* short runs held while looking for a long one */
-
-static uint64_t le64_get(const void *p)
-{
-	const uint8_t *b = p;
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | b[i];
-	return v;
-}
-
-static void le64_put(void *p, uint64_t v)
-{
-	uint8_t *b = p;
-
-	for (int i = 0; i < 8; i++, v >>= 8)
-		b[i] = (uint8_t)v;
-}
 
 static uint64_t ckpt_table_seed(const struct super *sb)
 {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "csum.h"
+#include "le.h"
 #include "log.h"
 #include "mirror.h"
 
@@ -36,36 +37,6 @@ enum {
 	CH_RESERVED = 48,	/* u64, zero */
 	CH_CSUM = 56,
 };
-
-static void put32(uint8_t *b, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *b, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *b)
-{
-	uint32_t v = 0;
-
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t)b[i] << (8 * i);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *b)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)b[i] << (8 * i);
-	return v;
-}
 
 static uint64_t chunk_blocks(size_t payload)
 {
@@ -171,15 +142,15 @@ static void seal_header(const struct log *l, struct chunkbuf *b, uint64_t at, ui
 
 	memset(h, 0, CHUNK_HDR);
 	memcpy(h + CH_MAGIC, CHUNK_MAGIC, 8);
-	put64(h + CH_LOG_ID, l->log_id);
-	put64(h + CH_POS, at);
-	put64(h + CH_FIRST, b->first);
-	put64(h + CH_LAST, b->last);
-	put32(h + CH_PAYLOAD, (uint32_t)b->len);
-	put32(h + CH_NBLOCKS, (uint32_t)nb);
+	le64_put(h + CH_LOG_ID, l->log_id);
+	le64_put(h + CH_POS, at);
+	le64_put(h + CH_FIRST, b->first);
+	le64_put(h + CH_LAST, b->last);
+	le32_put(h + CH_PAYLOAD, (uint32_t)b->len);
+	le32_put(h + CH_NBLOCKS, (uint32_t)nb);
 	/* zero padding: stale bytes would leak old metadata into the chunk */
 	memset(b->p + used, 0, nb * TFS_BLOCK_SIZE - used);
-	put64(h + CH_CSUM, csum_buf(h, used, at));
+	le64_put(h + CH_CSUM, csum_buf(h, used, at));
 }
 
 /* Report durability (and pressure) outside the log mutex.  Called and
@@ -558,22 +529,22 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, u
 		if (mirror_read_dev(m, d, g->start + at, r->p, 1))
 			continue;
 		h = r->p;
-		plen = get32(h + CH_PAYLOAD);
-		n = get32(h + CH_NBLOCKS);
-		if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) || get64(h + CH_LOG_ID) != g->log_id ||
-		    get64(h + CH_POS) != at || get64(h + CH_FIRST) != seq ||
-		    get64(h + CH_LAST) < seq || get64(h + CH_RESERVED) != 0 ||
+		plen = le32_get(h + CH_PAYLOAD);
+		n = le32_get(h + CH_NBLOCKS);
+		if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) || le64_get(h + CH_LOG_ID) != g->log_id ||
+		    le64_get(h + CH_POS) != at || le64_get(h + CH_FIRST) != seq ||
+		    le64_get(h + CH_LAST) < seq || le64_get(h + CH_RESERVED) != 0 ||
 		    n != chunk_blocks(plen) || n > g->nblocks - at)
 			continue;
-		*last = get64(h + CH_LAST);
+		*last = le64_get(h + CH_LAST);
 		ret = rbuf_reserve(r, n * TFS_BLOCK_SIZE);
 		if (ret)
 			return ret;
 		if (n > 1 && mirror_read_dev(m, d, g->start + at + 1, r->p + TFS_BLOCK_SIZE,
 					     (uint32_t)(n - 1)))
 			continue;
-		want = get64(r->p + CH_CSUM);
-		put64(r->p + CH_CSUM, 0);
+		want = le64_get(r->p + CH_CSUM);
+		le64_put(r->p + CH_CSUM, 0);
 		if (csum_buf(r->p, CHUNK_HDR + plen, at) != want)
 			continue;
 		*payload = plen;

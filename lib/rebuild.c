@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "le.h"
 #include "rebuild.h"
 
 #define BS TFS_BLOCK_SIZE
@@ -68,16 +69,6 @@ struct rebuild {
 	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
 	unsigned nretired;
 };
-
-static uint64_t le64_get(const void *p)
-{
-	const uint8_t *b = p;
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | b[i];
-	return v;
-}
 
 static uint64_t wib_seed(const struct tfs *fs)
 {

@@ -20,6 +20,7 @@
 #include "dir.h"
 #include "fs_i.h"
 #include "json.h"
+#include "le.h"
 #include "paths.h"
 #include "scrub.h"
 #include "tlog.h"
@@ -75,16 +76,6 @@ static uint64_t real_ns(void)
 static uint64_t div_up(uint64_t a, uint64_t b)
 {
 	return (a + b - 1) / b;
-}
-
-static uint64_t le64_get(const void *p)
-{
-	const uint8_t *b = p;
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | b[i];
-	return v;
 }
 
 const char *scrub_state_name(int state)

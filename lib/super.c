@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "csum.h"
+#include "le.h"
 #include "super.h"
 
 #define SB_SIZE 4096u
@@ -74,36 +75,6 @@ _Static_assert(SB_OFF_DEV_UUIDS + DEV_MAX * 16 == SB_OFF_LABEL, "layout");
 _Static_assert(SB_OFF_DEV_STATE + DEV_MAX * 4 == SB_OFF_STATS, "layout");
 _Static_assert(SB_OFF_STATS + DEV_MAX * 48 == SB_OFF_SCRUB, "layout");
 
-static void put32(uint8_t *b, size_t off, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		b[off + i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *b, size_t off, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		b[off + i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *b, size_t off)
-{
-	uint32_t v = 0;
-
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t)b[off + i] << (8 * i);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *b, size_t off)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)b[off + i] << (8 * i);
-	return v;
-}
-
 static uint64_t sb_seed(unsigned slot)
 {
 	return SB_CSUM_SEED + slot;
@@ -115,147 +86,147 @@ void super_encode(const struct super *sb, unsigned slot, void *buf)
 
 	memset(b, 0, SB_SIZE);
 	memcpy(b + SB_OFF_MAGIC, SUPER_MAGIC, 8);
-	put32(b, SB_OFF_VERSION, sb->version);
-	put32(b, SB_OFF_COMPAT, sb->compat);
-	put32(b, SB_OFF_RO_COMPAT, sb->ro_compat);
-	put32(b, SB_OFF_INCOMPAT, sb->incompat);
+	le32_put(b + SB_OFF_VERSION, sb->version);
+	le32_put(b + SB_OFF_COMPAT, sb->compat);
+	le32_put(b + SB_OFF_RO_COMPAT, sb->ro_compat);
+	le32_put(b + SB_OFF_INCOMPAT, sb->incompat);
 	memcpy(b + SB_OFF_FS_UUID, sb->fs_uuid, 16);
 	memcpy(b + SB_OFF_DEV_UUID, sb->dev_uuid, 16);
-	put32(b, SB_OFF_DEV_INDEX, sb->dev_index);
-	put32(b, SB_OFF_NDEVS, sb->ndevs);
+	le32_put(b + SB_OFF_DEV_INDEX, sb->dev_index);
+	le32_put(b + SB_OFF_NDEVS, sb->ndevs);
 	for (unsigned i = 0; i < DEV_MAX; i++)
 		memcpy(b + SB_OFF_DEV_UUIDS + 16 * i, sb->dev_uuids[i], 16);
 	/* strnlen: the label is NUL-terminated, but never trust it to be */
 	memcpy(b + SB_OFF_LABEL, sb->label, strnlen(sb->label, sizeof(sb->label) - 1));
-	put32(b, SB_OFF_BLOCK_SIZE, sb->block_size);
-	put32(b, SB_OFF_STATE, sb->state);
-	put64(b, SB_OFF_TOTAL_BLOCKS, sb->total_blocks);
-	put64(b, SB_OFF_LOG_START, sb->log_start);
-	put64(b, SB_OFF_LOG_BLOCKS, sb->log_blocks);
-	put64(b, SB_OFF_DATA_START, sb->data_start);
-	put64(b, SB_OFF_GENERATION, sb->generation);
-	put64(b, SB_OFF_CKPT_START, sb->ckpt_start);
-	put64(b, SB_OFF_CKPT_BLOCKS, sb->ckpt_blocks);
-	put64(b, SB_OFF_CKPT_BYTES, sb->ckpt_bytes);
-	put64(b, SB_OFF_CKPT_TABLE_CSUM, sb->ckpt_table_csum);
-	put64(b, SB_OFF_CKPT_SEQ, sb->ckpt_seq);
-	put64(b, SB_OFF_LOG_HEAD_POS, sb->log_head_pos);
-	put64(b, SB_OFF_LOG_HEAD_SEQ, sb->log_head_seq);
-	put64(b, SB_OFF_LOG_ID, sb->log_id);
-	put64(b, SB_OFF_NEXT_INO, sb->next_ino);
-	put64(b, SB_OFF_CTIME_NS, sb->ctime_ns);
+	le32_put(b + SB_OFF_BLOCK_SIZE, sb->block_size);
+	le32_put(b + SB_OFF_STATE, sb->state);
+	le64_put(b + SB_OFF_TOTAL_BLOCKS, sb->total_blocks);
+	le64_put(b + SB_OFF_LOG_START, sb->log_start);
+	le64_put(b + SB_OFF_LOG_BLOCKS, sb->log_blocks);
+	le64_put(b + SB_OFF_DATA_START, sb->data_start);
+	le64_put(b + SB_OFF_GENERATION, sb->generation);
+	le64_put(b + SB_OFF_CKPT_START, sb->ckpt_start);
+	le64_put(b + SB_OFF_CKPT_BLOCKS, sb->ckpt_blocks);
+	le64_put(b + SB_OFF_CKPT_BYTES, sb->ckpt_bytes);
+	le64_put(b + SB_OFF_CKPT_TABLE_CSUM, sb->ckpt_table_csum);
+	le64_put(b + SB_OFF_CKPT_SEQ, sb->ckpt_seq);
+	le64_put(b + SB_OFF_LOG_HEAD_POS, sb->log_head_pos);
+	le64_put(b + SB_OFF_LOG_HEAD_SEQ, sb->log_head_seq);
+	le64_put(b + SB_OFF_LOG_ID, sb->log_id);
+	le64_put(b + SB_OFF_NEXT_INO, sb->next_ino);
+	le64_put(b + SB_OFF_CTIME_NS, sb->ctime_ns);
 	for (unsigned i = 0; i < DEV_MAX; i++) {
 		const struct super_devstats *s = &sb->stats[i];
 		size_t o = SB_OFF_STATS + 48 * i;
 
-		put32(b, SB_OFF_DEV_STATE + 4 * i, sb->dev_state[i]);
-		put64(b, o, s->read_err);
-		put64(b, o + 8, s->write_err);
-		put64(b, o + 16, s->flush_err);
-		put64(b, o + 24, s->csum_err);
-		put64(b, o + 32, s->repaired);
-		put64(b, o + 40, s->unrecoverable);
+		le32_put(b + SB_OFF_DEV_STATE + 4 * i, sb->dev_state[i]);
+		le64_put(b + o, s->read_err);
+		le64_put(b + o + 8, s->write_err);
+		le64_put(b + o + 16, s->flush_err);
+		le64_put(b + o + 24, s->csum_err);
+		le64_put(b + o + 32, s->repaired);
+		le64_put(b + o + 40, s->unrecoverable);
 	}
 	{
 		const struct super_scrub *c = &sb->scrub;
 		size_t o = SB_OFF_SCRUB;
 
-		put32(b, o, c->state);
+		le32_put(b + o, c->state);
 		/* o + 4: reserved u32 */
-		put64(b, o + 8, c->ino);
-		put64(b, o + 16, c->fblk);
-		put64(b, o + 24, c->started_ns);
-		put64(b, o + 32, c->finished_ns);
-		put64(b, o + 40, c->bytes_done);
-		put64(b, o + 48, c->rate);
-		put64(b, o + 56, c->csum_err);
-		put64(b, o + 64, c->repaired);
-		put64(b, o + 72, c->unrecoverable);
-		put64(b, o + 80, c->read_err);
-		put64(b, o + 88, c->bytes_total);
+		le64_put(b + o + 8, c->ino);
+		le64_put(b + o + 16, c->fblk);
+		le64_put(b + o + 24, c->started_ns);
+		le64_put(b + o + 32, c->finished_ns);
+		le64_put(b + o + 40, c->bytes_done);
+		le64_put(b + o + 48, c->rate);
+		le64_put(b + o + 56, c->csum_err);
+		le64_put(b + o + 64, c->repaired);
+		le64_put(b + o + 72, c->unrecoverable);
+		le64_put(b + o + 80, c->read_err);
+		le64_put(b + o + 88, c->bytes_total);
 	}
-	put64(b, SB_OFF_WIB_START, sb->wib_start);
-	put32(b, SB_OFF_WIB_BLOCKS, sb->wib_blocks);
-	put32(b, SB_OFF_WIB_SHIFT, sb->wib_shift);
-	put64(b, SB_OFF_WIB_CSUM, sb->wib_csum);
-	put32(b, SB_OFF_RB_STATE, sb->rb_state);
-	put32(b, SB_OFF_RB_KIND, sb->rb_kind);
-	put32(b, SB_OFF_RB_DEV, sb->rb_dev);
-	put64(b, SB_OFF_RB_CURSOR, sb->rb_cursor);
-	put64(b, SB_OFF_RB_COPIED, sb->rb_copied);
-	put64(b, SB_OFF_CSUM, csum_buf(b, SB_OFF_CSUM, sb_seed(slot)));
+	le64_put(b + SB_OFF_WIB_START, sb->wib_start);
+	le32_put(b + SB_OFF_WIB_BLOCKS, sb->wib_blocks);
+	le32_put(b + SB_OFF_WIB_SHIFT, sb->wib_shift);
+	le64_put(b + SB_OFF_WIB_CSUM, sb->wib_csum);
+	le32_put(b + SB_OFF_RB_STATE, sb->rb_state);
+	le32_put(b + SB_OFF_RB_KIND, sb->rb_kind);
+	le32_put(b + SB_OFF_RB_DEV, sb->rb_dev);
+	le64_put(b + SB_OFF_RB_CURSOR, sb->rb_cursor);
+	le64_put(b + SB_OFF_RB_COPIED, sb->rb_copied);
+	le64_put(b + SB_OFF_CSUM, csum_buf(b, SB_OFF_CSUM, sb_seed(slot)));
 }
 
 static void decode_fields(const uint8_t *b, struct super *sb)
 {
 	memset(sb, 0, sizeof(*sb));
-	sb->version = get32(b, SB_OFF_VERSION);
-	sb->compat = get32(b, SB_OFF_COMPAT);
-	sb->ro_compat = get32(b, SB_OFF_RO_COMPAT);
-	sb->incompat = get32(b, SB_OFF_INCOMPAT);
+	sb->version = le32_get(b + SB_OFF_VERSION);
+	sb->compat = le32_get(b + SB_OFF_COMPAT);
+	sb->ro_compat = le32_get(b + SB_OFF_RO_COMPAT);
+	sb->incompat = le32_get(b + SB_OFF_INCOMPAT);
 	memcpy(sb->fs_uuid, b + SB_OFF_FS_UUID, 16);
 	memcpy(sb->dev_uuid, b + SB_OFF_DEV_UUID, 16);
-	sb->dev_index = get32(b, SB_OFF_DEV_INDEX);
-	sb->ndevs = get32(b, SB_OFF_NDEVS);
+	sb->dev_index = le32_get(b + SB_OFF_DEV_INDEX);
+	sb->ndevs = le32_get(b + SB_OFF_NDEVS);
 	for (unsigned i = 0; i < DEV_MAX; i++)
 		memcpy(sb->dev_uuids[i], b + SB_OFF_DEV_UUIDS + 16 * i, 16);
 	memcpy(sb->label, b + SB_OFF_LABEL, sizeof(sb->label) - 1);
 	sb->label[sizeof(sb->label) - 1] = '\0';
-	sb->block_size = get32(b, SB_OFF_BLOCK_SIZE);
-	sb->state = get32(b, SB_OFF_STATE);
-	sb->total_blocks = get64(b, SB_OFF_TOTAL_BLOCKS);
-	sb->log_start = get64(b, SB_OFF_LOG_START);
-	sb->log_blocks = get64(b, SB_OFF_LOG_BLOCKS);
-	sb->data_start = get64(b, SB_OFF_DATA_START);
-	sb->generation = get64(b, SB_OFF_GENERATION);
-	sb->ckpt_start = get64(b, SB_OFF_CKPT_START);
-	sb->ckpt_blocks = get64(b, SB_OFF_CKPT_BLOCKS);
-	sb->ckpt_bytes = get64(b, SB_OFF_CKPT_BYTES);
-	sb->ckpt_table_csum = get64(b, SB_OFF_CKPT_TABLE_CSUM);
-	sb->ckpt_seq = get64(b, SB_OFF_CKPT_SEQ);
-	sb->log_head_pos = get64(b, SB_OFF_LOG_HEAD_POS);
-	sb->log_head_seq = get64(b, SB_OFF_LOG_HEAD_SEQ);
-	sb->log_id = get64(b, SB_OFF_LOG_ID);
-	sb->next_ino = get64(b, SB_OFF_NEXT_INO);
-	sb->ctime_ns = get64(b, SB_OFF_CTIME_NS);
+	sb->block_size = le32_get(b + SB_OFF_BLOCK_SIZE);
+	sb->state = le32_get(b + SB_OFF_STATE);
+	sb->total_blocks = le64_get(b + SB_OFF_TOTAL_BLOCKS);
+	sb->log_start = le64_get(b + SB_OFF_LOG_START);
+	sb->log_blocks = le64_get(b + SB_OFF_LOG_BLOCKS);
+	sb->data_start = le64_get(b + SB_OFF_DATA_START);
+	sb->generation = le64_get(b + SB_OFF_GENERATION);
+	sb->ckpt_start = le64_get(b + SB_OFF_CKPT_START);
+	sb->ckpt_blocks = le64_get(b + SB_OFF_CKPT_BLOCKS);
+	sb->ckpt_bytes = le64_get(b + SB_OFF_CKPT_BYTES);
+	sb->ckpt_table_csum = le64_get(b + SB_OFF_CKPT_TABLE_CSUM);
+	sb->ckpt_seq = le64_get(b + SB_OFF_CKPT_SEQ);
+	sb->log_head_pos = le64_get(b + SB_OFF_LOG_HEAD_POS);
+	sb->log_head_seq = le64_get(b + SB_OFF_LOG_HEAD_SEQ);
+	sb->log_id = le64_get(b + SB_OFF_LOG_ID);
+	sb->next_ino = le64_get(b + SB_OFF_NEXT_INO);
+	sb->ctime_ns = le64_get(b + SB_OFF_CTIME_NS);
 	for (unsigned i = 0; i < DEV_MAX; i++) {
 		struct super_devstats *s = &sb->stats[i];
 		size_t o = SB_OFF_STATS + 48 * i;
 
-		sb->dev_state[i] = get32(b, SB_OFF_DEV_STATE + 4 * i);
-		s->read_err = get64(b, o);
-		s->write_err = get64(b, o + 8);
-		s->flush_err = get64(b, o + 16);
-		s->csum_err = get64(b, o + 24);
-		s->repaired = get64(b, o + 32);
-		s->unrecoverable = get64(b, o + 40);
+		sb->dev_state[i] = le32_get(b + SB_OFF_DEV_STATE + 4 * i);
+		s->read_err = le64_get(b + o);
+		s->write_err = le64_get(b + o + 8);
+		s->flush_err = le64_get(b + o + 16);
+		s->csum_err = le64_get(b + o + 24);
+		s->repaired = le64_get(b + o + 32);
+		s->unrecoverable = le64_get(b + o + 40);
 	}
 	{
 		struct super_scrub *c = &sb->scrub;
 		size_t o = SB_OFF_SCRUB;
 
-		c->state = get32(b, o);
-		c->ino = get64(b, o + 8);
-		c->fblk = get64(b, o + 16);
-		c->started_ns = get64(b, o + 24);
-		c->finished_ns = get64(b, o + 32);
-		c->bytes_done = get64(b, o + 40);
-		c->rate = get64(b, o + 48);
-		c->csum_err = get64(b, o + 56);
-		c->repaired = get64(b, o + 64);
-		c->unrecoverable = get64(b, o + 72);
-		c->read_err = get64(b, o + 80);
-		c->bytes_total = get64(b, o + 88);
+		c->state = le32_get(b + o);
+		c->ino = le64_get(b + o + 8);
+		c->fblk = le64_get(b + o + 16);
+		c->started_ns = le64_get(b + o + 24);
+		c->finished_ns = le64_get(b + o + 32);
+		c->bytes_done = le64_get(b + o + 40);
+		c->rate = le64_get(b + o + 48);
+		c->csum_err = le64_get(b + o + 56);
+		c->repaired = le64_get(b + o + 64);
+		c->unrecoverable = le64_get(b + o + 72);
+		c->read_err = le64_get(b + o + 80);
+		c->bytes_total = le64_get(b + o + 88);
 	}
-	sb->wib_start = get64(b, SB_OFF_WIB_START);
-	sb->wib_blocks = get32(b, SB_OFF_WIB_BLOCKS);
-	sb->wib_shift = get32(b, SB_OFF_WIB_SHIFT);
-	sb->wib_csum = get64(b, SB_OFF_WIB_CSUM);
-	sb->rb_state = get32(b, SB_OFF_RB_STATE);
-	sb->rb_kind = get32(b, SB_OFF_RB_KIND);
-	sb->rb_dev = get32(b, SB_OFF_RB_DEV);
-	sb->rb_cursor = get64(b, SB_OFF_RB_CURSOR);
-	sb->rb_copied = get64(b, SB_OFF_RB_COPIED);
+	sb->wib_start = le64_get(b + SB_OFF_WIB_START);
+	sb->wib_blocks = le32_get(b + SB_OFF_WIB_BLOCKS);
+	sb->wib_shift = le32_get(b + SB_OFF_WIB_SHIFT);
+	sb->wib_csum = le64_get(b + SB_OFF_WIB_CSUM);
+	sb->rb_state = le32_get(b + SB_OFF_RB_STATE);
+	sb->rb_kind = le32_get(b + SB_OFF_RB_KIND);
+	sb->rb_dev = le32_get(b + SB_OFF_RB_DEV);
+	sb->rb_cursor = le64_get(b + SB_OFF_RB_CURSOR);
+	sb->rb_copied = le64_get(b + SB_OFF_RB_COPIED);
 }
 
 static int why_fmt(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -326,7 +297,7 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
 	/* The checksum comes before the version so a damaged block is
 	 * reported as damaged, not as a "newer format".  Every version keeps
 	 * magic, version and csum at these offsets. */
-	want = get64(b, SB_OFF_CSUM);
+	want = le64_get(b + SB_OFF_CSUM);
 	if (csum_buf(b, SB_OFF_CSUM, sb_seed(slot)) != want)
 		return why_fmt(why, whylen, -EUCLEAN, "superblock slot %u checksum mismatch", slot);
 	decode_fields(b, sb);
