@@ -285,3 +285,32 @@ void dev_tls_destroy(struct dev_tls *tls)
 	pthread_mutex_unlock(&tls->lock);
 	pthread_mutex_destroy(&tls->lock);
 }
+
+int dev_tls_backend_create(const struct dev_ops *ops,
+			   void (*free_node)(struct dev_tls_node *n), struct dev_backend **out)
+{
+	struct dev_backend *be = calloc(1, sizeof(*be));
+	struct dev_tls *tls = calloc(1, sizeof(*tls));
+	int ret = -ENOMEM;
+
+	if (!be || !tls)
+		goto err;
+	ret = dev_tls_init(tls, free_node);
+	if (ret)
+		goto err;
+	be->ops = ops;
+	be->priv = tls;
+	*out = be;
+	return 0;
+err:
+	free(tls);
+	free(be);
+	return ret;
+}
+
+void dev_tls_backend_destroy(struct dev_backend *be)
+{
+	dev_tls_destroy(be->priv);
+	free(be->priv);
+	free(be);
+}

@@ -26,10 +26,6 @@ struct aio_thr {
 	struct io_event ev[DEV_QUEUE_DEPTH];
 };
 
-struct aio_be {
-	struct dev_tls tls;		/* this backend's per-thread contexts */
-};
-
 int dev_aio_probe(void)
 {
 	io_context_t ctx = 0;
@@ -51,8 +47,8 @@ static void aio_thr_free(struct dev_tls_node *n)
 
 static int aio_thr_get(struct dev_backend *be, struct aio_thr **out)
 {
-	struct aio_be *ab = be->priv;
-	struct aio_thr *t = (struct aio_thr *)dev_tls_get(&ab->tls);
+	struct dev_tls *tls = be->priv;	/* this backend's per-thread contexts */
+	struct aio_thr *t = (struct aio_thr *)dev_tls_get(tls);
 	unsigned i;
 	int ret;
 
@@ -71,7 +67,7 @@ static int aio_thr_get(struct dev_backend *be, struct aio_thr **out)
 	for (i = 0; i < DEV_QUEUE_DEPTH; i++)
 		t->freecb[i] = &t->cbs[i];
 	t->nfree = DEV_QUEUE_DEPTH;
-	ret = dev_tls_set(&ab->tls, &t->node);
+	ret = dev_tls_set(tls, &t->node);
 	if (ret) {
 		io_destroy(t->ctx);
 		free(t);
@@ -102,7 +98,7 @@ static void aio_prep(struct iocb *cb, struct dev_io *io, unsigned idx, uint32_t 
 
 static int aio_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 {
-	uint32_t stack_done[64], *done = stack_done;
+	uint32_t stack_done[DEV_DONE_STACK], *done;
 	struct iocb *q[DEV_QUEUE_DEPTH];
 	unsigned next = 0, held = 0, nq = 0, i;
 	struct aio_thr *t;
@@ -112,14 +108,10 @@ static int aio_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	ret = aio_thr_get(be, &t);
 	if (ret)
 		goto fail_all;
-	if (n > 64) {
-		done = calloc(n, sizeof(*done));
-		if (!done) {
-			ret = -ENOMEM;
-			goto fail_all;
-		}
-	} else {
-		memset(stack_done, 0, sizeof(stack_done));
+	done = dev_done_get(stack_done, n);
+	if (!done) {
+		ret = -ENOMEM;
+		goto fail_all;
 	}
 
 	/* held: slots taken by unfinished I/Os; q[0..nq): prepared, not yet
@@ -164,12 +156,10 @@ static int aio_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 		if (k < 0) {
 			/* The context is unusable: io_destroy() in the free
 			 * path waits out the kernel's I/Os before we return. */
-			struct aio_be *ab = be->priv;
-
 			for (i = 0; i < n; i++)
 				if (ios[i].res > 0 || i >= next)
 					ios[i].res = k;
-			dev_tls_drop(&ab->tls, &t->node);
+			dev_tls_drop(be->priv, &t->node);
 			break;
 		}
 		while (k-- > 0) {
@@ -196,45 +186,17 @@ fail_all:
 	return ret;
 }
 
-static void aio_destroy(struct dev_backend *be)
-{
-	struct aio_be *ab = be->priv;
-
-	dev_tls_destroy(&ab->tls);
-	free(ab);
-	free(be);
-}
-
 static const struct dev_ops aio_ops = {
 	.name = "libaio",
 	.submit = aio_submit,
-	.destroy = aio_destroy,
+	.destroy = dev_tls_backend_destroy,
 };
 
 int dev_aio_create(struct dev_backend **out)
 {
-	struct dev_backend *be;
-	struct aio_be *ab;
-	int ret;
+	int ret = dev_aio_probe();
 
-	ret = dev_aio_probe();
 	if (ret)
 		return ret;
-	be = calloc(1, sizeof(*be));
-	ab = calloc(1, sizeof(*ab));
-	if (!be || !ab) {
-		ret = -ENOMEM;
-		goto err;
-	}
-	ret = dev_tls_init(&ab->tls, aio_thr_free);
-	if (ret)
-		goto err;
-	be->ops = &aio_ops;
-	be->priv = ab;
-	*out = be;
-	return 0;
-err:
-	free(ab);
-	free(be);
-	return ret;
+	return dev_tls_backend_create(&aio_ops, aio_thr_free, out);
 }

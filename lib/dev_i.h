@@ -10,6 +10,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "dev.h"
 
@@ -55,6 +58,24 @@ int dev_tls_set(struct dev_tls *tls, struct dev_tls_node *n);
 void dev_tls_drop(struct dev_tls *tls, struct dev_tls_node *n);
 /* Free every context. */
 void dev_tls_destroy(struct dev_tls *tls);
+
+/* A backend whose private state is just its registry (io_uring, libaio):
+ * be->priv is the struct dev_tls.  0 or -errno. */
+int dev_tls_backend_create(const struct dev_ops *ops,
+			   void (*free_node)(struct dev_tls_node *n), struct dev_backend **out);
+void dev_tls_backend_destroy(struct dev_backend *be);	/* its dev_ops.destroy */
+
+/* Per-I/O progress (bytes done) for a batch of @n: the caller's zeroed
+ * @stack when it is big enough, else calloc'ed (the caller frees it if it
+ * is not @stack).  NULL: out of memory. */
+#define DEV_DONE_STACK 64u
+static inline uint32_t *dev_done_get(uint32_t stack[DEV_DONE_STACK], unsigned n)
+{
+	if (n > DEV_DONE_STACK)
+		return calloc(n, sizeof(uint32_t));
+	memset(stack, 0, DEV_DONE_STACK * sizeof(uint32_t));
+	return stack;
+}
 
 /* Bytes to issue next for @io after @done bytes completed. */
 static inline uint32_t dev_io_chunk(const struct dev_io *io, uint32_t done)

@@ -26,10 +26,6 @@ struct uring_thr {
 	struct io_uring ring;		/* used only by the owning thread */
 };
 
-struct uring_be {
-	struct dev_tls tls;		/* this backend's per-thread rings */
-};
-
 /* Prefer a ring tied to its one submitter with completions run on our
  * io_uring_enter() (less cross-CPU work); older kernels refuse the flags. */
 static int uring_ring_init(struct io_uring *ring, unsigned depth)
@@ -65,8 +61,8 @@ static void uring_thr_free(struct dev_tls_node *n)
 
 static int uring_thr_get(struct dev_backend *be, struct uring_thr **out)
 {
-	struct uring_be *ub = be->priv;
-	struct uring_thr *t = (struct uring_thr *)dev_tls_get(&ub->tls);
+	struct dev_tls *tls = be->priv;	/* this backend's per-thread rings */
+	struct uring_thr *t = (struct uring_thr *)dev_tls_get(tls);
 	int ret;
 
 	if (t) {
@@ -81,7 +77,7 @@ static int uring_thr_get(struct dev_backend *be, struct uring_thr **out)
 		free(t);
 		return ret;
 	}
-	ret = dev_tls_set(&ub->tls, &t->node);
+	ret = dev_tls_set(tls, &t->node);
 	if (ret) {
 		io_uring_queue_exit(&t->ring);
 		free(t);
@@ -124,7 +120,6 @@ static void uring_abort(struct dev_backend *be, struct uring_thr *t,
 			struct dev_io *ios, unsigned n, uint32_t *done,
 			unsigned inflight, int err)
 {
-	struct uring_be *ub = be->priv;
 	unsigned kern = inflight - io_uring_sq_ready(&t->ring);
 	struct io_uring_cqe *cqe;
 	unsigned i;
@@ -145,12 +140,12 @@ static void uring_abort(struct dev_backend *be, struct uring_thr *t,
 	for (i = 0; i < n; i++)
 		if (ios[i].res > 0)
 			ios[i].res = err;
-	dev_tls_drop(&ub->tls, &t->node);
+	dev_tls_drop(be->priv, &t->node);
 }
 
 static int uring_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 {
-	uint32_t stack_done[64], *done = stack_done;
+	uint32_t stack_done[DEV_DONE_STACK], *done;
 	unsigned next = 0, inflight = 0, i;
 	struct io_uring_cqe *cqe;
 	struct uring_thr *t;
@@ -159,14 +154,10 @@ static int uring_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	ret = uring_thr_get(be, &t);
 	if (ret)
 		goto fail_all;
-	if (n > 64) {
-		done = calloc(n, sizeof(*done));
-		if (!done) {
-			ret = -ENOMEM;
-			goto fail_all;
-		}
-	} else {
-		memset(stack_done, 0, sizeof(stack_done));
+	done = dev_done_get(stack_done, n);
+	if (!done) {
+		ret = -ENOMEM;
+		goto fail_all;
 	}
 	for (i = 0; i < n; i++)
 		ios[i].res = 1;
@@ -202,46 +193,18 @@ fail_all:
 	return ret;
 }
 
-static void uring_destroy(struct dev_backend *be)
-{
-	struct uring_be *ub = be->priv;
-
-	dev_tls_destroy(&ub->tls);
-	free(ub);
-	free(be);
-}
-
 static const struct dev_ops uring_ops = {
 	.name = "io_uring",
 	.submit = uring_submit,
-	.destroy = uring_destroy,
+	.destroy = dev_tls_backend_destroy,
 };
 
 int dev_uring_create(struct dev_backend **out)
 {
-	struct dev_backend *be;
-	struct uring_be *ub;
-	int ret;
-
 	/* Fail here, not on the first I/O, when io_uring is refused. */
-	ret = dev_uring_probe();
+	int ret = dev_uring_probe();
+
 	if (ret)
 		return ret;
-	be = calloc(1, sizeof(*be));
-	ub = calloc(1, sizeof(*ub));
-	if (!be || !ub) {
-		ret = -ENOMEM;
-		goto err;
-	}
-	ret = dev_tls_init(&ub->tls, uring_thr_free);
-	if (ret)
-		goto err;
-	be->ops = &uring_ops;
-	be->priv = ub;
-	*out = be;
-	return 0;
-err:
-	free(ub);
-	free(be);
-	return ret;
+	return dev_tls_backend_create(&uring_ops, uring_thr_free, out);
 }
