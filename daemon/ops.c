@@ -516,7 +516,15 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	reply_err(req, tfs_fsync(req_fs(req), ino, datasync != 0));
+	int ret = tfs_fsync(req_fs(req), ino, datasync != 0);
+
+	/* With the writeback cache the kernel keeps no st_blocks of its own
+	 * and, unlike on flush, does not drop its cached attributes after an
+	 * fsync: stat would show the blocks from before the written-back
+	 * data for up to ATTR_TIMEOUT.  Attributes only (negative offset). */
+	if (ret == 0 && req_d(req)->writeback_cache)
+		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, -1, 0);
+	reply_err(req, ret);
 }
 
 /* ---- data ---- */

@@ -999,8 +999,12 @@ static int t_statfs(void)
 static int t_sync(void)
 {
 	int fd = SYS(open(P("f"), O_CREAT | O_RDWR, 0644));
+	struct stat st;
 	CHECK(write(fd, "data", 4) == 4, "write");
 	SYS(fsync(fd));
+	/* The written-back block counts at once (du after fsync). */
+	SYS(fstat(fd, &st));
+	CHECK(st.st_blocks > 0, "st_blocks %ld after fsync", (long)st.st_blocks);
 	CHECK(write(fd, "more", 4) == 4, "write");
 	SYS(fdatasync(fd));
 	SYS(syncfs(fd));
