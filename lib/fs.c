@@ -25,6 +25,7 @@
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
+#include "wib.h"
 
 #define FS_DEFAULT_COMMIT_MS 5000u
 #define FS_DEFAULT_BOUNCE 64u
@@ -94,8 +95,9 @@ static void cb_pressure(void *ctx)
 	fs_kick_bg(ctx);
 }
 
-/* A device changed state: record it in the superblocks soon, so a device
- * that missed writes is known to be stale after a crash. */
+/* A device changed state: checkpoint soon, which persists the write-intent
+ * bitmap (the stale mark itself is made durable before the next write or
+ * flush is acknowledged: ckpt_persist_stale through the mirror's hook). */
 static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 {
 	fs_kick_bg(ctx);
@@ -116,6 +118,7 @@ int fs_new(struct tfs **out)
 	}
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
+	pthread_mutex_init(&fs->sb_mu, NULL);
 	pthread_mutex_init(&fs->bg_mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -141,6 +144,7 @@ void fs_free(struct tfs *fs)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
 	pthread_mutex_destroy(&fs->bg_mu);
+	pthread_mutex_destroy(&fs->sb_mu);
 	pthread_mutex_destroy(&fs->ckpt_mu);
 	pthread_mutex_destroy(&fs->ns_lock);
 	free(fs);
@@ -235,7 +239,7 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 	/* Written after the persisted write-intent bitmap: a stale device
 	 * missed these blocks too. */
 	if (r->type == LR_EXT_SET && !(r->ext.phys & EXTENT_UNWRITTEN))
-		rebuild_note_replay(ac->fs, r->ext.phys, r->ext.n);
+		wib_note_replay(ac->fs, r->ext.phys, r->ext.n);
 	return meta_apply(ac->fs, r, &ac->drops);
 }
 
@@ -618,6 +622,9 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->mirror.on_state = cb_mirror_state;
 	fs->mirror.on_state_ctx = fs;
+	/* From the first write on, a device failing (or found missing) is
+	 * recorded stale in the superblocks before the write is acknowledged. */
+	ckpt_sb_init(fs);
 	/* Before anything is written: a device whose rebuild was running
 	 * must get this mount's writes from the first one on. */
 	ret = rebuild_mount_init(fs, spaths, err, errlen);
@@ -675,7 +682,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	ret = mount_rebuild(fs, err, errlen);
 	if (ret == 0)
-		ret = rebuild_mount_load(fs, err, errlen);
+		ret = wib_mount_load(fs, err, errlen);
 	if (ret < 0)
 		goto out_fs;
 	fs->replaying = false;
@@ -751,7 +758,7 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 	fs->replaying = true;	/* orphan deletion without drops (no allocator use yet) */
 	ret = mount_rebuild(fs, err, errlen);
 	if (ret == 0)
-		ret = rebuild_mount_load(fs, err, errlen);
+		ret = wib_mount_load(fs, err, errlen);
 	fs->replaying = false;
 	if (ret < 0)
 		return ret;

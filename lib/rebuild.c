@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * rebuild: online rebuild of a returning device and replacement of a device
- * by a new one, the persistence of the write-intent bitmap, and the check
- * for image files that vanished under a mounted file system.
+ * by a new one, and the check for image files that vanished under a mounted
+ * file system.  The write-intent bitmap that says which regions a returning
+ * device missed is kept on disk by wib.c.
  *
  * A run: the target is installed in its slot as MDEV_REBUILDING (it gets
  * every write from then on: mirror.c), then the thread walks the regions in
@@ -34,16 +35,13 @@
 #include <unistd.h>
 
 #include "fs_i.h"
-#include "le.h"
 #include "rebuild.h"
+#include "wib.h"
 
 #define BS TFS_BLOCK_SIZE
 #define RB_IO_BLOCKS 256u		/* blocks per copy I/O (1 MiB) */
-#define RB_MIN_SHIFT 8u			/* 1 MiB regions at least */
-#define RB_MAX_BITMAP_BLOCKS 8u		/* the bitmap fits in 32 KiB */
 #define RB_CKPT_EVERY_S 2		/* cursor persisted at least this often */
 #define RB_VERIFY_PIECE 4096u		/* file blocks per range-lock hold */
-#define WIB_SEED_XOR 0x776962ull	/* "wib" */
 
 struct rebuild {
 	pthread_mutex_t mu;		/* protects everything below but atomics */
@@ -69,11 +67,6 @@ struct rebuild {
 	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
 	unsigned nretired;
 };
-
-static uint64_t wib_seed(const struct tfs *fs)
-{
-	return le64_get(fs->sb.fs_uuid) ^ WIB_SEED_XOR;
-}
 
 static double now_s(void)
 {
@@ -102,22 +95,6 @@ static void uuid_fmt(const uint8_t u[16], char out[37])
 	*p = '\0';
 }
 
-/* Region size: at least 1 MiB, larger only when the bitmap would exceed
- * RB_MAX_BITMAP_BLOCKS. */
-static unsigned region_shift(uint64_t data_blocks)
-{
-	unsigned s = RB_MIN_SHIFT;
-
-	while ((data_blocks >> s) > (uint64_t)RB_MAX_BITMAP_BLOCKS * BS * 8)
-		s++;
-	return s;
-}
-
-static uint64_t bitmap_blocks(const struct mirror *m)
-{
-	return (m->trk_nregions + BS * 8 - 1) / (BS * 8);
-}
-
 /* ---- mount ---- */
 
 int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err, size_t errlen)
@@ -138,7 +115,7 @@ int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err,
 		if (slot_paths && slot_paths[i])
 			rb->slot_path[i] = strdup(slot_paths[i]);
 	/* A bitmap written with another region size keeps its own. */
-	shift = sb->wib_start ? sb->wib_shift : region_shift(sb->total_blocks - sb->data_start);
+	shift = sb->wib_start ? sb->wib_shift : wib_region_shift(sb->total_blocks - sb->data_start);
 	ret = mirror_track_init(&fs->mirror, sb->data_start, sb->total_blocks, shift);
 	if (ret < 0) {
 		snprintf(err, errlen, "cannot set up the write-intent bitmap: %s", strerror(-ret));
@@ -164,135 +141,7 @@ int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err,
 	return 0;
 }
 
-void rebuild_note_replay(struct tfs *fs, uint64_t phys, uint64_t n)
-{
-	if (mirror_insync(&fs->mirror) < fs->mirror.ndevs)
-		mirror_mark(&fs->mirror, phys, n);
-}
-
-/* Read and verify the persisted bitmap from the first in-sync device whose
- * copy verifies.  -EUCLEAN if none does. */
-static int load_bits(struct tfs *fs)
-{
-	const struct super *sb = &fs->sb;
-	uint64_t nw = (fs->mirror.trk_nregions + 63) / 64, *words;
-	uint8_t *buf;
-	int ret = -EUCLEAN;
-
-	if (sb->wib_blocks < bitmap_blocks(&fs->mirror) || sb->wib_shift != fs->mirror.trk_shift)
-		return -EUCLEAN;
-	if (posix_memalign((void **)&buf, BS, (size_t)sb->wib_blocks * BS))
-		return -ENOMEM;
-	words = malloc(nw * sizeof(*words));
-	if (!words) {
-		free(buf);
-		return -ENOMEM;
-	}
-	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
-		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK)
-			continue;
-		if (mirror_read_dev(&fs->mirror, i, sb->wib_start, buf, sb->wib_blocks) < 0)
-			continue;
-		if (csum_buf(buf, (size_t)sb->wib_blocks * BS, wib_seed(fs)) != sb->wib_csum)
-			continue;
-		for (uint64_t w = 0; w < nw; w++)
-			words[w] = le64_get(buf + w * 8);
-		mirror_bits_set(&fs->mirror, words);
-		ret = 0;
-		break;
-	}
-	free(words);
-	free(buf);
-	return ret;
-}
-
-int rebuild_mount_load(struct tfs *fs, char *err, size_t errlen)
-{
-	struct super *sb = &fs->sb;
-	int ret;
-
-	if (sb->wib_start) {
-		ret = alloc_use(fs->alloc, sb->wib_start, sb->wib_blocks);
-		if (ret < 0) {
-			snprintf(err, errlen, "write-intent bitmap lies outside the data area");
-			return -EUCLEAN;
-		}
-	}
-	if (mirror_insync(&fs->mirror) == fs->mirror.ndevs)
-		return 0;
-	if (sb->wib_start && load_bits(fs) < 0) {
-		/* What the stale device missed is unknown: all of it. */
-		tfs_log(LOG_WARNING, "write-intent bitmap unreadable: a rebuild will copy "
-			"every allocated block");
-		mirror_mark_all(&fs->mirror);
-	}
-	/* Written after (or with) the bitmap, so it does not cover them. */
-	if (sb->ckpt_blocks)
-		mirror_mark(&fs->mirror, sb->ckpt_start, sb->ckpt_blocks);
-	if (sb->wib_start)
-		mirror_mark(&fs->mirror, sb->wib_start, sb->wib_blocks);
-	return 0;
-}
-
 /* ---- checkpoint hooks ---- */
-
-int rebuild_ckpt_write_bits(struct tfs *fs, struct rebuild_wib *w)
-{
-	struct mirror *m = &fs->mirror;
-	uint64_t nb, blk, got, nw;
-	uint8_t *buf;
-	int ret;
-
-	memset(w, 0, sizeof(*w));
-	w->shift = m->trk_shift;
-	if (!m->trk_bits || mirror_dirty_count(m) == 0)
-		return 0;
-	nb = bitmap_blocks(m);
-	nw = (m->trk_nregions + 63) / 64;
-	ret = alloc_get(fs->alloc, nb, 0, ALLOC_META, &blk, &got);
-	if (ret < 0)
-		return ret;
-	if (got < nb) {
-		alloc_put(fs->alloc, blk, got);
-		return -ENOSPC;
-	}
-	if (posix_memalign((void **)&buf, BS, nb * BS)) {
-		alloc_put(fs->alloc, blk, nb);
-		return -ENOMEM;
-	}
-	memset(buf, 0, nb * BS);
-	{
-		uint64_t *words = malloc(nw * sizeof(*words));
-
-		if (!words) {
-			free(buf);
-			alloc_put(fs->alloc, blk, nb);
-			return -ENOMEM;
-		}
-		mirror_bits_get(m, words);
-		for (uint64_t i = 0; i < nw; i++)
-			for (int k = 0; k < 8; k++)
-				buf[i * 8 + k] = (uint8_t)(words[i] >> (8 * k));
-		free(words);
-	}
-	ret = mirror_write(m, blk, buf, (uint32_t)nb);
-	if (ret < 0) {
-		free(buf);
-		alloc_put(fs->alloc, blk, nb);
-		return ret;
-	}
-	w->start = blk;
-	w->blocks = (uint32_t)nb;
-	w->csum = csum_buf(buf, nb * BS, wib_seed(fs));
-	free(buf);
-	return 0;
-}
-
-void rebuild_ckpt_put_bits(struct tfs *fs, uint64_t start, uint32_t blocks)
-{
-	if (start && blocks)
-		alloc_put(fs->alloc, start, blocks);
-}
 
 void rebuild_fill_sb(struct tfs *fs, struct super *sb)
 {

@@ -9,8 +9,8 @@
  * thread while the file system is in use, record their cursor in every
  * checkpoint (so a remount resumes them), end with a verification pass over
  * every extent in the copied regions, and only then let a checkpoint mark
- * the device in sync.  Also owns the persistence of the bitmap (checkpoint
- * hooks) and the check for image files that vanished under a mounted fs.
+ * the device in sync.  Also owns the check for image files that vanished
+ * under a mounted fs.  The bitmap's persistence is wib.h's.
  *
  * Functions return 0 or -errno.
  */
@@ -46,10 +46,6 @@ struct rebuild_status {
  * device paths (for messages), and take back a device whose rebuild was
  * running (REBUILDING from the saved cursor). */
 int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err, size_t errlen);
-/* Mark a replayed extent's blocks dirty when a device is out of sync. */
-void rebuild_note_replay(struct tfs *fs, uint64_t phys, uint64_t n);
-/* After the allocator is rebuilt: hold the bitmap blocks, load the bitmap. */
-int rebuild_mount_load(struct tfs *fs, char *err, size_t errlen);
 /* After the mount's checkpoint: restart an interrupted rebuild. */
 void rebuild_mount_resume(struct tfs *fs);
 /* Stop the thread (leaving the rebuild recorded as running, so the next
@@ -58,18 +54,7 @@ void rebuild_stop(struct tfs *fs);
 /* Free everything (closes devices replaced while mounted). */
 void rebuild_free(struct tfs *fs);
 
-/* ---- checkpoint hooks (ckpt.c, under ckpt_mu) ---- */
-struct rebuild_wib {
-	uint64_t start;
-	uint32_t blocks, shift;
-	uint64_t csum;
-};
-/* Write the bitmap (if any region is dirty) to new blocks; the checkpoint's
- * flush makes it durable.  *w gets its location (start 0: none). */
-int rebuild_ckpt_write_bits(struct tfs *fs, struct rebuild_wib *w);
-/* Give back bitmap blocks (the new ones after a failure, the previous ones
- * after the flip). */
-void rebuild_ckpt_put_bits(struct tfs *fs, uint64_t start, uint32_t blocks);
+/* ---- checkpoint hook (ckpt.c, under ckpt_mu) ---- */
 /* Rebuild fields into sb. */
 void rebuild_fill_sb(struct tfs *fs, struct super *sb);
 
