@@ -15,6 +15,8 @@
  * fs->itable_lock -> log -> alloc.  A checkpoint takes ckpt_mu, then
  * ns_lock and every inode's locks in turn, so no one holding any of those
  * may wait for a checkpoint (log_wait_space comes before taking locks).
+ * fs->sb_mu is a leaf below all of these (only device I/O under it), so a
+ * writer holding its range lock may take it to record a failed device.
  */
 #ifndef TWINFS_FS_I_H
 #define TWINFS_FS_I_H
@@ -86,6 +88,18 @@ struct tfs {
 	struct alloc *alloc;
 	struct log *log;
 	struct super sb;		/* in-memory copy; protected by ckpt_mu */
+	/* Superblock writes (ckpt.c).  sb_mu serializes them: ckpt_write
+	 * holds it around its superblock phase, ckpt_persist_stale around the
+	 * emergency write that records a failed device.  sb_last is the
+	 * superblock last written and flushed (what the emergency write
+	 * repeats: fs->sb may already name a checkpoint not durable yet),
+	 * sb_gen the highest generation ever written; both under sb_mu.
+	 * sb_stale: bit i set when sb_last says device i is stale; written
+	 * under sb_mu, read lock-free by the write path's fast check. */
+	pthread_mutex_t sb_mu;
+	struct super sb_last;
+	uint64_t sb_gen;
+	_Atomic uint32_t sb_stale;
 	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
 
 	pthread_rwlock_t itable_lock;	/* protects itable buckets */
@@ -186,6 +200,14 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
 /* ---- checkpoint (ckpt.c) ---- */
 int ckpt_write(struct tfs *fs);			/* serialize + flip superblock */
 int ckpt_load(struct tfs *fs);			/* from fs->sb */
+/* At mount, after mirror_init, fs->sb as read from the devices: it is the
+ * durable superblock; install the mirror's on_degraded hook. */
+void ckpt_sb_init(struct tfs *fs);
+/* Record every device not in sync as stale in a superblock on every
+ * healthy device (same checkpoint and log head as sb_last, generation + 1)
+ * and flush, unless sb_last already does.  Takes only sb_mu: safe from a
+ * writer holding range and inode locks.  0, or -EIO if no device took it. */
+int ckpt_persist_stale(struct tfs *fs);
 
 /* ---- namespace helpers (namei.c) ---- */
 /* Create a new inode of @mode (any type) named @name in @parent, with an

@@ -412,6 +412,16 @@ static void note_write_err(struct mirror *m, unsigned dev, uint64_t blk, int err
 	mirror_fail_dev(m, dev, err);
 }
 
+/* Before acknowledging a write or flush: a device out of sync (failed by
+ * this very I/O, or by another thread's a moment ago) must be recorded
+ * stale durably first.  The hook's fast path is a lock-free check. */
+static int ack_degraded(struct mirror *m)
+{
+	if (!m->on_degraded || mirror_healthy(m) == m->ndevs)
+		return 0;
+	return m->on_degraded(m->on_state_ctx);
+}
+
 int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 {
 	struct dev_io ios[DEV_MAX];
@@ -461,7 +471,11 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 		mirror_mark(m, blk, nblk);
 	if (counted)
 		busy_add(m, r0, r1, -1);
-	return ok ? 0 : -EIO;
+	if (!ok)
+		return -EIO;
+	/* Outside the busy count: the superblock write must not hold up a
+	 * rebuild window. */
+	return ack_degraded(m);
 }
 
 int mirror_flush(struct mirror *m)
@@ -493,7 +507,7 @@ int mirror_flush(struct mirror *m)
 			ok++;
 		}
 	}
-	return ok ? 0 : -EIO;
+	return ok ? ack_degraded(m) : -EIO;
 }
 
 int mirror_read_dev(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uint32_t nblk)

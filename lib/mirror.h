@@ -81,6 +81,14 @@ struct mirror {
 	/* Called once when a device changes state (for logging); may be NULL. */
 	void (*on_state)(void *ctx, unsigned dev, int state, int err);
 	void *on_state_ctx;
+	/* Called (with on_state_ctx) by mirror_write and mirror_flush before
+	 * they acknowledge (return 0) while some device is not in sync: it
+	 * returns only once every such device is durably recorded stale (fs:
+	 * ckpt_persist_stale writes the superblocks), so no crash can make a
+	 * device that missed an acknowledged write look current.  Runs in the
+	 * caller's thread, holding whatever locks the caller holds.  Nonzero:
+	 * the write is not acknowledged (its error is returned).  May be NULL. */
+	int (*on_degraded)(void *ctx);
 	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */
 
 	/* Write-intent bitmap; trk_bits == NULL: not tracking (mkfs, tests). */
@@ -108,7 +116,8 @@ int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, uns
 unsigned mirror_healthy(const struct mirror *m);
 
 /* Write nblk blocks at physical block blk to every healthy device at once.
- * 0 when every device still healthy afterwards has the data; -EIO when no
+ * 0 when every device still healthy afterwards has the data (and, through
+ * on_degraded, every other one is durably recorded stale); -EIO when no
  * device took it. */
 int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk);
 
@@ -124,7 +133,9 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 int mirror_read_dev(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uint32_t nblk);
 int mirror_write_dev(struct mirror *m, unsigned dev, uint64_t blk, const void *buf, uint32_t nblk);
 
-/* Flush the volatile cache of every healthy device, concurrently. */
+/* Flush the volatile cache of every healthy device, concurrently (a device
+ * whose flush fails is failed, and recorded stale through on_degraded
+ * before 0 is returned). */
 int mirror_flush(struct mirror *m);
 
 /* Add n to device dev's counter for kind and log it, at most one line per

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: degraded mounts, a mirror failing under writes, rebuild of a returning device (dirty regions only), replace under a writer, crash during a rebuild. */
+/* Description: degraded mounts, a mirror failing under writes (and a crash before any checkpoint records it), rebuild of a returning device (dirty regions only), replace under a writer, crash during a rebuild. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -327,6 +327,68 @@ static void test_fail_mid_write(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* A device fails on a write and the machine crashes before any checkpoint
+ * could record it (ckpt_mu held: none can run).  The crash is the images as
+ * they are right after the acknowledged writes and fsync.  The returning
+ * device must not be taken as current: the survivor's superblock already
+ * says it is stale.  A rebuild then brings it back complete. */
+static void test_fail_then_crash(void **state)
+{
+	struct dev_fault_rule r = {
+		.dev_idx = 1, .op = DEV_WRITE, .kind = DEV_FAULT_ERROR, .err = EIO, .count = -1,
+	};
+	const char *names[] = { "pre", "mid" };
+	size_t lens[] = { 2 * MIB, 3 * MIB + 100 };
+	unsigned seeds[] = { 60, 61 };
+	char crash[2][64], err[256] = "";
+	const char *cdevs[2] = { crash[0], crash[1] };
+	struct tfs *fs;
+
+	fs = mount_devs(img[0], img[1], false, "");
+	put_file(fs, "pre", lens[0], seeds[0]);
+	assert_int_equal(tfs_checkpoint(fs), 0);	/* both in sync on disk */
+
+	pthread_mutex_lock(&fs->ckpt_mu);
+	assert_int_equal(dev_fault_add_rule(fs->be, &r), 0);
+	put_file(fs, "mid", lens[1], seeds[1]);
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_FAILED);
+	assert_int_equal(tfs_syncfs(fs), 0);
+	copy_image(img[0], crash[0]);
+	copy_image(img[1], crash[1]);
+	pthread_mutex_unlock(&fs->ckpt_mu);
+	tfs_abandon(fs);
+
+	/* Device 1 works again but missed "mid": refused without -o degraded. */
+	assert_int_equal(try_mount(cdevs, 2, false, NULL, &fs, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "stale"));
+	fs = mount_devs(crash[0], crash[1], true, NULL);
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_STALE);
+	check_file(fs, "pre", lens[0], seeds[0]);
+	check_file(fs, "mid", lens[1], seeds[1]);
+	/* What it missed is dirty (replayed from the log), "pre" is not. */
+	assert_true(mirror_dirty_count(&fs->mirror) > 0);
+	assert_int_equal(rebuild_start(fs, "1", err, sizeof(err)), 0);
+	assert_int_equal(wait_done(fs), RB_DONE);
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_OK);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	fs = mount_devs(crash[0], crash[1], false, NULL);
+	assert_int_equal(tfs_unmount(fs), 0);
+	check_alone(crash[0], names, lens, seeds, 2);
+	check_alone(crash[1], names, lens, seeds, 2);
+
+	/* The crashed set, in sync again, is the one the next tests use,
+	 * without these files (the replace test fills the images). */
+	fs = mount_devs(crash[0], crash[1], false, NULL);
+	assert_int_equal(tfs_unlink(fs, TFS_ROOT_INO, "pre"), 0);
+	assert_int_equal(tfs_unlink(fs, TFS_ROOT_INO, "mid"), 0);
+	assert_int_equal(tfs_unmount(fs), 0);
+	for (int i = 0; i < 2; i++) {
+		unlink(img[i]);
+		memcpy(img[i], crash[i], sizeof(img[i]));
+	}
+}
+
 static uint64_t file_regions(struct tfs *fs, const char *name, bool *seen)
 {
 	struct stat st;
@@ -569,6 +631,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing_at_mount),
 		cmocka_unit_test(test_fail_mid_write),
+		cmocka_unit_test(test_fail_then_crash),
 		cmocka_unit_test(test_rebuild_counts),
 		cmocka_unit_test(test_replace_under_writer),
 		cmocka_unit_test(test_crash_mid_rebuild),
