@@ -16,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char why[256];
 
 	memset(buf, 0, sizeof(buf));
-	memcpy(buf, data, size < sizeof(buf) ? size : sizeof(buf));
+	if (size)	/* libFuzzer passes the empty input as NULL */
+		memcpy(buf, data, size < sizeof(buf) ? size : sizeof(buf));
 	for (unsigned slot = 0; slot < 2; slot++) {
 		if (super_decode(buf, slot, &sb, why, sizeof(why)) != 0)
 			continue;

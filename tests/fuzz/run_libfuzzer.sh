@@ -8,5 +8,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/corpus"
 "$fz" -twinfs_seeds="$dir/corpus"
+# -error_exitcode: libFuzzer's default (77) is meson's "skipped", which hid
+# a crash; a crash input is kept in the build dir (artifact_prefix).
 "$fz" -max_total_time="$secs" -seed=1 -rss_limit_mb=1024 -timeout=10 \
-	-print_final_stats=1 "$dir/corpus" 2>&1 | tail -n 25
+	-error_exitcode=1 -artifact_prefix="$PWD/" \
+	-print_final_stats=1 "$dir/corpus" 2>&1 | tail -n 40
