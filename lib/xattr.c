@@ -4,7 +4,7 @@
  * (name, value) in memory (struct xattr, protected by the inode's lock);
  * every change is one transaction: LR_XATTR_SET or LR_XATTR_DEL plus the
  * inode's new ctime.  Names are 1..255 bytes, values up to 64 KiB, as on
- * Linux (the kernel checks namespaces and permissions).
+ * Linux (the kernel checks permissions; we check the namespace).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -79,6 +79,11 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 	 * leave the mode unchanged while cp -a, tar and rsync believe they
 	 * set it (they fall back to chmod on EOPNOTSUPP). */
 	if (!strncmp(name, "system.posix_acl_", 17))
+		return -EOPNOTSUPP;
+	/* FUSE hands us every name; a local file system knows only these
+	 * namespaces and refuses the rest ("foo.bar", "system.x"). */
+	if (strncmp(name, "user.", 5) && strncmp(name, "trusted.", 8) &&
+	    strncmp(name, "security.", 9))
 		return -EOPNOTSUPP;
 	if (size > LOG_XATTR_VAL_MAX)
 		return -E2BIG;

@@ -714,6 +714,11 @@ static int t_xattr(void)
 	SYS(setxattr(P("f"), "user.empty", "", 0, 0));
 	FAILS(setxattr(P("f"), "user.a", "x", 1, XATTR_CREATE), EEXIST);
 	FAILS(setxattr(P("f"), "user.none", "x", 1, XATTR_REPLACE), ENODATA);
+	/* Only the namespaces a local file system knows. */
+	FAILS(setxattr(P("f"), "foo.bar", "x", 1, 0), EOPNOTSUPP);
+	FAILS(setxattr(P("f"), "system.x", "x", 1, 0), EOPNOTSUPP);
+	SYS(setxattr(P("f"), "trusted.t", "x", 1, 0));
+	SYS(removexattr(P("f"), "trusted.t"));
 	n = SYS(getxattr(P("f"), "user.a", got, sizeof(got)));
 	CHECK(n == 3 && memcmp(got, "one", 3) == 0, "user.a = '%.*s'", (int)n, got);
 	SYS(setxattr(P("f"), "user.a", "three", 5, XATTR_REPLACE));

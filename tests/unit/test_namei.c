@@ -661,6 +661,7 @@ static void test_xattr(void **state)
 	assert_int_equal(tfs_setxattr(fs, f, name, "v", 1, 0), -ERANGE);
 	assert_int_equal(tfs_getxattr(fs, f, name, buf, sizeof(buf)), -ERANGE);
 	assert_int_equal(tfs_setxattr(fs, f, "", "v", 1, 0), -ERANGE);
+	assert_int_equal(tfs_setxattr(fs, f, "foo.bar", "v", 1, 0), -EOPNOTSUPP);
 	char *big = calloc(1, 65537);
 	assert_non_null(big);
 	big[0] = 1;
