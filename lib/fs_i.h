@@ -91,8 +91,9 @@ struct tfs {
 	/* Superblock writes (ckpt.c).  sb_mu serializes them: ckpt_write
 	 * holds it around its superblock phase, ckpt_persist_stale around the
 	 * emergency write that records a failed device.  sb_last is the
-	 * superblock last written and flushed (what the emergency write
-	 * repeats: fs->sb may already name a checkpoint not durable yet),
+	 * superblock last written and flushed, plus a replace's new member
+	 * (what the emergency write repeats: fs->sb may already name a
+	 * checkpoint not durable yet),
 	 * sb_gen the highest generation ever written; both under sb_mu.
 	 * sb_stale: bit i set when sb_last says device i is stale; written
 	 * under sb_mu, read lock-free by the write path's fast check. */

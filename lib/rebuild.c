@@ -842,6 +842,13 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, ch
 	if (ret == 0) {
 		memcpy(fs->sb.dev_uuids[slot], uuid, 16);
 		fs->sb.dev_state[slot] = 1;
+		/* An emergency superblock (ckpt_persist_stale) written before
+		 * the next checkpoint must name the new member, or a crash
+		 * would leave it "no longer a member". */
+		pthread_mutex_lock(&fs->sb_mu);
+		memcpy(fs->sb_last.dev_uuids[slot], uuid, 16);
+		fs->sb_last.dev_state[slot] = 1;
+		pthread_mutex_unlock(&fs->sb_mu);
 	}
 	pthread_mutex_unlock(&fs->ckpt_mu);
 	free(zero);
