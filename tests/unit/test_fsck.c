@@ -17,66 +17,38 @@
 #include "dir.h"
 #include "fs_i.h"
 #include "fsck.h"
+#include "testlib.h"
 
 #define IMG_SIZE (96ull << 20)
 #define NIMG 2
 
-static char img[NIMG][64];
+static char img[NIMG][TL_PATH_MAX];
 static const char *devs[NIMG];
-
-static const char *backend(void)
-{
-	const char *b = getenv("TFS_TEST_BACKEND");
-
-	return b && *b ? b : "file";
-}
 
 static int setup(void **state)
 {
-	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
-
-	for (int i = 0; i < NIMG; i++) {
-		int fd;
-
-		snprintf(img[i], sizeof(img[i]), "%s/tfs_fsck_XXXXXX", dir);
-		fd = mkstemp(img[i]);
-		assert_true(fd >= 0);
-		assert_int_equal(ftruncate(fd, (off_t)IMG_SIZE), 0);
-		close(fd);
-		devs[i] = img[i];
-	}
+	tl_mk_images(img, devs, NIMG, "tfs_fsck", IMG_SIZE);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	for (int i = 0; i < NIMG; i++)
-		unlink(img[i]);
+	tl_rm_images(img, NIMG);
 	return 0;
 }
 
 static struct tfs *mount_n(unsigned n)
 {
-	struct tfs_opts o = {
-		.devs = devs, .ndevs = n, .backend = backend(), .degraded = n < NIMG,
-		.commit_ms = 600000, .bounce_bufs = 8,
-	};
-	struct tfs *fs = NULL;
-	char err[256] = "";
-	int ret = tfs_mount(&o, &fs, err, sizeof(err));
+	struct tfs_opts o;
 
-	if (ret)
-		fprintf(stderr, "mount: %s\n", err);
-	assert_int_equal(ret, 0);
-	return fs;
+	tl_mount_opts(&o, devs, n);
+	o.degraded = n < NIMG;
+	return tl_mount(&o);
 }
 
 static struct tfs *format_mount(void)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = backend() };
-	char err[256] = "";
-
-	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
+	tl_format(devs, NIMG, NULL);
 	return mount_n(NIMG);
 }
 
@@ -84,7 +56,7 @@ static struct tfs *format_mount(void)
 static int run_fsck(int mode, char **out)
 {
 	struct fsck_opts o = {
-		.devs = devs, .ndevs = NIMG, .mode = mode, .backend = backend(),
+		.devs = devs, .ndevs = NIMG, .mode = mode, .backend = tl_backend(),
 	};
 	char *buf = NULL;
 	size_t len = 0;
@@ -120,12 +92,6 @@ static void check_fixed(const char *want)
 	assert_int_equal(run_fsck(FSCK_REPAIR, NULL), FSCK_EXIT_OK);
 }
 
-static void fill_pattern(uint8_t *p, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
-}
-
 static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size_t len,
 			 unsigned seed)
 {
@@ -135,7 +101,7 @@ static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size
 	uint8_t *buf = malloc(len ? len : 1);
 
 	assert_non_null(buf);
-	fill_pattern(buf, len, seed);
+	tl_pattern(buf, len, seed);
 	assert_int_equal(tfs_create(fs, parent, name, S_IFREG | 0644, O_RDWR | O_TRUNC, &c,
 				    &st, &f), 0);
 	assert_int_equal(tfs_pwrite(f, buf, len, 0, 0), (ssize_t)len);
@@ -152,7 +118,7 @@ static void check_file(struct tfs *fs, uint64_t parent, const char *name, size_t
 	struct stat st;
 	uint8_t *want = malloc(len), *got = malloc(len + 4096);
 
-	fill_pattern(want, len, seed);
+	tl_pattern(want, len, seed);
 	assert_int_equal(tfs_lookup(fs, parent, name, &st), 0);
 	assert_int_equal(tfs_open(fs, st.st_ino, O_RDONLY, &f), 0);
 	assert_int_equal(tfs_pread(f, got, len + 4096, 0), (ssize_t)len);
@@ -353,7 +319,7 @@ static void test_extent_outside(void **state)
 	finish(fs);
 	/* Such metadata cannot even be mounted. */
 	{
-		struct tfs_opts o = { .devs = devs, .ndevs = NIMG, .backend = backend() };
+		struct tfs_opts o = { .devs = devs, .ndevs = NIMG, .backend = tl_backend() };
 		char err[256];
 
 		assert_int_equal(tfs_mount(&o, &fs, err, sizeof(err)), -EUCLEAN);

@@ -20,84 +20,47 @@
 #include <cmocka.h>
 
 #include "csum.h"
-#include "tfs.h"
+#include "testlib.h"
 
 #define IMG_SIZE (128ull << 20)
 #define NIMG 2
 
-static char img[NIMG][64];
+static char img[NIMG][TL_PATH_MAX];
 static const char *devs[NIMG];
-
-/* "file" by default (no io_uring needed); TFS_TEST_BACKEND=uring|aio|auto
- * runs the same cases on another backend. */
-static const char *backend(void)
-{
-	const char *b = getenv("TFS_TEST_BACKEND");
-
-	return b && *b ? b : "file";
-}
-
-static void mk_image(char *path, uint64_t size)
-{
-	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
-	int fd;
-
-	snprintf(path, 64, "%s/tfs_mount_XXXXXX", dir);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)size), 0);
-	close(fd);
-}
 
 static int setup(void **state)
 {
-	for (int i = 0; i < NIMG; i++) {
-		mk_image(img[i], IMG_SIZE);
-		devs[i] = img[i];
-	}
+	tl_mk_images(img, devs, NIMG, "tfs_mount", IMG_SIZE);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	for (int i = 0; i < NIMG; i++)
-		unlink(img[i]);
+	tl_rm_images(img, NIMG);
 	return 0;
 }
 
 static void format2(void)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = backend() };
-	char err[256] = "";
-	int ret = tfs_format(devs, NIMG, &fo, err, sizeof(err));
-
-	if (ret)
-		fprintf(stderr, "format: %s\n", err);
-	assert_int_equal(ret, 0);
+	tl_format(devs, NIMG, NULL);
 }
 
 static int mount_opts(struct tfs **fs, bool degraded, char *err, size_t errlen)
 {
-	struct tfs_opts o = {
-		.devs = devs, .ndevs = NIMG, .backend = backend(), .degraded = degraded,
-		.commit_ms = 600000,	/* only explicit syncs commit */
-		.bounce_bufs = 8,
-	};
+	struct tfs_opts o;
 
+	tl_mount_opts(&o, devs, NIMG);
+	o.degraded = degraded;
 	return tfs_mount(&o, fs, err, errlen);
 }
 
 static struct tfs *mount2(bool degraded)
 {
-	struct tfs *fs = NULL;
-	char err[256] = "";
-	int ret = mount_opts(&fs, degraded, err, sizeof(err));
+	struct tfs_opts o;
 
-	if (ret)
-		fprintf(stderr, "mount: %s\n", err);
-	assert_int_equal(ret, 0);
-	assert_non_null(fs);
-	return fs;
+	tl_mount_opts(&o, devs, NIMG);
+	o.degraded = degraded;
+	return tl_mount(&o);
 }
 
 static struct tfs_cred cred(void)
@@ -105,12 +68,6 @@ static struct tfs_cred cred(void)
 	struct tfs_cred c = { .uid = getuid(), .gid = getgid() };
 
 	return c;
-}
-
-static void fill_pattern(uint8_t *p, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
 }
 
 /* Create (or truncate) parent/name with len bytes of pattern seed. */
@@ -124,7 +81,7 @@ static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size
 	uint64_t ino;
 
 	assert_non_null(buf);
-	fill_pattern(buf, len, seed);
+	tl_pattern(buf, len, seed);
 	assert_int_equal(tfs_create(fs, parent, name, S_IFREG | 0644, O_RDWR | O_TRUNC, &c,
 				    &st, &f), 0);
 	ino = st.st_ino;
@@ -145,7 +102,7 @@ static void check_file(struct tfs *fs, uint64_t parent, const char *name, size_t
 
 	assert_non_null(want);
 	assert_non_null(got);
-	fill_pattern(want, len, seed);
+	tl_pattern(want, len, seed);
 	assert_int_equal(tfs_lookup(fs, parent, name, &st), 0);
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(st.st_size, (off_t)len);
@@ -235,13 +192,13 @@ static void test_roundtrip(void **state)
 
 static void test_format_refuses(void **state)
 {
-	struct tfs_format_opts fo = { .backend = backend() };
+	struct tfs_format_opts fo = { .backend = tl_backend() };
 	char small[64], err[256];
 	const char *two[2];
 	int ret;
 
 	/* too small */
-	mk_image(small, 32ull << 20);
+	tl_mk_image(small, "tfs_mount", 32ull << 20);
 	two[0] = small;
 	two[1] = img[1];
 	err[0] = '\0';
@@ -469,7 +426,7 @@ static void test_statfs(void **state)
 /* A device of another twinfs among ours is refused, naming it. */
 static void test_wrong_member(void **state)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = backend() };
+	struct tfs_format_opts fo = { .force = true, .backend = tl_backend() };
 	const char *one[1] = { img[1] };
 	struct tfs *fs = NULL;
 	char err[256] = "";
@@ -498,7 +455,7 @@ static void test_log_pressure(void **state)
 	format2();
 	fs = mount2(false);
 	for (unsigned i = 0; i < 600; i++) {	/* ~36 MiB of records, 16 MiB log */
-		fill_pattern(val, vlen, i);
+		tl_pattern(val, vlen, i);
 		assert_int_equal(tfs_setxattr(fs, TFS_ROOT_INO, "user.big", val, vlen, 0), 0);
 		if (i % 8 == 7) {
 			assert_int_equal(tfs_syncfs(fs), 0);
@@ -508,7 +465,7 @@ static void test_log_pressure(void **state)
 	/* a crash keeps the last synced value */
 	tfs_abandon(fs);
 	fs = mount2(false);
-	fill_pattern(val, vlen, last);
+	tl_pattern(val, vlen, last);
 	assert_int_equal(tfs_getxattr(fs, TFS_ROOT_INO, "user.big", got, vlen), (ssize_t)vlen);
 	assert_memory_equal(got, val, vlen);
 	assert_int_equal(tfs_unmount(fs), 0);
@@ -529,7 +486,7 @@ static void test_orphan(void **state)
 	struct tfs *fs;
 
 	assert_non_null(buf);
-	fill_pattern(buf, len, 11);
+	tl_pattern(buf, len, 11);
 	format2();
 	fs = mount2(false);
 	assert_int_equal(tfs_statfs(fs, &s0), 0);
@@ -557,7 +514,7 @@ static void test_orphan(void **state)
 static void test_failed_device(void **state)
 {
 	struct tfs_opts o = {
-		.devs = devs, .ndevs = NIMG, .backend = backend(), .commit_ms = 600000,
+		.devs = devs, .ndevs = NIMG, .backend = tl_backend(), .commit_ms = 600000,
 		.fault = "dev=1,op=write,off=0,len=0,kind=error,err=5,count=-1",
 	};
 	struct tfs *fs = NULL;

@@ -19,63 +19,40 @@
 
 #include <cmocka.h>
 
-#include "tfs.h"
+#include "testlib.h"
 
 #define IMG_SIZE (64ull << 20)
 #define NIMG 2
 #define ROOT TFS_ROOT_INO
 
-static char img[NIMG][64];
+static char img[NIMG][TL_PATH_MAX];
 static const char *devs[NIMG];
 
 static int setup(void **state)
 {
-	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
-
-	for (int i = 0; i < NIMG; i++) {
-		snprintf(img[i], sizeof(img[i]), "%s/tfs_namei_XXXXXX", dir);
-		int fd = mkstemp(img[i]);
-		assert_true(fd >= 0);
-		assert_int_equal(ftruncate(fd, (off_t)IMG_SIZE), 0);
-		close(fd);
-		devs[i] = img[i];
-	}
+	tl_mk_images(img, devs, NIMG, "tfs_namei", IMG_SIZE);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	for (int i = 0; i < NIMG; i++)
-		unlink(img[i]);
+	tl_rm_images(img, NIMG);
 	return 0;
 }
 
+/* Namespace logic does not depend on the backend: always "file". */
 static struct tfs *mount2(void)
 {
-	struct tfs_opts o = {
-		.devs = devs, .ndevs = NIMG, .backend = "file",
-		.commit_ms = 600000,	/* only explicit syncs commit */
-		.bounce_bufs = 8,
-	};
-	struct tfs *fs = NULL;
-	char err[256] = "";
-	int ret = tfs_mount(&o, &fs, err, sizeof(err));
+	struct tfs_opts o;
 
-	if (ret)
-		fprintf(stderr, "mount: %s\n", err);
-	assert_int_equal(ret, 0);
-	return fs;
+	tl_mount_opts(&o, devs, NIMG);
+	o.backend = "file";
+	return tl_mount(&o);
 }
 
 static struct tfs *fresh(void)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file" };
-	char err[256] = "";
-	int ret = tfs_format(devs, NIMG, &fo, err, sizeof(err));
-
-	if (ret)
-		fprintf(stderr, "format: %s\n", err);
-	assert_int_equal(ret, 0);
+	tl_format(devs, NIMG, "file");
 	return mount2();
 }
 

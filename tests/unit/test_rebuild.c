@@ -19,47 +19,25 @@
 
 #include "fs_i.h"
 #include "rebuild.h"
+#include "testlib.h"
 #include "tlog.h"
 
 #define IMG_SIZE (128ull << 20)
 #define MIB (1u << 20)
 
-static char img[3][64];
-_Static_assert(sizeof(img[0]) == 64, "names");		/* two members and a spare for replace */
-
-static const char *backend(void)
-{
-	const char *b = getenv("TFS_TEST_BACKEND");
-
-	return b && *b ? b : "file";
-}
+static char img[3][TL_PATH_MAX];	/* two members and a spare for replace */
 
 static void mk_image(char *path)
 {
-	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
-	int fd;
-
-	snprintf(path, 64, "%s/tfs_rebuild_XXXXXX", dir);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)IMG_SIZE), 0);
-	close(fd);
+	tl_mk_image(path, "tfs_rebuild", IMG_SIZE);
 }
 
 static int setup(void **state)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = backend() };
-	const char *d[2];
-	char err[256] = "";
+	const char *d[3];
 
-	for (int i = 0; i < 3; i++)
-		mk_image(img[i]);
-	d[0] = img[0];
-	d[1] = img[1];
-	if (tfs_format(d, 2, &fo, err, sizeof(err))) {
-		fprintf(stderr, "format: %s\n", err);
-		return -1;
-	}
+	tl_mk_images(img, d, 3, "tfs_rebuild", IMG_SIZE);
+	tl_format(d, 2, NULL);
 	return 0;
 }
 
@@ -78,11 +56,12 @@ static int teardown(void **state)
 static int try_mount(const char *const *devs, unsigned n, bool degraded, const char *fault,
 		     struct tfs **fs, char *err, size_t errlen)
 {
-	struct tfs_opts o = {
-		.devs = devs, .ndevs = n, .backend = backend(), .degraded = degraded,
-		.fault = fault, .commit_ms = 600000, .bounce_bufs = 16,
-	};
+	struct tfs_opts o;
 
+	tl_mount_opts(&o, devs, n);
+	o.degraded = degraded;
+	o.fault = fault;
+	o.bounce_bufs = 16;
 	return tfs_mount(&o, fs, err, errlen);
 }
 
@@ -99,12 +78,6 @@ static struct tfs *mount_devs(const char *a, const char *b, bool degraded, const
 	return fs;
 }
 
-static void pattern(uint8_t *p, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
-}
-
 static int put_file_ret(struct tfs *fs, const char *name, size_t len, unsigned seed)
 {
 	struct tfs_cred c = { getuid(), getgid() };
@@ -115,7 +88,7 @@ static int put_file_ret(struct tfs *fs, const char *name, size_t len, unsigned s
 	int ret;
 
 	assert_non_null(buf);
-	pattern(buf, len, seed);
+	tl_pattern(buf, len, seed);
 	ret = tfs_create(fs, TFS_ROOT_INO, name, S_IFREG | 0644, O_RDWR | O_TRUNC, &c, &st, &f);
 	if (ret == 0) {
 		for (size_t off = 0; off < len && w >= 0; off += MIB)
@@ -141,7 +114,7 @@ static void check_file(struct tfs *fs, const char *name, size_t len, unsigned se
 
 	assert_non_null(want);
 	assert_non_null(got);
-	pattern(want, len, seed);
+	tl_pattern(want, len, seed);
 	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, name, &st), 0);
 	assert_int_equal((size_t)st.st_size, len);
 	assert_int_equal(tfs_open(fs, st.st_ino, O_RDONLY, &f), 0);

@@ -20,21 +20,15 @@
 #include "fs_i.h"
 #include "json.h"
 #include "scrub.h"
+#include "testlib.h"
 #include "tlog.h"
 
 #define IMG_SIZE (128ull << 20)
 #define NIMG 2
 #define BS 4096u
 
-static char img[NIMG][64];
+static char img[NIMG][TL_PATH_MAX];
 static const char *devs[NIMG];
-
-static const char *backend(void)
-{
-	const char *b = getenv("TFS_TEST_BACKEND");
-
-	return b && *b ? b : "file";
-}
 
 /* ---- log capture ---- */
 
@@ -66,18 +60,7 @@ static unsigned log_count(const char *a, const char *b)
 
 static int setup(void **state)
 {
-	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
-
-	for (int i = 0; i < NIMG; i++) {
-		int fd;
-
-		snprintf(img[i], sizeof(img[i]), "%s/tfs_scrub_XXXXXX", dir);
-		fd = mkstemp(img[i]);
-		assert_true(fd >= 0);
-		assert_int_equal(ftruncate(fd, (off_t)IMG_SIZE), 0);
-		close(fd);
-		devs[i] = img[i];
-	}
+	tl_mk_images(img, devs, NIMG, "tfs_scrub", IMG_SIZE);
 	tfs_set_log_fn(capture);
 	nlog = 0;
 	return 0;
@@ -85,37 +68,23 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	for (int i = 0; i < NIMG; i++)
-		unlink(img[i]);
+	tl_rm_images(img, NIMG);
 	tfs_set_log_fn(NULL);
 	return 0;
 }
 
 static void format2(void)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = backend() };
-	char err[256] = "";
-	int ret = tfs_format(devs, NIMG, &fo, err, sizeof(err));
-
-	if (ret)
-		fprintf(stderr, "format: %s\n", err);
-	assert_int_equal(ret, 0);
+	tl_format(devs, NIMG, NULL);
 }
 
 static struct tfs *mount_fault(const char *fault)
 {
-	struct tfs_opts o = {
-		.devs = devs, .ndevs = NIMG, .backend = backend(), .fault = fault,
-		.commit_ms = 600000, .bounce_bufs = 8,
-	};
-	struct tfs *fs = NULL;
-	char err[256] = "";
-	int ret = tfs_mount(&o, &fs, err, sizeof(err));
+	struct tfs_opts o;
 
-	if (ret)
-		fprintf(stderr, "mount: %s\n", err);
-	assert_int_equal(ret, 0);
-	return fs;
+	tl_mount_opts(&o, devs, NIMG);
+	o.fault = fault;
+	return tl_mount(&o);
 }
 
 static struct tfs *mount2(void)
@@ -133,12 +102,6 @@ static unsigned dev_of(struct tfs *fs, int i)
 	return 0;
 }
 
-static void fill_pattern(uint8_t *p, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
-}
-
 static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size_t len,
 			 unsigned seed)
 {
@@ -148,7 +111,7 @@ static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size
 	uint8_t *buf = malloc(len);
 
 	assert_non_null(buf);
-	fill_pattern(buf, len, seed);
+	tl_pattern(buf, len, seed);
 	assert_int_equal(tfs_create(fs, parent, name, S_IFREG | 0644, O_RDWR | O_TRUNC, &c,
 				    &st, &f), 0);
 	for (size_t off = 0; off < len; off += TFS_IO_MAX) {
@@ -344,7 +307,7 @@ static void test_offline_repair(void **state)
 		uint8_t *want = malloc(300 * 1024);
 
 		assert_non_null(want);
-		fill_pattern(want, 300 * 1024, 2);
+		tl_pattern(want, 300 * 1024, 2);
 		assert_memory_equal(buf, want, 40 * BS);
 		assert_int_equal(tfs_pread(f, buf, BS, 40 * BS), -EIO);
 		assert_int_equal(tfs_pread(f, buf, 300 * 1024 - 41 * BS, 41 * BS),
@@ -432,7 +395,7 @@ static void test_online_fault(void **state)
 	buf = malloc(256 * 1024);
 	want = malloc(256 * 1024);
 	assert_true(buf && want);
-	fill_pattern(want, 256 * 1024, 9);
+	tl_pattern(want, 256 * 1024, 9);
 	assert_int_equal(tfs_open(fs, ino, O_RDONLY, &f), 0);
 	assert_int_equal(tfs_pread(f, buf, 256 * 1024, 0), 256 * 1024);
 	assert_memory_equal(buf, want, 256 * 1024);

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * testlib: the shared fixtures of the whole-fs unit tests (testlib.h), so
+ * every test makes, formats and mounts its images one way.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testlib.h"
+
+const char *tl_backend(void)
+{
+	const char *b = getenv("TFS_TEST_BACKEND");
+
+	return b && *b ? b : "file";
+}
+
+void tl_mk_image(char path[TL_PATH_MAX], const char *tag, uint64_t size)
+{
+	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
+	int fd;
+
+	snprintf(path, TL_PATH_MAX, "%s/%s_XXXXXX", dir, tag);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+}
+
+void tl_mk_images(char img[][TL_PATH_MAX], const char **devs, unsigned n, const char *tag,
+		  uint64_t size)
+{
+	for (unsigned i = 0; i < n; i++) {
+		tl_mk_image(img[i], tag, size);
+		devs[i] = img[i];
+	}
+}
+
+void tl_rm_images(char img[][TL_PATH_MAX], unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		unlink(img[i]);
+}
+
+void tl_format(const char *const *devs, unsigned n, const char *backend)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = backend ? backend : tl_backend() };
+	char err[256] = "";
+	int ret = tfs_format(devs, n, &fo, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "format: %s\n", err);
+	assert_int_equal(ret, 0);
+}
+
+void tl_mount_opts(struct tfs_opts *o, const char *const *devs, unsigned n)
+{
+	memset(o, 0, sizeof(*o));
+	o->devs = devs;
+	o->ndevs = n;
+	o->backend = tl_backend();
+	o->commit_ms = 600000;		/* only explicit syncs commit */
+	o->bounce_bufs = 8;
+}
+
+struct tfs *tl_mount(const struct tfs_opts *o)
+{
+	struct tfs *fs = NULL;
+	char err[256] = "";
+	int ret = tfs_mount(o, &fs, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "mount: %s\n", err);
+	assert_int_equal(ret, 0);
+	assert_non_null(fs);
+	return fs;
+}
+
+void tl_pattern(uint8_t *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
+}
