@@ -300,15 +300,16 @@ static void test_fail_mid_write(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
-/* A device fails on a write and the machine crashes before any checkpoint
- * could record it (ckpt_mu held: none can run).  The crash is the images as
- * they are right after the acknowledged writes and fsync.  The returning
- * device must not be taken as current: the survivor's superblock already
- * says it is stale.  A rebuild then brings it back complete. */
-static void test_fail_then_crash(void **state)
+/* A device fails on a write (or the fsync's cache flush) and the machine
+ * crashes before any checkpoint could record it (ckpt_mu held: none can
+ * run).  The crash is the images as they are right after the acknowledged
+ * writes and fsync.  The returning device must not be taken as current:
+ * the survivor's superblock already says it is stale.  A rebuild then
+ * brings it back complete. */
+static void fail_then_crash(int op)
 {
 	struct dev_fault_rule r = {
-		.dev_idx = 1, .op = DEV_WRITE, .kind = DEV_FAULT_ERROR, .err = EIO, .count = -1,
+		.dev_idx = 1, .op = op, .kind = DEV_FAULT_ERROR, .err = EIO, .count = -1,
 	};
 	const char *names[] = { "pre", "mid" };
 	size_t lens[] = { 2 * MIB, 3 * MIB + 100 };
@@ -324,8 +325,8 @@ static void test_fail_then_crash(void **state)
 	pthread_mutex_lock(&fs->ckpt_mu);
 	assert_int_equal(dev_fault_add_rule(fs->be, &r), 0);
 	put_file(fs, "mid", lens[1], seeds[1]);
-	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_FAILED);
 	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_FAILED);
 	copy_image(img[0], crash[0]);
 	copy_image(img[1], crash[1]);
 	pthread_mutex_unlock(&fs->ckpt_mu);
@@ -360,6 +361,16 @@ static void test_fail_then_crash(void **state)
 		unlink(img[i]);
 		memcpy(img[i], crash[i], sizeof(img[i]));
 	}
+}
+
+static void test_fail_then_crash(void **state)
+{
+	fail_then_crash(DEV_WRITE);
+}
+
+static void test_flush_fail_then_crash(void **state)
+{
+	fail_then_crash(DEV_FLUSH);
 }
 
 static uint64_t file_regions(struct tfs *fs, const char *name, bool *seen)
@@ -605,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_missing_at_mount),
 		cmocka_unit_test(test_fail_mid_write),
 		cmocka_unit_test(test_fail_then_crash),
+		cmocka_unit_test(test_flush_fail_then_crash),
 		cmocka_unit_test(test_rebuild_counts),
 		cmocka_unit_test(test_replace_under_writer),
 		cmocka_unit_test(test_crash_mid_rebuild),
