@@ -25,20 +25,6 @@
 
 /* ---- helpers ---- */
 
-static void uuid_fmt(const uint8_t u[16], char out[37])
-{
-	static const char hex[] = "0123456789abcdef";
-	char *p = out;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			*p++ = '-';
-		*p++ = hex[u[i] >> 4];
-		*p++ = hex[u[i] & 15];
-	}
-	*p = '\0';
-}
-
 static const char *dev_state_name(int state)
 {
 	switch (state) {
@@ -102,7 +88,7 @@ static void devices_json(struct tfs *fs, const struct super *sb, struct jbuf *j)
 		jb_obj_begin(j, NULL);
 		jb_u64(j, "index", i);
 		jb_str(j, "path", d ? d->path : NULL);
-		uuid_fmt(sb->dev_uuids[i], u);
+		super_uuid_str(sb->dev_uuids[i], u);
 		jb_str(j, "uuid", u);
 		jb_str(j, "state", dev_state_name(atomic_load(&fs->mirror.state[i])));
 		counters_json(fs, i, j);
@@ -142,7 +128,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	if (!sb)
 		return -ENOMEM;
 	sb_snapshot(fs, sb);
-	uuid_fmt(sb->fs_uuid, u);
+	super_uuid_str(sb->fs_uuid, u);
 	jb_str(j, "fs_uuid", u);
 	jb_str(j, "label", sb->label);
 	jb_u64(j, "format_version", sb->version);

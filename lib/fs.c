@@ -31,20 +31,6 @@
 #define FS_DEFAULT_BOUNCE 64u
 #define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
 
-static void uuid_str(const uint8_t u[16], char out[37])
-{
-	static const char hex[] = "0123456789abcdef";
-	char *p = out;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			*p++ = '-';
-		*p++ = hex[u[i] >> 4];
-		*p++ = hex[u[i] & 15];
-	}
-	*p = '\0';
-}
-
 int fs_fill_random(void *buf, size_t len)
 {
 	uint8_t *p = buf;
@@ -448,7 +434,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 		if (first < 0)
 			first = (int)i;
 		if (memcmp(sbs[i].fs_uuid, sbs[first].fs_uuid, 16) != 0) {
-			uuid_str(sbs[i].fs_uuid, u);
+			super_uuid_str(sbs[i].fs_uuid, u);
 			tfs_seterr(err, errlen, "%s: belongs to another twinfs (uuid %s, not the one on %s)",
 				   o->devs[i], u, o->devs[first]);
 			ret = -EINVAL;
@@ -494,7 +480,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	for (unsigned i = 0; i < fs->sb.ndevs; i++)
 		nmiss += !mdevs[i];
 	for (unsigned i = 0; i < fs->sb.ndevs; i++) {
-		uuid_str(fs->sb.dev_uuids[i], u);
+		super_uuid_str(fs->sb.dev_uuids[i], u);
 		if (!mdevs[i]) {
 			state[i] = MDEV_MISSING;
 			/* One path given that did not open and one slot

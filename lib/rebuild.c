@@ -81,20 +81,6 @@ static double ts_s(const struct timespec *ts)
 	return (double)ts->tv_sec + ts->tv_nsec / 1e9;
 }
 
-static void uuid_fmt(const uint8_t u[16], char out[37])
-{
-	static const char hex[] = "0123456789abcdef";
-	char *p = out;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			*p++ = '-';
-		*p++ = hex[u[i] >> 4];
-		*p++ = hex[u[i] & 15];
-	}
-	*p = '\0';
-}
-
 /* ---- mount ---- */
 
 int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err, size_t errlen)
@@ -617,7 +603,7 @@ static int find_slot(struct tfs *fs, const char *name)
 			return (int)i;
 		if (fs->rb->slot_path[i] && strcmp(fs->rb->slot_path[i], name) == 0)
 			return (int)i;
-		uuid_fmt(fs->sb.dev_uuids[i], u);
+		super_uuid_str(fs->sb.dev_uuids[i], u);
 		if (strcasecmp(u, name) == 0)
 			return (int)i;
 	}

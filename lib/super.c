@@ -314,6 +314,20 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
 	return check_geometry(sb, why, whylen);
 }
 
+void super_uuid_str(const uint8_t u[16], char out[SUPER_UUID_STR])
+{
+	static const char hex[] = "0123456789abcdef";
+	char *p = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
+}
+
 const char *super_probe_foreign(const void *buf, size_t len)
 {
 	const uint8_t *b = buf;

@@ -114,6 +114,11 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
  * device (ext2/3/4, xfs, btrfs), or NULL. buf holds at least 128 KiB. */
 const char *super_probe_foreign(const void *buf, size_t len);
 
+/* The canonical 36-character text form of a uuid (lower-case hex and
+ * dashes) into out, NUL-terminated. */
+#define SUPER_UUID_STR 37
+void super_uuid_str(const uint8_t u[16], char out[SUPER_UUID_STR]);
+
 /* Layout for a new file system of @total_blocks: log size etc. */
 void super_layout(struct super *sb, uint64_t total_blocks);
 
