@@ -588,7 +588,7 @@ void rebuild_free(struct tfs *fs)
 /* ---- commands ---- */
 
 /* Slot named by @name: a number, the path it was mounted from, or its
- * dev uuid.  -1 if none. */
+ * dev uuid.  -ENOENT if none. */
 static int find_slot(struct tfs *fs, const char *name)
 {
 	char *end;
@@ -607,7 +607,7 @@ static int find_slot(struct tfs *fs, const char *name)
 		if (strcasecmp(u, name) == 0)
 			return (int)i;
 	}
-	return -1;
+	return -ENOENT;
 }
 
 /* Claim the run slot; -EBUSY if one runs.  Joins a finished thread. */
