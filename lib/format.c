@@ -223,8 +223,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
 		goto out_fs;
 	}
-	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
-			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+	ret = fs_alloc_create(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
 		goto out_fs;

@@ -151,7 +151,7 @@ void fs_close_devs(struct dev **d, unsigned n)
 	}
 }
 
-uint64_t fs_reserve(uint64_t data_blocks)
+static uint64_t fs_reserve(uint64_t data_blocks)
 {
 	uint64_t r = data_blocks / 100;
 
@@ -162,22 +162,48 @@ uint64_t fs_reserve(uint64_t data_blocks)
 	return r;
 }
 
+int fs_alloc_create(struct tfs *fs)
+{
+	return alloc_create(fs->sb.data_start, fs->sb.total_blocks,
+			    fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+}
+
+void fs_log_geom(const struct tfs *fs, struct log_geom *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->start = fs->sb.log_start;
+	g->nblocks = fs->sb.log_blocks;
+	g->head_pos = fs->sb.log_head_pos;
+	g->head_seq = fs->sb.log_head_seq;
+	g->log_id = fs->sb.log_id;
+}
+
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 {
-	struct log_geom g = {
-		.start = fs->sb.log_start,
-		.nblocks = fs->sb.log_blocks,
-		.head_pos = fs->sb.log_head_pos,
-		.head_seq = fs->sb.log_head_seq,
-		.log_id = fs->sb.log_id,
-	};
+	struct log_geom g;
 	struct log_cbs cbs = {
 		.on_durable = cb_durable,
 		.on_pressure = cb_pressure,
 		.ctx = fs,
 	};
 
+	fs_log_geom(fs, &g);
 	return log_open(&fs->mirror, &g, pos, seq, &cbs, &fs->log);
+}
+
+/* Each mount writes its records under a new log_id, so chunks an earlier
+ * mount left beyond the replay end can never be taken for ours. */
+static int fs_new_log_id(struct tfs *fs)
+{
+	uint64_t log_id;
+	int ret;
+
+	do {
+		ret = fs_random_u64_nonzero(&log_id);
+	} while (ret == 0 && log_id == fs->sb.log_id);
+	if (ret == 0)
+		fs->sb.log_id = log_id;
+	return ret;
 }
 
 int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,
@@ -537,7 +563,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	struct apply_ctx ac;
 	struct dev_backend *be;
 	struct tfs *fs = NULL;
-	uint64_t end_pos = 0, next_seq = 0, log_id;
+	uint64_t end_pos = 0, next_seq = 0;
 	const char *name0 = "twinfs";	/* names the fs in messages: first device */
 	int ret;
 
@@ -622,8 +648,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	}
 
-	ret = alloc_create(fs->sb.data_start, fs->sb.total_blocks,
-			   fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+	ret = fs_alloc_create(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
 		goto out_fs;
@@ -638,14 +663,9 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	}
 	{
-		struct log_geom g = {
-			.start = fs->sb.log_start,
-			.nblocks = fs->sb.log_blocks,
-			.head_pos = fs->sb.log_head_pos,
-			.head_seq = fs->sb.log_head_seq,
-			.log_id = fs->sb.log_id,
-		};
+		struct log_geom g;
 
+		fs_log_geom(fs, &g);
 		ac.fs = fs;
 		meta_tx_init(&ac.drops);
 		ret = log_replay(&fs->mirror, &g, replay_rec, &ac, &end_pos, &next_seq);
@@ -673,17 +693,11 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	fs->replaying = false;
 
-	/* Each mount writes its records under a new log_id, so chunks an
-	 * earlier mount left beyond the replay end can never be taken for
-	 * ours. */
-	do {
-		ret = fs_random_u64_nonzero(&log_id);
-	} while (ret == 0 && log_id == fs->sb.log_id);
+	ret = fs_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		goto out_fs;
 	}
-	fs->sb.log_id = log_id;
 	ret = fs_log_open(fs, end_pos, next_seq);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot open the metadata log: %s", name0, strerror(-ret));
@@ -736,7 +750,6 @@ out_devs:
 
 int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 {
-	uint64_t log_id;
 	int ret;
 
 	if (fs->log)
@@ -748,14 +761,11 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 	fs->replaying = false;
 	if (ret < 0)
 		return ret;
-	do {
-		ret = fs_random_u64_nonzero(&log_id);
-	} while (ret == 0 && log_id == fs->sb.log_id);
+	ret = fs_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		return ret;
 	}
-	fs->sb.log_id = log_id;
 	ret = fs_log_open(fs, fs->replay_end_pos, fs->replay_next_seq);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot open the metadata log: %s", strerror(-ret));

@@ -132,7 +132,10 @@ int fs_new(struct tfs **out);		/* empty fs: locks, inode table */
 void fs_free(struct tfs *fs);
 /* After the backend is destroyed: unlock and close every device, NULL them. */
 void fs_close_devs(struct dev **d, unsigned n);
-uint64_t fs_reserve(uint64_t data_blocks);	/* blocks the allocator keeps back */
+/* The allocator of fs->sb's data area, with the blocks kept back for
+ * checkpoints.  0 or -errno. */
+int fs_alloc_create(struct tfs *fs);
+void fs_log_geom(const struct tfs *fs, struct log_geom *g);	/* from fs->sb */
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq);	/* from fs->sb */
 /* The named I/O backend (NULL: "auto"), wrapped in the fault backend if
  * @fault is a specification; the error line goes to err. */

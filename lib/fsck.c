@@ -382,14 +382,9 @@ static int count_rec(void *ctx, const struct log_rec *r)
 static void check_log(struct fck *c)
 {
 	struct tfs *fs = c->fs;
-	struct log_geom g = {
-		.start = fs->sb.log_start,
-		.nblocks = fs->sb.log_blocks,
-		.head_pos = fs->sb.log_head_pos,
-		.head_seq = fs->sb.log_head_seq,
-		.log_id = fs->sb.log_id,
-	};
+	struct log_geom g;
 
+	fs_log_geom(fs, &g);
 	if (c->o->verbose && fs->replay_next_seq > fs->sb.log_head_seq)
 		fsck_say(c, "log: %llu transactions after the checkpoint",
 			 (unsigned long long)(fs->replay_next_seq - fs->sb.log_head_seq));
