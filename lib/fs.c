@@ -222,7 +222,8 @@ int fs_backend_create(const char *name, const char *fault, struct dev_backend **
 		ret = dev_fault_create(be, &fb);
 		if (ret < 0) {
 			dev_backend_destroy(be);
-			tfs_seterr(err, errlen, "cannot create the fault backend: %s", strerror(-ret));
+			tfs_seterr(err, errlen, "cannot create the fault backend: %s",
+				   strerror(-ret));
 			return ret;
 		}
 		be = fb;
@@ -444,13 +445,15 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			goto out;
 		}
 		if (ret < 0) {
-			tfs_seterr(err, errlen, "%s: %s", o->devs[i], why[0] ? why : strerror(-ret));
+			tfs_seterr(err, errlen, "%s: %s", o->devs[i],
+				   why[0] ? why : strerror(-ret));
 			goto out;
 		}
 		if (opened[i]->size / TFS_BLOCK_SIZE < sbs[i].total_blocks) {
 			/* A shortened image would turn reads of its tail into
 			 * errors long after mount said all was well. */
-			tfs_seterr(err, errlen, "%s: truncated: %llu blocks, the file system needs %llu "
+			tfs_seterr(err, errlen,
+				   "%s: truncated: %llu blocks, the file system needs %llu "
 				   "(leave it out and mount with -o degraded)", o->devs[i],
 				   (unsigned long long)(opened[i]->size / TFS_BLOCK_SIZE),
 				   (unsigned long long)sbs[i].total_blocks);
@@ -461,7 +464,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			first = (int)i;
 		if (memcmp(sbs[i].fs_uuid, sbs[first].fs_uuid, 16) != 0) {
 			super_uuid_str(sbs[i].fs_uuid, u);
-			tfs_seterr(err, errlen, "%s: belongs to another twinfs (uuid %s, not the one on %s)",
+			tfs_seterr(err, errlen,
+				   "%s: belongs to another twinfs (uuid %s, not the one on %s)",
 				   o->devs[i], u, o->devs[first]);
 			ret = -EINVAL;
 			goto out;
@@ -491,7 +495,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 		}
 		if (idx >= fs->sb.ndevs ||
 		    memcmp(sbs[i].dev_uuid, fs->sb.dev_uuids[idx], 16) != 0) {
-			tfs_seterr(err, errlen, "%s: no longer a member of this twinfs", o->devs[i]);
+			tfs_seterr(err, errlen, "%s: no longer a member of this twinfs",
+				   o->devs[i]);
 			ret = -EINVAL;
 			goto out;
 		}
@@ -515,7 +520,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 				paths[i] = gone;
 			if (!o->degraded) {
 				if (paths[i])
-					tfs_seterr(err, errlen, "%s: device %u (uuid %s) is missing "
+					tfs_seterr(err, errlen,
+						   "%s: device %u (uuid %s) is missing "
 						   "(mount with -o degraded to use the others)",
 						   paths[i], i, u);
 				else
@@ -534,7 +540,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			state[i] = MDEV_STALE;
 			if (!o->degraded && !(fs->sb.rb_state == SUPER_RB_RUNNING &&
 					      fs->sb.rb_dev == i)) {
-				tfs_seterr(err, errlen, "%s: stale (it missed writes while failed or "
+				tfs_seterr(err, errlen,
+					   "%s: stale (it missed writes while failed or "
 					   "missing); mount with -o degraded", paths[i]);
 				ret = -ENODEV;
 				goto out;
@@ -659,7 +666,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->replaying = true;
 	ret = ckpt_load(fs);
 	if (ret < 0) {
-		tfs_seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0,
+			   strerror(-ret));
 		goto out_fs;
 	}
 	{
@@ -700,7 +708,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	ret = fs_log_open(fs, end_pos, next_seq);
 	if (ret < 0) {
-		tfs_seterr(err, errlen, "%s: cannot open the metadata log: %s", name0, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot open the metadata log: %s", name0,
+			   strerror(-ret));
 		goto out_fs;
 	}
 	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
@@ -718,7 +727,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->sb.state = SUPER_DIRTY;
 	ret = ckpt_write(fs);
 	if (ret < 0) {
-		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0, strerror(-ret));
+		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0,
+			   strerror(-ret));
 		goto out_fs;
 	}
 
