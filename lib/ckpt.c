@@ -35,14 +35,15 @@
 #define CKPT_IO_BLOCKS 256u	/* blocks per mirror I/O (1 MiB) */
 #define CKPT_ALLOC_TRIES 64	/* short runs held while looking for a long one */
 
-static uint64_t ckpt_table_seed(const struct super *sb)
+uint64_t ckpt_table_seed(const uint8_t fs_uuid[16])
 {
-	return le64_get(sb->fs_uuid);
+	return le64_get(fs_uuid);
 }
 
-static uint64_t div_up(uint64_t a, uint64_t b)
+void ckpt_geom(uint64_t bytes, uint64_t *payload, uint64_t *table)
 {
-	return (a + b - 1) / b;
+	*payload = (bytes + TFS_BLOCK_SIZE - 1) / TFS_BLOCK_SIZE;
+	*table = (*payload * 8 + TFS_BLOCK_SIZE - 1) / TFS_BLOCK_SIZE;
 }
 
 /* ---- serialization ---- */
@@ -421,8 +422,7 @@ int ckpt_write(struct tfs *fs)
 	if (ret < 0)
 		goto out;
 
-	payload = div_up(lb.len, TFS_BLOCK_SIZE);
-	table = div_up(payload * 8, TFS_BLOCK_SIZE);
+	ckpt_geom(lb.len, &payload, &table);
 	total = table + payload;
 	if (total == 0) {	/* there is always a root directory */
 		ret = -EINVAL;
@@ -464,7 +464,8 @@ int ckpt_write(struct tfs *fs)
 	fs->sb.ckpt_start = start;
 	fs->sb.ckpt_blocks = total;
 	fs->sb.ckpt_bytes = lb.len;
-	fs->sb.ckpt_table_csum = csum_buf(buf, table * TFS_BLOCK_SIZE, ckpt_table_seed(&fs->sb));
+	fs->sb.ckpt_table_csum = csum_buf(buf, table * TFS_BLOCK_SIZE,
+					  ckpt_table_seed(fs->sb.fs_uuid));
 	fs->sb.ckpt_seq = seq;
 	fs->sb.log_head_pos = pos;
 	fs->sb.log_head_seq = seq + 1;
@@ -552,8 +553,7 @@ int ckpt_load(struct tfs *fs)
 
 	if (sb->ckpt_blocks == 0)
 		return 0;
-	payload = div_up(sb->ckpt_bytes, TFS_BLOCK_SIZE);
-	table = div_up(payload * 8, TFS_BLOCK_SIZE);
+	ckpt_geom(sb->ckpt_bytes, &payload, &table);
 	if (table + payload != sb->ckpt_blocks || sb->ckpt_start < sb->data_start ||
 	    sb->ckpt_start + sb->ckpt_blocks > sb->total_blocks ||
 	    table > UINT32_MAX)
@@ -573,7 +573,7 @@ int ckpt_load(struct tfs *fs)
 			continue;
 		if (mirror_read_dev(&fs->mirror, i, sb->ckpt_start, tbuf, (uint32_t)table) < 0)
 			continue;
-		if (csum_buf(tbuf, table * TFS_BLOCK_SIZE, ckpt_table_seed(sb)) ==
+		if (csum_buf(tbuf, table * TFS_BLOCK_SIZE, ckpt_table_seed(sb->fs_uuid)) ==
 		    sb->ckpt_table_csum) {
 			ret = 0;
 			break;

@@ -204,6 +204,10 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
 /* ---- checkpoint (ckpt.c) ---- */
 int ckpt_write(struct tfs *fs);			/* serialize + flip superblock */
 int ckpt_load(struct tfs *fs);			/* from fs->sb */
+/* Layout of a checkpoint of @bytes: payload blocks, then a table of one
+ * u64 checksum per payload block (fsck and scrub verify copies with it). */
+void ckpt_geom(uint64_t bytes, uint64_t *payload, uint64_t *table);
+uint64_t ckpt_table_seed(const uint8_t fs_uuid[16]);	/* of the table's checksum */
 /* At mount, after mirror_init, fs->sb as read from the devices: it is the
  * durable superblock; install the mirror's on_degraded hook. */
 void ckpt_sb_init(struct tfs *fs);

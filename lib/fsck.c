@@ -77,11 +77,6 @@ void fsck_hard_problem(struct fck *c, const char *fmt, ...)
 	c->left++;
 }
 
-static uint64_t div_up(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
 static const char *devname_(struct fck *c, unsigned i)
 {
 	return c->fs->devs[i] ? c->fs->devs[i]->path : "(missing)";
@@ -311,11 +306,11 @@ int fsck_write_dev(struct fck *c, unsigned d, uint64_t blk, const void *buf, uin
 static void check_ckpt(struct fck *c)
 {
 	const struct super *sb = &c->fs->sb;
-	uint64_t payload = div_up(sb->ckpt_bytes, TFS_BLOCK_SIZE);
-	uint64_t table = div_up(payload * 8, TFS_BLOCK_SIZE);
+	uint64_t payload, table;
 	uint8_t *tb[DEV_MAX] = { 0 }, *good = NULL, *buf = NULL;
 	bool tok[DEV_MAX] = { false };
 
+	ckpt_geom(sb->ckpt_bytes, &payload, &table);
 	if (!sb->ckpt_blocks)
 		return;
 	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, FSCK_RUN_BLOCKS * TFS_BLOCK_SIZE)) {
@@ -329,7 +324,7 @@ static void check_ckpt(struct fck *c)
 			continue;
 		c->res->dev[d].blocks += table;
 		if (fsck_read_dev(c, d, sb->ckpt_start, tb[d], (uint32_t)table) < 0 ||
-		    csum_buf(tb[d], table * TFS_BLOCK_SIZE, le64_get(sb->fs_uuid)) !=
+		    csum_buf(tb[d], table * TFS_BLOCK_SIZE, ckpt_table_seed(sb->fs_uuid)) !=
 			    sb->ckpt_table_csum) {
 			c->res->dev[d].bad += table;
 			fsck_meta_problem(c, true, "%s: checkpoint table damaged", devname_(c, d));

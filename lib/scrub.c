@@ -73,11 +73,6 @@ static uint64_t real_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t div_up(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
 const char *scrub_state_name(int state)
 {
 	switch (state) {
@@ -335,7 +330,7 @@ static uint8_t *scrub_ckpt_table(struct scrub *sc, const struct ckpt_view *v, ui
 				 uint8_t **tb)
 {
 	struct mirror *m = &sc->fs->mirror;
-	uint64_t seed = le64_get(v->fs_uuid);
+	uint64_t seed = ckpt_table_seed(v->fs_uuid);
 	bool ok[DEV_MAX] = { false }, readok[DEV_MAX] = { false };
 	uint8_t *good = NULL;
 	unsigned first = DEV_MAX;
@@ -395,8 +390,7 @@ static void scrub_ckpt(struct scrub *sc)
 	pthread_mutex_unlock(&fs->ckpt_mu);
 	if (!v.blocks)
 		return;
-	payload = div_up(v.bytes, BLK);
-	table = div_up(payload * 8, BLK);
+	ckpt_geom(v.bytes, &payload, &table);
 	if (table + payload != v.blocks || table > UINT32_MAX)
 		return;
 	for (unsigned d = 0; d < fs->mirror.ndevs; d++)
