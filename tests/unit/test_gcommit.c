@@ -154,10 +154,13 @@ static void test_group_commit_durable(void **state)
 	chunks = s1.chunks - s0.chunks;
 	print_message("group commit: %llu durability waits, %llu log chunks\n",
 		      (unsigned long long)waits, (unsigned long long)chunks);
-	/* Every write waited (O_DSYNC or fsync)... */
-	assert_true(waits >= NT * ROUNDS);
-	/* ...and concurrent waiters shared chunk writes and flushes. */
-	assert_true(chunks < waits);
+	/* Each of the NT * ROUNDS writes was durable when it returned (checked
+	 * below through the crash images); a write another leader's chunk had
+	 * already covered returns without waiting, so "waits" can be fewer.
+	 * Sharing shows as fewer chunk writes (each flush-write-flush) than
+	 * durable writes. */
+	assert_true(waits > 0);
+	assert_true(chunks < NT * ROUNDS);
 
 	/* Crash: keep each device's writes up to its last flush, drop the rest. */
 	j = dev_fault_journal(fs->be, &nj);
