@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * file: the data path.  Open/create/release of regular files, read, write,
- * truncate, fallocate, SEEK_DATA/SEEK_HOLE and copy_file_range.
+ * truncate, fallocate and SEEK_DATA/SEEK_HOLE (copy_file_range: reflink.c).
  *
  * Writes are copy-on-write: the caller's bytes are copied once into a bounce
  * buffer (with the old content of partially written edge blocks read around
@@ -35,37 +35,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_i.h"
 #include "fs_i.h"
 #include "prof.h"
 
-#define BS TFS_BLOCK_SIZE
 #define IO_BLOCKS (TFS_IO_MAX / TFS_BLOCK_SIZE + 1)	/* blocks one I/O can touch */
 #define FALLOC_PIECE_BLOCKS (64u << 20 >> TFS_BLOCK_SHIFT) /* commit fallocate every 64 MiB */
-/* Most one copy_range call does (a short count; callers loop): bounds the
- * log it writes while holding the inodes, which a checkpoint would need. */
-#define COPY_MAX (64u << 20)
-#define MAX_BYTES (EXTENT_MAX_FBLK << TFS_BLOCK_SHIFT)
-
-/* Which timestamps an inode record refreshes. */
-#define T_MTIME 1
-#define T_CTIME 2
 
 static const uint64_t zero_csums[LOG_EXT_MAX_BLOCKS];	/* unwritten blocks */
-
-static inline uint64_t div_up(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
-static inline uint64_t isize(const struct tfs_inode *ip)
-{
-	return atomic_load(&ip->size);
-}
-
-static bool writable(int flags)
-{
-	return (flags & O_ACCMODE) == O_WRONLY || (flags & O_ACCMODE) == O_RDWR;
-}
 
 /* ---- transactions ---- */
 
@@ -74,8 +51,8 @@ static bool writable(int flags)
  * go through the record, never by hand: meta_tx_commit applies it to memory.
  * @size is the new size if @exact, else a lower bound (max with the current).
  */
-static int commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
-			uint64_t size, bool exact, int times, uint64_t *seq)
+int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+		      uint64_t size, bool exact, int times, uint64_t *seq)
 {
 	struct log_rec r;
 	int64_t now = fs_ts_ns(fs_now());
@@ -260,8 +237,8 @@ static int cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
 /* Read file blocks [fblk, fblk + nblk) into buf: holes and unwritten blocks
  * read as zeros, runs of consecutive physical blocks are one verified
  * mirror_read.  -EIO if a block has no good copy. */
-static int read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
-		       uint8_t *buf)
+int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		     uint8_t *buf)
 {
 	uint64_t csums[IO_BLOCKS];
 	uint32_t i = 0;
@@ -311,7 +288,7 @@ static int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct 
 		return -ELOOP;		/* only reachable with O_NOFOLLOW semantics */
 	if (!S_ISREG(mode))
 		return -EINVAL;		/* the kernel opens device nodes and fifos itself */
-	if (fs->readonly && (writable(flags) || (flags & O_TRUNC)))
+	if (fs->readonly && (file_writable(flags) || (flags & O_TRUNC)))
 		return -EROFS;
 
 	f = calloc(1, sizeof(*f));
@@ -323,7 +300,7 @@ static int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct 
 	/* Count the open before truncating so a concurrent unlink + forget
 	 * cannot free the inode under us. */
 	atomic_fetch_add(&ip->nopen, 1);
-	if ((flags & O_TRUNC) && writable(flags)) {
+	if ((flags & O_TRUNC) && file_writable(flags)) {
 		ret = file_truncate(fs, ip, 0);
 		if (ret) {
 			tfs_release(f);
@@ -430,21 +407,21 @@ ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *
 		return -EINVAL;
 	if (len > TFS_IO_MAX)
 		len = TFS_IO_MAX;	/* a short read is allowed */
-	if (len == 0 || (uint64_t)off >= isize(ip))
+	if (len == 0 || (uint64_t)off >= file_isize(ip))
 		return 0;
 	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
 		return -EINVAL;
 
 	b = bounce_get(fs->bounce);
 	fb0 = (uint64_t)off / BS;
-	rl_lock(&ip->rl, &r, fb0, div_up((uint64_t)off + len, BS), false);
-	size = isize(ip);
+	rl_lock(&ip->rl, &r, fb0, file_div_up((uint64_t)off + len, BS), false);
+	size = file_isize(ip);
 	if ((uint64_t)off < size) {
 		n = len;
 		if ((uint64_t)off + n > size)
 			n = size - (uint64_t)off;
-		nblk = div_up((uint64_t)off + n, BS) - fb0;
-		ret = read_blocks(fs, ip, fb0, (uint32_t)nblk, b);
+		nblk = file_div_up((uint64_t)off + n, BS) - fb0;
+		ret = file_read_blocks(fs, ip, fb0, (uint32_t)nblk, b);
 	}
 	rl_unlock(&ip->rl, &r);
 	if (ret || n == 0) {
@@ -494,11 +471,11 @@ ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off)
  * (whole inode exclusively if it extends the file).  buf is a bounce
  * buffer.  Edge blocks are read-modify-written; the payload is filled once.
  */
-static int write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-			tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
+int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
+		      tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
 {
 	uint64_t fb0 = off / BS;
-	uint32_t nblk = (uint32_t)(div_up(off + len, BS) - fb0);
+	uint32_t nblk = (uint32_t)(file_div_up(off + len, BS) - fb0);
 	size_t head = off % BS, tail = (off + len) % BS;
 	struct meta_tx tx;
 	struct cow *cw;
@@ -506,12 +483,12 @@ static int write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size
 	int ret;
 
 	if (head) {
-		ret = read_blocks(fs, ip, fb0, 1, buf);
+		ret = file_read_blocks(fs, ip, fb0, 1, buf);
 		if (ret)
 			return ret;
 	}
 	if (tail && (nblk > 1 || !head)) {
-		ret = read_blocks(fs, ip, fb0 + nblk - 1, 1, buf + (size_t)(nblk - 1) * BS);
+		ret = file_read_blocks(fs, ip, fb0 + nblk - 1, 1, buf + (size_t)(nblk - 1) * BS);
 		if (ret)
 			return ret;
 	}
@@ -532,7 +509,7 @@ static int write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size
 	meta_tx_init(&tx);
 	ret = cow_records(&tx, ip->ino, cw);
 	if (!ret)
-		ret = commit_inode(fs, ip, &tx, off + len, false, T_MTIME | T_CTIME, seq);
+		ret = file_commit_inode(fs, ip, &tx, off + len, false, T_MTIME | T_CTIME, seq);
 	meta_tx_free(&tx);
 	if (ret)
 		cow_undo(fs, ip, cw);
@@ -554,7 +531,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 
 	if (off < 0 || len > TFS_IO_MAX)
 		return -EINVAL;
-	if (!writable(f->flags))
+	if (!file_writable(f->flags))
 		return -EBADF;
 	if (fs->readonly)
 		return -EROFS;
@@ -577,17 +554,17 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 
 	t0 = prof_begin();
 	uoff = (uint64_t)off;
-	excl = (f->flags & O_APPEND) || uoff + len > isize(ip);
+	excl = (f->flags & O_APPEND) || uoff + len > file_isize(ip);
 	for (;;) {
 		if (excl) {
 			rl_lock(&ip->rl, &r, 0, RL_EOF, true);
 			if (f->flags & O_APPEND)
-				uoff = isize(ip);
+				uoff = file_isize(ip);
 			break;
 		}
-		rl_lock(&ip->rl, &r, uoff / BS, div_up(uoff + len, BS), true);
+		rl_lock(&ip->rl, &r, uoff / BS, file_div_up(uoff + len, BS), true);
 		/* A truncate may have shrunk the file before we got the lock. */
-		if (uoff + len <= isize(ip))
+		if (uoff + len <= file_isize(ip))
 			break;
 		rl_unlock(&ip->rl, &r);
 		excl = true;
@@ -596,7 +573,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	if (uoff + len > MAX_BYTES)
 		ret = -EFBIG;
 	else
-		ret = write_locked(fs, ip, uoff, len, fill, ctx, buf, &seq);
+		ret = file_write_locked(fs, ip, uoff, len, fill, ctx, buf, &seq);
 	rl_unlock(&ip->rl, &r);
 	/* Wait for durability without the range lock, so other writers
 	 * proceed and join the same group commit. */
@@ -655,7 +632,7 @@ static int zero_block_range(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk,
 	extent_get(&ip->map, fblk, &e);
 	if (e.phys == 0 || (e.phys & EXTENT_UNWRITTEN) || from >= to)
 		return 0;
-	ret = read_blocks(fs, ip, fblk, 1, buf);
+	ret = file_read_blocks(fs, ip, fblk, 1, buf);
 	if (ret)
 		return ret;
 	memset(buf + from, 0, to - from);
@@ -665,7 +642,7 @@ static int zero_block_range(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk,
 	return cow_records(tx, ip->ino, cw);
 }
 
-static int clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n)
+int file_clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n)
 {
 	struct log_rec r = { .type = LR_EXT_CLEAR };
 
@@ -680,21 +657,21 @@ static int truncate_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t size, 
 {
 	struct cow cw = { .nruns = 0 };
 	struct meta_tx tx;
-	uint64_t keep = div_up(size, BS);	/* blocks that stay */
+	uint64_t keep = file_div_up(size, BS);	/* blocks that stay */
 	int ret = 0;
 
 	meta_tx_init(&tx);
-	if (size < isize(ip)) {
+	if (size < file_isize(ip)) {
 		/* Keep the invariant: bytes past EOF in the last block are 0. */
 		if (size % BS)
 			ret = zero_block_range(fs, ip, size / BS, size % BS, BS, buf, &tx, &cw);
 		if (!ret && extent_next_data(&ip->map, keep) < EXTENT_MAX_FBLK)
-			ret = clear_rec(&tx, ip->ino, keep, EXTENT_MAX_FBLK - keep);
+			ret = file_clear_rec(&tx, ip->ino, keep, EXTENT_MAX_FBLK - keep);
 	}
 	/* Growing is a hole: the old tail past EOF is already zero, and
 	 * blocks kept past EOF (KEEP_SIZE) are unwritten, so read as zeros. */
 	if (!ret)
-		ret = commit_inode(fs, ip, &tx, size, true, T_MTIME | T_CTIME, NULL);
+		ret = file_commit_inode(fs, ip, &tx, size, true, T_MTIME | T_CTIME, NULL);
 	if (ret)
 		cow_undo(fs, ip, &cw);
 	meta_tx_free(&tx);
@@ -727,7 +704,7 @@ static int punch_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, uint
 {
 	struct cow *cw = malloc(2 * sizeof(*cw));
 	uint64_t sb = off / BS, eb = (end - 1) / BS;
-	uint64_t full0 = div_up(off, BS), full1 = end / BS;
+	uint64_t full0 = file_div_up(off, BS), full1 = end / BS;
 	struct meta_tx tx;
 	int ret = 0;
 
@@ -741,9 +718,9 @@ static int punch_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, uint
 	if (!ret && end % BS && (eb != sb || off % BS == 0))
 		ret = zero_block_range(fs, ip, eb, 0, end % BS, buf, &tx, &cw[1]);
 	if (!ret && full0 < full1)
-		ret = clear_rec(&tx, ip->ino, full0, full1 - full0);
+		ret = file_clear_rec(&tx, ip->ino, full0, full1 - full0);
 	if (!ret)
-		ret = commit_inode(fs, ip, &tx, 0, false, T_MTIME | T_CTIME, NULL);
+		ret = file_commit_inode(fs, ip, &tx, 0, false, T_MTIME | T_CTIME, NULL);
 	if (ret) {
 		cow_undo(fs, ip, &cw[0]);
 		cow_undo(fs, ip, &cw[1]);
@@ -891,7 +868,7 @@ static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, ui
 static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t start,
 		    uint64_t end)
 {
-	uint64_t fb = start / BS, fe = div_up(end, BS);
+	uint64_t fb = start / BS, fe = file_div_up(end, BS);
 	bool first = true;
 	int ret = 0;
 
@@ -908,13 +885,13 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 		done = ret || fb >= fe;
 		if (done && !ret) {
 			struct meta_tx tx;
-			bool grow = mode == 0 && end > isize(ip);
+			bool grow = mode == 0 && end > file_isize(ip);
 
 			/* ctime always (the allocation changed); mtime and
 			 * size only when mode 0 extends the file. */
 			meta_tx_init(&tx);
-			ret = commit_inode(fs, ip, &tx, grow ? end : 0, false,
-					   grow ? T_MTIME | T_CTIME : T_CTIME, NULL);
+			ret = file_commit_inode(fs, ip, &tx, grow ? end : 0, false,
+						grow ? T_MTIME | T_CTIME : T_CTIME, NULL);
 			meta_tx_free(&tx);
 		}
 		rl_unlock(&ip->rl, &r);
@@ -940,7 +917,7 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 		return -EOPNOTSUPP;
 	if (off < 0 || len <= 0)
 		return -EINVAL;
-	if (!writable(f->flags))
+	if (!file_writable(f->flags))
 		return -EBADF;
 	if (fs->readonly)
 		return -EROFS;
@@ -992,7 +969,7 @@ off_t tfs_lseek(struct tfs_file *f, off_t off, int whence)
 	if (off < 0)
 		return -ENXIO;
 	rl_lock(&ip->rl, &r, 0, RL_EOF, false);
-	size = isize(ip);
+	size = file_isize(ip);
 	if ((uint64_t)off >= size) {
 		rl_unlock(&ip->rl, &r);
 		return -ENXIO;
@@ -1013,255 +990,4 @@ off_t tfs_lseek(struct tfs_file *f, off_t off, int whence)
 		pos = (uint64_t)off;
 	rl_unlock(&ip->rl, &r);
 	return pos > size ? (off_t)size : (off_t)pos;	/* EOF is a hole */
-}
-
-/* ---- copy_file_range ---- */
-
-struct copy_ctx {
-	const uint8_t *src;
-};
-
-static int fill_copy(void *ctx, void *dst, size_t len)
-{
-	memcpy(dst, ((struct copy_ctx *)ctx)->src, len);
-	return 0;
-}
-
-/* Copy bytes through memory: read [soff, soff+n) of src, CoW-write to dst. */
-static int copy_bytes(struct tfs *fs, struct tfs_inode *src, uint64_t soff,
-		      struct tfs_inode *dst, uint64_t doff, size_t n, uint8_t *tmp,
-		      uint8_t *buf)
-{
-	uint64_t fb0 = soff / BS;
-	uint32_t nblk = (uint32_t)(div_up(soff + n, BS) - fb0);
-	struct copy_ctx c = { tmp + soff % BS };
-	int ret;
-
-	ret = read_blocks(fs, src, fb0, nblk, tmp);
-	if (ret)
-		return ret;
-	return write_locked(fs, dst, doff, n, fill_copy, &c, buf, NULL);
-}
-
-/*
- * Share nblk whole source blocks at sfb into the destination at dfb:
- * mapped blocks gain a reference and the same (phys, csum) in the
- * destination (the csum is seeded with phys, so it stays valid); holes and
- * unwritten blocks become holes.  Source entries are all read before the
- * commit, so an overlapping same-file chunk reads the old mapping.
- */
-#define SHARE_SKIP EXTENT_UNWRITTEN	/* never a written block's phys */
-
-static int share_blocks(struct tfs *fs, struct tfs_inode *src, uint64_t sfb,
-			struct tfs_inode *dst, uint64_t dfb, uint32_t nblk, uint64_t newsize)
-{
-	struct extent_ent *e = malloc(nblk * sizeof(*e));
-	uint64_t *csums = malloc(nblk * sizeof(*csums));
-	struct meta_tx tx;
-	uint32_t i = 0;
-	int ret = 0;
-
-	if (!e || !csums) {
-		free(e);
-		free(csums);
-		return -ENOMEM;
-	}
-	for (uint32_t k = 0; k < nblk; k++) {
-		struct extent_ent d;
-
-		extent_get(&src->map, sfb + k, &e[k]);
-		if (e[k].phys & EXTENT_UNWRITTEN)
-			e[k].phys = 0;
-		csums[k] = e[k].csum;
-		/* Already shared there (a repeated reflink): the map would
-		 * keep its one reference, so take none. */
-		extent_get(&dst->map, dfb + k, &d);
-		if (e[k].phys && d.phys == e[k].phys)
-			e[k].phys = SHARE_SKIP;
-	}
-	meta_tx_init(&tx);
-	while (i < nblk && !ret) {
-		uint32_t n = 1;
-
-		if (e[i].phys == SHARE_SKIP) {
-			/* nothing to change */
-		} else if (e[i].phys == 0) {
-			while (i + n < nblk && e[i + n].phys == 0)
-				n++;
-			ret = clear_rec(&tx, dst->ino, dfb + i, n);
-		} else {
-			struct log_rec r = { .type = LR_EXT_SET };
-
-			while (i + n < nblk && n < LOG_EXT_MAX_BLOCKS &&
-			       e[i + n].phys == e[i].phys + n)
-				n++;
-			ret = alloc_use(fs->alloc, e[i].phys, n);
-			if (ret)
-				break;
-			r.ext.ino = dst->ino;
-			r.ext.fblk = dfb + i;
-			r.ext.phys = e[i].phys;
-			r.ext.n = n;
-			r.ext.csums = &csums[i];
-			ret = meta_tx_add(&tx, &r);
-			if (ret) {
-				alloc_put(fs->alloc, e[i].phys, n);
-				break;
-			}
-		}
-		i += n;
-	}
-	if (!ret)
-		ret = commit_inode(fs, dst, &tx, newsize, false, T_MTIME | T_CTIME, NULL);
-	if (ret) {
-		/* Drop the references taken (runs before i) for blocks the
-		 * destination map did not get. */
-		for (uint32_t k = 0; k < i && k < nblk; k++) {
-			struct extent_ent d;
-
-			if (!e[k].phys || e[k].phys == SHARE_SKIP)
-				continue;
-			extent_get(&dst->map, dfb + k, &d);
-			if (d.phys != e[k].phys)
-				alloc_put(fs->alloc, e[k].phys, 1);
-		}
-	}
-	meta_tx_free(&tx);
-	free(e);
-	free(csums);
-	return ret;
-}
-
-/*
- * One chunk of at most TFS_IO_MAX bytes: the aligned middle is shared, the
- * rest copied.  Blocks can be shared when both offsets have the same
- * position in their block; a final partial block is shared too when it ends
- * at the source EOF and the copy ends at or past the destination EOF (both
- * tails past EOF are then zero).
- */
-static int copy_chunk(struct tfs *fs, struct tfs_inode *src, uint64_t soff,
-		      struct tfs_inode *dst, uint64_t doff, size_t n, uint8_t *tmp,
-		      uint8_t *buf, bool backward)
-{
-	size_t head = 0, mid = 0, tail;
-	int ret = 0;
-
-	if (soff % BS == doff % BS) {
-		uint64_t ssize = isize(src), dsize = isize(dst);
-
-		head = soff % BS ? BS - soff % BS : 0;
-		if (head > n)
-			head = n;
-		mid = (n - head) / BS * BS;
-		if (head + mid < n && soff + n == ssize && doff + n >= dsize)
-			mid = n - head;		/* shareable EOF block */
-	}
-	tail = n - head - mid;
-	/* Each piece reads its source before writing; pieces go in memmove
-	 * order so an overlapping same-file copy never reads its own output. */
-	if (backward && tail)
-		ret = copy_bytes(fs, src, soff + head + mid, dst, doff + head + mid,
-				 tail, tmp, buf);
-	if (!ret && !backward && head)
-		ret = copy_bytes(fs, src, soff, dst, doff, head, tmp, buf);
-	if (!ret && mid)
-		ret = share_blocks(fs, src, (soff + head) / BS, dst, (doff + head) / BS,
-				   (uint32_t)div_up(mid, BS), doff + head + mid);
-	if (!ret && backward && head)
-		ret = copy_bytes(fs, src, soff, dst, doff, head, tmp, buf);
-	if (!ret && !backward && tail)
-		ret = copy_bytes(fs, src, soff + head + mid, dst, doff + head + mid,
-				 tail, tmp, buf);
-	return ret;
-}
-
-ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
-		       off_t off_out, size_t len)
-{
-	struct tfs *fs = out->fs;
-	struct tfs_inode *src = in->ip, *dst = out->ip;
-	struct rl_range rs, rd;
-	uint64_t soff, doff, ssize;
-	uint8_t *buf, *tmp = NULL;
-	size_t done = 0;
-	bool backward;
-	int ret = 0;
-
-	if (off_in < 0 || off_out < 0)
-		return -EINVAL;
-	if (!writable(out->flags) || (out->flags & O_APPEND) ||
-	    (in->flags & O_ACCMODE) == O_WRONLY)
-		return -EBADF;
-	if (fs->readonly)
-		return -EROFS;
-	if (len == 0)
-		return 0;
-	if (len > COPY_MAX)
-		len = COPY_MAX;
-	soff = (uint64_t)off_in;
-	doff = (uint64_t)off_out;
-	if (doff + len > MAX_BYTES || doff + len < doff)
-		return -EFBIG;
-	if (posix_memalign((void **)&tmp, BS, FS_BOUNCE_SIZE))
-		return -ENOMEM;
-
-	buf = bounce_get(fs->bounce);
-	ret = log_wait_space(fs->log);
-	if (ret)
-		goto out_buf;
-	/* Two inodes in increasing ino order; the source only shared. */
-	if (src == dst) {
-		rl_lock(&dst->rl, &rd, 0, RL_EOF, true);
-	} else if (src->ino < dst->ino) {
-		rl_lock(&src->rl, &rs, 0, RL_EOF, false);
-		rl_lock(&dst->rl, &rd, 0, RL_EOF, true);
-	} else {
-		rl_lock(&dst->rl, &rd, 0, RL_EOF, true);
-		rl_lock(&src->rl, &rs, 0, RL_EOF, false);
-	}
-
-	ssize = isize(src);
-	if (soff >= ssize)
-		len = 0;
-	else if (len > ssize - soff)
-		len = ssize - soff;
-	if (src == dst && soff == doff)
-		done = len;	/* copying onto itself changes nothing */
-	/* Same file, destination after an overlapping source: go backwards
-	 * so no source byte is overwritten before it is read (memmove). */
-	backward = src == dst && doff > soff && doff < soff + len;
-	while (done < len) {
-		size_t rem = len - done, n = rem > TFS_IO_MAX ? TFS_IO_MAX : rem;
-		uint64_t pos;
-
-		/* Chunk boundaries on source block boundaries, so aligned
-		 * copies share every whole block. */
-		if (!backward) {
-			pos = done;
-			if (n < rem)
-				n -= (soff + pos + n) % BS;
-		} else {
-			pos = rem - n;
-			if (pos) {
-				size_t adj = (BS - (soff + pos) % BS) % BS;
-
-				n -= adj;
-				pos += adj;
-			}
-		}
-		ret = copy_chunk(fs, src, soff + pos, dst, doff + pos, n, tmp, buf, backward);
-		if (ret)
-			break;
-		done += n;
-	}
-
-	if (src != dst)
-		rl_unlock(&src->rl, &rs);
-	rl_unlock(&dst->rl, &rd);
-out_buf:
-	bounce_put(fs->bounce, buf);
-	free(tmp);
-	if (ret && !done)
-		return ret;
-	return (ssize_t)done;
 }

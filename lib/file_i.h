@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * file_i.h: private to the data path, shared by file.c (open, read, write,
+ * truncate, fallocate, lseek) and reflink.c (copy_file_range).  The block
+ * reader, the locked writer and the transaction helpers live in file.c;
+ * reflink.c builds its copies from them.  Not for daemon/.
+ */
+#ifndef TWINFS_FILE_I_H
+#define TWINFS_FILE_I_H
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs_i.h"
+
+#define BS TFS_BLOCK_SIZE
+#define MAX_BYTES (EXTENT_MAX_FBLK << TFS_BLOCK_SHIFT)
+
+/* Which timestamps an inode record refreshes. */
+#define T_MTIME 1
+#define T_CTIME 2
+
+static inline uint64_t file_div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static inline uint64_t file_isize(const struct tfs_inode *ip)
+{
+	return atomic_load(&ip->size);
+}
+
+static inline bool file_writable(int flags)
+{
+	return (flags & O_ACCMODE) == O_WRONLY || (flags & O_ACCMODE) == O_RDWR;
+}
+
+/*
+ * Add an LR_INODE for @ip and commit @tx under ip->lock.  The size and times
+ * go through the record, never by hand: meta_tx_commit applies it to memory.
+ * @size is the new size if @exact, else a lower bound (max with the current).
+ */
+int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+		      uint64_t size, bool exact, int times, uint64_t *seq);
+
+/* Add an LR_EXT_CLEAR of file blocks [fblk, fblk + n) of @ino to @tx. */
+int file_clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n);
+
+/* Read file blocks [fblk, fblk + nblk) into buf (caller holds a range lock
+ * over them): holes and unwritten blocks read as zeros.  -EIO if a block
+ * has no good copy. */
+int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		     uint8_t *buf);
+
+/* Write [off, off + len) copy-on-write with the range lock already held over
+ * its blocks (whole inode exclusively if it extends the file); buf is a
+ * bounce buffer. */
+int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
+		      tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq);
+
+#endif
