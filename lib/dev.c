@@ -16,8 +16,12 @@
 #include <unistd.h>
 
 #include "dev.h"
+
 #include "dev_i.h"
 #include "tlog.h"
+
+/* How long dev_open waits for a lock a dying daemon still holds. */
+#define DEV_LOCK_WAIT_MS 3000
 
 int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_t errlen)
 {
@@ -57,15 +61,30 @@ int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_
 		tfs_seterr(err, errlen, "%s: not a block device or regular file", path);
 		goto out_close;
 	}
-	/* A second daemon, or mkfs on a mounted device, would corrupt it. */
-	if (flock(fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-		ret = -errno;
-		if (ret == -EWOULDBLOCK) {
-			ret = -EBUSY;
-			tfs_seterr(err, errlen, "%s: in use by another twinfs process", path);
-		} else {
-			tfs_seterr(err, errlen, "%s: flock: %s", path, strerror(-ret));
-		}
+	/*
+	 * A second daemon, or mkfs on a mounted device, would corrupt it.
+	 * After a daemon dies (kill -9) the kernel tears its io_uring down in
+	 * the background and the ring's in-flight requests keep the file, and
+	 * so the lock, for a moment after the process is gone: a remount right
+	 * then must wait for that, not report the device as in use.  A live
+	 * daemon holds the lock for good, so a bounded wait still refuses it.
+	 */
+	int lk = 0;
+
+	for (int tries = 0;; tries++) {
+		lk = flock(fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0 ? -errno : 0;
+		if (lk != -EWOULDBLOCK || tries >= DEV_LOCK_WAIT_MS / 50)
+			break;
+		usleep(50 * 1000);
+	}
+	if (lk == -EWOULDBLOCK) {
+		ret = -EBUSY;
+		tfs_seterr(err, errlen, "%s: in use by another twinfs process", path);
+		goto out_close;
+	}
+	if (lk < 0) {
+		ret = lk;
+		tfs_seterr(err, errlen, "%s: flock: %s", path, strerror(-ret));
 		goto out_close;
 	}
 
