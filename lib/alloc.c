@@ -53,6 +53,11 @@ struct defer_ent {
 
 struct alloc {
 	uint64_t start, end, total, reserve;
+	/* The metadata reserve: the last `reserve` blocks are a nested
+	 * allocator only ALLOC_META may use, so a checkpoint always finds a
+	 * contiguous run however fragmented a full data area is.  NULL in the
+	 * nested one (and when there is no reserve). */
+	struct alloc *tail;
 	uint64_t *bm;			/* bit i = block start + i is used */
 	unsigned ngroups;
 	uint64_t gsize;			/* blocks per group but the last */
@@ -368,7 +373,7 @@ static bool may_span(struct alloc *a, uint64_t want)
 
 /* ---- API ---- */
 
-int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out)
+static int area_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out)
 {
 	if (end <= start)
 		return -EINVAL;
@@ -412,7 +417,7 @@ int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **
 	return 0;
 }
 
-void alloc_destroy(struct alloc *a)
+static void area_destroy(struct alloc *a)
 {
 	if (!a)
 		return;
@@ -439,7 +444,7 @@ static uint64_t reserve_count(struct alloc *a, uint64_t want, int kind)
 	return take;
 }
 
-int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
+static int area_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 	      uint64_t *blk, uint64_t *got)
 {
 	if (!want)
@@ -500,7 +505,7 @@ int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 	return 0;
 }
 
-int alloc_use(struct alloc *a, uint64_t blk, uint64_t n)
+static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 {
 	if (blk < a->start || blk > a->end || n > a->end - blk)
 		return -EINVAL;
@@ -538,7 +543,7 @@ int alloc_use(struct alloc *a, uint64_t blk, uint64_t n)
 	return 0;
 }
 
-void alloc_put(struct alloc *a, uint64_t blk, uint64_t n)
+static void area_put(struct alloc *a, uint64_t blk, uint64_t n)
 {
 	if (blk < a->start || blk > a->end || n > a->end - blk) {
 		atomic_fetch_add(&a->errors, 1);
@@ -587,7 +592,7 @@ void alloc_put(struct alloc *a, uint64_t blk, uint64_t n)
 	}
 }
 
-uint32_t alloc_refs(struct alloc *a, uint64_t blk)
+static uint32_t area_refs(struct alloc *a, uint64_t blk)
 {
 	if (blk < a->start || blk >= a->end)
 		return 0;
@@ -602,6 +607,113 @@ uint32_t alloc_refs(struct alloc *a, uint64_t blk)
 	}
 	pthread_mutex_unlock(&g->mu);
 	return r;
+}
+
+/* ---- the public API: the data area plus the metadata reserve ---- */
+
+int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out)
+{
+	struct alloc *a;
+	int ret;
+
+	if (end <= start)
+		return -EINVAL;
+	if (!reserve || reserve >= end - start)
+		return area_create(start, end, reserve, out);
+	ret = area_create(start, end - reserve, 0, &a);
+	if (ret)
+		return ret;
+	ret = area_create(end - reserve, end, 0, &a->tail);
+	if (ret) {
+		area_destroy(a);
+		return ret;
+	}
+	*out = a;
+	return 0;
+}
+
+void alloc_destroy(struct alloc *a)
+{
+	if (!a)
+		return;
+	if (a->tail)
+		area_destroy(a->tail);
+	area_destroy(a);
+}
+
+/*
+ * Metadata takes the reserve first and the data area after it, keeping the
+ * longer run: a full run from either satisfies the "full run if one exists
+ * anywhere" rule.
+ */
+int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
+	      uint64_t *blk, uint64_t *got)
+{
+	uint64_t tb = 0, tg = 0;
+	int ret;
+
+	if (kind != ALLOC_META || !a->tail)
+		return area_get(a, want, hint, kind, blk, got);
+	if (area_get(a->tail, want, 0, ALLOC_META, &tb, &tg) < 0)
+		tg = 0;
+	if (tg >= want) {
+		*blk = tb;
+		*got = tg;
+		return 0;
+	}
+	ret = area_get(a, want, hint, ALLOC_META, blk, got);
+	if (!ret && *got >= want) {
+		if (tg)
+			area_put(a->tail, tb, tg);
+		return 0;
+	}
+	if (tg && (ret || tg > *got)) {
+		if (!ret)
+			area_put(a, *blk, *got);
+		*blk = tb;
+		*got = tg;
+		return 0;
+	}
+	if (tg)
+		area_put(a->tail, tb, tg);
+	return ret;
+}
+
+static uint64_t tail_start(const struct alloc *a)
+{
+	return a->tail ? a->tail->start : UINT64_MAX;
+}
+
+int alloc_use(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	uint64_t ts = tail_start(a);
+	int ret;
+
+	if (n > UINT64_MAX - blk || blk + n <= ts)
+		return area_use(a, blk, n);
+	if (blk >= ts)
+		return area_use(a->tail, blk, n);
+	ret = area_use(a, blk, ts - blk);
+	return ret ? ret : area_use(a->tail, ts, blk + n - ts);
+}
+
+void alloc_put(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	uint64_t ts = tail_start(a);
+
+	if (n > UINT64_MAX - blk || blk + n <= ts) {
+		area_put(a, blk, n);
+	} else if (blk >= ts) {
+		area_put(a->tail, blk, n);
+	} else {
+		area_put(a, blk, ts - blk);
+		area_put(a->tail, ts, blk + n - ts);
+	}
+}
+
+uint32_t alloc_refs(struct alloc *a, uint64_t blk)
+{
+	return blk >= tail_start(a) ? area_refs(a->tail, blk) : area_refs(a, blk);
 }
 
 int alloc_defer(struct alloc *a, uint64_t blk, uint64_t n, uint64_t seq)
@@ -675,22 +787,22 @@ void alloc_release_all(struct alloc *a)
 
 uint64_t alloc_free_blocks(struct alloc *a)
 {
-	return atomic_load(&a->nfree);
+	return atomic_load(&a->nfree) + (a->tail ? atomic_load(&a->tail->nfree) : 0);
 }
 
 uint64_t alloc_total_blocks(struct alloc *a)
 {
-	return a->total;
+	return a->total + (a->tail ? a->tail->total : 0);
 }
 
 uint64_t alloc_reserve_blocks(struct alloc *a)
 {
-	return a->reserve;
+	return a->tail ? a->tail->total : a->reserve;
 }
 
 uint64_t alloc_errors(struct alloc *a)
 {
-	return atomic_load(&a->errors);
+	return atomic_load(&a->errors) + (a->tail ? atomic_load(&a->tail->errors) : 0);
 }
 
 uint64_t alloc_deferred_blocks(struct alloc *a)

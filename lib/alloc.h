@@ -22,8 +22,12 @@
  * boundaries), so checkpoints get contiguous space; otherwise the longest
  * free run of one group.
  *
- * A reserve (alloc_create's reserve) is kept for metadata (checkpoints):
- * ALLOC_DATA allocations fail with -ENOSPC before eating into it.
+ * A reserve (alloc_create's reserve) is kept for metadata (checkpoints,
+ * the write-intent bitmap): the last `reserve` blocks of the area, which
+ * ALLOC_DATA never allocates from.  Being one region rather than a count,
+ * it still holds a contiguous run for a checkpoint when copy-on-write churn
+ * has left the full data area fragmented into single blocks (a full file
+ * system must still mount: mount writes a checkpoint).
  *
  * Thread-safe.  Functions return 0 or -errno.
  */

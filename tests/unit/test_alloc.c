@@ -371,9 +371,38 @@ static void test_threads(void **state)
 	free(sh);
 }
 
+/* A full, fragmented data area (copy-on-write churn leaves single free
+ * blocks) still leaves the metadata reserve one contiguous run: mount and
+ * every checkpoint need one. */
+static void test_meta_reserve_contiguous(void **state)
+{
+	const uint64_t start = 1000, total = 10000, reserve = 1000;
+	uint64_t *blks = malloc(total * sizeof(*blks)), n = 0, b, got;
+	struct alloc *a;
+
+	(void)state;
+	assert_non_null(blks);
+	assert_int_equal(alloc_create(start, start + total, reserve, &a), 0);
+	while (alloc_get(a, 1, n, ALLOC_DATA, &b, &got) == 0)
+		blks[n++] = b;
+	assert_int_equal(n, total - reserve);
+	for (uint64_t i = 0; i < n; i += 2)
+		alloc_put(a, blks[i], 1);
+	/* Data takes every block it may again: what is left is scattered. */
+	while (alloc_get(a, 1, 7, ALLOC_DATA, &b, &got) == 0)
+		;
+	assert_int_equal(alloc_get(a, 900, 0, ALLOC_META, &b, &got), 0);
+	assert_int_equal(got, 900);
+	assert_true(b >= start + total - reserve);
+	alloc_put(a, b, got);
+	alloc_destroy(a);
+	free(blks);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_meta_reserve_contiguous),
 		cmocka_unit_test(test_exhaust_and_reuse),
 		cmocka_unit_test(test_contiguous),
 		cmocka_unit_test(test_refcounts),
