@@ -82,6 +82,23 @@ static void ns_end(struct tfs *fs)
 	pthread_mutex_unlock(&fs->ns_lock);
 }
 
+/*
+ * The directory a namespace change works in, looked up under ns_lock (which
+ * keeps it from going away): 0, -ENOENT if it is gone, -ENOTDIR if it is not
+ * a directory.  *pp is set either way.  It takes no inode lock: the caller
+ * first looks up the children it changes, then locks them with the parent
+ * in lock_inodes()'s order.
+ */
+static int parent_dir(struct tfs *fs, uint64_t ino, struct tfs_inode **pp)
+{
+	struct tfs_inode *pip = fs_iget(fs, ino);
+
+	*pp = pip;
+	if (!pip)
+		return -ENOENT;
+	return pip->dir ? 0 : -ENOTDIR;
+}
+
 /* ---- locking a set of inodes under ns_lock ---- */
 
 /* Distance from the root; ns_lock keeps every directory's parent stable. */
@@ -402,21 +419,16 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	if (ret)
 		return ret;
 
-	struct tfs_inode *pip = fs_iget(fs, parent);
+	struct tfs_inode *pip;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
 	uint64_t ino;
 
 	meta_tx_init(&tx);
-	if (!pip) {
-		ret = -ENOENT;
+	ret = parent_dir(fs, parent, &pip);
+	if (ret)
 		goto out;
-	}
-	if (!pip->dir) {
-		ret = -ENOTDIR;
-		goto out;
-	}
 	lock_inodes(fs, &ls, pip, NULL, NULL, NULL);
 	if (pip->nlink == 0) {		/* removed while the kernel holds it */
 		ret = -ENOENT;
@@ -524,21 +536,16 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 	if (ret)
 		return ret;
 
-	struct tfs_inode *ip = fs_iget(fs, ino), *pip = fs_iget(fs, newparent);
+	struct tfs_inode *ip = fs_iget(fs, ino), *pip = NULL;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
 	uint64_t other;
 
 	meta_tx_init(&tx);
-	if (!ip || !pip) {
-		ret = -ENOENT;
+	ret = ip ? parent_dir(fs, newparent, &pip) : -ENOENT;
+	if (ret)
 		goto out;
-	}
-	if (!pip->dir) {
-		ret = -ENOTDIR;
-		goto out;
-	}
 	if (ip->dir) {
 		ret = -EPERM;
 		goto out;
@@ -595,21 +602,16 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 	if (ret)
 		return ret;
 
-	struct tfs_inode *pip = fs_iget(fs, parent), *cip = NULL;
+	struct tfs_inode *pip, *cip = NULL;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
 	uint64_t ino;
 
 	meta_tx_init(&tx);
-	if (!pip) {
-		ret = -ENOENT;
+	ret = parent_dir(fs, parent, &pip);
+	if (ret)
 		goto out;
-	}
-	if (!pip->dir) {
-		ret = -ENOTDIR;
-		goto out;
-	}
 	if (dir_lookup(pip->dir, name, len, &ino)) {
 		ret = -ENOENT;
 		goto out;
@@ -701,22 +703,20 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 	if (ret)
 		return ret;
 
-	struct tfs_inode *p1 = fs_iget(fs, parent), *p2 = fs_iget(fs, newparent);
-	struct tfs_inode *c1 = NULL, *c2 = NULL;
+	struct tfs_inode *p1, *p2, *c1 = NULL, *c2 = NULL;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
 	uint64_t ino1, ino2;
+	int ret2;
 
 	meta_tx_init(&tx);
-	if (!p1 || !p2) {
-		ret = -ENOENT;
+	ret = parent_dir(fs, parent, &p1);
+	ret2 = parent_dir(fs, newparent, &p2);
+	if (!ret || ret2 == -ENOENT)	/* a missing parent wins over a non-directory */
+		ret = ret2;
+	if (ret)
 		goto out;
-	}
-	if (!p1->dir || !p2->dir) {
-		ret = -ENOTDIR;
-		goto out;
-	}
 	if (dir_lookup(p1->dir, name, len, &ino1)) {
 		ret = -ENOENT;
 		goto out;
