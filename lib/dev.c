@@ -161,34 +161,189 @@ int dev_backend_attach(struct dev_backend *be, struct dev *d)
 	return 0;
 }
 
-int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
+/* Misuse is a bug in the caller: refuse the batch before any of it
+ * reaches a device. */
+static int dev_check(struct dev_io *ios, unsigned n)
 {
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
 		const struct dev_io *io = &ios[i];
 
-		/* Misuse is a bug in the caller: refuse the batch before any
-		 * of it reaches a device. */
 		if (!io->dev || io->op > DEV_FLUSH ||
 		    (io->op != DEV_FLUSH && (!io->len || (io->len & 4095) ||
 					     (io->off & 4095) || !io->buf)))
 			goto inval;
 	}
-	if (!n)
-		return 0;
-	return be->ops->submit(be, ios, n);
-
+	return 0;
 inval:
 	for (i = 0; i < n; i++)
 		ios[i].res = -EINVAL;
 	return -EINVAL;
 }
 
+int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
+{
+	int ret = dev_check(ios, n);
+
+	if (ret || !n)
+		return ret;
+	return be->ops->submit(be, ios, n);
+}
+
+/*
+ * Emulated asynchronous batches for backends that only run synchronously
+ * (dev_async_emulate): one thread runs each queued batch through the
+ * backend's submit, then its done().  Slow and serial; it exists so the
+ * asynchronous write path can run over the fault injector, whose journal
+ * the crash tests replay.
+ */
+struct dev_emu {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dev_batch *head, **tailp;	/* under mu */
+	unsigned long busy;			/* queued or running; under mu */
+	bool stop;				/* under mu */
+	pthread_t thr;
+};
+
+static void *emu_main(void *arg)
+{
+	struct dev_backend *be = arg;
+	struct dev_emu *e = be->async;
+
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		struct dev_batch *b;
+
+		while (!e->head && !e->stop)
+			pthread_cond_wait(&e->cv, &e->mu);
+		if (!e->head)
+			break;
+		b = e->head;
+		e->head = b->next;
+		if (!e->head)
+			e->tailp = &e->head;
+		pthread_mutex_unlock(&e->mu);
+		if (be->ops->submit(be, b->ios, b->n) < 0)
+			for (unsigned i = 0; i < b->n; i++)
+				if (b->ios[i].res > 0)
+					b->ios[i].res = -EIO;
+		b->done(b);
+		pthread_mutex_lock(&e->mu);
+		if (!--e->busy)
+			pthread_cond_broadcast(&e->cv);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+int dev_async_emulate(struct dev_backend *be)
+{
+	struct dev_emu *e;
+	int ret;
+
+	if (be->ops->submit_async || be->async)
+		return 0;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	e->tailp = &e->head;
+	be->async = e;
+	ret = -pthread_create(&e->thr, NULL, emu_main, be);
+	if (ret) {
+		be->async = NULL;
+		pthread_cond_destroy(&e->cv);
+		pthread_mutex_destroy(&e->mu);
+		free(e);
+	}
+	return ret;
+}
+
+static int emu_submit(struct dev_emu *e, struct dev_batch *b)
+{
+	for (unsigned i = 0; i < b->n; i++) {
+		b->ios[i].batch = b;
+		b->ios[i].res = 1;
+	}
+	b->next = NULL;
+	pthread_mutex_lock(&e->mu);
+	if (e->stop) {
+		pthread_mutex_unlock(&e->mu);
+		return -ESHUTDOWN;
+	}
+	*e->tailp = b;
+	e->tailp = &b->next;
+	e->busy++;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return 0;
+}
+
+static void emu_drain(struct dev_emu *e)
+{
+	pthread_mutex_lock(&e->mu);
+	while (e->busy)
+		pthread_cond_wait(&e->cv, &e->mu);
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void emu_stop(struct dev_backend *be)
+{
+	struct dev_emu *e = be->async;
+
+	emu_drain(e);
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->thr, NULL);
+	pthread_cond_destroy(&e->cv);
+	pthread_mutex_destroy(&e->mu);
+	free(e);
+	be->async = NULL;
+}
+
+bool dev_async_supported(const struct dev_backend *be)
+{
+	return be->async != NULL;
+}
+
+int dev_submit_async(struct dev_backend *be, struct dev_batch *b)
+{
+	int ret;
+
+	if (!dev_async_supported(be))
+		return -EOPNOTSUPP;
+	if (!b->n || !b->done)
+		return -EINVAL;
+	ret = dev_check(b->ios, b->n);
+	if (ret)
+		return ret;
+	if (!be->ops->submit_async)
+		return emu_submit(be->async, b);
+	return be->ops->submit_async(be, b);
+}
+
+void dev_async_drain(struct dev_backend *be)
+{
+	if (!be->async)
+		return;
+	if (be->ops->drain)
+		be->ops->drain(be);
+	else
+		emu_drain(be->async);
+}
+
 void dev_backend_destroy(struct dev_backend *be)
 {
-	if (be)
-		be->ops->destroy(be);
+	if (!be)
+		return;
+	if (be->async && !be->ops->submit_async)
+		emu_stop(be);
+	be->ops->destroy(be);
 }
 
 const char *dev_backend_name(const struct dev_backend *be)

@@ -39,6 +39,25 @@ struct dev_io {
 	void *buf;		/* 4096-aligned */
 	uint32_t len;		/* bytes, multiple of 4096; 0 for DEV_FLUSH */
 	int res;		/* out: 0 on success (full length) or -errno */
+	/* Private to the asynchronous path (dev_submit_async). */
+	struct dev_batch *batch;
+	uint32_t done;		/* bytes completed */
+};
+
+/*
+ * An asynchronous batch (dev_submit_async): the I/Os run concurrently, and
+ * when the last one has completed (every ios[i].res set exactly as
+ * dev_submit() sets it) the backend's completion thread calls done(b).
+ * done() may block on synchronous I/O and locks, but must never wait for
+ * another asynchronous batch: that one completes on the same thread.
+ */
+struct dev_batch {
+	struct dev_io *ios;
+	unsigned n;
+	void (*done)(struct dev_batch *b);
+	/* Private to the backend. */
+	unsigned left;
+	struct dev_batch *next;
 };
 
 struct dev_backend;
@@ -49,6 +68,11 @@ struct dev_ops {
 	 * 0, or -errno when the batch could not be issued at all; per-I/O
 	 * outcome is in ios[i].res (short transfers are reported as -EIO). */
 	int (*submit)(struct dev_backend *be, struct dev_io *ios, unsigned n);
+	/* Optional (NULL: synchronous only).  Queue @b; 0 or -errno when
+	 * nothing was queued and done() will not be called. */
+	int (*submit_async)(struct dev_backend *be, struct dev_batch *b);
+	/* Wait until no asynchronous batch is queued or in flight. */
+	void (*drain)(struct dev_backend *be);
 	int (*attach)(struct dev_backend *be, struct dev *d);
 	void (*destroy)(struct dev_backend *be);
 };
@@ -58,6 +82,7 @@ struct dev_backend {
 	struct dev *devs[DEV_MAX];	/* attached devices, by idx */
 	unsigned ndevs;
 	void *priv;
+	void *async;		/* the asynchronous engine, if the backend has one */
 };
 
 /*
@@ -79,6 +104,18 @@ int dev_backend_create(const char *name, struct dev_backend **out);
 /* Attach a device: assigns d->idx.  All devices are attached before I/O. */
 int dev_backend_attach(struct dev_backend *be, struct dev *d);
 int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n);
+/* Whether @be runs batches asynchronously (io_uring: yes). */
+bool dev_async_supported(const struct dev_backend *be);
+/* See struct dev_batch.  0, or -errno when it was not queued (misuse:
+ * -EINVAL, no async support: -EOPNOTSUPP). */
+int dev_submit_async(struct dev_backend *be, struct dev_batch *b);
+/* Wait until every asynchronous batch submitted so far has had its done()
+ * return.  No-op for synchronous backends. */
+void dev_async_drain(struct dev_backend *be);
+/* Give a synchronous backend asynchronous batches, run one at a time by a
+ * thread through its submit (for the fault injector, so the crash tests
+ * cover the asynchronous write path).  0 or -errno; no-op if it has them. */
+int dev_async_emulate(struct dev_backend *be);
 void dev_backend_destroy(struct dev_backend *be);
 const char *dev_backend_name(const struct dev_backend *be);
 

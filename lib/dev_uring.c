@@ -193,10 +193,18 @@ fail_all:
 	return ret;
 }
 
+static void uring_destroy(struct dev_backend *be)
+{
+	dev_uring_async_stop(be);
+	dev_tls_backend_destroy(be);
+}
+
 static const struct dev_ops uring_ops = {
 	.name = "io_uring",
 	.submit = uring_submit,
-	.destroy = dev_tls_backend_destroy,
+	.submit_async = dev_uring_async_submit,
+	.drain = dev_uring_async_drain,
+	.destroy = uring_destroy,
 };
 
 int dev_uring_create(struct dev_backend **out)
@@ -206,5 +214,11 @@ int dev_uring_create(struct dev_backend **out)
 
 	if (ret)
 		return ret;
-	return dev_tls_backend_create(&uring_ops, uring_thr_free, out);
+	ret = dev_tls_backend_create(&uring_ops, uring_thr_free, out);
+	if (ret)
+		return ret;
+	/* Without the completion thread every batch is synchronous: slower,
+	 * not wrong. */
+	(void)dev_uring_async_start(*out);
+	return 0;
 }
