@@ -422,17 +422,15 @@ static int ack_degraded(struct mirror *m)
 	return m->on_degraded(m->on_state_ctx);
 }
 
-int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
+int mirror_write_begin(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk,
+		       struct mirror_wr *w)
 {
-	struct dev_io ios[DEV_MAX];
-	unsigned slot[DEV_MAX];
-	bool insync[DEV_MAX];
-	unsigned i, n = 0, ok = 0, failed = 0;
-	uint64_t r0 = 0, r1 = 0;
-	bool counted;
-	int ret;
+	unsigned i;
 
-	counted = write_enter(m, blk, nblk, &r0, &r1);
+	w->blk = blk;
+	w->nblk = nblk;
+	w->n = 0;
+	w->counted = write_enter(m, blk, nblk, &w->r0, &w->r1);
 	/* Before the I/O: a device out of sync misses this write, and its
 	 * region must be dirty before anything can point at the blocks. */
 	if (mirror_healthy(m) < m->ndevs)
@@ -440,42 +438,64 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 	for (i = 0; i < m->ndevs; i++) {
 		if (!dev_writable(m, i))
 			continue;
-		insync[n] = atomic_load(&m->state[i]) == MDEV_OK;
-		slot[n] = i;
+		w->insync[w->n] = atomic_load(&m->state[i]) == MDEV_OK;
+		w->slot[w->n] = i;
 		/* dev_io has one pointer for both directions; a write only
 		 * reads it. */
-		ios[n++] = (struct dev_io){
+		w->ios[w->n++] = (struct dev_io){
 			.dev = m->devs[i], .op = DEV_WRITE, .off = blk * BLK,
 			.buf = (void *)buf, .len = nblk * BLK,
 		};
 	}
-	if (!n) {
-		if (counted)
-			busy_add(m, r0, r1, -1);
+	if (!w->n) {
+		if (w->counted)
+			busy_add(m, w->r0, w->r1, -1);
 		return -EIO;
 	}
-	ret = dev_submit(m->be, ios, n);
-	for (i = 0; i < n; i++) {
-		int res = ret ? ret : ios[i].res;
+	return 0;
+}
+
+int mirror_write_end(struct mirror *m, struct mirror_wr *w, int submit_ret)
+{
+	unsigned i, ok = 0, failed = 0;
+
+	for (i = 0; i < w->n; i++) {
+		int res = submit_ret ? submit_ret : w->ios[i].res;
 
 		if (res) {
-			note_write_err(m, slot[i], blk, res);
+			note_write_err(m, w->slot[i], w->blk, res);
 			failed++;
-		} else if (insync[i]) {
+		} else if (w->insync[i]) {
 			/* Only an in-sync copy acknowledges: a device being
 			 * rebuilt is not trusted yet. */
 			ok++;
 		}
 	}
 	if (failed)
-		mirror_mark(m, blk, nblk);
-	if (counted)
-		busy_add(m, r0, r1, -1);
+		mirror_mark(m, w->blk, w->nblk);
+	if (w->counted)
+		busy_add(m, w->r0, w->r1, -1);
 	if (!ok)
 		return -EIO;
 	/* Outside the busy count: the superblock write must not hold up a
 	 * rebuild window. */
 	return ack_degraded(m);
+}
+
+void mirror_write_cancel(struct mirror *m, struct mirror_wr *w)
+{
+	if (w->counted)
+		busy_add(m, w->r0, w->r1, -1);
+}
+
+int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
+{
+	struct mirror_wr w;
+	int ret = mirror_write_begin(m, blk, buf, nblk, &w);
+
+	if (ret)
+		return ret;
+	return mirror_write_end(m, &w, dev_submit(m->be, w.ios, w.n));
 }
 
 int mirror_flush(struct mirror *m)
@@ -627,10 +647,25 @@ static void read_repair(struct mirror *m, uint64_t blk, const char *buf, uint32_
 	}
 }
 
-int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
-		const uint64_t *csums, uint64_t *bad)
+int mirror_read_pick(struct mirror *m, uint64_t blk, uint32_t nblk)
+{
+	unsigned healthy[DEV_MAX], nh = 0;
+
+	for (unsigned i = 0; i < m->ndevs; i++)
+		if (m->devs[i] && mirror_dev_readable(m, i, blk, nblk))
+			healthy[nh++] = i;
+	if (!nh)
+		return -1;
+	return (int)healthy[atomic_fetch_add(&m->rr, 1) % nh];
+}
+
+/* mirror_read, or (dev0 >= 0) mirror_read_done of a read already made from
+ * dev0 with result res0. */
+static int read_verified(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
+			 const uint64_t *csums, uint64_t *bad, int dev0, int res0)
 {
 	unsigned healthy[DEV_MAX], nh = 0, c, k, i;
+	bool have0 = false;
 	uint16_t stack_st[64], *st = stack_st;
 	char *tmp = NULL, *p = buf;
 	uint64_t badmap = 0;
@@ -642,8 +677,10 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 	if (!nblk)
 		return 0;
 	for (i = 0; i < m->ndevs; i++)
-		if (mirror_dev_readable(m, i, blk, nblk))
+		if (mirror_dev_readable(m, i, blk, nblk)) {
+			have0 |= (int)i == dev0;
 			healthy[nh++] = i;
+		}
 	if (nblk > 64) {
 		st = calloc(nblk, sizeof(*st));
 		if (!st)
@@ -656,8 +693,17 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 	 * the block number (the first design) pins a stream of single-block
 	 * sequential reads to one device of two: blk and rr both step by one,
 	 * so their sum keeps its parity. */
-	c = nh ? healthy[atomic_fetch_add(&m->rr, 1) % nh] : 0;
-	if (!nh || read_raw(m, c, blk, buf, nblk)) {
+	if (have0) {
+		/* The caller's read: a device that stopped being readable
+		 * since is simply not used, as below. */
+		c = (unsigned)dev0;
+		if (res0)
+			note_read_err(m, c, blk, res0);
+	} else {
+		c = nh ? healthy[atomic_fetch_add(&m->rr, 1) % nh] : 0;
+		res0 = nh ? read_raw(m, c, blk, buf, nblk) : -EIO;
+	}
+	if (!nh || res0) {
 		for (i = 0; i < nblk; i++)
 			st[i] = (uint16_t)(RB_NEED | (nh ? 1u << c : 0));
 		any_bad = true;
@@ -704,4 +750,16 @@ out:
 	if (st != stack_st)
 		free(st);
 	return ret;
+}
+
+int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
+		const uint64_t *csums, uint64_t *bad)
+{
+	return read_verified(m, blk, buf, nblk, csums, bad, -1, 0);
+}
+
+int mirror_read_done(struct mirror *m, unsigned dev, int res, uint64_t blk, void *buf,
+		     uint32_t nblk, const uint64_t *csums, uint64_t *bad)
+{
+	return read_verified(m, blk, buf, nblk, csums, bad, (int)dev, res);
 }

@@ -121,6 +121,29 @@ unsigned mirror_healthy(const struct mirror *m);
  * device took it. */
 int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk);
 
+/*
+ * mirror_write in two halves, for callers that run the I/O themselves
+ * (asynchronously): begin fills w->ios[0..w->n) (0, or -EIO with nothing to
+ * submit and nothing to end); after the I/O, end does the accounting and
+ * returns what mirror_write would have.  @submit_ret is the batch's issue
+ * error (0 when every ios[i].res is set).  Between the two the write counts
+ * as in flight for the rebuild window, so end must always follow begin.
+ */
+struct mirror_wr {
+	struct dev_io ios[DEV_MAX];
+	unsigned slot[DEV_MAX];
+	bool insync[DEV_MAX];
+	unsigned n;
+	uint64_t blk, r0, r1;
+	uint32_t nblk;
+	bool counted;
+};
+int mirror_write_begin(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk,
+		       struct mirror_wr *w);
+int mirror_write_end(struct mirror *m, struct mirror_wr *w, int submit_ret);
+/* Instead of end, when the I/O was never issued. */
+void mirror_write_cancel(struct mirror *m, struct mirror_wr *w);
+
 /* Verified read of nblk blocks; csums[i] is the expected csum_block() of
  * block blk+i.  Repairs bad copies.  Returns 0, or -EIO if at least one
  * block could not be recovered; then *bad (if not NULL) gets a bitmap of the
@@ -128,6 +151,16 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
  * rest set bit 63) and their bytes in buf are zeroed. */
 int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 		const uint64_t *csums, uint64_t *bad);
+/* The device a read of [blk, blk + nblk) goes to first (the rotation
+ * mirror_read uses), or -1 when no device may serve it.  For callers that
+ * issue the read themselves and fall back to mirror_read when the copy
+ * does not verify. */
+int mirror_read_pick(struct mirror *m, uint64_t blk, uint32_t nblk);
+/* The rest of mirror_read after the caller read [blk, blk + nblk) from
+ * @dev itself (res: 0 or its -errno): verify, fall back to the other
+ * copies, repair, count; same result as mirror_read. */
+int mirror_read_done(struct mirror *m, unsigned dev, int res, uint64_t blk, void *buf,
+		     uint32_t nblk, const uint64_t *csums, uint64_t *bad);
 
 /* Unverified read/write of one device (superblocks, log, scrub). */
 int mirror_read_dev(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uint32_t nblk);
