@@ -39,7 +39,7 @@
 #include "fs_i.h"
 #include "prof.h"
 
-#define IO_BLOCKS (TFS_IO_MAX / TFS_BLOCK_SIZE + 1)	/* blocks one I/O can touch */
+#define IO_BLOCKS FILE_IO_BLOCKS
 #define FALLOC_PIECE_BLOCKS (64u << 20 >> TFS_BLOCK_SHIFT) /* commit fallocate every 64 MiB */
 
 static const uint64_t zero_csums[LOG_EXT_MAX_BLOCKS];	/* unwritten blocks */
@@ -97,21 +97,7 @@ static int commit_plain(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx
 
 /* ---- copy-on-write of staged blocks ---- */
 
-/*
- * The runs holding the staged blocks [fblk, fblk + nblk): newly allocated
- * (fresh), or the block's own unwritten (fallocated) block, which is written
- * in place: it holds no data anyone can read (a crash before the commit
- * still reads it as zeros), and reusing it is what makes fallocate's
- * reservation worth anything under copy-on-write.
- */
-struct cow {
-	uint64_t fblk;
-	uint32_t nblk, nruns;
-	struct { uint64_t phys; uint32_t off, n; bool fresh; } runs[IO_BLOCKS];
-	uint64_t csums[IO_BLOCKS];
-};
-
-static void cow_put(struct tfs *fs, struct cow *cw)
+void file_cow_put(struct tfs *fs, struct cow *cw)
 {
 	for (uint32_t i = 0; i < cw->nruns; i++)
 		if (cw->runs[i].fresh)
@@ -124,7 +110,7 @@ static void cow_put(struct tfs *fs, struct cow *cw)
  * (if the records were applied before the failure, the map owns them).
  * Caller holds the range lock, so the map entries are stable.
  */
-static void cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
+void file_cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
 {
 	for (uint32_t i = 0; i < cw->nruns; i++) {
 		if (!cw->runs[i].fresh)
@@ -150,10 +136,10 @@ static uint64_t unwritten_at(struct tfs_inode *ip, uint64_t fblk)
 }
 
 /* Place 1 <= nblk <= IO_BLOCKS staged blocks (new blocks, or their own
- * unwritten ones), checksum them and write them to every mirror at once.
- * Caller holds the range lock over them.  On error nothing stays allocated. */
-static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
-		     const uint8_t *buf, struct cow *cw)
+ * unwritten ones) and checksum them.  Caller holds the range lock over
+ * them.  On error nothing stays allocated. */
+int file_cow_place(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		   const uint8_t *buf, struct cow *cw)
 {
 	uint32_t done = 0;
 	bool retried = false;
@@ -200,17 +186,27 @@ static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 		prof_end(PROF_CSUM, t0);
 		done += (uint32_t)got;
 	}
-	for (uint32_t i = 0; i < cw->nruns; i++) {
-		t0 = prof_begin();
+	return 0;
+fail:
+	file_cow_put(fs, cw);
+	return ret;
+}
+
+/* file_cow_place, then write the blocks to every mirror at once. */
+static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		     const uint8_t *buf, struct cow *cw)
+{
+	int ret = file_cow_place(fs, ip, fblk, nblk, buf, cw);
+
+	for (uint32_t i = 0; !ret && i < cw->nruns; i++) {
+		uint64_t t0 = prof_begin();
+
 		ret = mirror_write(&fs->mirror, cw->runs[i].phys,
 				   buf + (size_t)cw->runs[i].off * BS, cw->runs[i].n);
 		prof_end(PROF_DEV_WRITE, t0);
-		if (ret)
-			goto fail;
 	}
-	return 0;
-fail:
-	cow_put(fs, cw);
+	if (ret)
+		file_cow_put(fs, cw);
 	return ret;
 }
 
@@ -471,14 +467,12 @@ ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off)
  * (whole inode exclusively if it extends the file).  buf is a bounce
  * buffer.  Edge blocks are read-modify-written; the payload is filled once.
  */
-int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-		      tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
+int file_write_stage(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
+		     tfs_fill_fn fill, void *ctx, uint8_t *buf, struct cow *cw)
 {
 	uint64_t fb0 = off / BS;
 	uint32_t nblk = (uint32_t)(file_div_up(off + len, BS) - fb0);
 	size_t head = off % BS, tail = (off + len) % BS;
-	struct meta_tx tx;
-	struct cow *cw;
 	uint64_t t0 = prof_begin();
 	int ret;
 
@@ -499,32 +493,61 @@ int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t
 	prof_end(PROF_COPY, t0);
 	if (ret < 0)
 		return ret;
+	return file_cow_place(fs, ip, fb0, nblk, buf, cw);
+}
 
-	cw = malloc(sizeof(*cw));
-	if (!cw)
-		return -ENOMEM;
-	ret = cow_write(fs, ip, fb0, nblk, buf, cw);
-	if (ret)
-		goto out;
+int file_write_publish(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
+		       struct cow *cw, uint64_t *seq)
+{
+	struct meta_tx tx;
+	int ret;
+
 	meta_tx_init(&tx);
 	ret = cow_records(&tx, ip->ino, cw);
 	if (!ret)
 		ret = file_commit_inode(fs, ip, &tx, off + len, false, T_MTIME | T_CTIME, seq);
 	meta_tx_free(&tx);
 	if (ret)
-		cow_undo(fs, ip, cw);
-out:
+		file_cow_undo(fs, ip, cw);
+	return ret;
+}
+
+/*
+ * Write [off, off + len) with the range lock already held over its blocks
+ * (whole inode exclusively if it extends the file).  buf is a bounce
+ * buffer.  Edge blocks are read-modify-written; the payload is filled once.
+ */
+int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
+		      tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
+{
+	struct cow *cw;
+	int ret;
+
+	cw = malloc(sizeof(*cw));
+	if (!cw)
+		return -ENOMEM;
+	ret = file_write_stage(fs, ip, off, len, fill, ctx, buf, cw);
+	for (uint32_t i = 0; !ret && i < cw->nruns; i++) {
+		uint64_t t0 = prof_begin();
+
+		ret = mirror_write(&fs->mirror, cw->runs[i].phys,
+				   buf + (size_t)cw->runs[i].off * BS, cw->runs[i].n);
+		prof_end(PROF_DEV_WRITE, t0);
+		if (ret)
+			file_cow_put(fs, cw);
+	}
+	if (!ret)
+		ret = file_write_publish(fs, ip, off, len, cw, seq);
 	free(cw);
 	return ret;
 }
 
-ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
-		  int flags)
+int file_write_enter(struct tfs_file *f, off_t off, size_t len, struct rl_range *r,
+		     uint64_t *uoffp, uint8_t **bufp)
 {
 	struct tfs *fs = f->fs;
 	struct tfs_inode *ip = f->ip;
-	struct rl_range r;
-	uint64_t seq = 0, uoff, t0;
+	uint64_t uoff, t0;
 	bool excl;
 	uint8_t *buf;
 	int ret;
@@ -536,7 +559,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	if (fs->readonly)
 		return -EROFS;
 	if (len == 0)
-		return 0;
+		return 1;
 	if ((uint64_t)off + len > MAX_BYTES)
 		return -EFBIG;
 	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
@@ -549,31 +572,53 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	t0 = prof_begin();
 	ret = log_wait_space(fs->log);
 	prof_end(PROF_LOGSPACE, t0);
-	if (ret)
-		goto out_buf;
+	if (ret) {
+		bounce_put(fs->bounce, buf);
+		return ret;
+	}
 
 	t0 = prof_begin();
 	uoff = (uint64_t)off;
 	excl = (f->flags & O_APPEND) || uoff + len > file_isize(ip);
 	for (;;) {
 		if (excl) {
-			rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+			rl_lock(&ip->rl, r, 0, RL_EOF, true);
 			if (f->flags & O_APPEND)
 				uoff = file_isize(ip);
 			break;
 		}
-		rl_lock(&ip->rl, &r, uoff / BS, file_div_up(uoff + len, BS), true);
+		rl_lock(&ip->rl, r, uoff / BS, file_div_up(uoff + len, BS), true);
 		/* A truncate may have shrunk the file before we got the lock. */
 		if (uoff + len <= file_isize(ip))
 			break;
-		rl_unlock(&ip->rl, &r);
+		rl_unlock(&ip->rl, r);
 		excl = true;
 	}
 	prof_end(PROF_RANGELOCK, t0);
-	if (uoff + len > MAX_BYTES)
-		ret = -EFBIG;
-	else
-		ret = file_write_locked(fs, ip, uoff, len, fill, ctx, buf, &seq);
+	if (uoff + len > MAX_BYTES) {
+		rl_unlock(&ip->rl, r);
+		bounce_put(fs->bounce, buf);
+		return -EFBIG;
+	}
+	*uoffp = uoff;
+	*bufp = buf;
+	return 0;
+}
+
+ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
+		  int flags)
+{
+	struct tfs *fs = f->fs;
+	struct tfs_inode *ip = f->ip;
+	struct rl_range r;
+	uint64_t seq = 0, uoff, t0;
+	uint8_t *buf;
+	int ret;
+
+	ret = file_write_enter(f, off, len, &r, &uoff, &buf);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	ret = file_write_locked(fs, ip, uoff, len, fill, ctx, buf, &seq);
 	rl_unlock(&ip->rl, &r);
 	/* Wait for durability without the range lock, so other writers
 	 * proceed and join the same group commit. */
@@ -582,7 +627,6 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 		ret = log_commit(fs->log, seq);
 		prof_end(PROF_SYNC, t0);
 	}
-out_buf:
 	bounce_put(fs->bounce, buf);
 	return ret ? ret : (ssize_t)len;
 }
@@ -673,7 +717,7 @@ static int truncate_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t size, 
 	if (!ret)
 		ret = file_commit_inode(fs, ip, &tx, size, true, T_MTIME | T_CTIME, NULL);
 	if (ret)
-		cow_undo(fs, ip, &cw);
+		file_cow_undo(fs, ip, &cw);
 	meta_tx_free(&tx);
 	return ret;
 }
@@ -722,8 +766,8 @@ static int punch_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, uint
 	if (!ret)
 		ret = file_commit_inode(fs, ip, &tx, 0, false, T_MTIME | T_CTIME, NULL);
 	if (ret) {
-		cow_undo(fs, ip, &cw[0]);
-		cow_undo(fs, ip, &cw[1]);
+		file_cow_undo(fs, ip, &cw[0]);
+		file_cow_undo(fs, ip, &cw[1]);
 	}
 	meta_tx_free(&tx);
 	free(cw);

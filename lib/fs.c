@@ -106,6 +106,8 @@ int fs_new(struct tfs **out)
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
 	pthread_mutex_init(&fs->sb_mu, NULL);
 	pthread_mutex_init(&fs->bg_mu, NULL);
+	pthread_mutex_init(&fs->ws_mu, NULL);
+	pthread_cond_init(&fs->ws_cv, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->bg_cv, &ca);
@@ -130,6 +132,8 @@ void fs_free(struct tfs *fs)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
 	pthread_mutex_destroy(&fs->bg_mu);
+	pthread_cond_destroy(&fs->ws_cv);
+	pthread_mutex_destroy(&fs->ws_mu);
 	pthread_mutex_destroy(&fs->sb_mu);
 	pthread_mutex_destroy(&fs->ckpt_mu);
 	pthread_mutex_destroy(&fs->ns_lock);
@@ -231,6 +235,15 @@ int fs_backend_create(const char *name, const char *fault, struct dev_backend **
 		if (ret < 0) {
 			dev_backend_destroy(be);
 			tfs_seterr(err, errlen, "invalid fault specification: %s", fault);
+			return ret;
+		}
+		/* So faults and crash journals cover the asynchronous write
+		 * path too. */
+		ret = dev_async_emulate(be);
+		if (ret < 0) {
+			dev_backend_destroy(be);
+			tfs_seterr(err, errlen, "cannot start the fault backend: %s",
+				   strerror(-ret));
 			return ret;
 		}
 	}
@@ -801,6 +814,8 @@ int tfs_unmount(struct tfs *fs)
 {
 	int ret, r2;
 
+	/* Writes still completing go into the final checkpoint. */
+	file_async_stop(fs);
 	/* First: the final checkpoint then records where a scrub stopped. */
 	scrub_shutdown(fs);
 	rebuild_stop(fs);
@@ -817,6 +832,7 @@ int tfs_unmount(struct tfs *fs)
 
 void tfs_abandon(struct tfs *fs)
 {
+	file_async_stop(fs);
 	scrub_shutdown(fs);
 	rebuild_stop(fs);
 	bg_stop(fs);

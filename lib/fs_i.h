@@ -118,12 +118,26 @@ struct tfs {
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
+	/* file_async.c: asynchronous O_DSYNC writes wait here for their group
+	 * commit.  One syncer thread, started on first use; ws_head is its
+	 * queue, ws_busy the rounds it still has to run (tfs_drain waits for
+	 * 0).  All under ws_mu, a leaf lock. */
+	pthread_mutex_t ws_mu;
+	pthread_cond_t ws_cv;
+	struct sjob *ws_head;
+	unsigned long ws_busy;
+	bool ws_stop, ws_running;
+	pthread_t ws_thread;
+
 	bool replaying;			/* apply without live side effects */
 	bool readonly;
 	struct rebuild *rb;		/* rebuild.c: rebuild/replace state */
 	/* Offline load (tfs_opts.offline): where the replayed log ends. */
 	uint64_t replay_end_pos, replay_next_seq;
 };
+
+/* file_async.c: drain asynchronous writes and stop the syncer (unmount). */
+void file_async_stop(struct tfs *fs);
 
 /* ---- struct tfs setup and teardown (fs.c, shared by mount and format.c) ---- */
 int fs_new(struct tfs **out);		/* empty fs: locks, inode table */

@@ -144,6 +144,39 @@ ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off);
 typedef int (*tfs_fill_fn)(void *ctx, void *dst, size_t len);
 ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
 		  int flags);
+
+/*
+ * tfs_write without a blocked thread: everything up to the device writes
+ * (including the one call of fill) runs before this returns; the device
+ * writes and the metadata commit complete later, and then cb(arg, result)
+ * runs, with result as tfs_write would return it, on the I/O backend's
+ * completion thread (or the O_DSYNC group-commit thread), or on this
+ * thread before returning when the backend is synchronous or the write
+ * fails early.  cb must not block for long: it holds up other completions.
+ * Concurrent writes to overlapping ranges are ordered by the range lock
+ * exactly as with tfs_write.
+ */
+typedef void (*tfs_write_cb)(void *arg, ssize_t result);
+void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
+		     int flags, tfs_write_cb cb, void *arg);
+/*
+ * tfs_read without a blocked thread: the extent lookup runs now, the device
+ * reads complete later and cb(arg, result, buf, data_off) gets what
+ * tfs_read returns (buf: give it back with tfs_buf_put; NULL when result
+ * <= 0), on the completion thread or on this one as for tfs_write_async.
+ * A copy that does not verify is read again through every mirror and
+ * repaired, as tfs_read does.
+ */
+typedef void (*tfs_read_cb)(void *arg, ssize_t result, void *buf, size_t data_off);
+void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, void *arg);
+/* tfs_fsync without a blocked thread: cb(arg, result) once everything
+ * acknowledged before the call is durable, from the group-commit thread
+ * (or on this thread when the backend is synchronous). */
+typedef void (*tfs_sync_cb)(void *arg, int result);
+void tfs_fsync_async(struct tfs *fs, uint64_t ino, bool datasync, tfs_sync_cb cb, void *arg);
+/* Wait until every tfs_write_async, tfs_read_async and tfs_fsync_async
+ * issued so far has called back. */
+void tfs_drain(struct tfs *fs);
 ssize_t tfs_pwrite(struct tfs_file *f, const void *src, size_t len, off_t off, int flags);
 
 int tfs_fsync(struct tfs *fs, uint64_t ino, bool datasync);
