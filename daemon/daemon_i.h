@@ -37,11 +37,21 @@ struct tfsd {
 
 	pthread_mutex_t files_lock;	/* protects files (open/release only) */
 	struct tfsd_file files;		/* list head of open files */
+
+	/* Requests handed to a thread of their own because they wait for
+	 * the kernel to send (and us to answer) other requests: see
+	 * op_lseek.  slow_n counts them, under slow_mu. */
+	pthread_mutex_t slow_mu;
+	pthread_cond_t slow_cv;
+	unsigned slow_n;
 };
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops tfsd_ops;
 void tfsd_files_init(struct tfsd *d);
+/* Wait for the requests still answered by threads of their own; call
+ * after the loop ended, before the session goes. */
+void tfsd_slow_drain(struct tfsd *d);
 /* Release every file the kernel left open; call after the loop ended. */
 void tfsd_files_release_all(struct tfsd *d);
 

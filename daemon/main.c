@@ -30,7 +30,7 @@
 #include "daemon_i.h"
 
 #define DEVS_MAX 8		/* lib's DEV_MAX; lib checks the real limit */
-#define THREADS_DEFAULT 64
+#define THREADS_DEFAULT 4
 #define THREADS_MAX 10000	/* libfuse's FUSE_LOOP_MT_MAX_THREADS */
 #define MSG_MOUNTED "mounted"
 
@@ -558,6 +558,10 @@ int main(int argc, char *argv[])
 	     tfs_backend_name(d.fs));
 
 	loop_ret = serve(se, &cmd, cfg.threads);
+	/* Writes still completing reply through the session: let them
+	 * finish before it goes away. */
+	tfs_drain(d.fs);
+	tfsd_slow_drain(&d);
 	exit_code = 0;
 	if (loop_ret < 0) {
 		tlog(LOG_ERR, "session loop: %s", strerror(-loop_ret));

@@ -95,6 +95,16 @@ void tfsd_files_init(struct tfsd *d)
 {
 	pthread_mutex_init(&d->files_lock, NULL);
 	d->files.prev = d->files.next = &d->files;
+	pthread_mutex_init(&d->slow_mu, NULL);
+	pthread_cond_init(&d->slow_cv, NULL);
+}
+
+void tfsd_slow_drain(struct tfsd *d)
+{
+	pthread_mutex_lock(&d->slow_mu);
+	while (d->slow_n)
+		pthread_cond_wait(&d->slow_cv, &d->slow_mu);
+	pthread_mutex_unlock(&d->slow_mu);
 }
 
 static struct tfsd_file *file_new(void)
@@ -514,28 +524,50 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	reply_err(req, file_drop(req_d(req), fi_file(fi)));
 }
 
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+struct fsync_ctx {
+	fuse_req_t req;
+	fuse_ino_t ino;
+};
+
+static void fsync_done(void *arg, int ret)
 {
-	int ret = tfs_fsync(req_fs(req), ino, datasync != 0);
+	struct fsync_ctx *c = arg;
+	fuse_req_t req = c->req;
+	fuse_ino_t ino = c->ino;
+	struct tfsd *d = req_d(req);
+
+	free(c);
 
 	/* With the writeback cache the kernel keeps no st_blocks of its own
 	 * and, unlike on flush, does not drop its cached attributes after an
 	 * fsync: stat would show the blocks from before the written-back
 	 * data for up to ATTR_TIMEOUT.  Attributes only (negative offset). */
-	if (ret == 0 && req_d(req)->writeback_cache)
-		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, -1, 0);
+	if (ret == 0 && d->writeback_cache)
+		fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
 	reply_err(req, ret);
+}
+
+/* Replied by the group-commit thread: concurrent fsyncs share one log
+ * write without holding a worker each. */
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct fsync_ctx *c = malloc(sizeof(*c));
+
+	if (!c) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	c->req = req;
+	c->ino = ino;
+	tfs_fsync_async(req_fs(req), ino, datasync != 0, fsync_done, c);
 }
 
 /* ---- data ---- */
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void read_done(void *arg, ssize_t n, void *buf, size_t data_off)
 {
-	struct tfs *fs = req_fs(req);
-	void *buf = NULL;
-	size_t data_off = 0;
-	ssize_t n = tfs_read(fi_file(fi)->f, off, size, &buf, &data_off);
+	fuse_req_t req = arg;
+	struct tfs *fs = req_fs(req);	/* req is gone after the reply */
 
 	if (n < 0) {
 		reply_err(req, n);
@@ -544,6 +576,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, n ? (const char *)buf + data_off : NULL, (size_t)n);
 	if (buf)
 		tfs_buf_put(fs, buf);
+}
+
+/* Replied from the I/O completion, like writes. */
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	tfs_read_async(fi_file(fi)->f, off, size, read_done, req);
 }
 
 /* tfs_fill_fn: the one copy, from libfuse's request buffer into the bounce
@@ -596,19 +635,30 @@ static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
 	return ret;
 }
 
+static void write_done(void *arg, ssize_t n)
+{
+	fuse_req_t req = arg;
+
+	if (n < 0)
+		reply_err(req, n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
 	ssize_t n = write_kill_privs(req, ino);
 
-	/* fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
-	if (n == 0)
-		n = tfs_write(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in,
-			      fi->flags);
-	if (n < 0)
+	if (n < 0) {
 		reply_err(req, n);
-	else
-		fuse_reply_write(req, (size_t)n);
+		return;
+	}
+	/* Replied from the I/O completion: this worker goes back to the
+	 * next request instead of sleeping until the mirrors have the data.
+	 * fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
+	tfs_write_async(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in, fi->flags,
+			write_done, req);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
@@ -617,10 +667,52 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	reply_err(req, tfs_fallocate(fi_file(fi)->f, mode, off, len));
 }
 
+struct lseek_job {
+	fuse_req_t req;
+	fuse_ino_t ino;
+	off_t off;
+	int whence;
+	struct tfs_file *f;
+	bool inval;
+};
+
+static void lseek_run(struct lseek_job *j)
+{
+	struct tfsd *d = req_d(j->req);
+	off_t ret;
+
+	if (j->inval)
+		fuse_lowlevel_notify_inval_inode(d->se, j->ino, j->off, 0);
+	ret = tfs_lseek(j->f, j->off, j->whence);
+	if (ret < 0)
+		reply_err(j->req, ret);
+	else
+		fuse_reply_lseek(j->req, ret);
+}
+
+static void *lseek_thread(void *arg)
+{
+	struct lseek_job *j = arg;
+	struct tfsd *d = req_d(j->req);
+
+	lseek_run(j);
+	free(j);
+	pthread_mutex_lock(&d->slow_mu);
+	if (!--d->slow_n)
+		pthread_cond_broadcast(&d->slow_cv);
+	pthread_mutex_unlock(&d->slow_mu);
+	return NULL;
+}
+
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
-	off_t ret;
+	struct tfsd *d = req_d(req);
+	struct lseek_job j = { .req = req, .ino = ino, .off = off, .whence = whence,
+			       .f = fi_file(fi)->f }, *hj;
+	pthread_attr_t attr;
+	pthread_t th;
+	bool started = false;
 
 	/* The kernel does not write dirty pages back before FUSE_LSEEK, so
 	 * data still in the page cache (writeback_cache, shared mmap) would
@@ -628,14 +720,28 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	 * the kernel write those pages to us first (launder) and waits for
 	 * them.  Under -o writethrough every open is direct and shared mmap
 	 * is refused: no dirty pages. */
-	if (!req_d(req)->writethrough && (whence == SEEK_DATA || whence == SEEK_HOLE) &&
-	    off >= 0)
-		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, off, 0);
-	ret = tfs_lseek(fi_file(fi)->f, off, whence);
-	if (ret < 0)
-		reply_err(req, ret);
-	else
-		fuse_reply_lseek(req, ret);
+	j.inval = !d->writethrough && (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
+	if (!j.inval) {
+		lseek_run(&j);
+		return;
+	}
+	/* That wait is for WRITE requests only a free worker can answer: with
+	 * a small pool, a few concurrent lseeks would hold every worker and
+	 * wait for each other.  So it runs on a thread of its own. */
+	hj = malloc(sizeof(*hj));
+	if (hj && pthread_attr_init(&attr) == 0) {
+		*hj = j;
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_mutex_lock(&d->slow_mu);
+		started = pthread_create(&th, &attr, lseek_thread, hj) == 0;
+		d->slow_n += started;
+		pthread_mutex_unlock(&d->slow_mu);
+		pthread_attr_destroy(&attr);
+	}
+	if (!started) {
+		free(hj);
+		lseek_run(&j);
+	}
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
