@@ -34,7 +34,7 @@
 #include "dev_i.h"
 
 #define UA_RING 256u		/* SQ entries; the CQ is twice that */
-#define UA_MAX_KERN 448u	/* I/Os in the kernel at once (< CQ size) */
+#define UA_MAX_KERN 448u	/* I/Os in the kernel at once (< CQ size, 2 x UA_RING) */
 #define UA_THREADS 2u		/* completion threads (2 cores: one each) */
 #define UA_EFD_TAG 1u		/* user_data of the eventfd read (not a pointer) */
 
@@ -52,18 +52,28 @@ struct uasync {
 	struct io_uring ring;
 	uint64_t efd_val;
 	unsigned kern;			/* I/Os issued and not completed */
+	struct dev_batch *pend, **pend_tail;	/* taken, not fully issued */
+	unsigned pend_i;		/* next I/O of pend to issue */
 };
+
+/* A free SQE.  When the SQ is full, what is in it goes to the kernel,
+ * which never refuses for lack of completion space: at most UA_MAX_KERN + 1
+ * I/Os are ever in flight, fewer than the CQ holds. */
+static struct io_uring_sqe *ua_sqe(struct uasync *a)
+{
+	struct io_uring_sqe *sqe;
+
+	while (!(sqe = io_uring_get_sqe(&a->ring)))
+		if (io_uring_submit(&a->ring) < 0)
+			usleep(100);
+	return sqe;
+}
 
 static void ua_prep(struct uasync *a, struct dev_io *io)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
+	struct io_uring_sqe *sqe = ua_sqe(a);
 	int fd = io->dev->fd;
 
-	if (!sqe) {
-		/* SQ full: hand what is there to the kernel, which frees it. */
-		io_uring_submit(&a->ring);
-		sqe = io_uring_get_sqe(&a->ring);
-	}
 	switch (io->op) {
 	case DEV_READ:
 		io_uring_prep_read(sqe, fd, (char *)io->buf + io->done,
@@ -83,39 +93,41 @@ static void ua_prep(struct uasync *a, struct dev_io *io)
 
 static void ua_arm_efd(struct uasync *a)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
+	struct io_uring_sqe *sqe = ua_sqe(a);
 
-	if (!sqe) {
-		io_uring_submit(&a->ring);
-		sqe = io_uring_get_sqe(&a->ring);
-	}
 	io_uring_prep_read(sqe, a->efd, &a->efd_val, sizeof(a->efd_val), 0);
 	io_uring_sqe_set_data64(sqe, UA_EFD_TAG);
 }
 
-/* Take queued batches while the kernel has room for them.  Returns the
- * taken list; sets a->sleeping when the queue is left empty. */
-static struct dev_batch *ua_take(struct uasync *a, bool *stop)
+/* Move the queue to the thread's own list and issue from it while the
+ * kernel has room: at most UA_MAX_KERN I/Os in flight, so the completion
+ * ring never overflows, and a batch larger than the room goes in over
+ * several rounds.  Sets a->sleeping (the queue is empty now); *stop once
+ * stopping with nothing left. */
+static void ua_issue(struct uasync *a, bool *stop)
 {
-	struct dev_batch *list = NULL, **tail = &list;
-	unsigned room = a->kern < UA_MAX_KERN ? UA_MAX_KERN - a->kern : 0;
-
 	pthread_mutex_lock(&a->mu);
-	while (a->head && (a->head->n <= room || (!list && !a->kern))) {
-		struct dev_batch *b = a->head;
-
-		a->head = b->next;
-		if (!a->head)
-			a->tailp = &a->head;
-		b->next = NULL;
-		*tail = b;
-		tail = &b->next;
-		room = b->n < room ? room - b->n : 0;
+	if (a->head) {
+		*a->pend_tail = a->head;
+		a->pend_tail = a->tailp;
+		a->head = NULL;
+		a->tailp = &a->head;
 	}
-	a->sleeping = !a->head;
-	*stop = a->stop && !a->head && !a->busy;
+	a->sleeping = true;
+	*stop = a->stop && !a->busy;
 	pthread_mutex_unlock(&a->mu);
-	return list;
+
+	while (a->pend && a->kern < UA_MAX_KERN) {
+		struct dev_batch *b = a->pend;
+
+		ua_prep(a, &b->ios[a->pend_i++]);
+		if (a->pend_i == b->n) {
+			a->pend = b->next;
+			if (!a->pend)
+				a->pend_tail = &a->pend;
+			a->pend_i = 0;
+		}
+	}
 }
 
 static void *ua_main(void *arg)
@@ -139,18 +151,15 @@ static void *ua_main(void *arg)
 	ua_arm_efd(a);
 
 	for (;;) {
-		struct dev_batch *list, *done = NULL, **dtail = &done;
+		struct dev_batch *done = NULL, **dtail = &done;
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 		unsigned long ndone = 0;
 		bool stop;
 
-		list = ua_take(a, &stop);
+		ua_issue(a, &stop);
 		if (stop)
 			break;
-		for (struct dev_batch *b = list; b; b = b->next)
-			for (unsigned i = 0; i < b->n; i++)
-				ua_prep(a, &b->ios[i]);
 		ret = io_uring_submit_and_wait(&a->ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			/* Unexpected: the SQEs stay queued and go in with the
@@ -268,6 +277,7 @@ static int ua_start(struct uasync **out)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->tailp = &a->head;
+	a->pend_tail = &a->pend;
 	a->init_ret = 1;
 	a->efd = eventfd(0, EFD_CLOEXEC);
 	if (a->efd < 0) {
