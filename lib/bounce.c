@@ -123,6 +123,12 @@ void bounce_put(struct bounce_pool *p, void *buf)
 	pthread_mutex_unlock(&p->lock);
 }
 
+bool bounce_owns(const struct bounce_pool *p, const void *buf)
+{
+	return (const char *)buf >= (const char *)p->base &&
+	       (size_t)((const char *)buf - (const char *)p->base) < p->map_len;
+}
+
 size_t bounce_buf_size(const struct bounce_pool *p)
 {
 	return p->buf_size;

@@ -9,6 +9,7 @@
 #ifndef TWINFS_BOUNCE_H
 #define TWINFS_BOUNCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct bounce_pool;
@@ -22,6 +23,8 @@ void *bounce_get(struct bounce_pool *p);
 void *bounce_tryget(struct bounce_pool *p);
 void bounce_put(struct bounce_pool *p, void *buf);
 size_t bounce_buf_size(const struct bounce_pool *p);
+/* Whether @buf is one of @p's buffers. */
+bool bounce_owns(const struct bounce_pool *p, const void *buf);
 /* The whole pool is one mapping: base and length (for io_uring registration). */
 void *bounce_base(const struct bounce_pool *p, size_t *len);
 

@@ -408,7 +408,7 @@ ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *
 	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
 		return -EINVAL;
 
-	b = bounce_get(fs->bounce);
+	b = fs_buf_get(fs, len);
 	fb0 = (uint64_t)off / BS;
 	rl_lock(&ip->rl, &r, fb0, file_div_up((uint64_t)off + len, BS), false);
 	size = file_isize(ip);
@@ -421,7 +421,7 @@ ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *
 	}
 	rl_unlock(&ip->rl, &r);
 	if (ret || n == 0) {
-		bounce_put(fs->bounce, b);
+		fs_buf_put(fs, b);
 		return ret;
 	}
 	*buf = b;
@@ -432,7 +432,7 @@ ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *
 void tfs_buf_put(struct tfs *fs, void *buf)
 {
 	if (buf)
-		bounce_put(fs->bounce, buf);
+		fs_buf_put(fs, buf);
 }
 
 ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off)
@@ -567,13 +567,13 @@ int file_write_enter(struct tfs_file *f, off_t off, size_t len, struct rl_range 
 
 	/* Before any lock (see the header comment). */
 	t0 = prof_begin();
-	buf = bounce_get(fs->bounce);
+	buf = fs_buf_get(fs, len);
 	prof_end(PROF_BOUNCE, t0);
 	t0 = prof_begin();
 	ret = log_wait_space(fs->log);
 	prof_end(PROF_LOGSPACE, t0);
 	if (ret) {
-		bounce_put(fs->bounce, buf);
+		fs_buf_put(fs, buf);
 		return ret;
 	}
 
@@ -597,7 +597,7 @@ int file_write_enter(struct tfs_file *f, off_t off, size_t len, struct rl_range 
 	prof_end(PROF_RANGELOCK, t0);
 	if (uoff + len > MAX_BYTES) {
 		rl_unlock(&ip->rl, r);
-		bounce_put(fs->bounce, buf);
+		fs_buf_put(fs, buf);
 		return -EFBIG;
 	}
 	*uoffp = uoff;
@@ -627,7 +627,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 		ret = log_commit(fs->log, seq);
 		prof_end(PROF_SYNC, t0);
 	}
-	bounce_put(fs->bounce, buf);
+	fs_buf_put(fs, buf);
 	return ret ? ret : (ssize_t)len;
 }
 

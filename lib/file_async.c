@@ -74,7 +74,7 @@ static void job_finish(struct wjob *j)
 	void *arg = j->arg;
 	ssize_t res = j->ret ? j->ret : (ssize_t)j->len;
 
-	bounce_put(fs->bounce, j->buf);
+	fs_buf_put(fs, j->buf);
 	free(j->mw);
 	free(j->ios);
 	free(j);
@@ -336,7 +336,7 @@ static void rjob_finish(struct rjob *j, int ret)
 	rl_unlock(&j->ip->rl, &j->r);
 	free(j);
 	if (ret) {
-		bounce_put(fs->bounce, buf);
+		fs_buf_put(fs, buf);
 		cb(arg, ret, NULL, 0);
 	} else {
 		cb(arg, (ssize_t)n, buf, data_off);
@@ -443,14 +443,14 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	j->cb = cb;
 	j->arg = arg;
 	j->nruns = 0;
-	j->buf = bounce_get(fs->bounce);
+	j->buf = fs_buf_get(fs, len);
 	fb0 = (uint64_t)off / BS;
 	rl_lock(&ip->rl, &j->r, fb0, file_div_up((uint64_t)off + len, BS), false);
 	size = file_isize(ip);
 	if ((uint64_t)off >= size) {	/* truncated before we got the lock */
 		j->n = 0;
 		rl_unlock(&ip->rl, &j->r);
-		bounce_put(fs->bounce, j->buf);
+		fs_buf_put(fs, j->buf);
 		free(j);
 		cb(arg, 0, NULL, 0);
 		return;

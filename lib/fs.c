@@ -29,6 +29,9 @@
 
 #define FS_DEFAULT_COMMIT_MS 5000u
 #define FS_DEFAULT_BOUNCE 64u
+/* Small buffers (16 MiB): 4k random I/O at high queue depth is not capped
+ * at FS_DEFAULT_BOUNCE requests in flight. */
+#define FS_SMALL_BOUNCE 256u
 #define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
 
 int fs_fill_random(void *buf, size_t len)
@@ -128,6 +131,8 @@ void fs_free(struct tfs *fs)
 	fs_itable_destroy(fs);
 	if (fs->bounce)
 		bounce_pool_destroy(fs->bounce);
+	if (fs->bounce_small)
+		bounce_pool_destroy(fs->bounce_small);
 	if (fs->alloc)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
@@ -727,6 +732,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
 				 o->bounce_bufs ? o->bounce_bufs : FS_DEFAULT_BOUNCE, &fs->bounce);
+	if (ret == 0)
+		ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE, &fs->bounce_small);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot create the buffer pool: %s", strerror(-ret));
 		goto out_fs;

@@ -43,6 +43,10 @@ struct dir;		/* dir.h */
 /* Bounce buffer size: an unaligned TFS_IO_MAX write touches up to
  * TFS_IO_MAX/4096 + 1 blocks, all staged in one buffer (file.c). */
 #define FS_BOUNCE_SIZE (TFS_IO_MAX + TFS_BLOCK_SIZE)
+/* Small I/Os: up to 56 KiB, which touch at most 16 blocks (unaligned edges
+ * included), so a 64 KiB buffer holds them. */
+#define FS_SMALL_IO (56u << 10)
+#define FS_SMALL_BUF (64u << 10)
 
 struct xattr {
 	struct xattr *next;
@@ -85,6 +89,9 @@ struct tfs {
 	struct dev *devs[DEV_MAX];	/* NULL when missing */
 	unsigned ndevs;
 	struct bounce_pool *bounce;	/* buffers of FS_BOUNCE_SIZE bytes */
+	/* Buffers for I/Os of at most FS_SMALL_IO bytes (fs_buf_get): many
+	 * small requests in flight without a megabyte each.  May be NULL. */
+	struct bounce_pool *bounce_small;
 	struct alloc *alloc;
 	struct log *log;
 	struct super sb;		/* in-memory copy; protected by ckpt_mu */
@@ -242,6 +249,23 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 /* ---- files (file.c) ---- */
 /* Truncate/extend to size; caller holds nothing; takes the inode exclusively. */
 int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size);
+
+/* A bounce buffer for an I/O of @len bytes (blocks until one is free):
+ * from the small pool when it fits.  Give it back with fs_buf_put. */
+static inline void *fs_buf_get(struct tfs *fs, size_t len)
+{
+	if (fs->bounce_small && len <= FS_SMALL_IO)
+		return bounce_get(fs->bounce_small);
+	return bounce_get(fs->bounce);
+}
+
+static inline void fs_buf_put(struct tfs *fs, void *buf)
+{
+	if (buf && fs->bounce_small && bounce_owns(fs->bounce_small, buf))
+		bounce_put(fs->bounce_small, buf);
+	else
+		bounce_put(fs->bounce, buf);
+}
 
 static inline struct timespec fs_now(void)
 {
