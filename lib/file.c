@@ -192,11 +192,11 @@ fail:
 	return ret;
 }
 
-/* file_cow_place, then write the blocks to every mirror at once. */
-static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
-		     const uint8_t *buf, struct cow *cw)
+/* Write every run of a placed @cw to every mirror (each run to all mirrors
+ * at once).  On error the fresh blocks are given back. */
+static int cow_mirror_write(struct tfs *fs, const uint8_t *buf, struct cow *cw)
 {
-	int ret = file_cow_place(fs, ip, fblk, nblk, buf, cw);
+	int ret = 0;
 
 	for (uint32_t i = 0; !ret && i < cw->nruns; i++) {
 		uint64_t t0 = prof_begin();
@@ -208,6 +208,15 @@ static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 	if (ret)
 		file_cow_put(fs, cw);
 	return ret;
+}
+
+/* file_cow_place, then write the blocks to every mirror at once. */
+static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		     const uint8_t *buf, struct cow *cw)
+{
+	int ret = file_cow_place(fs, ip, fblk, nblk, buf, cw);
+
+	return ret ? ret : cow_mirror_write(fs, buf, cw);
 }
 
 static int cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
@@ -527,15 +536,8 @@ int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t
 	if (!cw)
 		return -ENOMEM;
 	ret = file_write_stage(fs, ip, off, len, fill, ctx, buf, cw);
-	for (uint32_t i = 0; !ret && i < cw->nruns; i++) {
-		uint64_t t0 = prof_begin();
-
-		ret = mirror_write(&fs->mirror, cw->runs[i].phys,
-				   buf + (size_t)cw->runs[i].off * BS, cw->runs[i].n);
-		prof_end(PROF_DEV_WRITE, t0);
-		if (ret)
-			file_cow_put(fs, cw);
-	}
+	if (!ret)
+		ret = cow_mirror_write(fs, buf, cw);
 	if (!ret)
 		ret = file_write_publish(fs, ip, off, len, cw, seq);
 	free(cw);
