@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * crash_tree.h: the crash explorer's model of the file system (what the
+ * workload did, in memory) and the text both sides are compared as: one
+ * sorted line per name (type, size, links, content hash, xattrs), built
+ * from the model (model_text) or from a mounted crash state
+ * (recovered_text).  The workload and the explorer are test_crash.c.
+ * Failures are cmocka assertions: include after <cmocka.h>.
+ */
+#ifndef TWINFS_CRASH_TREE_H
+#define TWINFS_CRASH_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfs.h"
+
+#define MAXN 512		/* model nodes / dentries */
+#define NXA 2
+
+extern const char *const xa_names[NXA];
+
+enum { T_FILE, T_DIR, T_LINK };
+
+struct mnode {
+	bool live;
+	int type;
+	uint64_t ino;
+	uint8_t *data;
+	size_t size, cap;
+	int nlink;		/* names (files) */
+	bool xset[NXA];
+	uint8_t xv[NXA][24];
+	uint32_t xl[NXA];
+	char target[24];
+	struct tfs_file *fh;
+	uint64_t hash;
+	bool hash_ok;
+};
+
+struct mdent {
+	bool live;
+	int parent, node;	/* mnode indexes; node 0 is the root */
+	char name[16];
+};
+
+extern struct mnode nodes[MAXN];
+extern struct mdent dents[MAXN];
+extern unsigned name_ctr;	/* makes names unique */
+/* TFS_IO_MAX bytes, aligned; allocated by the test's setup. */
+extern uint8_t *rbuf;
+
+struct lines {
+	char **v;
+	size_t n, cap;
+};
+
+void model_reset(void);
+int node_new(int type, uint64_t ino);
+int dent_new(int parent, const char *name, int node);
+int dent_of_dir(int node);
+void path_of(int parent, const char *name, char *out, size_t len);
+void file_resize(struct mnode *n, size_t size);
+uint64_t node_hash(struct mnode *n);
+void lines_add(struct lines *l, const char *fmt, ...);
+char *lines_join(struct lines *l);
+char *model_text(void);
+char *recovered_text(struct tfs *fs, int *ret);
+
+#endif
