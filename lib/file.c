@@ -242,10 +242,9 @@ static int cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
 /* Read file blocks [fblk, fblk + nblk) into buf: holes and unwritten blocks
  * read as zeros, runs of consecutive physical blocks are one verified
  * mirror_read.  -EIO if a block has no good copy. */
-int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
-		     uint8_t *buf)
+int file_read_runs(struct tfs_inode *ip, uint64_t fblk, uint32_t nblk, uint8_t *buf,
+		   uint64_t *csums, file_run_fn fn, void *ctx)
 {
-	uint64_t csums[IO_BLOCKS];
 	uint32_t i = 0;
 
 	while (i < nblk) {
@@ -261,19 +260,44 @@ int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 			continue;
 		}
 		phys = e.phys;
-		csums[0] = e.csum;
+		csums[i] = e.csum;
 		while (i + n < nblk && n < IO_BLOCKS) {
 			extent_get(&ip->map, fblk + i + n, &e);
 			if (e.phys != phys + n)	/* also stops at holes and unwritten */
 				break;
-			csums[n++] = e.csum;
+			csums[i + n++] = e.csum;
 		}
-		ret = mirror_read(&fs->mirror, phys, buf + (size_t)i * BS, n, csums, NULL);
+		ret = fn(ctx, i, phys, n);
 		if (ret)
 			return ret;
 		i += n;
 	}
 	return 0;
+}
+
+struct read_ctx {
+	struct tfs *fs;
+	uint8_t *buf;
+	uint64_t *csums;
+};
+
+static int read_run(void *ctx, uint32_t off, uint64_t phys, uint32_t n)
+{
+	struct read_ctx *c = ctx;
+
+	return mirror_read(&c->fs->mirror, phys, c->buf + (size_t)off * BS, n, c->csums + off,
+			   NULL);
+}
+
+int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
+		     uint8_t *buf)
+{
+	uint64_t csums[IO_BLOCKS];
+	struct read_ctx c = { fs, buf, csums };
+
+	if (nblk > IO_BLOCKS)
+		return -EINVAL;
+	return file_read_runs(ip, fblk, nblk, buf, csums, read_run, &c);
 }
 
 /* ---- open / create / release ---- */

@@ -364,50 +364,26 @@ static void rjob_done(struct dev_batch *b)
 	rjob_finish(j, ret);
 }
 
-/* Plan the read of file blocks [fblk, fblk + nblk): holes and unwritten
- * blocks are zeroed now, each physical run gets one read from the device
- * mirror_read would pick.  false: some run has no readable copy. */
-static bool rjob_plan(struct rjob *j, uint64_t fblk, uint32_t nblk)
+/* One device read per physical run, from the copy mirror_read would
+ * pick first; -ENODEV when no copy may serve a run. */
+static int rjob_run(void *ctx, uint32_t off, uint64_t phys, uint32_t n)
 {
+	struct rjob *j = ctx;
 	struct mirror *m = &j->fs->mirror;
-	uint32_t i = 0;
+	int dev = mirror_read_pick(m, phys, n);
 
-	j->nruns = 0;
-	while (i < nblk) {
-		struct extent_ent e;
-		uint32_t n = 1;
-		uint64_t phys;
-		int dev;
-
-		extent_get(&j->ip->map, fblk + i, &e);
-		if (e.phys == 0 || (e.phys & EXTENT_UNWRITTEN)) {
-			memset(j->buf + (size_t)i * BS, 0, BS);
-			i++;
-			continue;
-		}
-		phys = e.phys;
-		j->csums[i] = e.csum;
-		while (i + n < nblk) {
-			extent_get(&j->ip->map, fblk + i + n, &e);
-			if (e.phys != phys + n)	/* also stops at holes and unwritten */
-				break;
-			j->csums[i + n++] = e.csum;
-		}
-		dev = mirror_read_pick(m, phys, n);
-		if (dev < 0)
-			return false;
-		j->runs[j->nruns].phys = phys;
-		j->runs[j->nruns].off = i;
-		j->runs[j->nruns].n = n;
-		j->devs[j->nruns] = dev;
-		j->ios[j->nruns] = (struct dev_io){
-			.dev = m->devs[dev], .op = DEV_READ, .off = phys * BS,
-			.buf = j->buf + (size_t)i * BS, .len = n * BS,
-		};
-		j->nruns++;
-		i += n;
-	}
-	return true;
+	if (dev < 0)
+		return -ENODEV;
+	j->runs[j->nruns].phys = phys;
+	j->runs[j->nruns].off = off;
+	j->runs[j->nruns].n = n;
+	j->devs[j->nruns] = dev;
+	j->ios[j->nruns] = (struct dev_io){
+		.dev = m->devs[dev], .op = DEV_READ, .off = phys * BS,
+		.buf = j->buf + (size_t)off * BS, .len = n * BS,
+	};
+	j->nruns++;
+	return 0;
 }
 
 void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, void *arg)
@@ -460,7 +436,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 		j->n = size - (uint64_t)off;
 	j->data_off = (size_t)off % BS;
 	nblk = (uint32_t)(file_div_up((uint64_t)off + j->n, BS) - fb0);
-	if (!rjob_plan(j, fb0, nblk)) {
+	if (file_read_runs(ip, fb0, nblk, j->buf, j->csums, rjob_run, j)) {
 		/* No copy to pick from: mirror_read says which error. */
 		rjob_finish(j, file_read_blocks(fs, ip, fb0, nblk, j->buf));
 		return;

@@ -50,6 +50,18 @@ int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
 /* Add an LR_EXT_CLEAR of file blocks [fblk, fblk + n) of @ino to @tx. */
 int file_clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n);
 
+/*
+ * The plan of a read of file blocks [fblk, fblk + nblk) into buf (caller
+ * holds a range lock over them): holes and unwritten blocks are zeroed in
+ * buf, and each run of consecutive physical blocks (at most FILE_IO_BLOCKS)
+ * goes to fn with its first block's offset in the read; csums[off..off+n)
+ * then holds the run's expected checksums (csums has room for nblk).
+ * Stops at, and returns, fn's first nonzero result.
+ */
+typedef int (*file_run_fn)(void *ctx, uint32_t off, uint64_t phys, uint32_t n);
+int file_read_runs(struct tfs_inode *ip, uint64_t fblk, uint32_t nblk, uint8_t *buf,
+		   uint64_t *csums, file_run_fn fn, void *ctx);
+
 /* Read file blocks [fblk, fblk + nblk) into buf (caller holds a range lock
  * over them): holes and unwritten blocks read as zeros.  -EIO if a block
  * has no good copy. */
