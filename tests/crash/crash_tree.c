@@ -288,7 +288,10 @@ static int fs_walk(struct tfs *fs, uint64_t dino, const char *dpath, struct line
 		char path[1024], xa[512];
 		struct stat st;
 
-		snprintf(path, sizeof(path), "%s/%s", dpath, nm.v[i]);
+		if (snprintf(path, sizeof(path), "%s/%s", dpath, nm.v[i]) >= (int)sizeof(path)) {
+			ret = -ENAMETOOLONG;
+			break;
+		}
 		ret = tfs_lookup(fs, dino, nm.v[i], &st);
 		if (ret)
 			break;

@@ -87,7 +87,7 @@ static int lk(struct tfs *fs, uint64_t parent, const char *name, struct stat *ou
 
 static uint64_t ino_of(struct tfs *fs, uint64_t parent, const char *name)
 {
-	struct stat st;
+	struct stat st = { 0 };
 
 	assert_int_equal(lk(fs, parent, name, &st), 0);
 	return st.st_ino;
