@@ -329,7 +329,9 @@ static int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct 
 	/* Count the open before truncating so a concurrent unlink + forget
 	 * cannot free the inode under us. */
 	atomic_fetch_add(&ip->nopen, 1);
-	if ((flags & O_TRUNC) && file_writable(flags)) {
+	/* Also for O_RDONLY: Linux truncates then (the kernel has checked
+	 * write permission), and under atomic_o_trunc nobody else will. */
+	if (flags & O_TRUNC) {
 		ret = file_truncate(fs, ip, 0);
 		if (ret) {
 			tfs_release(f);

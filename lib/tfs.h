@@ -120,8 +120,8 @@ int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 
 /* ---- files ---- */
 
-/* open: flags as open(2) (O_TRUNC honoured; O_APPEND makes every write go
- * to the end). */
+/* open: flags as open(2) (O_TRUNC honoured, with O_RDONLY too as on Linux;
+ * O_APPEND makes every write go to the end). */
 int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f);
 /* create: O_EXCL gives -EEXIST if the name exists; otherwise an existing
  * regular file is opened (and truncated with O_TRUNC). */
