@@ -439,6 +439,8 @@ static int reply_open(fuse_req_t req, const struct tfsd *d, struct tfsd_file *df
 	return fuse_reply_open(req, fi);
 }
 
+static int write_kill_privs(fuse_req_t req, fuse_ino_t ino);
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfsd *d = req_d(req);
@@ -450,6 +452,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	ret = tfs_open(d->fs, ino, open_flags(d, fi->flags), &df->f);
+	/* Under atomic_o_trunc the kernel skips its truncate setattr, and
+	 * with it the suid/sgid clearing do_truncate asks for. */
+	if (ret == 0 && (fi->flags & O_TRUNC)) {
+		ret = write_kill_privs(req, ino);
+		if (ret < 0)
+			tfs_release(df->f);
+	}
 	if (ret < 0) {
 		free(df);
 		reply_err(req, ret);
@@ -604,8 +613,9 @@ static int write_fill(void *ctx, void *dst, size_t len)
 }
 
 /*
- * Clear suid, and sgid with group execute, before a write by anyone but
- * root, as the kernel's file_remove_privs does.  The kernel does it itself
+ * Clear suid, and sgid with group execute, before a write (or after an
+ * open with O_TRUNC) by anyone but root, as the kernel's file_remove_privs
+ * and do_truncate do.  The kernel does it itself
  * (a setattr before the write) for buffered writes, but not for direct
  * ones (FOPEN_DIRECT_IO skips file_remove_privs), and libfuse 3.14 cannot
  * ask for FUSE_HANDLE_KILLPRIV_V2, under which the kernel would flag them.

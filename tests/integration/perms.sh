@@ -130,6 +130,13 @@ expect_mode "$M/s" -rwxrwxrwx "O_DIRECT write by the owner"
 privs 6777
 u_ok "$B" "truncate" truncate -s 100 "$M/s"
 expect_mode "$M/s" -rwxrwxrwx "truncate by a non-owner"
+# open(O_TRUNC): the daemon truncates (atomic_o_trunc), so it clears them.
+privs 6777
+u_ok "$B" "open O_TRUNC" sh -c ': >"$1/s"' sh "$M"
+expect_mode "$M/s" -rwxrwxrwx "open(O_TRUNC) by a non-owner"
+privs 6777
+u_ok "$A" "owner open O_TRUNC" sh -c ': >"$1/s"' sh "$M"
+expect_mode "$M/s" -rwxrwxrwx "open(O_TRUNC) by the (unprivileged) owner"
 # sgid without group execute is not a privilege bit: kept.
 privs 2666
 u_ok "$B" "write to 2666" sh -c 'echo b >>"$1/s"' sh "$M"
@@ -143,6 +150,8 @@ echo r >>"$M/s"
 expect_mode "$M/s" -rwsrwsrwx "buffered write by root"
 dd if=/dev/zero of="$M/s" bs=4096 count=1 oflag=direct conv=notrunc status=none
 expect_mode "$M/s" -rwsrwsrwx "O_DIRECT write by root"
+: >"$M/s"
+expect_mode "$M/s" -rwsrwsrwx "open(O_TRUNC) by root"
 # chown and chgrp clear them, even root's.
 chown "$B" "$M/s"
 expect_mode "$M/s" -rwxrwxrwx "chown by root"
