@@ -23,15 +23,25 @@
 
 struct rl_range {
 	uint64_t start, end;	/* [start, end) */
+	uint64_t seq;		/* arrival number: lower = earlier */
 	bool write;
 	bool granted;
-	struct rl_range *next, *prev;
+	pthread_cond_t *wake;	/* the owner's, while it waits; else NULL */
+	struct rl_range *next, *prev;	/* arrival order */
+	struct rl_range *cnext, **cpprev;	/* index chain (or big list) */
 };
 
+/* All fields under mu. */
 struct rangelock {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	struct rl_range *head, *tail;	/* held and waiting, arrival order */
+	/* Index over the same entries, built once RL_INDEX_AT are present:
+	 * ranges of at most RL_SPAN blocks hash by start into chain[], longer
+	 * ones go on big. */
+	struct rl_range **chain;
+	struct rl_range *big;
+	uint64_t seq;
+	unsigned n, nwait;
 	/* Instrumentation for tests/bench: max concurrently granted writers. */
 	unsigned cur_writers, max_writers;
 };

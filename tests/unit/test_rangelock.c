@@ -85,13 +85,20 @@ static void test_readers_share(void **state)
 
 /* ---- overlapping requests exclude: occupancy counters checked inside ---- */
 
-#define SPACE 16
+/* Two shapes: 16 blocks with a few threads (the plain list: fewer entries
+ * than the index threshold), and 2048 blocks with the index built (ranges
+ * held far away) where lengths straddle the 512-block hash span and bucket
+ * boundaries, so hashed, big and whole-file requests meet. */
+#define SPACE_MAX 2048
 #define ITERS 3000
 #define READER_UNIT 0x10000
+#define FAR (1ull << 40)
+#define NFAR 12
 
 struct excl {
 	struct rangelock rl;
-	_Atomic uint32_t occ[SPACE];	/* writers in low 16 bits, readers above */
+	uint64_t space;
+	_Atomic uint32_t occ[SPACE_MAX];	/* writers in low 16 bits, readers above */
 	_Atomic int violations;
 	_Atomic int writes_done;
 };
@@ -101,26 +108,48 @@ struct excl_arg {
 	unsigned seed;
 };
 
+static void pick_range(struct excl *x, unsigned *seed, uint64_t *s, uint64_t *e)
+{
+	uint64_t len;
+
+	if (x->space <= 16) {
+		*s = (uint64_t)rand_r(seed) % x->space;
+		*e = *s + 1 + (uint64_t)rand_r(seed) % (x->space - *s);
+		return;
+	}
+	switch (rand_r(seed) % 10) {
+	case 0: len = x->space; break;				/* big */
+	case 1: case 2: len = 400 + rand_r(seed) % 300; break;	/* around the span */
+	default: len = 1 + rand_r(seed) % 64; break;		/* hashed */
+	}
+	*s = (uint64_t)rand_r(seed) % x->space;
+	if (*s + len > x->space)
+		*s = x->space - len;
+	/* Up to the ranges held far away, never into them: they stay held. */
+	*e = rand_r(seed) % 20 == 0 ? FAR : *s + len;
+}
+
 static void *excl_thread(void *p)
 {
 	struct excl_arg *a = p;
 	struct excl *x = a->x;
 
 	for (int it = 0; it < ITERS; it++) {
-		uint64_t s = (uint64_t)rand_r(&a->seed) % SPACE;
-		uint64_t e = s + 1 + (uint64_t)rand_r(&a->seed) % (SPACE - s);
+		uint64_t s, e, top;
 		bool w = rand_r(&a->seed) % 3 != 0;
 		uint32_t unit = w ? 1 : READER_UNIT;
 		struct rl_range r;
 
+		pick_range(x, &a->seed, &s, &e);
+		top = e < x->space ? e : x->space;
 		rl_lock(&x->rl, &r, s, e, w);
-		for (uint64_t b = s; b < e; b++) {
+		for (uint64_t b = s; b < top; b++) {
 			uint32_t old = atomic_fetch_add(&x->occ[b], unit);
 			if (w ? old != 0 : (old & 0xffff) != 0)
 				atomic_fetch_add(&x->violations, 1);
 		}
 		sched_yield();	/* widen the window for a wrong overlap */
-		for (uint64_t b = s; b < e; b++)
+		for (uint64_t b = s; b < top; b++)
 			atomic_fetch_sub(&x->occ[b], unit);
 		if (w)
 			atomic_fetch_add(&x->writes_done, 1);
@@ -129,14 +158,19 @@ static void *excl_thread(void *p)
 	return NULL;
 }
 
-static void test_overlap_excludes(void **state)
+static void run_excl(uint64_t space, bool indexed)
 {
 	struct excl *x = calloc(1, sizeof(*x));
+	struct rl_range far[NFAR];
 	pthread_t th[NT];
 	struct excl_arg a[NT];
 
 	assert_non_null(x);
 	rl_init(&x->rl);
+	x->space = space;
+	if (indexed)
+		for (unsigned i = 0; i < NFAR; i++)
+			rl_lock(&x->rl, &far[i], FAR + i * 4096, FAR + i * 4096 + 1 + i * 100, true);
 	for (unsigned i = 0; i < NT; i++) {
 		a[i].x = x;
 		a[i].seed = 17 + i;
@@ -146,10 +180,26 @@ static void test_overlap_excludes(void **state)
 		pthread_join(th[i], NULL);
 	assert_int_equal(atomic_load(&x->violations), 0);
 	assert_true(atomic_load(&x->writes_done) > 0);
+	assert_int_equal(x->rl.cur_writers, indexed ? NFAR : 0);
+	assert_true(indexed == (x->rl.chain != NULL));
+	if (indexed)
+		for (unsigned i = 0; i < NFAR; i++)
+			rl_unlock(&x->rl, &far[i]);
 	assert_int_equal(x->rl.cur_writers, 0);
 	assert_null(x->rl.head);
+	assert_null(x->rl.big);
 	rl_destroy(&x->rl);
 	free(x);
+}
+
+static void test_overlap_excludes(void **state)
+{
+	run_excl(16, false);
+}
+
+static void test_overlap_excludes_indexed(void **state)
+{
+	run_excl(SPACE_MAX, true);
 }
 
 /* ---- FIFO: a writer behind readers is not overtaken by later readers ---- */
@@ -202,10 +252,10 @@ static bool is_granted(struct rangelock *rl, struct rl_range *r)
 	return g;
 }
 
-static void test_fifo(void **state)
+static void run_fifo(bool indexed)
 {
 	struct rangelock rl;
-	struct rl_range r1, r3;
+	struct rl_range r1, r3, far[NFAR];
 	char order[8] = { 0 };
 	_Atomic int pos = 0;
 	pthread_t tw, tr, tx;
@@ -217,6 +267,9 @@ static void test_fifo(void **state)
 			  .order = order, .pos = &pos };
 
 	rl_init(&rl);
+	if (indexed)
+		for (unsigned i = 0; i < NFAR; i++)
+			rl_lock(&rl, &far[i], FAR + i * 4096, FAR + i * 4096 + 1, false);
 	rl_lock(&rl, &r1, 0, 10, false);
 	assert_true(r1.granted);
 
@@ -232,7 +285,7 @@ static void test_fifo(void **state)
 	assert_false(atomic_load(&x.done) || is_granted(&rl, &x.r));
 
 	/* A later request that conflicts with nobody ahead passes at once. */
-	rl_lock(&rl, &r3, 20, RL_EOF, true);
+	rl_lock(&rl, &r3, 20, indexed ? FAR : RL_EOF, true);
 	assert_true(r3.granted);
 	assert_int_equal(rl.cur_writers, 1);
 	rl_unlock(&rl, &r3);
@@ -242,9 +295,23 @@ static void test_fifo(void **state)
 	pthread_join(tr, NULL);
 	pthread_join(tx, NULL);
 	assert_string_equal(order, "WRX");
+	assert_true(indexed == (rl.chain != NULL));
+	if (indexed)
+		for (unsigned i = 0; i < NFAR; i++)
+			rl_unlock(&rl, &far[i]);
 	assert_null(rl.head);
 	assert_int_equal(rl.cur_writers, 0);
 	rl_destroy(&rl);
+}
+
+static void test_fifo(void **state)
+{
+	run_fifo(false);
+}
+
+static void test_fifo_indexed(void **state)
+{
+	run_fifo(true);
 }
 
 int main(void)
@@ -253,7 +320,9 @@ int main(void)
 		cmocka_unit_test(test_disjoint_writers),
 		cmocka_unit_test(test_readers_share),
 		cmocka_unit_test(test_overlap_excludes),
+		cmocka_unit_test(test_overlap_excludes_indexed),
 		cmocka_unit_test(test_fifo),
+		cmocka_unit_test(test_fifo_indexed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
