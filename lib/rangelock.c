@@ -22,7 +22,8 @@
  *
  * Waiting: a blocked request waits on its own condition variable.  Unlock
  * signals only the waiters that arrived after it and overlap it in a
- * conflicting way, the only ones it can have been blocking; each re-checks.
+ * conflicting way, the only ones it can have been blocking (found through
+ * the same index); each re-checks.
  * (A broadcast to every waiter on every unlock woke one blocked writer
  * tens of times per conflict.)  Every entry that blocks a waiter is earlier
  * and conflicting, so its unlock signals the waiter: no wakeup is lost.
@@ -33,7 +34,7 @@
 
 #define RL_SHIFT 9u			/* bucket: 512 blocks, 2 MiB */
 #define RL_SPAN (1ull << RL_SHIFT)	/* longest range hashed by start */
-#define RL_CHAINS 64u
+#define RL_CHAINS 256u
 #define RL_INDEX_AT 8u
 
 void rl_init(struct rangelock *rl)
@@ -107,6 +108,14 @@ static bool earlier_conflict(const struct rl_range *list, const struct rl_range 
 	return false;
 }
 
+/* The buckets whose chains hold every hashed entry that can overlap the
+ * hashed range r. */
+static void bucket_span(const struct rl_range *r, uint64_t *b0, uint64_t *b1)
+{
+	*b0 = (r->start >= RL_SPAN ? r->start - RL_SPAN : 0) >> RL_SHIFT;
+	*b1 = (r->end - 1) >> RL_SHIFT;
+}
+
 /* Under rl->mu: does an earlier entry conflict with r? */
 static bool blocked(struct rangelock *rl, const struct rl_range *r)
 {
@@ -120,12 +129,35 @@ static bool blocked(struct rangelock *rl, const struct rl_range *r)
 	}
 	if (earlier_conflict(rl->big, r))
 		return true;
-	b0 = (r->start >= RL_SPAN ? r->start - RL_SPAN : 0) >> RL_SHIFT;
-	b1 = (r->end - 1) >> RL_SHIFT;
+	bucket_span(r, &b0, &b1);
 	for (b = b0; b <= b1; b++)
 		if (earlier_conflict(*chain_of(rl, b), r))
 			return true;
 	return false;
+}
+
+static void wake_later(const struct rl_range *list, const struct rl_range *r)
+{
+	for (const struct rl_range *e = list; e; e = e->cnext)
+		if (e->wake && e->seq > r->seq && conflicts(e, r))
+			pthread_cond_signal(e->wake);
+}
+
+/* Under rl->mu, r about to go: signal the waiters it may have blocked. */
+static void wake_blocked_by(struct rangelock *rl, const struct rl_range *r)
+{
+	uint64_t b, b0, b1;
+
+	if (!rl->chain || !hashed(r)) {
+		for (const struct rl_range *e = r->next; e; e = e->next)
+			if (e->wake && conflicts(e, r))
+				pthread_cond_signal(e->wake);
+		return;
+	}
+	wake_later(rl->big, r);
+	bucket_span(r, &b0, &b1);
+	for (b = b0; b <= b1; b++)
+		wake_later(*chain_of(rl, b), r);
 }
 
 void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end, bool write)
@@ -173,9 +205,7 @@ void rl_unlock(struct rangelock *rl, struct rl_range *r)
 {
 	pthread_mutex_lock(&rl->mu);
 	if (rl->nwait)
-		for (struct rl_range *e = r->next; e; e = e->next)
-			if (e->wake && conflicts(e, r))
-				pthread_cond_signal(e->wake);
+		wake_blocked_by(rl, r);
 	if (r->prev)
 		r->prev->next = r->next;
 	else
