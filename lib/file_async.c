@@ -48,6 +48,8 @@ struct sjob {
 	void (*finish)(struct sjob *s, int ret);
 };
 
+#define WJOB_RUNS_IN 2u
+
 struct wjob {
 	struct dev_batch b;		/* first: the completion hands it back */
 	struct sjob s;			/* O_DSYNC: queued for the syncer */
@@ -65,7 +67,60 @@ struct wjob {
 	struct mirror_wr *mw;		/* one per run of cw */
 	struct dev_io *ios;		/* every mirror_wr's I/Os, flattened */
 	struct cow cw;
+	/* mw and ios for the usual one or two runs, without a malloc. */
+	struct mirror_wr mw_in[WJOB_RUNS_IN];
+	struct dev_io ios_in[WJOB_RUNS_IN * DEV_MAX];
 };
+
+/* ---- kept jobs ---- */
+
+#define JCACHE_MAX 256u		/* per kind: about the writes W1 keeps in flight */
+
+/* A job from @c, or malloc'ed; its contents are garbage either way. */
+static void *jc_get(struct jcache *c, size_t size)
+{
+	void *p;
+
+	pthread_mutex_lock(&c->mu);
+	p = c->head;
+	if (p) {
+		c->head = *(void **)p;
+		c->n--;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return p ? p : malloc(size);
+}
+
+static void jc_put(struct jcache *c, void *p)
+{
+	pthread_mutex_lock(&c->mu);
+	if (c->n < JCACHE_MAX) {
+		*(void **)p = c->head;
+		c->head = p;
+		c->n++;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+	free(p);
+}
+
+static void jc_free(struct jcache *c)
+{
+	while (c->head) {
+		void *p = c->head;
+
+		c->head = *(void **)p;
+		free(p);
+	}
+	c->n = 0;
+	pthread_mutex_destroy(&c->mu);
+}
+
+void file_async_free(struct tfs *fs)
+{
+	jc_free(&fs->wjc);
+	jc_free(&fs->rjc);
+}
 
 static void job_finish(struct wjob *j)
 {
@@ -75,9 +130,11 @@ static void job_finish(struct wjob *j)
 	ssize_t res = j->ret ? j->ret : (ssize_t)j->len;
 
 	fs_buf_put(fs, j->buf);
-	free(j->mw);
-	free(j->ios);
-	free(j);
+	if (j->mw != j->mw_in)
+		free(j->mw);
+	if (j->ios != j->ios_in)
+		free(j->ios);
+	jc_put(&fs->wjc, j);
 	cb(arg, res);
 }
 
@@ -229,8 +286,13 @@ static int job_prepare(struct wjob *j)
 	uint32_t i;
 	int ret = 0;
 
-	j->mw = malloc(j->cw.nruns * sizeof(*j->mw));
-	j->ios = malloc((size_t)j->cw.nruns * DEV_MAX * sizeof(*j->ios));
+	if (j->cw.nruns <= WJOB_RUNS_IN) {
+		j->mw = j->mw_in;
+		j->ios = j->ios_in;
+	} else {
+		j->mw = malloc(j->cw.nruns * sizeof(*j->mw));
+		j->ios = malloc((size_t)j->cw.nruns * DEV_MAX * sizeof(*j->ios));
+	}
 	if (!j->mw || !j->ios) {
 		file_cow_put(fs, &j->cw);
 		return -ENOMEM;
@@ -267,8 +329,8 @@ void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill
 		cb(arg, tfs_write(f, off, len, fill, ctx, flags));
 		return;
 	}
-	/* Not calloc: the cow's tables are large and filled by placement. */
-	j = malloc(sizeof(*j));
+	/* Not zeroed whole: the cow's tables are large and filled by placement. */
+	j = jc_get(&fs->wjc, sizeof(*j));
 	if (j)
 		memset(j, 0, offsetof(struct wjob, cw));
 	if (!j) {
@@ -283,7 +345,7 @@ void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill
 	j->dsync = ((flags | f->flags) & (O_DSYNC | O_SYNC)) != 0;
 	ret = file_write_enter(f, off, len, &j->r, &j->off, &j->buf);
 	if (ret) {
-		free(j);
+		jc_put(&fs->wjc, j);
 		cb(arg, ret < 0 ? ret : 0);
 		return;
 	}
@@ -334,7 +396,7 @@ static void rjob_finish(struct rjob *j, int ret)
 	size_t n = j->n, data_off = j->data_off;
 
 	rl_unlock(&j->ip->rl, &j->r);
-	free(j);
+	jc_put(&fs->rjc, j);
 	if (ret) {
 		fs_buf_put(fs, buf);
 		cb(arg, ret, NULL, 0);
@@ -409,7 +471,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 		cb(arg, 0, NULL, 0);
 		return;
 	}
-	j = malloc(sizeof(*j));
+	j = jc_get(&fs->rjc, sizeof(*j));
 	if (!j) {
 		cb(arg, -ENOMEM, NULL, 0);
 		return;
@@ -427,7 +489,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 		j->n = 0;
 		rl_unlock(&ip->rl, &j->r);
 		fs_buf_put(fs, j->buf);
-		free(j);
+		jc_put(&fs->rjc, j);
 		cb(arg, 0, NULL, 0);
 		return;
 	}

@@ -117,6 +117,8 @@ int fs_new(struct tfs **out)
 	pthread_mutex_init(&fs->bg_mu, NULL);
 	pthread_mutex_init(&fs->ws_mu, NULL);
 	pthread_cond_init(&fs->ws_cv, NULL);
+	pthread_mutex_init(&fs->wjc.mu, NULL);
+	pthread_mutex_init(&fs->rjc.mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->bg_cv, &ca);
@@ -145,6 +147,7 @@ void fs_free(struct tfs *fs)
 	pthread_mutex_destroy(&fs->bg_mu);
 	pthread_cond_destroy(&fs->ws_cv);
 	pthread_mutex_destroy(&fs->ws_mu);
+	file_async_free(fs);
 	pthread_mutex_destroy(&fs->sb_mu);
 	pthread_mutex_destroy(&fs->ckpt_mu);
 	pthread_mutex_destroy(&fs->ns_lock);

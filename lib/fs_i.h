@@ -135,6 +135,15 @@ struct tfs {
 	unsigned long ws_busy;
 	bool ws_stop, ws_running;
 	pthread_t ws_thread;
+	/* Finished asynchronous write and read jobs kept for reuse
+	 * (file_async.c): they carry placement tables of 8 to 20 KiB, past
+	 * malloc's fast path, and W1 makes 30,000 a second.  Each under its
+	 * own mutex, a leaf lock; freed by fs_free. */
+	struct jcache {
+		pthread_mutex_t mu;
+		void *head;
+		unsigned n;
+	} wjc, rjc;
 
 	bool replaying;			/* apply without live side effects */
 	bool readonly;
@@ -145,6 +154,8 @@ struct tfs {
 
 /* file_async.c: drain asynchronous writes and stop the syncer (unmount). */
 void file_async_stop(struct tfs *fs);
+/* file_async.c: free the kept jobs and their mutexes (fs_free). */
+void file_async_free(struct tfs *fs);
 
 /* ---- struct tfs setup and teardown (fs.c, shared by mount and format.c) ---- */
 int fs_new(struct tfs **out);		/* empty fs: locks, inode table */
