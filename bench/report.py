@@ -43,6 +43,19 @@ def load(d):
     return res
 
 
+def load_cpu(d):
+    """Machine CPU busy % over each run (run.sh writes LABEL@TARGET.cpu)."""
+    cpu = {}
+    for name in os.listdir(os.path.join(d, "json")):
+        if name.endswith(".cpu"):
+            try:
+                with open(os.path.join(d, "json", name)) as f:
+                    cpu[tuple(name[:-4].split("@"))] = int(f.read().strip())
+            except (ValueError, OSError):
+                pass
+    return cpu
+
+
 def fmt(v):
     return "—" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}")
 
@@ -50,11 +63,13 @@ def fmt(v):
 def main():
     d = sys.argv[1]
     res = load(d)
+    cpu = load_cpu(d)
     labels = []
     for (label, _t) in res:
         if label not in labels and label != "V":
             labels.append(label)
-    order = ["W1", "W3-4k", "W3-64k"] + [l for l in labels if l.startswith("W4")] + ["W2"]
+    order = (["W1", "W3-4k", "W3-64k"] + [l for l in labels if l.startswith("W4-")]
+             + [l for l in labels if l.startswith("W4qd1")] + ["W2"])
     labels = [l for l in order if l in labels]
 
     out = ["## Throughput (MiB/s, IOPS) — one run, side by side", ""]
@@ -97,7 +112,22 @@ def main():
         one, eight = res.get(("W4-1j" + v, "twinfs")), res.get(("W4-8j" + v, "twinfs"))
         if one and eight and one[0] > 0:
             r = eight[0] / one[0]
-            out.append(f"- W4{v} 8 jobs ≥ 1.5× 1 job (twinfs): {r:.2f}× — {'met' if r >= 1.5 else 'MISSED'}")
+            out.append(f"- W4{v} 8 jobs ≥ 1.5× 1 job (twinfs): {r:.2f}× — {'met' if r >= 1.5 else 'MISSED'}"
+                       + (f" (CPU busy {cpu[('W4-1j' + v, 'twinfs')]}% with 1 job)"
+                          if ("W4-1j" + v, "twinfs") in cpu else ""))
+        one, eight = res.get(("W4qd1-1j" + v, "twinfs")), res.get(("W4qd1-8j" + v, "twinfs"))
+        if one and eight and one[0] > 0:
+            out.append(f"- (not a target) W4{v} at iodepth 1, 8 jobs / 1 job (twinfs): {eight[0] / one[0]:.2f}×")
+    if cpu:
+        out += ["", "## Machine CPU busy during each run (% of both cores)", ""]
+        out.append("| workload | " + " | ".join(TARGETS) + " |")
+        out.append("|---" * (len(TARGETS) + 1) + "|")
+        for label in labels:
+            base = label.replace("-writethrough", "")
+            cells = [str(cpu[k]) if (k := ((label if t == "twinfs" else base), t)) in cpu else "—"
+                     for t in TARGETS]
+            out.append(f"| {label.replace('-writethrough', ' (twinfs -o writethrough)')} | "
+                       + " | ".join(cells) + " |")
     ver = res.get(("V", "twinfs"))
     if ver is not None:
         out.append(f"- fio verify (xxhash) under W1 load: {'no error' if ver[2] == 0 else f'{ver[2]} ERRORS'}")

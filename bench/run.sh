@@ -175,13 +175,21 @@ prewrite() {
 
 target_file() { if [ -n "$FILE" ]; then echo "$FILE"; else echo "$DIR/f"; fi; }
 
-# run_fio LABEL TARGET fio-args...
+# cpu_ticks: busy and total jiffies of the whole machine, from /proc/stat.
+cpu_ticks() { awk '/^cpu /{t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+
+# run_fio LABEL TARGET fio-args...  Also records how busy the machine's CPUs
+# were over the run (json/LABEL@TARGET.cpu: busy% of all cores), which says
+# whether a workload is bound by CPU or by waiting.
 run_fio() {
-	local label=$1 t=$2; shift 2
+	local label=$1 t=$2 b0 t0 b1 t1; shift 2
 	echo "  $label on $t" >&2
+	read -r b0 t0 < <(cpu_ticks)
 	fio --output-format=json --output="$OUT/json/$label@$t.json" \
 		--filename="$(target_file)" --time_based --runtime="$RUNTIME" --ramp_time=1 \
 		--group_reporting "$@" || echo "  fio failed: $label on $t" >&2
+	read -r b1 t1 < <(cpu_ticks)
+	echo $(( (b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) > "$OUT/json/$label@$t.cpu"
 }
 
 has() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -213,15 +221,26 @@ for t in "${TLIST[@]}"; do
 					--direct=0 --sync=dsync --ioengine=libaio --iodepth=32 --numjobs=$j
 				umount_target "$t"
 			done
+			# The same writers one write at a time (iodepth 1): where
+			# one job cannot fill the machine, do 8 run side by side?
+			for j in 1 8; do
+				mount_target "$t" "$v"; prewrite 512m
+				run_fio "W4qd1-${j}j${v:+-$v}" "$t" --name=W4 --size=512m --rw=randwrite --bs=4k \
+					--direct=0 --sync=dsync --ioengine=psync --numjobs=$j
+				umount_target "$t"
+			done
 		done
 	fi
 	if has W2 && [ "$t" != raw ]; then
 		mount_target "$t"
 		echo "  W2 on $t" >&2
 		# Not time based: 2 GiB sequential with the final fsync counted.
+		read -r b0 t0 < <(cpu_ticks)
 		fio --output-format=json --output="$OUT/json/W2@$t.json" --name=W2 \
 			--filename="$DIR/f" --size=2g --rw=write --bs=128k --direct=0 \
 			--ioengine=io_uring --iodepth=16 --end_fsync=1 || echo "  fio failed: W2 on $t" >&2
+		read -r b1 t1 < <(cpu_ticks)
+		echo $(( (b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) > "$OUT/json/W2@$t.cpu"
 		umount_target "$t"
 	fi
 	if has V && [ "$t" = twinfs ]; then
