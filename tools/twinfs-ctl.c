@@ -41,7 +41,8 @@ static void usage(FILE *f)
 		"  replace MNT OLD NEW [--wait]        copy everything onto a new device\n"
 		"  replace status MNT [--wait] [--json]\n"
 		"  raw MNT 'COMMAND LINE'              send a command, print the JSON reply\n"
-		"Only the user who mounted the file system and root may use it.\n", prog);
+		"  sync MNT                            make everything written so far durable\n"
+		"Only the user who mounted the file system and root may use it (sync: anyone).\n", prog);
 }
 
 /* ---- transport ---- */
@@ -397,6 +398,33 @@ static void flat_print(const struct jv *v, const char *prefix)
 	}
 }
 
+/* ---- sync ---- */
+
+/*
+ * sync(1) and syncfs(2) write a FUSE mount's page cache back to the daemon
+ * but never tell it to commit: the kernel sends FUSE_SYNCFS to virtiofs
+ * only.  So: syncfs (every dirty page reaches the daemon and is on the
+ * mirrors), then fsync of the root directory, which commits the daemon's
+ * whole metadata log and flushes the devices.  Plain file system calls:
+ * anyone who can open the mount point may run it.
+ */
+static int do_sync(const char *mnt)
+{
+	int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(errno));
+		return 1;
+	}
+	if (syncfs(fd) < 0 || fsync(fd) < 0) {
+		fprintf(stderr, "%s: sync %s: %s\n", prog, mnt, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* ---- main ---- */
 
 int main(int argc, char **argv)
@@ -449,6 +477,13 @@ int main(int argc, char **argv)
 	pos++;
 	npos--;
 
+	if (!strcmp(verb, "sync")) {
+		if (npos) {
+			usage(stderr);
+			return 2;
+		}
+		return do_sync(mnt);
+	}
 	if (!strcmp(verb, "status") || !strcmp(verb, "stats")) {
 		if (npos) {
 			usage(stderr);
