@@ -232,16 +232,21 @@ for t in "${TLIST[@]}"; do
 		done
 	fi
 	if has W2 && [ "$t" != raw ]; then
-		mount_target "$t"
-		echo "  W2 on $t" >&2
-		# Not time based: 2 GiB sequential with the final fsync counted.
-		read -r b0 t0 < <(cpu_ticks)
-		fio --output-format=json --output="$OUT/json/W2@$t.json" --name=W2 \
-			--filename="$DIR/f" --size=2g --rw=write --bs=128k --direct=0 \
-			--ioengine=io_uring --iodepth=16 --end_fsync=1 || echo "  fio failed: W2 on $t" >&2
-		read -r b1 t1 < <(cpu_ticks)
-		echo $(( (b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) > "$OUT/json/W2@$t.cpu"
-		umount_target "$t"
+		variants=("")
+		[ "$t" = twinfs ] && variants=("" "writethrough")
+		for v in "${variants[@]}"; do
+			label=W2${v:+-$v}
+			mount_target "$t" "$v"
+			echo "  $label on $t" >&2
+			# Not time based: 2 GiB sequential with the final fsync counted.
+			read -r b0 t0 < <(cpu_ticks)
+			fio --output-format=json --output="$OUT/json/$label@$t.json" --name=W2 \
+				--filename="$DIR/f" --size=2g --rw=write --bs=128k --direct=0 \
+				--ioengine=io_uring --iodepth=16 --end_fsync=1 || echo "  fio failed: $label on $t" >&2
+			read -r b1 t1 < <(cpu_ticks)
+			echo $(( (b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) > "$OUT/json/$label@$t.cpu"
+			umount_target "$t"
+		done
 	fi
 	if has V && [ "$t" = twinfs ]; then
 		# W1's parallel load with verification: 8 jobs, disjoint regions of one file.
