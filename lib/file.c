@@ -985,7 +985,8 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	int ret;
 
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
-	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) &&
+	    mode != FALLOC_FL_ZERO_RANGE && mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
 		return -EOPNOTSUPP;
 	if (off < 0 || len <= 0)
 		return -EINVAL;
@@ -1003,19 +1004,33 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 			return 0;
 	}
 
-	if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
 		ret = log_wait_space(fs->log);
 		return ret ? ret : prealloc(fs, ip, mode, start, end);
 	}
-	/* Punch: one LR_EXT_CLEAR whatever the size, so one transaction. */
+	/* Punch: one LR_EXT_CLEAR whatever the size, so one transaction.
+	 * Zero range is a punch of what lies inside the file, then an
+	 * unwritten reservation of the whole range (and, without KEEP_SIZE,
+	 * the new size): the range reads as zeros from the punch on, and a
+	 * crash between the two leaves a hole, which reads as zeros too. */
 	buf = bounce_get(fs->bounce);
 	ret = log_wait_space(fs->log);
 	if (!ret) {
+		uint64_t pend = end;
+
 		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
-		ret = punch_locked(fs, ip, start, end, buf);
+		if ((mode & FALLOC_FL_ZERO_RANGE) && pend > file_isize(ip))
+			pend = file_isize(ip);
+		if (start < pend)
+			ret = punch_locked(fs, ip, start, pend, buf);
 		rl_unlock(&ip->rl, &r);
 	}
 	bounce_put(fs->bounce, buf);
+	if (!ret && (mode & FALLOC_FL_ZERO_RANGE)) {
+		ret = log_wait_space(fs->log);
+		if (!ret)
+			ret = prealloc(fs, ip, mode & FALLOC_FL_KEEP_SIZE, start, end);
+	}
 	return ret;
 }
 

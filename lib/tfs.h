@@ -181,7 +181,8 @@ ssize_t tfs_pwrite(struct tfs_file *f, const void *src, size_t len, off_t off, i
 
 int tfs_fsync(struct tfs *fs, uint64_t ino, bool datasync);
 int tfs_syncfs(struct tfs *fs);
-/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE. */
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE,
+ * FALLOC_FL_ZERO_RANGE with or without FALLOC_FL_KEEP_SIZE. */
 int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len);
 /* SEEK_DATA / SEEK_HOLE (and SEEK_SET/CUR/END trivially). */
 off_t tfs_lseek(struct tfs_file *f, off_t off, int whence);

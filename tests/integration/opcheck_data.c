@@ -198,6 +198,29 @@ int t_fallocate(void)
 	SYS(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * MiB, MiB));
 	SYS(fstat(fd, &st));
 	CHECK(st.st_size == MiB, "punch past EOF changed the size");
+
+	/* ZERO_RANGE: unaligned inside the file, then KEEP_SIZE past EOF
+	 * (allocates, size kept), then across EOF (the size grows). */
+	SYS(fallocate(fd, FALLOC_FL_ZERO_RANGE, 100001, 200000));
+	memset(b + 100001, 0, 200000);
+	SYS(fstat(fd, &st));
+	blocks = st.st_blocks;
+	SYS(fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, MiB, 256 * KiB));
+	SYS(fsync(fd));
+	SYS(fstat(fd, &st));
+	CHECK(st.st_size == MiB, "ZERO_RANGE|KEEP_SIZE changed the size to %ld", (long)st.st_size);
+	CHECK(st.st_blocks >= blocks + 256 * KiB / 512,
+	      "st_blocks %ld after ZERO_RANGE|KEEP_SIZE of 256 KiB past EOF, was %ld",
+	      (long)st.st_blocks, (long)blocks);
+	SYS(fallocate(fd, FALLOC_FL_ZERO_RANGE, MiB - 5000, 10000));
+	memset(b + MiB - 5000, 0, 5000);
+	SYS(fstat(fd, &st));
+	CHECK(st.st_size == MiB + 5000, "size %ld after ZERO_RANGE across EOF", (long)st.st_size);
+	CHECK(read_full(fd, got, MiB, 0) == MiB, "read after ZERO_RANGE");
+	d = diff_at(b, got, MiB);
+	CHECK(d < 0, "content after ZERO_RANGE differs at %ld", d);
+	CHECK(read_full(fd, got, 5000, MiB) == 5000 && memcmp(got, zero, 5000) == 0,
+	      "ZERO_RANGE past the old EOF does not read as zeros");
 	SYS(close(fd));
 
 	/* st_blocks counts what is allocated: a sparse file is small. */

@@ -741,9 +741,14 @@ static void random_model(unsigned seed, int nops)
 				memset(m + off, 0, (off + len > size ? size : off + len) - off);
 		} else if (k < 93) {
 			int mode = rnd() % 2 ? 0 : FALLOC_FL_KEEP_SIZE;
+			bool zero = rnd() % 2;
 
+			if (zero)
+				mode |= FALLOC_FL_ZERO_RANGE;
 			assert_int_equal(tfs_fallocate(f, mode, (off_t)off, (off_t)len), 0);
-			if (mode == 0 && off + len > size)
+			if (zero && off < size)
+				memset(m + off, 0, (off + len > size ? size : off + len) - off);
+			if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > size)
 				size = off + len;
 		} else {
 			uint64_t soff = rnd_off();
