@@ -679,6 +679,38 @@ int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 	return ret;
 }
 
+/* Exactly [blk, blk + n) or nothing.  Takes the groups it covers in
+ * ascending order, like search_across. */
+static int area_claim(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	if (!n || blk < a->start || blk > a->end || n > a->end - blk)
+		return -EINVAL;
+	uint64_t take = reserve_count(a, n, ALLOC_META);
+	if (take < n) {
+		atomic_fetch_add(&a->nfree, take);
+		return -ENOSPC;
+	}
+	uint64_t pos = blk - a->start, end = pos + n;
+	unsigned g0 = group_of(a, pos), g1 = group_of(a, end - 1);
+	int ret = 0;
+
+	for (unsigned i = g0; i <= g1; i++)
+		pthread_mutex_lock(&a->groups[i].mu);
+	if (bm_next_one(a->bm, pos, end) != end)
+		ret = -EBUSY;
+	for (unsigned i = g0; i <= g1 && !ret; i++) {
+		struct ag *g = &a->groups[i];
+		uint64_t s = pos > g->gstart ? pos : g->gstart;
+		uint64_t e = end < g->gend ? end : g->gend;
+		group_take(a, g, s, e - s);
+	}
+	for (unsigned i = g1 + 1; i-- > g0;)
+		pthread_mutex_unlock(&a->groups[i].mu);
+	if (ret)
+		atomic_fetch_add(&a->nfree, n);
+	return ret;
+}
+
 static uint64_t tail_start(const struct alloc *a)
 {
 	return a->tail ? a->tail->start : UINT64_MAX;
@@ -793,6 +825,28 @@ uint64_t alloc_free_blocks(struct alloc *a)
 uint64_t alloc_total_blocks(struct alloc *a)
 {
 	return a->total + (a->tail ? a->tail->total : 0);
+}
+
+int alloc_claim(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	uint64_t ts = tail_start(a);
+
+	if (n > UINT64_MAX - blk)
+		return -EINVAL;
+	if (blk + n <= ts)
+		return area_claim(a, blk, n);
+	if (blk >= ts)
+		return area_claim(a->tail, blk, n);
+	return -EINVAL;
+}
+
+int alloc_reserve_range(struct alloc *a, uint64_t *start, uint64_t *end)
+{
+	if (!a->tail)
+		return -ENOENT;
+	*start = a->tail->start;
+	*end = a->tail->end;
+	return 0;
 }
 
 uint64_t alloc_reserve_blocks(struct alloc *a)

@@ -55,6 +55,12 @@ void alloc_put(struct alloc *a, uint64_t blk, uint64_t n);
 int alloc_use(struct alloc *a, uint64_t blk, uint64_t n);
 /* Reference count of one block (0 = free). */
 uint32_t alloc_refs(struct alloc *a, uint64_t blk);
+/* Take exactly [blk, blk + n) if every block of it is free; -EBUSY if one
+ * is in use, -ENOSPC if the free count does not allow it, -EINVAL if the
+ * run leaves the data area or the reserve (it must lie in one of them). */
+int alloc_claim(struct alloc *a, uint64_t blk, uint64_t n);
+/* Bounds [*start, *end) of the metadata reserve; -ENOENT without one. */
+int alloc_reserve_range(struct alloc *a, uint64_t *start, uint64_t *end);
 
 /* alloc_put() the run once log sequence @seq is durable. */
 int alloc_defer(struct alloc *a, uint64_t blk, uint64_t n, uint64_t seq);

@@ -194,13 +194,41 @@ static int ckpt_serialize(struct tfs *fs, struct log_buf *out)
 	return ret;
 }
 
-/* One contiguous run of @want metadata blocks.  Short runs the allocator
- * hands out are held (so the next try finds another run) and given back. */
+/*
+ * One contiguous run of @want metadata blocks.
+ *
+ * In the reserve it goes at one end, the end the current checkpoint is not
+ * at: once the current one is freed the rest of the reserve is one run
+ * again, so checkpoints of up to half the reserve always fit, however full
+ * and fragmented the data area is.  Placed first fit right after the old
+ * one instead, a checkpoint that had grown split the reserve into two runs
+ * each too short for the next, and the file system could no longer be
+ * unmounted or mounted (ENOSPC).
+ *
+ * Otherwise (neither end is free): the allocator's longest runs.  Short
+ * runs it hands out are held (so the next try finds another run) and given
+ * back.
+ */
 static int ckpt_alloc(struct tfs *fs, uint64_t want, uint64_t *blk)
 {
 	struct { uint64_t blk, n; } held[CKPT_ALLOC_TRIES];
 	int nheld = 0, ret = -ENOSPC;
+	uint64_t rs, re;
 
+	if (alloc_reserve_range(fs->alloc, &rs, &re) == 0 && want <= re - rs) {
+		uint64_t cur = fs->sb.ckpt_start;
+		/* The top end first unless the current checkpoint is in the
+		 * reserve's upper half. */
+		bool top = !(fs->sb.ckpt_blocks && cur >= rs + (re - rs) / 2 && cur < re);
+		uint64_t cand[2] = { top ? re - want : rs, top ? rs : re - want };
+
+		for (int i = 0; i < 2; i++) {
+			if (alloc_claim(fs->alloc, cand[i], want) == 0) {
+				*blk = cand[i];
+				return 0;
+			}
+		}
+	}
 	for (int i = 0; i < CKPT_ALLOC_TRIES; i++) {
 		uint64_t b, got;
 

@@ -132,12 +132,21 @@ int wib_write(struct tfs *fs, struct wib_loc *w)
 		return 0;
 	nb = bitmap_blocks(m);
 	nw = (m->trk_nregions + 63) / 64;
-	ret = alloc_get(fs->alloc, nb, 0, ALLOC_META, &blk, &got);
-	if (ret < 0)
-		return ret;
-	if (got < nb) {
+	/* The data area first: in the reserve the bitmap would sit where the
+	 * next checkpoint goes (see ckpt_alloc), which then would not fit. */
+	ret = alloc_get(fs->alloc, nb, 0, ALLOC_DATA, &blk, &got);
+	if (ret == 0 && got < nb) {
 		alloc_put(fs->alloc, blk, got);
-		return -ENOSPC;
+		ret = -ENOSPC;
+	}
+	if (ret < 0) {
+		ret = alloc_get(fs->alloc, nb, 0, ALLOC_META, &blk, &got);
+		if (ret < 0)
+			return ret;
+		if (got < nb) {
+			alloc_put(fs->alloc, blk, got);
+			return -ENOSPC;
+		}
 	}
 	if (posix_memalign((void **)&buf, BS, nb * BS)) {
 		alloc_put(fs->alloc, blk, nb);

@@ -614,6 +614,104 @@ static void test_concurrent_ckpt(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* n more empty files with 255-byte names (about 400 checkpoint bytes each:
+ * the way to grow the checkpoint without data blocks). */
+static void add_names(struct tfs *fs, unsigned from, unsigned n)
+{
+	struct tfs_cred c = cred();
+	struct stat st;
+	char name[256];
+
+	memset(name, 'n', 255);
+	name[255] = '\0';
+	for (unsigned i = from; i < from + n; i++) {
+		snprintf(name, 9, "%08u", i);
+		name[8] = 'n';
+		assert_int_equal(tfs_mknod(fs, TFS_ROOT_INO, name, S_IFREG | 0644, 0, &c, &st), 0);
+		tfs_forget(fs, st.st_ino, 1);
+	}
+}
+
+/*
+ * A full data area leaves only the metadata reserve (2048 blocks here) for
+ * checkpoints.  Two checkpoints of up to half of it must always fit, the
+ * current one and the next: placing each new one right after the old
+ * (first fit) split the reserve into two runs each too short for a
+ * checkpoint that had grown, so the next checkpoint, unmount, and from
+ * then on every mount failed with ENOSPC (fsstress on a 1 GiB mount).
+ */
+static void test_full_growing_ckpt(void **state)
+{
+	struct tfs_cred c = cred();
+	struct tfs_file *f = NULL;
+	struct stat st;
+	size_t chunk = 1 << 20;
+	uint8_t *buf = malloc(chunk);
+	struct tfs *fs;
+	off_t off = 0;
+	ssize_t n;
+
+	assert_non_null(buf);
+	memset(buf, 0x5c, chunk);
+	format2();
+	fs = mount2(false);
+	/* every data block taken: checkpoints can only go to the reserve */
+	assert_int_equal(tfs_create(fs, TFS_ROOT_INO, "fill", S_IFREG | 0644, O_RDWR, &c,
+				    &st, &f), 0);
+	for (size_t len = chunk; len >= 4096; len /= 16) {
+		while ((n = tfs_pwrite(f, buf, len, off, 0)) > 0)
+			off += n;
+		assert_int_equal(n, -ENOSPC);
+	}
+	assert_int_equal(tfs_release(f), 0);
+	tfs_forget(fs, st.st_ino, 1);
+	assert_int_equal(tfs_syncfs(fs), 0);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+
+	/* checkpoints growing to about 600, then 800 blocks */
+	add_names(fs, 0, 6000);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	add_names(fs, 6000, 2000);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	assert_int_equal(tfs_unmount(fs), 0);
+	fs = mount2(false);
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "fill", &st), 0);
+	assert_int_equal(st.st_size, off);
+	tfs_forget(fs, st.st_ino, 1);
+	assert_int_equal(tfs_unmount(fs), 0);
+	fs = mount2(false);
+	assert_int_equal(tfs_unmount(fs), 0);
+	free(buf);
+}
+
+/* The reserve (statfs: f_bfree - f_bavail on an empty file system) holds
+ * two checkpoints of a full data area made of one-block extents, 44 bytes
+ * of checkpoint per block; at 1% a 1 GiB file system full of fragmented
+ * files could no longer unmount or mount. */
+static void test_reserve_two_ckpts(void **state)
+{
+	char big[NIMG][TL_PATH_MAX];
+	const char *bdevs[NIMG];
+	struct tfs_opts o;
+	struct statvfs sv;
+	struct tfs *fs;
+
+	tl_mk_images(big, bdevs, NIMG, "tfs_mount_big", 1ull << 30);
+	tl_format(bdevs, NIMG, NULL);
+	tl_mount_opts(&o, bdevs, NIMG);
+	fs = tl_mount(&o);
+	assert_int_equal(tfs_statfs(fs, &sv), 0);
+	uint64_t reserve = sv.f_bfree - sv.f_bavail;
+	uint64_t worst = (sv.f_blocks * 44 + 4095) / 4096;
+
+	assert_true(reserve >= 2 * worst);
+	/* and not much more: it is space the user cannot write */
+	assert_true(reserve <= sv.f_blocks / 40);
+	assert_int_equal(tfs_unmount(fs), 0);
+	tl_rm_images(big, NIMG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +727,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_orphan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_ckpt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_growing_ckpt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_two_ckpts, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
