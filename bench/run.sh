@@ -177,19 +177,24 @@ target_file() { if [ -n "$FILE" ]; then echo "$FILE"; else echo "$DIR/f"; fi; }
 
 # cpu_ticks: busy and total jiffies of the whole machine, from /proc/stat.
 cpu_ticks() { awk '/^cpu /{t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+# cpu_record FILE B0 T0: the busy % of both cores since cpu_ticks gave B0 T0.
+cpu_record() {
+	local b1 t1
+	read -r b1 t1 < <(cpu_ticks)
+	echo $(( ($b1 - $2) * 100 / (t1 - $3 > 0 ? t1 - $3 : 1) )) > "$1"
+}
 
 # run_fio LABEL TARGET fio-args...  Also records how busy the machine's CPUs
 # were over the run (json/LABEL@TARGET.cpu: busy% of all cores), which says
 # whether a workload is bound by CPU or by waiting.
 run_fio() {
-	local label=$1 t=$2 b0 t0 b1 t1; shift 2
+	local label=$1 t=$2 b0 t0; shift 2
 	echo "  $label on $t" >&2
 	read -r b0 t0 < <(cpu_ticks)
 	fio --output-format=json --output="$OUT/json/$label@$t.json" \
 		--filename="$(target_file)" --time_based --runtime="$RUNTIME" --ramp_time=1 \
 		--group_reporting "$@" || echo "  fio failed: $label on $t" >&2
-	read -r b1 t1 < <(cpu_ticks)
-	echo $(( (b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) > "$OUT/json/$label@$t.cpu"
+	cpu_record "$OUT/json/$label@$t.cpu" "$b0" "$t0"
 }
 
 has() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -243,8 +248,7 @@ for t in "${TLIST[@]}"; do
 			fio --output-format=json --output="$OUT/json/$label@$t.json" --name=W2 \
 				--filename="$DIR/f" --size=2g --rw=write --bs=128k --direct=0 \
 				--ioengine=io_uring --iodepth=16 --end_fsync=1 || echo "  fio failed: $label on $t" >&2
-			read -r b1 t1 < <(cpu_ticks)
-			echo $(( (b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) > "$OUT/json/$label@$t.cpu"
+			cpu_record "$OUT/json/$label@$t.cpu" "$b0" "$t0"
 			umount_target "$t"
 		done
 	fi

@@ -239,9 +239,8 @@ static int cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
 
 /* ---- reading blocks (caller holds a range lock over them) ---- */
 
-/* Read file blocks [fblk, fblk + nblk) into buf: holes and unwritten blocks
- * read as zeros, runs of consecutive physical blocks are one verified
- * mirror_read.  -EIO if a block has no good copy. */
+/* The read plan shared by file_read_blocks and the asynchronous read
+ * (file_i.h). */
 int file_read_runs(struct tfs_inode *ip, uint64_t fblk, uint32_t nblk, uint8_t *buf,
 		   uint64_t *csums, file_run_fn fn, void *ctx)
 {
@@ -289,6 +288,7 @@ static int read_run(void *ctx, uint32_t off, uint64_t phys, uint32_t n)
 			   NULL);
 }
 
+/* Runs of consecutive physical blocks are one verified mirror_read each. */
 int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
 		     uint8_t *buf)
 {
