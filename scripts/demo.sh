@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # The main job: build twinfs, make two sparse 2 GiB image files, format them
-# as one mirrored twinfs, and mount it in the background.  Run as root from a
-# clone on Debian 12.  Each run starts from fresh images (a previous demo
-# mount is unmounted first).  TWINFS_DEMO_DIR overrides /var/tmp/twinfs-demo.
+# as one mirrored twinfs, and mount it in the background.  Run it from a
+# clone on Debian 12, as root or as an ordinary user (the mount then goes
+# through fusermount3, and the build needs its Debian packages already
+# installed: scripts/deps.sh as root installs them).  Each run starts from
+# fresh images (a previous demo mount is unmounted first).  TWINFS_DEMO_DIR
+# overrides /var/tmp/twinfs-demo (root) or /var/tmp/twinfs-demo-USER.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
 
-if ((EUID != 0)); then
-	echo "demo.sh: run as root (sudo scripts/demo.sh)" >&2
+if ((EUID != 0)) && ! command -v fusermount3 >/dev/null; then
+	echo "demo.sh: fusermount3 is missing; as root run scripts/deps.sh (or: apt-get install fuse3)" >&2
 	exit 1
 fi
 
 scripts/build.sh
 build=$src/${BUILD_DIR:-build}
-dir=${TWINFS_DEMO_DIR:-/var/tmp/twinfs-demo}
+if ((EUID == 0)); then
+	dir=${TWINFS_DEMO_DIR:-/var/tmp/twinfs-demo}
+else
+	dir=${TWINFS_DEMO_DIR:-/var/tmp/twinfs-demo-$(id -un)}
+fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 mnt=$dir/mnt

@@ -13,6 +13,10 @@ pkgs=(
 	fuse3 e2fsprogs
 	# benchmarks, sandboxed tests, comparison file systems, fuzzing
 	fio gnuplot-nox bubblewrap btrfs-progs xfsprogs clang
+	# man page lint (tests/docs)
+	mandoc
+	# the Debian package (tests/package)
+	dpkg-dev debhelper
 )
 
 missing=()
