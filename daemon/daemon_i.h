@@ -8,7 +8,9 @@
 #define TWINFS_DAEMON_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <syslog.h>
 
 #include <fuse_lowlevel.h>
@@ -19,12 +21,16 @@
 #define TWINFS_VERSION "0.1.0"
 #endif
 
-/* One open regular file.  fi->fh points at this (not at the tfs_file) so
- * the daemon can release handles the kernel never released (connection
- * aborted, lazy unmount) before tfs_unmount. */
+/* One open file or directory.  fi->fh points at this (not at the
+ * tfs_file) so the daemon can release handles the kernel never released
+ * (connection aborted, lazy unmount) before tfs_unmount. */
 struct tfsd_file {
-	struct tfs_file *f;
+	struct tfs_file *f;		/* NULL for a directory */
 	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
+	/* Directories: where the current readdir pass ends
+	 * (tfs_readdir_end), set at opendir and at every pass from offset 0
+	 * (rewinddir).  The kernel serializes readdir on one open file. */
+	_Atomic uint64_t dir_end;
 };
 
 /* The daemon's state, the session's userdata.  Everything except the file
