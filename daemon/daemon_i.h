@@ -34,7 +34,8 @@ struct tfsd_file {
 };
 
 /* The daemon's state, the session's userdata.  Everything except the file
- * list is written before the session loop starts and read-only after. */
+ * list and the INIT fields is written before the session loop starts and
+ * read-only after. */
 struct tfsd {
 	struct tfs *fs;
 	struct fuse_session *se;	/* for notifications to the kernel */
@@ -50,6 +51,13 @@ struct tfsd {
 	pthread_mutex_t slow_mu;
 	pthread_cond_t slow_cv;
 	unsigned slow_n;
+
+	/* fuseio.c: the INIT exchange, written by the worker that reads it.
+	 * init_unique is its request id while its reply is still to be
+	 * patched; dio_mmap says the kernel took FUSE_DIRECT_IO_ALLOW_MMAP. */
+	_Atomic bool init_done;
+	_Atomic uint64_t init_unique;
+	_Atomic bool dio_mmap;
 };
 
 /* ops.c */
@@ -60,6 +68,11 @@ void tfsd_files_init(struct tfsd *d);
 void tfsd_slow_drain(struct tfsd *d);
 /* Release every file the kernel left open; call after the loop ended. */
 void tfsd_files_release_all(struct tfsd *d);
+
+/* fuseio.c: our own read/writev on the session's /dev/fuse fd, so the
+ * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
+ * opens).  Call after fuse_session_mount, before the loop.  0 or -errno. */
+int tfsd_io_install(struct fuse_session *se);
 
 /* ctl.c: the control-channel ioctl (TWINFS_IOC_CTL on the root), and
  * the route of the lib's log lines into tlog (call before mounting). */

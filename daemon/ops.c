@@ -14,8 +14,9 @@
  * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
  * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
  * would, and send it with fuse_reply_buf.  Buffered opens use the normal
- * replies and stay on the page cache, where shared writable mmap works
- * (direct opens refuse it with ENODEV on this libfuse).
+ * replies and stay on the page cache.  Shared mmap works on both: for
+ * direct opens the INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP
+ * (fuseio.c).
  *
  * Lookup references: tfs_lookup/mknod/mkdir/symlink/link/create/readdirplus
  * add one nlookup to what they return.  When the kernel never receives the
@@ -731,9 +732,11 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	 * data still in the page cache (writeback_cache, shared mmap) would
 	 * look like a hole, or past our EOF.  Invalidating [off, EOF) makes
 	 * the kernel write those pages to us first (launder) and waits for
-	 * them.  Under -o writethrough every open is direct and shared mmap
-	 * is refused: no dirty pages. */
-	j.inval = !d->writethrough && (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
+	 * them.  Under -o writethrough every open is direct, and only a
+	 * shared mapping leaves dirty pages: only when the kernel allows
+	 * those (fuseio.c). */
+	j.inval = (!d->writethrough || atomic_load(&d->dio_mmap)) &&
+		  (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
 	if (!j.inval) {
 		lseek_run(&j);
 		return;
