@@ -234,6 +234,10 @@ out:
 		late |= !strcmp(names[i], "late");
 	closedir(dir);
 	close(dfd);
+	for (size_t i = 0; i < cap; i++)
+		free(names[i]);
+	free(names);
+	free(stable_seen);
 	if (!late)
 		return fail("an entry created before rewinddir is missing after it");
 	return 0;
@@ -261,6 +265,7 @@ static int cmd_handle_save(const char *path, const char *out)
 			      (ssize_t)(sizeof(*h) + h->handle_bytes))
 		return fail("write %s: %s", out, strerror(errno));
 	close(fd);
+	free(h);
 	printf("%llu\n", (unsigned long long)st.st_ino);
 	return 0;
 }
@@ -297,6 +302,7 @@ static int cmd_handle_open(const char *mnt, const char *hfile)
 	if (drop_caches())
 		return 1;
 	fd = open_by_handle_at(mfd, h, O_RDONLY | O_CLOEXEC);
+	free(h);
 	if (fd < 0 && errno == ESTALE) {
 		printf("ESTALE\n");
 		return 3;
@@ -385,6 +391,9 @@ static int cmd_mmap_dio(const char *path)
 	if (!all || pread(fd, all, MAP_LEN, 0) != MAP_LEN)
 		return fail("read back: %s", strerror(errno));
 	close(fd);
+	free(a);
+	free(rd);
+	free(c);
 	for (size_t i = 0; i < MAP_LEN; i++) {
 		unsigned char want = i < PG ? 'C' : i < 4 * PG ? 'A' : i < 8 * PG ? 'B' :
 				     i < 9 * PG ? 'D' : 0;
@@ -392,6 +401,7 @@ static int cmd_mmap_dio(const char *path)
 			return fail("read back at %zu: 0x%02x, expected 0x%02x", i, all[i],
 				    want);
 	}
+	free(all);
 	printf("mmap-dio: shared map and direct I/O agree\n");
 	return 0;
 }
