@@ -8,7 +8,9 @@
 #define TWINFS_DAEMON_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <syslog.h>
 
 #include <fuse_lowlevel.h>
@@ -19,16 +21,21 @@
 #define TWINFS_VERSION "0.1.0"
 #endif
 
-/* One open regular file.  fi->fh points at this (not at the tfs_file) so
- * the daemon can release handles the kernel never released (connection
- * aborted, lazy unmount) before tfs_unmount. */
+/* One open file or directory.  fi->fh points at this (not at the
+ * tfs_file) so the daemon can release handles the kernel never released
+ * (connection aborted, lazy unmount) before tfs_unmount. */
 struct tfsd_file {
-	struct tfs_file *f;
+	struct tfs_file *f;		/* NULL for a directory */
 	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
+	/* Directories: where the current readdir pass ends
+	 * (tfs_readdir_end), set at opendir and at every pass from offset 0
+	 * (rewinddir).  The kernel serializes readdir on one open file. */
+	_Atomic uint64_t dir_end;
 };
 
 /* The daemon's state, the session's userdata.  Everything except the file
- * list is written before the session loop starts and read-only after. */
+ * list and the INIT fields is written before the session loop starts and
+ * read-only after. */
 struct tfsd {
 	struct tfs *fs;
 	struct fuse_session *se;	/* for notifications to the kernel */
@@ -44,6 +51,13 @@ struct tfsd {
 	pthread_mutex_t slow_mu;
 	pthread_cond_t slow_cv;
 	unsigned slow_n;
+
+	/* fuseio.c: the INIT exchange, written by the worker that reads it.
+	 * init_unique is its request id while its reply is still to be
+	 * patched; dio_mmap says the kernel took FUSE_DIRECT_IO_ALLOW_MMAP. */
+	_Atomic bool init_done;
+	_Atomic uint64_t init_unique;
+	_Atomic bool dio_mmap;
 };
 
 /* ops.c */
@@ -54,6 +68,11 @@ void tfsd_files_init(struct tfsd *d);
 void tfsd_slow_drain(struct tfsd *d);
 /* Release every file the kernel left open; call after the loop ended. */
 void tfsd_files_release_all(struct tfsd *d);
+
+/* fuseio.c: our own read/writev on the session's /dev/fuse fd, so the
+ * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
+ * opens).  Call after fuse_session_mount, before the loop.  0 or -errno. */
+int tfsd_io_install(struct fuse_session *se);
 
 /* ctl.c: the control-channel ioctl (TWINFS_IOC_CTL on the root), and
  * the route of the lib's log lines into tlog (call before mounting). */

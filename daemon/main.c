@@ -551,6 +551,10 @@ int main(int argc, char *argv[])
 		startup_report(&report_fd, "cannot mount on %s", mnt);
 		goto out_signals;
 	}
+	ret = tfsd_io_install(se);
+	if (ret < 0)
+		tlog(LOG_WARNING, "cannot install the /dev/fuse I/O hooks (%s): shared mmap of "
+		     "direct-I/O opens will fail with ENODEV", strerror(-ret));
 	startup_report(&report_fd, NULL);
 	if (!cmd.foreground)
 		detach_stdio();

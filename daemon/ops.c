@@ -14,8 +14,9 @@
  * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
  * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
  * would, and send it with fuse_reply_buf.  Buffered opens use the normal
- * replies and stay on the page cache, where shared writable mmap works
- * (direct opens refuse it with ENODEV on this libfuse).
+ * replies and stay on the page cache.  Shared mmap works on both: for
+ * direct opens the INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP
+ * (fuseio.c).
  *
  * Lookup references: tfs_lookup/mknod/mkdir/symlink/link/create/readdirplus
  * add one nlookup to what they return.  When the kernel never receives the
@@ -66,13 +67,13 @@ static void reply_err(fuse_req_t req, long ret)
 	fuse_reply_err(req, (int)-ret);
 }
 
-static void fill_entry_param(struct fuse_entry_param *e, const struct stat *st)
+/* gen: tfs_fh_gen's, so file handles (name_to_handle_at, NFS export) of
+ * a file deleted in a crash do not open a later file given its number. */
+static void fill_entry_param(struct fuse_entry_param *e, const struct stat *st, uint32_t gen)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = st->st_ino;
-	/* Inode numbers are never reused (fs_ialloc counts up), so the
-	 * generation can stay 0 for NFS export. */
-	e->generation = 0;
+	e->generation = gen;
 	e->attr = *st;
 	e->attr_timeout = ATTR_TIMEOUT;
 	e->entry_timeout = ENTRY_TIMEOUT;
@@ -84,7 +85,7 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 	struct tfs *fs = req_fs(req);	/* req is gone after the reply */
 	struct fuse_entry_param e;
 
-	fill_entry_param(&e, st);
+	fill_entry_param(&e, st, tfs_fh_gen(fs, st->st_ino));
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		tfs_forget(fs, st->st_ino, 1);
 }
@@ -131,7 +132,7 @@ static int file_drop(struct tfsd *d, struct tfsd_file *df)
 	df->prev->next = df->next;
 	df->next->prev = df->prev;
 	pthread_mutex_unlock(&d->files_lock);
-	ret = tfs_release(df->f);
+	ret = df->f ? tfs_release(df->f) : 0;
 	free(df);
 	return ret;
 }
@@ -266,7 +267,7 @@ static int setattr_bits(int to_set)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	/* fh 0 would be a directory handle: path-based then. */
+	/* A directory handle has no tfs_file: path-based then. */
 	struct tfs_file *f = fi && fi->fh ? fi_file(fi)->f : NULL;
 	struct stat st;
 	int ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
@@ -476,7 +477,7 @@ static int reply_create(fuse_req_t req, const struct tfsd *d, const struct stat 
 {
 	struct fuse_entry_param e;
 
-	fill_entry_param(&e, st);
+	fill_entry_param(&e, st, tfs_fh_gen(d->fs, st->st_ino));
 	if (open_is_direct(d, fi->flags)) {
 		struct {
 			struct fuse_entry_out entry;
@@ -731,9 +732,11 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	 * data still in the page cache (writeback_cache, shared mmap) would
 	 * look like a hole, or past our EOF.  Invalidating [off, EOF) makes
 	 * the kernel write those pages to us first (launder) and waits for
-	 * them.  Under -o writethrough every open is direct and shared mmap
-	 * is refused: no dirty pages. */
-	j.inval = !d->writethrough && (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
+	 * them.  Under -o writethrough every open is direct, and only a
+	 * shared mapping leaves dirty pages: only when the kernel allows
+	 * those (fuseio.c). */
+	j.inval = (!d->writethrough || atomic_load(&d->dio_mmap)) &&
+		  (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
 	if (!j.inval) {
 		lseek_run(&j);
 		return;
@@ -776,14 +779,40 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 /* ---- directories ---- */
 
+/*
+ * A directory handle remembers where its readdir pass ends: entries get
+ * new, larger offsets when created or renamed, so a listing that went on
+ * to the current end would meet a renamed entry again (a reader of a
+ * directory being renamed in saw three times its size).  tmpfs stops at
+ * the offset the directory had when it was opened; so do we.
+ */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fi->fh = 0;
-	fuse_reply_open(req, fi);
+	struct tfsd *d = req_d(req);
+	struct tfsd_file *df = file_new();
+	uint64_t end;
+	int ret;
+
+	if (!df) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	ret = tfs_readdir_end(d->fs, ino, &end);
+	if (ret < 0) {
+		free(df);
+		reply_err(req, ret);
+		return;
+	}
+	atomic_store(&df->dir_end, end);
+	file_link(d, df);
+	fi->fh = (uint64_t)(uintptr_t)df;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		file_drop(d, df);
 }
 
 struct dir_ctx {
 	fuse_req_t req;
+	struct tfs *fs;
 	char *buf;
 	size_t size, pos;
 	bool plus;
@@ -805,7 +834,9 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 	if (c->plus) {
 		struct fuse_entry_param e;
 
-		fill_entry_param(&e, st);
+		/* The kernel takes nothing from "." and ".." (and asking for
+		 * the parent's generation here would lock child to parent). */
+		fill_entry_param(&e, st, is_dot(name) ? 0 : tfs_fh_gen(c->fs, st->st_ino));
 		n = fuse_add_direntry_plus(c->req, c->buf + c->pos, rem, name, &e,
 					   (off_t)next_off);
 	} else {
@@ -821,18 +852,29 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 	return 0;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus,
+		       struct fuse_file_info *fi)
 {
 	struct tfs *fs = req_fs(req);
-	struct dir_ctx c = { .req = req, .size = size, .plus = plus };
-	int ret = -ENOMEM;
+	struct tfsd_file *df = fi_file(fi);
+	struct dir_ctx c = { .req = req, .fs = fs, .size = size, .plus = plus };
+	uint64_t end = UINT64_MAX;
+	int ret;
 
+	if (df) {
+		/* Offset 0 starts a new pass (rewinddir): it sees what the
+		 * directory holds now. */
+		if (off == 0 && tfs_readdir_end(fs, ino, &end) == 0)
+			atomic_store(&df->dir_end, end);
+		end = atomic_load(&df->dir_end);
+	}
+	ret = -ENOMEM;
 	c.buf = malloc(size);
 	if (plus)
 		c.inos = malloc((size / 8 + 1) * sizeof(*c.inos));
 	if (!c.buf || (plus && !c.inos))
 		goto out_err;
-	ret = tfs_readdir(fs, ino, (uint64_t)off, plus, dir_fill, &c);
+	ret = tfs_readdir_until(fs, ino, (uint64_t)off, end, plus, dir_fill, &c);
 	/* Entries taken hold references: send them even if a later one
 	 * failed; the error comes back on the next call. */
 	if (ret < 0 && c.pos == 0)
@@ -851,17 +893,19 @@ out:
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, false);
+	do_readdir(req, ino, size, off, false, fi);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, true);
+	do_readdir(req, ino, size, off, true, fi);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	if (fi->fh)
+		file_drop(req_d(req), fi_file(fi));
 	fuse_reply_err(req, 0);
 }
 

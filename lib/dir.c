@@ -380,3 +380,8 @@ int dir_next(const struct dir *d, uint64_t cookie, struct dir_ent *out)
 	out->name = e->name;
 	return 0;
 }
+
+uint64_t dir_end(const struct dir *d)
+{
+	return d->next_cookie;
+}

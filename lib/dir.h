@@ -6,7 +6,11 @@
  * bitmap of live slots skips deleted ones in a few word operations), so
  * large directories list in (near) linear time whatever was deleted.
  * Cookies are 2.. upward (0 and 1 are "." and ".."), never reused while the
- * directory lives; they are not persistent.
+ * directory lives; they are not persistent.  An entry keeps its cookie until
+ * it is removed; a new name (create, link, or the new name of a rename)
+ * gets a cookie past every existing one, so a listing that stops at
+ * dir_end() taken when it began returns no entry twice, and returns every
+ * entry that stayed in place all along.
  *
  * Names are byte strings of 1..255 bytes (any bytes; namelen is
  * authoritative, the input need not be NUL-terminated).
@@ -43,5 +47,8 @@ int dir_del(struct dir *d, const char *name, size_t namelen);
  * deleted or the directory freed (entries never move).  To resume after
  * an entry, pass out->cookie + 1. */
 int dir_next(const struct dir *d, uint64_t cookie, struct dir_ent *out);
+/* The cookie the next new entry will get: every entry that exists now has
+ * a smaller one, every later one a cookie at or past it. */
+uint64_t dir_end(const struct dir *d);
 
 #endif

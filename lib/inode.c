@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "dir.h"
 #include "fs_i.h"
@@ -263,6 +264,31 @@ void fs_iencode(struct tfs_inode *ip, struct log_rec *r)
 		li->target = ip->symlink;
 		li->target_len = (uint32_t)strlen(ip->symlink);
 	}
+}
+
+/*
+ * Inode numbers are not reused while the file system lives, but a crash
+ * can: an inode whose creation never reached the log leaves its number to
+ * the next file created after the remount, and the kernel may have handed
+ * out a file handle for it.  So the generation names one incarnation: a
+ * hash of what is fixed at creation and stored with the inode since format
+ * v1 (the per-mount creation counter and the creation time in
+ * nanoseconds), which is the same after every remount.  The root is
+ * generation 0: the kernel makes its root inode with 0 and never asks.
+ */
+uint32_t tfs_fh_gen(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+	uint64_t key[2], h;
+
+	if (ino == TFS_ROOT_INO || !(ip = fs_iget(fs, ino)))
+		return 0;
+	pthread_mutex_lock(&ip->lock);
+	key[0] = ip->gen;
+	key[1] = (uint64_t)fs_ts_ns(ip->btime);
+	pthread_mutex_unlock(&ip->lock);
+	h = XXH3_64bits(key, sizeof(key));
+	return (uint32_t)(h ^ h >> 32);
 }
 
 uint64_t fs_ialloc(struct tfs *fs)

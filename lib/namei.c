@@ -240,6 +240,26 @@ int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *s
 
 	if (ret)
 		return ret;
+	if (is_dot(name, len)) {
+		/* Only the kernel's export code asks for "." (open_by_handle_at
+		 * after it dropped the inode, so it holds no reference): the
+		 * inode itself, of any type, unless it was deleted (-ENOENT:
+		 * the handle is stale).  Under ns_lock, which every delete
+		 * holds, so an inode being created (not yet named) or deleted
+		 * is never half seen. */
+		pthread_mutex_lock(&fs->ns_lock);
+		pip = fs_iget(fs, parent);
+		if (!pip || pip->nlink == 0) {
+			ret = -ENOENT;
+		} else {
+			pthread_mutex_lock(&pip->lock);
+			fs_istat(pip, st);
+			atomic_fetch_add(&pip->nlookup, 1);
+			pthread_mutex_unlock(&pip->lock);
+		}
+		pthread_mutex_unlock(&fs->ns_lock);
+		return ret;
+	}
 	pip = fs_iget(fs, parent);
 	if (!pip)
 		return -ENOENT;
@@ -266,9 +286,6 @@ int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *s
 	pthread_mutex_lock(&pip->lock);
 	if (!pip->dir) {
 		ret = -ENOTDIR;
-	} else if (is_dot(name, len)) {
-		fs_istat(pip, st);
-		atomic_fetch_add(&pip->nlookup, 1);
 	} else if (dir_lookup(pip->dir, name, len, &ino)) {
 		ret = -ENOENT;
 	} else if (!(cip = fs_iget(fs, ino)) || cip == pip) {
@@ -831,8 +848,30 @@ out:
 
 /* ---- readdir ---- */
 
+int tfs_readdir_end(struct tfs *fs, uint64_t ino, uint64_t *end)
+{
+	struct tfs_inode *ip = fs_iget(fs, ino);
+	int ret = 0;
+
+	if (!ip)
+		return -ENOENT;
+	pthread_mutex_lock(&ip->lock);
+	if (ip->dir)
+		*end = dir_end(ip->dir);
+	else
+		ret = -ENOTDIR;
+	pthread_mutex_unlock(&ip->lock);
+	return ret;
+}
+
 int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 		tfs_dirfill_fn fill, void *ctx)
+{
+	return tfs_readdir_until(fs, ino, off, UINT64_MAX, plus, fill, ctx);
+}
+
+int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, bool plus,
+		      tfs_dirfill_fn fill, void *ctx)
 {
 	struct tfs_inode *ip = fs_iget(fs, ino);
 	struct stat st;
@@ -863,21 +902,24 @@ int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 	}
 	for (uint64_t cookie = off;;) {
 		struct dir_ent e;
-		if (dir_next(ip->dir, cookie, &e))
+		/* Cookies grow with every new name: stopping at end keeps a
+		 * renamed or new entry from coming round again in this pass. */
+		if (dir_next(ip->dir, cookie, &e) || e.cookie >= end)
 			break;
 		cookie = e.cookie + 1;
 		struct tfs_inode *cip = fs_iget(fs, e.ino);
 		if (!cip || cip == ip)
 			continue;	/* cannot happen with a sane directory */
-		/* Holding the directory keeps the entry's inode alive. */
+		/* Holding the directory keeps the entry's inode alive.  fill
+		 * runs without the entry's lock: it may ask for its
+		 * generation (tfs_fh_gen). */
 		pthread_mutex_lock(&cip->lock);
 		fs_istat(cip, &st);
-		int full = fill(ctx, e.name, &st, e.cookie + 1);
-		if (!full && plus)
-			atomic_fetch_add(&cip->nlookup, 1);
 		pthread_mutex_unlock(&cip->lock);
-		if (full)
+		if (fill(ctx, e.name, &st, e.cookie + 1))
 			break;
+		if (plus)
+			atomic_fetch_add(&cip->nlookup, 1);
 	}
 out:
 	pthread_mutex_unlock(&ip->lock);

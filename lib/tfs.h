@@ -87,6 +87,12 @@ struct tfs_cred {
 int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *st);
 void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup);
 int tfs_getattr(struct tfs *fs, uint64_t ino, struct stat *st);
+/* The generation that goes with the inode number in FUSE file handles
+ * (name_to_handle_at, NFS export): fixed for the inode's life, across
+ * remounts, and different for a later inode given the same number.  0 for
+ * the root and for a number no inode has.  The caller holds a reference
+ * (a lookup or an open handle) to the inode. */
+uint32_t tfs_fh_gen(struct tfs *fs, uint64_t ino);
 /* in: st_mode, st_uid, st_gid, st_size, st_atim, st_mtim, st_ctim as selected.
  * f may be NULL (path-based truncate). */
 int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
@@ -117,6 +123,16 @@ typedef int (*tfs_dirfill_fn)(void *ctx, const char *name, const struct stat *st
 			      uint64_t next_off);
 int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 		tfs_dirfill_fn fill, void *ctx);
+/* Where a listing of ino that starts now ends: entries created in or
+ * renamed into the directory later get offsets at or past it.  A pass
+ * that stops there (tfs_readdir_until) returns no entry twice however
+ * the directory changes meanwhile, and every entry that stays unchanged
+ * (as tmpfs does).  0, -ENOENT, -ENOTDIR. */
+int tfs_readdir_end(struct tfs *fs, uint64_t ino, uint64_t *end);
+/* tfs_readdir returning only entries whose offset is below end (a value
+ * from tfs_readdir_end; UINT64_MAX: no limit). */
+int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, bool plus,
+		      tfs_dirfill_fn fill, void *ctx);
 
 /* ---- files ---- */
 

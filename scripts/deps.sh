@@ -10,7 +10,7 @@ pkgs=(
 	meson ninja-build pkg-config gcc
 	libfuse3-dev liburing-dev libxxhash-dev libaio-dev libcmocka-dev
 	# run and test
-	fuse3 e2fsprogs
+	fuse3 e2fsprogs sqlite3
 	# benchmarks, sandboxed tests, comparison file systems, fuzzing
 	fio gnuplot-nox bubblewrap btrfs-progs xfsprogs clang
 	# man page lint (tests/docs)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: directories: set/lookup/del, cookies kept on replace, iteration while deleting, large listings, odd and long names, random model. */
+/* Description: directories: set/lookup/del, cookies kept on replace, iteration while deleting, a pass bounded by dir_end while renaming, large listings, odd and long names, random model. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -303,12 +303,57 @@ static void test_random_model(void **state)
 	dir_free(d);
 }
 
+/* A listing that stops at dir_end() taken when it began, while every
+ * entry is renamed (delete + set, as a rename in one directory does) right
+ * after it is listed: each name at most once, every untouched entry
+ * exactly once. */
+static void test_pass_bounded_while_renaming(void **state)
+{
+	enum { N = 600 };
+	struct dir *d = dir_new();
+	static unsigned seen[2 * N];
+	char name[16];
+	struct dir_ent e;
+	uint64_t end, cookie = 0;
+	unsigned listed = 0;
+
+	assert_non_null(d);
+	for (unsigned i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "%c%u", i % 2 ? 'm' : 's', i);
+		assert_int_equal(set_s(d, name, 100 + i), 0);
+	}
+	end = dir_end(d);
+	while (dir_next(d, cookie, &e) == 0 && e.cookie < end) {
+		unsigned i = (unsigned)atoi(e.name + 1);
+		cookie = e.cookie + 1;
+		listed++;
+		seen[e.name[0] == 'r' ? N + i : i]++;
+		if (e.name[0] == 'm') {	/* renamed to r<i>: a new, larger cookie */
+			char to[16];
+			snprintf(name, sizeof(name), "m%u", i);
+			snprintf(to, sizeof(to), "r%u", i);
+			assert_int_equal(dir_del(d, name, strlen(name)), 0);
+			assert_int_equal(set_s(d, to, 100 + i), 0);
+		}
+	}
+	assert_int_equal(listed, N);
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(seen[i], 1);		/* s<i> and m<i>, once */
+		assert_int_equal(seen[N + i], 0);	/* r<i>: past the end */
+	}
+	/* A new pass sees the new names. */
+	assert_true(dir_end(d) > end);
+	assert_int_equal(dir_count(d), N);
+	dir_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_iterate_while_deleting),
+		cmocka_unit_test(test_pass_bounded_while_renaming),
 		cmocka_unit_test(test_large),
 		cmocka_unit_test(test_random_model),
 	};
