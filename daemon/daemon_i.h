@@ -2,7 +2,8 @@
 /*
  * daemon_i.h: private interface between the daemon's files.  main.c owns
  * option parsing, the process lifecycle and logging; ops.c owns the FUSE
- * low-level ops table that turns requests into lib/tfs.h calls.
+ * low-level ops table that turns requests into lib/tfs.h calls; privs.c
+ * the suid/sgid rules.
  */
 #ifndef TWINFS_DAEMON_I_H
 #define TWINFS_DAEMON_I_H
@@ -12,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <syslog.h>
+#include <sys/stat.h>
 
 #include <fuse_lowlevel.h>
 
@@ -84,5 +86,13 @@ void tfsd_ctl_log_init(void);
 /* main.c: log to stderr in foreground mode, to syslog in background mode.
  * No trailing newline in fmt.  LOG_DEBUG is printed only with -d. */
 void tlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* privs.c: suid/sgid clearing by the kernel's rules, for the requester of
+ * @req.  The bits to clear from a file with @st before a write or
+ * truncate by it (0 for root and for the kernel's own writeback). */
+mode_t privs_kill_bits(fuse_req_t req, const struct stat *st);
+/* Adjust a SETATTR (attr, *to_set) on a file now @cur so that it clears
+ * what the kernel's rules clear for the requester. */
+void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set);
 
 #endif

@@ -183,8 +183,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	want(conn, FUSE_CAP_SPLICE_READ, false);
 	want(conn, FUSE_CAP_SPLICE_WRITE, false);
 	want(conn, FUSE_CAP_SPLICE_MOVE, false);
-	/* The kernel clears suid/sgid with a setattr on buffered writes,
-	 * truncate and chown; direct writes: write_kill_privs. */
+	/* The kernel asks to clear suid/sgid with a setattr on buffered
+	 * writes, fallocate, truncate and chown, which privs.c completes;
+	 * direct writes: write_kill_privs. */
 	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
 	want(conn, FUSE_CAP_POSIX_ACL, false);
 	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
@@ -270,7 +271,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	/* A directory handle has no tfs_file: path-based then. */
 	struct tfs_file *f = fi && fi->fh ? fi_file(fi)->f : NULL;
 	struct stat st;
-	int ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
+	int ret = tfs_getattr(req_fs(req), ino, &st);
+
+	if (ret == 0) {
+		privs_setattr(req, &st, attr, &to_set);
+		ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
+	}
 
 	if (ret < 0)
 		reply_err(req, ret);
@@ -614,14 +620,12 @@ static int write_fill(void *ctx, void *dst, size_t len)
 }
 
 /*
- * Clear suid, and sgid with group execute, before a write (or after an
- * open with O_TRUNC) by anyone but root, as the kernel's file_remove_privs
- * and do_truncate do.  The kernel does it itself
- * (a setattr before the write) for buffered writes, but not for direct
- * ones (FOPEN_DIRECT_IO skips file_remove_privs), and libfuse 3.14 cannot
- * ask for FUSE_HANDLE_KILLPRIV_V2, under which the kernel would flag them.
- * uid 0 stands in for CAP_FSETID, which the daemon cannot see.  For a
- * buffered write the bits are already gone and this is one getattr.
+ * Clear suid/sgid before a direct write (or after an open with O_TRUNC) by
+ * the kernel's rules (privs.c).  The kernel asks for it with a SETATTR for
+ * buffered writes, but not for direct ones (FOPEN_DIRECT_IO skips
+ * file_remove_privs), and libfuse 3.14 cannot ask for
+ * FUSE_HANDLE_KILLPRIV_V2, under which the kernel would flag them.  For the
+ * writeback cache's WRITEs (from the kernel, pid 0) it is nothing.
  */
 static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
 {
@@ -630,14 +634,12 @@ static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
 	mode_t kill;
 	int ret;
 
-	if (fuse_req_ctx(req)->uid == 0)
+	if (fuse_req_ctx(req)->uid == 0 || fuse_req_ctx(req)->pid == 0)
 		return 0;
 	ret = tfs_getattr(fs, ino, &st);
 	if (ret < 0)
 		return ret;
-	kill = st.st_mode & S_ISUID;
-	if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
-		kill |= S_ISGID;
+	kill = privs_kill_bits(req, &st);
 	if (!kill)
 		return 0;
 	st.st_mode &= ~kill;

@@ -2,10 +2,17 @@
 /*
  * extent: the in-memory per-file block map (see extent.h).
  *
- * A four-level radix tree: three levels of 512-way interior nodes (4 KiB of
- * pointers) above leaves of 512 struct extent_ent (8 KiB); 9 bits of the
- * file block per level, 36 bits in all.  The root pointer is the top
- * interior node.
+ * Two radix trees of 512-way interior nodes (4 KiB of pointers) above
+ * leaves of 512 struct extent_ent (8 KiB), 9 bits of the file block per
+ * level.  The low tree (m->root) has four levels and maps blocks below
+ * EXTENT_LOW_FBLK (2^36, 256 TiB): every ordinary file lives there and pays
+ * three pointer hops per lookup.  The high tree (m->high) has six levels,
+ * indexed by the whole block number, and holds only blocks from 2^36 up to
+ * EXTENT_MAX_FBLK (2^51, offsets up to 2^63 - 1): the kernel accepts writes
+ * out there and must not lose them, but they are rare enough that the extra
+ * hops and nodes are only paid by the files that use them.  Nothing below
+ * 2^36 is ever in the high tree and nothing at or above 2^51 anywhere, so a
+ * range to clear there may be widened to the whole tree.
  *
  * Concurrency: a missing node is installed with compare-and-swap (the loser
  * frees its copy), so writers to disjoint ranges share no lock and readers
@@ -24,7 +31,8 @@
 
 #define LVL_BITS 9
 #define FAN (1u << LVL_BITS)
-#define TOP 3			/* level of the root node; leaves are level 0 */
+#define TOP_LOW 3		/* level of the low tree's root; leaves are level 0 */
+#define TOP_HIGH 5		/* level of the high tree's root: 54 bits >= 51 */
 #define NONE UINT64_MAX
 
 /* Blocks covered by one node (or leaf) at level @lvl. */
@@ -43,12 +51,14 @@ static inline void *load_ptr(void *const *p)
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
-/* Leaf holding @fblk; NULL when absent (and !create) or out of memory. */
-static struct extent_ent *get_leaf(void **root, uint64_t fblk, int create)
+/* Leaf holding @fblk (< EXTENT_MAX_FBLK); NULL when absent (and !create)
+ * or out of memory. */
+static struct extent_ent *get_leaf(struct extent_map *m, uint64_t fblk, int create)
 {
-	void **p = root;
+	bool low = fblk < EXTENT_LOW_FBLK;
+	void **p = low ? &m->root : &m->high;
 
-	for (int lvl = TOP;; lvl--) {
+	for (int lvl = low ? TOP_LOW : TOP_HIGH;; lvl--) {
 		void *node = load_ptr(p);
 		if (!node) {
 			if (!create)
@@ -101,6 +111,7 @@ static void drop_add(struct dropper *d, uint64_t phys)
 void extent_init(struct extent_map *m)
 {
 	m->root = NULL;
+	m->high = NULL;
 	atomic_init(&m->mapped, 0);
 }
 
@@ -129,7 +140,7 @@ int extent_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
 
 	for (uint32_t i = 0; i < n;) {
 		uint64_t f = fblk + i;
-		struct extent_ent *leaf = get_leaf(&m->root, f, 1);
+		struct extent_ent *leaf = get_leaf(m, f, 1);
 		if (!leaf) {
 			ret = -ENOMEM;
 			break;
@@ -218,7 +229,19 @@ void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_f
 		return;
 	uint64_t to = n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK : fblk + n;
 	struct dropper d = { drop, ctx, 0, 0 };
-	uint64_t cleared = clear_node(&m->root, TOP, 0, fblk, to, &d);
+	uint64_t cleared = 0;
+
+	if (fblk < EXTENT_LOW_FBLK)
+		cleared += clear_node(&m->root, TOP_LOW, 0, fblk,
+				      to < EXTENT_LOW_FBLK ? to : EXTENT_LOW_FBLK, &d);
+	if (to > EXTENT_LOW_FBLK) {
+		/* Widened over what the high tree never holds, so a clear to
+		 * the end frees its nodes (and its root) too. */
+		uint64_t lo = fblk <= EXTENT_LOW_FBLK ? 0 : fblk;
+		uint64_t hi = to == EXTENT_MAX_FBLK ? span_of(TOP_HIGH) : to;
+
+		cleared += clear_node(&m->high, TOP_HIGH, 0, lo, hi, &d);
+	}
 
 	mapped_add(m, -(int64_t)cleared);
 	drop_flush(&d);
@@ -228,6 +251,7 @@ void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx)
 {
 	extent_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx);
 	m->root = NULL;
+	m->high = NULL;
 	atomic_store(&m->mapped, 0);
 }
 
@@ -236,7 +260,7 @@ void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *ou
 	struct extent_ent *leaf = NULL;
 
 	if (fblk < EXTENT_MAX_FBLK)
-		leaf = get_leaf((void **)&m->root, fblk, 0);
+		leaf = get_leaf((struct extent_map *)m, fblk, 0);
 	if (leaf) {
 		*out = leaf[slot_of(fblk, 0)];
 	} else {
@@ -276,12 +300,20 @@ static int visit_map(const struct extent_map *m, uint64_t from, uint64_t to, lea
 		     void *arg)
 {
 	void *root = load_ptr((void *const *)&m->root);
+	void *high = load_ptr((void *const *)&m->high);
+	int r = 0;
 
 	if (to > EXTENT_MAX_FBLK)
 		to = EXTENT_MAX_FBLK;
-	if (!root || from >= to)
+	if (from >= to)
 		return 0;
-	return visit(root, TOP, 0, from, to, fn, arg);
+	if (root && from < EXTENT_LOW_FBLK)
+		r = visit(root, TOP_LOW, 0, from, to < EXTENT_LOW_FBLK ? to : EXTENT_LOW_FBLK,
+			  fn, arg);
+	if (!r && high && to > EXTENT_LOW_FBLK)
+		r = visit(high, TOP_HIGH, 0, from > EXTENT_LOW_FBLK ? from : EXTENT_LOW_FBLK,
+			  to, fn, arg);
+	return r;
 }
 
 static int first_data(void *arg, const struct extent_ent *leaf, uint64_t base, uint64_t lo,
@@ -329,10 +361,16 @@ static uint64_t hole_in(void *node, int lvl, uint64_t base, uint64_t from)
 
 uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk)
 {
+	uint64_t r = NONE;
+
 	if (fblk >= EXTENT_MAX_FBLK)
 		return EXTENT_MAX_FBLK;
-	uint64_t r = hole_in(load_ptr((void *const *)&m->root), TOP, 0, fblk);
-	return r == NONE ? EXTENT_MAX_FBLK : r;
+	if (fblk < EXTENT_LOW_FBLK)
+		r = hole_in(load_ptr((void *const *)&m->root), TOP_LOW, 0, fblk);
+	if (r == NONE)
+		r = hole_in(load_ptr((void *const *)&m->high), TOP_HIGH, 0,
+			    fblk > EXTENT_LOW_FBLK ? fblk : EXTENT_LOW_FBLK);
+	return r == NONE || r > EXTENT_MAX_FBLK ? EXTENT_MAX_FBLK : r;
 }
 
 struct walk_arg {

@@ -4,13 +4,16 @@
  *
  * On disk a file's map is a list of extent records (file block, physical
  * start, length, one checksum per block: see log.h).  In memory it is a
- * four-level radix tree of 512-way nodes whose leaves hold one
+ * radix tree of 512-way nodes (four levels below 2^36 blocks, six above)
+ * whose leaves hold one
  * struct extent_ent per file block: O(1) lookup and update, and writers to
  * disjoint ranges touch disjoint leaf entries, so they need no common lock
  * (interior nodes are installed with compare-and-swap).  The caller's range
  * lock (rangelock.h) keeps a reader and a writer of the same block apart.
  *
- * File blocks up to 2^36 (256 TiB files).  Functions return 0 or -errno.
+ * File blocks below 2^51: byte offsets up to 2^63 - 1, the kernel's largest
+ * file (MAX_LFS_FILESIZE), which FUSE lets through and the page cache
+ * acknowledges before twinfs sees the data.  Functions return 0 or -errno.
  */
 #ifndef TWINFS_EXTENT_H
 #define TWINFS_EXTENT_H
@@ -18,7 +21,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define EXTENT_MAX_FBLK (1ull << 36)
+#define EXTENT_MAX_FBLK (1ull << 51)
+/* Blocks below this live in the shallow tree (see extent.c). */
+#define EXTENT_LOW_FBLK (1ull << 36)
 
 /* An allocated block that has never been written (fallocate): reads as
  * zeros without touching the device; its csum is 0.  The flag is part of
@@ -32,7 +37,8 @@ struct extent_ent {
 };
 
 struct extent_map {
-	void *root;		/* radix root, installed with CAS */
+	void *root;		/* radix root below EXTENT_LOW_FBLK, installed with CAS */
+	void *high;		/* radix root from EXTENT_LOW_FBLK on (usually NULL) */
 	_Atomic uint64_t mapped;	/* number of non-hole blocks (st_blocks) */
 };
 

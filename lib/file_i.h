@@ -18,7 +18,11 @@
 
 #define BS TFS_BLOCK_SIZE
 #define FILE_IO_BLOCKS (TFS_IO_MAX / TFS_BLOCK_SIZE + 1)	/* blocks one I/O can touch */
-#define MAX_BYTES (EXTENT_MAX_FBLK << TFS_BLOCK_SHIFT)
+/* The largest file: the kernel's MAX_LFS_FILESIZE, which is what a FUSE
+ * mount lets through (its last block is EXTENT_MAX_FBLK - 1). */
+#define MAX_BYTES ((uint64_t)INT64_MAX)
+_Static_assert(((MAX_BYTES + 1) >> TFS_BLOCK_SHIFT) == EXTENT_MAX_FBLK,
+	       "the extent map covers the largest file");
 
 /* Which timestamps an inode record refreshes. */
 #define T_MTIME 1

@@ -210,7 +210,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	}
 	if (o->label)
 		snprintf(fs->sb.label, sizeof(fs->sb.label), "%s", o->label);
-	clock_gettime(CLOCK_REALTIME, &now);
+	now = fs_now();		/* also the root directory's times */
 	fs->sb.ctime_ns = (uint64_t)fs_ts_ns(now);
 	fs->sb.generation = 0;		/* ckpt_write makes it 1 */
 	fs->sb.state = SUPER_CLEAN;

@@ -32,6 +32,7 @@
 #include "csum.h"
 #include "dev.h"
 #include "extent.h"
+#include "ktime.h"
 #include "log.h"
 #include "mirror.h"
 #include "rangelock.h"
@@ -278,11 +279,10 @@ static inline void fs_buf_put(struct tfs *fs, void *buf)
 		bounce_put(fs->bounce, buf);
 }
 
+/* The time for the timestamps twinfs sets: the kernel's (ktime.h). */
 static inline struct timespec fs_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts;
+	return ktime_now();
 }
 
 /* Timestamps in log records are nanoseconds since the epoch. */

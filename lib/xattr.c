@@ -4,9 +4,12 @@
  * (name, value) in memory (struct xattr, protected by the inode's lock);
  * every change is one transaction: LR_XATTR_SET or LR_XATTR_DEL plus the
  * inode's new ctime.  Names are 1..255 bytes, values up to 64 KiB, as on
- * Linux (the kernel checks permissions; we check the namespace).
+ * Linux (the kernel checks permissions; we check the namespace).  Per
+ * inode, the name list must fit XATTR_LIST_MAX and the values together
+ * XATTR_VALUES_MAX (see xattr_room).
  */
 #include <errno.h>
+#include <linux/limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -14,6 +17,10 @@
 #include "fs_i.h"
 
 #define XATTR_NAME_MAX_LEN 255
+/* All values of one inode together.  Format v1 keeps them in memory and
+ * writes them into every checkpoint, so they must stay small next to the
+ * data; 1 MiB is 16 values of the largest size. */
+#define XATTR_VALUES_MAX (1u << 20)
 
 static int check_xname(const char *name, size_t *lenp)
 {
@@ -31,6 +38,26 @@ static struct xattr *xfind(struct tfs_inode *ip, const char *name, size_t len)
 		if (strlen(x->name) == len && !memcmp(x->name, name, len))
 			return x;
 	return NULL;
+}
+
+/*
+ * -ENOSPC (as ext4) unless setting @namelen/@vallen (replacing @old, or
+ * adding a name if NULL) keeps the inode's name list within XATTR_LIST_MAX,
+ * the most listxattr(2) can ever return: past it every listxattr fails
+ * with E2BIG and the names cannot even be found to remove them; and its
+ * values within XATTR_VALUES_MAX.  Caller holds ip->lock.
+ */
+static int xattr_room(const struct tfs_inode *ip, const struct xattr *old, size_t namelen,
+		      size_t vallen)
+{
+	size_t names = old ? 0 : namelen + 1, vals = vallen;
+
+	for (const struct xattr *x = ip->xattrs; x; x = x->next) {
+		names += strlen(x->name) + 1;
+		if (x != old)
+			vals += x->vallen;
+	}
+	return names > XATTR_LIST_MAX || vals > XATTR_VALUES_MAX ? -ENOSPC : 0;
 }
 
 /* One xattr change and the inode's ctime; caller holds ip->lock. */
@@ -97,7 +124,7 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 		ret = -EEXIST;
 	} else if (!x && (flags & XATTR_REPLACE)) {
 		ret = -ENODATA;
-	} else {
+	} else if ((ret = xattr_room(ip, x, len, size)) == 0) {
 		struct log_rec r = { .type = LR_XATTR_SET };
 		r.xattr.ino = ino;
 		r.xattr.namelen = (uint16_t)len;

@@ -4,8 +4,10 @@
 # checked through the kernel as three ordinary users: A owns the files, B is
 # in A's group, C is neither.  Owner/group/other modes on files and
 # directories, sticky directories, setgid directories passing their group
-# (and the bit to subdirectories), suid/sgid cleared on a write by anyone
-# but root (buffered and O_DIRECT), on truncate and on chown, the utimes
+# (and the bit to subdirectories), suid/sgid cleared by the kernel's rules
+# (sgid also without group execute for a user outside the file's group) on
+# a write by anyone but root (buffered and O_DIRECT), fallocate, truncate
+# and chown, the utimes
 # rules, chmod/chown rules; then allow_other: without it nobody but the
 # mounter enters (root included), with it (user_allow_other in
 # /etc/fuse.conf for a user's mount) others do.
@@ -144,6 +146,36 @@ expect_mode "$M/s" -rw-rwSrw- "write to a sgid file without group x"
 privs 2666
 u_ok "$B" "O_DIRECT write to 2666" dd if=/dev/zero of="$M/s" bs=4096 count=1 oflag=direct conv=notrunc status=none
 expect_mode "$M/s" -rw-rwSrw- "O_DIRECT write to a sgid file without group x"
+# A writer outside the file's group (and without CAP_FSETID) loses sgid
+# even without group execute (the kernel's setattr_should_drop_sgid, as
+# tmpfs does): every path that changes the data.
+for m in 6666 2666; do
+	privs $m
+	u_ok "$C" "write to $m" sh -c 'echo c >>"$1/s"' sh "$M"
+	expect_mode "$M/s" -rw-rw-rw- "buffered write to $m by a user outside the group"
+	privs $m
+	u_ok "$C" "O_DIRECT write to $m" dd if=/dev/zero of="$M/s" bs=4096 count=1 oflag=direct conv=notrunc status=none
+	expect_mode "$M/s" -rw-rw-rw- "O_DIRECT write to $m by a user outside the group"
+	for fa in "-l 16384" "-n -o 65536 -l 4096" "-p -o 0 -l 4096" "-z -o 0 -l 4096" "-z -n -o 0 -l 4096"; do
+		privs $m
+		# shellcheck disable=SC2086
+		u_ok "$C" "fallocate $fa on $m" fallocate $fa "$M/s"
+		expect_mode "$M/s" -rw-rw-rw- "fallocate $fa on $m by a user outside the group"
+	done
+	privs $m
+	u_ok "$C" "truncate $m" truncate -s 100 "$M/s"
+	expect_mode "$M/s" -rw-rw-rw- "truncate of $m by a user outside the group"
+	privs $m
+	u_ok "$C" "open O_TRUNC $m" sh -c ': >"$1/s"' sh "$M"
+	expect_mode "$M/s" -rw-rw-rw- "open(O_TRUNC) of $m by a user outside the group"
+done
+# In the group: only suid goes.
+privs 6666
+u_ok "$B" "write to 6666" sh -c 'echo b >>"$1/s"' sh "$M"
+expect_mode "$M/s" -rw-rwSrw- "write to 6666 by a member of the group"
+privs 6666
+u_ok "$B" "fallocate 6666" fallocate -l 8192 "$M/s"
+expect_mode "$M/s" -rw-rwSrw- "fallocate on 6666 by a member of the group"
 # root (CAP_FSETID) keeps them.
 privs 6777
 echo r >>"$M/s"
@@ -159,6 +191,17 @@ chown "$A" "$M/s"
 privs 6777
 u_ok "$A" "chgrp to own group" chgrp "$A" "$M/s"
 expect_mode "$M/s" -rwxrwxrwx "chgrp by the owner"
+# chgrp by an owner outside the old group drops sgid; root's chown keeps
+# a sgid without group execute.
+chgrp "$C" "$M/s"
+u_ok "$A" "chmod 2666 (group C)" chmod 2666 "$M/s"
+chmod 2666 "$M/s"
+u_ok "$A" "chgrp from C to A" chgrp "$A" "$M/s"
+expect_mode "$M/s" -rw-rw-rw- "chgrp by an owner outside the old group"
+chmod 2666 "$M/s"
+chown "$B" "$M/s"
+expect_mode "$M/s" -rw-rwSrw- "chown of 2666 by root"
+chown "$A" "$M/s"
 # A non-owner may not set them (or anything else).
 u_denied "$B" "chmod of A's file" "Operation not permitted" chmod 6777 "$M/s"
 u_denied "$A" "chown to B" "Operation not permitted" chown "$B" "$M/s"

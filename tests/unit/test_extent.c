@@ -315,8 +315,94 @@ static void test_walk(void **state)
 
 /* ---- randomized model check ---- */
 
+/* Offsets the kernel lets through a FUSE mount: 2^49, 2^50, 2^62 and the
+ * last block below 2^63 (byte offsets; block = offset / 4096). */
+static void test_top_of_range(void **state)
+{
+	const uint64_t f49 = 1ull << 37, f50 = 1ull << 38, f62 = 1ull << 50;
+	const uint64_t last = EXTENT_MAX_FBLK - 1, low = EXTENT_LOW_FBLK;
+	struct extent_map m;
+	struct drops d = { 0 };
+	struct extent_ent e;
+	uint64_t cs[4];
+	const uint64_t far[4] = { f49, f50, f62, last };
+	const uint64_t farp[4] = { 200, 300, 400, U | 500 };
+
+	assert_true(EXTENT_MAX_FBLK * 4096 - 1 == (uint64_t)INT64_MAX);
+	extent_init(&m);
+	/* A run across the boundary of the two trees; csums as rec_run wants. */
+	for (uint64_t i = 0; i < 4; i++)
+		cs[i] = (low - 2 + i) * 3;
+	assert_int_equal(extent_set(&m, low - 2, 4, 100, cs, NULL, NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		e.phys = farp[i];
+		e.csum = far[i] * 3;
+		assert_int_equal(extent_set1(&m, far[i], &e, NULL, NULL), 0);
+	}
+	assert_int_equal(extent_set(&m, last, 2, 600, NULL, NULL, NULL), -EFBIG);
+	assert_int_equal(extent_set(&m, EXTENT_MAX_FBLK, 1, 600, NULL, NULL, NULL), -EFBIG);
+	assert_int_equal(extent_mapped(&m), 8);
+	for (uint64_t i = 0; i < 4; i++) {
+		extent_get(&m, low - 2 + i, &e);
+		assert_int_equal(e.phys, 100 + i);
+		assert_int_equal(e.csum, (low - 2 + i) * 3);
+	}
+	extent_get(&m, f62, &e);
+	assert_int_equal(e.phys, 400);
+	extent_get(&m, last, &e);
+	assert_int_equal(e.phys, U | 500);
+	extent_get(&m, f62 + 1, &e);
+	assert_int_equal(e.phys, 0);
+
+	assert_int_equal(extent_next_data(&m, 0), low - 2);
+	assert_int_equal(extent_next_data(&m, low + 2), f49);
+	assert_int_equal(extent_next_data(&m, f49 + 1), f50);
+	assert_int_equal(extent_next_data(&m, f50 + 1), f62);
+	assert_int_equal(extent_next_data(&m, f62 + 1), last);
+	assert_int_equal(extent_next_data(&m, last + 1), EXTENT_MAX_FBLK);
+	assert_int_equal(extent_next_hole(&m, low - 2), low + 2);
+	assert_int_equal(extent_next_hole(&m, f62), f62 + 1);
+	assert_int_equal(extent_next_hole(&m, last), EXTENT_MAX_FBLK);
+
+	/* The walk sees both trees in file order; a run splits at the
+	 * boundary (a leaf boundary). */
+	struct runs r = { 0 };
+	assert_int_equal(extent_walk(&m, 0, EXTENT_MAX_FBLK, rec_run, &r), 0);
+	assert_int_equal(r.n, 6);
+	assert_int_equal(r.f[0], low - 2);
+	assert_int_equal(r.len[0], 2);
+	assert_int_equal(r.f[1], low);
+	assert_int_equal(r.p[1], 102);
+	assert_int_equal(r.f[4], f62);
+	assert_int_equal(r.f[5], last);
+	assert_int_equal(r.p[5], U | 500);
+
+	/* Truncate to 2^50 bytes + 1 block: the last two go, 2^49 and 2^50 stay. */
+	extent_clear(&m, f50 + 1, EXTENT_MAX_FBLK, rec_drop, &d);
+	assert_int_equal(d.total, 2);
+	assert_int_equal(d.phys[0], 400);
+	assert_int_equal(d.phys[1], 500);	/* dropped without the unwritten flag */
+	assert_int_equal(extent_next_data(&m, f49 + 1), f50);
+	assert_int_equal(extent_next_data(&m, f50 + 1), EXTENT_MAX_FBLK);
+	assert_non_null(m.high);
+	/* Truncate below the boundary: the high tree is freed whole. */
+	memset(&d, 0, sizeof(d));
+	extent_clear(&m, low - 1, EXTENT_MAX_FBLK, rec_drop, &d);
+	assert_int_equal(d.total, 5);
+	assert_null(m.high);
+	assert_int_equal(extent_mapped(&m), 1);
+	extent_destroy(&m, rec_drop, &d);
+	assert_int_equal(d.total, 6);
+	assert_null(m.root);
+	assert_null(m.high);
+}
+
 #define RANGE 65536u
 #define NOPS 100000u
+
+/* First file block the model covers: at 0, across the boundary of the
+ * shallow tree, and at the very top of the range. */
+static uint64_t mbase;
 
 struct model {
 	uint64_t phys[RANGE], csum[RANGE];
@@ -348,8 +434,9 @@ static int model_walk_cb(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 			 const struct extent_ent *ents)
 {
 	struct model *md = ctx;
-	if (fblk + n > RANGE || !n)
+	if (fblk < mbase || fblk - mbase + n > RANGE || !n)
 		return 1;
+	fblk -= mbase;
 	for (uint32_t i = 0; i < n; i++) {
 		if (md->phys[fblk + i] != phys + i || ents[i].csum != md->csum[fblk + i])
 			return 2;
@@ -367,7 +454,7 @@ static void model_check(struct extent_map *m, struct model *md)
 	struct extent_ent e;
 
 	for (uint64_t f = 0; f < RANGE; f++) {
-		extent_get(m, f, &e);
+		extent_get(m, mbase + f, &e);
 		assert_int_equal(e.phys, md->phys[f]);
 		assert_int_equal(e.csum, md->phys[f] ? md->csum[f] : 0);
 		mapped += md->phys[f] != 0;
@@ -381,7 +468,7 @@ static void model_check(struct extent_map *m, struct model *md)
 	}
 }
 
-static void test_random_model(void **state)
+static void run_model(uint64_t base)
 {
 	struct model *md = calloc(1, sizeof(*md));
 	struct extent_map m;
@@ -391,6 +478,7 @@ static void test_random_model(void **state)
 	md->dropped = calloc(NOPS * 64 + 16, 1);
 	assert_non_null(md->dropped);
 	md->nphys = 1;	/* phys 0 is the hole */
+	mbase = base;
 	extent_init(&m);
 
 	for (unsigned op = 0; op < NOPS; op++) {
@@ -410,7 +498,8 @@ static void test_random_model(void **state)
 				md->phys[f + i] = flag | (p + i);
 				md->csum[f + i] = cs[i];
 			}
-			assert_int_equal(extent_set(&m, f, (uint32_t)n, flag | p, cs, model_drop, md), 0);
+			assert_int_equal(extent_set(&m, base + f, (uint32_t)n, flag | p, cs,
+						    model_drop, md), 0);
 		} else if (kind < 8) {
 			/* Write an unwritten block in place, or clear the flag on a written one. */
 			struct extent_ent e = { md->phys[f] & ~U, 99 };
@@ -418,7 +507,7 @@ static void test_random_model(void **state)
 				continue;
 			md->phys[f] = e.phys;
 			md->csum[f] = 99;
-			assert_int_equal(extent_set1(&m, f, &e, model_drop, md), 0);
+			assert_int_equal(extent_set1(&m, base + f, &e, model_drop, md), 0);
 		} else {
 			if (kind == 9 && op % 50 == 0)
 				n = RANGE - f;	/* truncate-like */
@@ -427,7 +516,7 @@ static void test_random_model(void **state)
 				md->phys[f + i] = 0;
 				md->csum[f + i] = 0;
 			}
-			extent_clear(&m, f, kind == 9 && op % 50 == 0 ? EXTENT_MAX_FBLK : n,
+			extent_clear(&m, base + f, kind == 9 && op % 50 == 0 ? EXTENT_MAX_FBLK : n,
 				     model_drop, md);
 		}
 		assert_int_equal(md->drops - before, expect);
@@ -439,8 +528,9 @@ static void test_random_model(void **state)
 				d++;
 			while (h < RANGE && md->phys[h])
 				h++;
-			assert_int_equal(extent_next_data(&m, q), d < RANGE ? d : EXTENT_MAX_FBLK);
-			assert_int_equal(extent_next_hole(&m, q), h);
+			assert_int_equal(extent_next_data(&m, base + q),
+					 d < RANGE ? base + d : EXTENT_MAX_FBLK);
+			assert_int_equal(extent_next_hole(&m, base + q), base + h);
 		}
 		if (op % 20000 == 19999)
 			model_check(&m, md);
@@ -452,8 +542,27 @@ static void test_random_model(void **state)
 	assert_int_equal(md->bad, 0);
 	for (uint64_t p = 1; p < md->nphys; p++)
 		assert_int_equal(md->dropped[p], 1);
+	assert_null(m.root);
+	assert_null(m.high);
 	free(md->dropped);
 	free(md);
+}
+
+static void test_random_model(void **state)
+{
+	run_model(0);
+}
+
+/* The same model across the boundary between the two trees... */
+static void test_random_model_boundary(void **state)
+{
+	run_model(EXTENT_LOW_FBLK - RANGE / 2);
+}
+
+/* ...and against the last block a file can have (offset 2^63 - 1). */
+static void test_random_model_top(void **state)
+{
+	run_model(EXTENT_MAX_FBLK - RANGE);
 }
 
 /* ---- parallel writers on disjoint, interleaved ranges ---- */
@@ -546,6 +655,9 @@ int main(void)
 		cmocka_unit_test(test_next),
 		cmocka_unit_test(test_walk),
 		cmocka_unit_test(test_random_model),
+		cmocka_unit_test(test_random_model_boundary),
+		cmocka_unit_test(test_random_model_top),
+		cmocka_unit_test(test_top_of_range),
 		cmocka_unit_test(test_parallel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

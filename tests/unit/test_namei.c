@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <linux/limits.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -665,6 +666,64 @@ static void test_xattr(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/*
+ * Per inode, the name list stays within XATTR_LIST_MAX (64 KiB) and the
+ * values within 1 MiB: past either setxattr is ENOSPC (as ext4), and
+ * listxattr keeps working.
+ */
+static void test_xattr_limits(void **state)
+{
+	struct tfs *fs = fresh();
+	char name[256], *list = malloc(XATTR_LIST_MAX);
+	char val[1000];
+	ssize_t len;
+	int i, ret = 0;
+
+	assert_non_null(list);
+	memset(val, 'v', sizeof(val));
+	/* 10,000 xattrs of 1,000 bytes: the values hit 1 MiB first. */
+	uint64_t f = mk(fs, ROOT, "f", S_IFREG | 0644);
+	for (i = 0; i < 10000; i++) {
+		snprintf(name, sizeof(name), "user.%05d", i);
+		ret = tfs_setxattr(fs, f, name, val, sizeof(val), 0);
+		if (ret)
+			break;
+	}
+	assert_int_equal(ret, -ENOSPC);
+	assert_int_equal(i, (1 << 20) / 1000);
+	/* Replacing a value with one of the same size still fits; a smaller
+	 * one frees room for another name. */
+	assert_int_equal(tfs_setxattr(fs, f, "user.00000", val, sizeof(val), XATTR_REPLACE), 0);
+	assert_int_equal(tfs_setxattr(fs, f, "user.00000", val, 10, 0), 0);
+	assert_int_equal(tfs_setxattr(fs, f, name, val, 500, 0), 0);
+	len = tfs_listxattr(fs, f, list, XATTR_LIST_MAX);
+	assert_int_equal(len, (i + 1) * 11);
+
+	/* Long names and empty values: the name list hits 64 KiB. */
+	uint64_t g = mk(fs, ROOT, "g", S_IFREG | 0644);
+	memset(name, 'n', sizeof(name));
+	name[255] = 0;
+	for (i = 0; i < 10000; i++) {
+		memcpy(name, "user.", 5);
+		snprintf(name + 5, 8, "%05d", i);
+		name[10] = 'n';
+		ret = tfs_setxattr(fs, g, name, "", 0, 0);
+		if (ret)
+			break;
+	}
+	assert_int_equal(ret, -ENOSPC);
+	assert_int_equal(i, XATTR_LIST_MAX / 256);
+	len = tfs_listxattr(fs, g, NULL, 0);
+	assert_true(len > 0 && len <= XATTR_LIST_MAX);
+	assert_int_equal(tfs_listxattr(fs, g, list, XATTR_LIST_MAX), len);
+	/* An existing name can still change its value. */
+	snprintf(name + 5, 8, "%05d", 0);
+	name[10] = 'n';
+	assert_int_equal(tfs_setxattr(fs, g, name, "x", 1, XATTR_REPLACE), 0);
+	free(list);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 /* ---- setattr ---- */
 
 static void test_setattr(void **state)
@@ -968,6 +1027,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_link_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_xattr_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_unmount, setup, teardown),

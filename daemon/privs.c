@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * privs: clearing suid/sgid when an unprivileged user changes a file, by
+ * the kernel's rules (fs/attr.c, setattr_should_drop_suidgid and
+ * setattr_should_drop_sgid in 6.x): suid always goes; sgid goes if group
+ * execute is set, or if the user is neither in the file's group nor has
+ * CAP_FSETID.  Whoever has CAP_FSETID keeps both; uid 0 stands in for it,
+ * since the daemon cannot see capabilities.
+ *
+ * The kernel decides this itself at write(2), truncate, fallocate and chown
+ * time, with the writer's credentials, and asks the file system with a
+ * SETATTR.  But FUSE (fuse_setattr without handle_killpriv) only turns the
+ * request into a mode change for suid, and for sgid together with group
+ * execute: for a 2666 file written by an outsider it sends a SETATTR with
+ * nothing to set (or only the size, for a truncate; or the owner, for a
+ * chown), and the bit survived.  So the daemon applies the rules to those
+ * SETATTRs, from the requester's uid, gid and supplementary groups.  The
+ * writeback cache's WRITEs come from the kernel (pid 0) with no writer
+ * behind them: the SETATTR at write(2) time has done the work.  Direct
+ * WRITEs and O_TRUNC opens carry the writer and apply the rules themselves.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "daemon_i.h"
+
+/* 1 if the requester is in group @gid, 0 if not, -errno if its groups
+ * cannot be read (the process is gone). */
+static int req_in_group(fuse_req_t req, gid_t gid)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	gid_t small[32], *g = small;
+	int n, cap = 32, ret = 0;
+
+	if (c->gid == gid)
+		return 1;
+	for (;;) {
+		n = fuse_req_getgroups(req, cap, g);
+		if (n <= cap)
+			break;
+		if (g != small)
+			free(g);
+		cap = n;
+		g = malloc((size_t)cap * sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+	}
+	if (n < 0)
+		ret = n;
+	for (int i = 0; i < n && !ret; i++)
+		if (g[i] == gid)
+			ret = 1;
+	if (g != small)
+		free(g);
+	return ret;
+}
+
+/* Whether the kernel's rules drop sgid of a file in group @gid with @mode
+ * for this requester (assumed without CAP_FSETID).  Groups that cannot be
+ * read count as "not in the group": a bit wrongly kept is a privilege. */
+static bool drop_sgid(fuse_req_t req, mode_t mode, gid_t gid)
+{
+	if (!(mode & S_ISGID))
+		return false;
+	return (mode & S_IXGRP) || req_in_group(req, gid) <= 0;
+}
+
+/* The requester stands for a user without CAP_FSETID. */
+static bool unprivileged(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+
+	return c->uid != 0 && c->pid != 0;
+}
+
+mode_t privs_kill_bits(fuse_req_t req, const struct stat *st)
+{
+	mode_t kill;
+
+	if (!unprivileged(req) || !S_ISREG(st->st_mode))
+		return 0;
+	kill = st->st_mode & S_ISUID;
+	if (drop_sgid(req, st->st_mode, st->st_gid))
+		kill |= S_ISGID;
+	return kill;
+}
+
+void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set)
+{
+	const int kills = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID;
+	mode_t kill;
+
+	if (!unprivileged(req) || !S_ISREG(cur->st_mode))
+		return;
+	if (*to_set & FUSE_SET_ATTR_MODE) {
+		/*
+		 * A mode the kernel computed to kill suid (and sgid with group
+		 * execute), or a chmod.  A chmod by an owner outside the
+		 * group has had sgid stripped by the kernel already, so
+		 * sgid left on for such a requester is the kernel's kill,
+		 * which did not know the rest of the rule.  The group is
+		 * the file's current one: a chown's kill is decided before
+		 * the group changes.
+		 */
+		if ((attr->st_mode & S_ISGID) && !(attr->st_mode & S_IXGRP) &&
+		    drop_sgid(req, attr->st_mode, cur->st_gid))
+			attr->st_mode &= ~S_ISGID;
+		return;
+	}
+	/* Nothing to set (file_remove_privs for a write or fallocate), a
+	 * truncate or a chown: each kills what the rules say.  A SETATTR of
+	 * times only (utimes, the writeback cache's times) kills nothing. */
+	if (*to_set && !(*to_set & kills))
+		return;
+	kill = privs_kill_bits(req, cur);
+	if (kill) {
+		attr->st_mode = cur->st_mode & ~kill;
+		*to_set |= FUSE_SET_ATTR_MODE;
+	}
+}
