@@ -492,10 +492,10 @@ static void test_replace_under_writer(void **state)
 	rebuild_set_rate(fs, 0);
 	assert_int_equal(pthread_create(&thr, NULL, writer_main, &w), 0);
 	usleep(20000);
-	assert_int_equal(rebuild_replace(fs, img[1], img[2], err, sizeof(err)), 0);
+	assert_int_equal(rebuild_replace(fs, img[1], img[2], false, err, sizeof(err)), 0);
 	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_REBUILDING);
 	/* A second one is refused while this one runs. */
-	assert_int_equal(rebuild_replace(fs, img[0], img[1], err, sizeof(err)), -EBUSY);
+	assert_int_equal(rebuild_replace(fs, img[0], img[1], false, err, sizeof(err)), -EBUSY);
 	assert_int_equal(wait_done(fs), RB_DONE);
 	usleep(20000);
 	atomic_store(&w.stop, true);
@@ -573,7 +573,11 @@ static void test_crash_mid_rebuild(void **state)
 	assert_int_equal(tfs_syncfs(fs), 0);
 	put_file(fs, "big", 16 * MIB, 50);
 	rebuild_set_rate(fs, 24ull * MIB);	/* ~5 s for the whole device */
-	assert_int_equal(rebuild_replace(fs, img[1], img[2], err, sizeof(err)), 0);
+	/* img[2] is the member the replace test retired: a twinfs, so only
+	 * with force. */
+	assert_int_equal(rebuild_replace(fs, img[1], img[2], false, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "--force"));
+	assert_int_equal(rebuild_replace(fs, img[1], img[2], true, err, sizeof(err)), 0);
 	do {
 		usleep(10000);
 		rebuild_get_status(fs, &st);
