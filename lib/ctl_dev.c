@@ -83,7 +83,7 @@ static int cmd_cancel(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 
 static int cmd_rebuild(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 {
-	char err[200] = "";
+	char err[512] = "";
 	int ret;
 
 	if (argc != 1) {
@@ -101,7 +101,7 @@ static int cmd_rebuild(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 
 static int cmd_replace(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 {
-	char err[200] = "";
+	char err[512] = "";
 	bool force = false;
 	char *arg[2];
 	int n = 0, ret;

@@ -64,9 +64,9 @@ struct rebuild {
 	_Atomic uint64_t copied, verified, fixed;
 	uint64_t copied_base;		/* copied by earlier runs (resume) */
 	struct timespec t0;
-	char error[160];
+	char error[512];
 
-	char *slot_path[DEV_MAX];	/* for messages */
+	char *slot_path[DEV_MAX];	/* for messages and to reopen; changed under mu */
 	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
 	unsigned nretired;
 };
@@ -709,8 +709,8 @@ static int open_member(struct tfs *fs, const char *path, int want, struct dev **
 		return ret;
 	ret = super_read_dev(fs->be, d, &dsb, NULL, why, sizeof(why));
 	if (ret < 0 || memcmp(dsb.fs_uuid, fs->sb.fs_uuid, 16) != 0) {
-		snprintf(err, errlen, "%s: not a device of this twinfs (%s); a rebuild "
-			 "refuses it (replace copies everything onto a new device)", what,
+		snprintf(err, errlen, "%s: not a device of this twinfs (%s): not rebuilt "
+			 "(replace overwrites a device)", what,
 			 ret < 0 ? (why[0] ? why : strerror(-ret)) : "another file system's uuid");
 		ret = -EINVAL;
 		goto fail;
@@ -719,7 +719,7 @@ static int open_member(struct tfs *fs, const char *path, int want, struct dev **
 	    memcmp(dsb.dev_uuid, fs->sb.dev_uuids[dsb.dev_index], 16) != 0) {
 		super_uuid_str(dsb.dev_uuid, u);
 		snprintf(err, errlen, "%s: no longer a member of this twinfs (device uuid %s was "
-			 "replaced); a rebuild refuses it (use replace)", what, u);
+			 "replaced): not rebuilt (replace overwrites a device)", what, u);
 		ret = -EINVAL;
 		goto fail;
 	}
@@ -825,7 +825,15 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 	}
 	st = atomic_load(&m->state[slot]);
 	if (st == MDEV_OK || st == MDEV_REBUILDING) {
-		snprintf(err, errlen, "device %d is %s: nothing to rebuild", slot,
+		char what[2 * PATH_MAX + 32] = "";
+		char *end;
+
+		/* Named by a path: say which device that turned out to be. */
+		if (strtoul(name, &end, 10) != (unsigned long)slot || *end || !*name) {
+			describe_path(name, what, sizeof(what) - 2);
+			strcat(what, ": ");
+		}
+		snprintf(err, errlen, "%sdevice %d is %s: nothing to rebuild", what, slot,
 			 mirror_state_name(st));
 		ret = -EALREADY;
 		goto out_close;
@@ -1014,8 +1022,15 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	if (atomic_load(&m->state[slot]) != MDEV_MISSING)
 		mirror_mark_all(m);	/* not read: the bits only matter for rebuild */
 	retire(fs->rb, m->devs[slot]);
-	free(fs->rb->slot_path[slot]);
-	fs->rb->slot_path[slot] = strdup(newpath);
+	{
+		char *np = strdup(newpath), *op;
+
+		pthread_mutex_lock(&fs->rb->mu);
+		op = fs->rb->slot_path[slot];
+		fs->rb->slot_path[slot] = np;
+		pthread_mutex_unlock(&fs->rb->mu);
+		free(op);
+	}
 	return begin(fs, (unsigned)slot, d, SUPER_RB_REPLACE, err, errlen);
 
 out_close:
@@ -1073,6 +1088,23 @@ void rebuild_get_status(struct tfs *fs, struct rebuild_status *st)
 		st->rate = (uint64_t)(st->bytes_done / el);
 	if (st->rate)
 		st->eta_s = (st->bytes_total - st->bytes_done) / st->rate;
+}
+
+bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen)
+{
+	struct rebuild *rb = fs->rb;
+	bool have = false;
+
+	if (!rb || i >= DEV_MAX)
+		return false;
+	/* Under mu: a replace swaps the string while status runs. */
+	pthread_mutex_lock(&rb->mu);
+	if (rb->slot_path[i]) {
+		snprintf(out, outlen, "%s", rb->slot_path[i]);
+		have = true;
+	}
+	pthread_mutex_unlock(&rb->mu);
+	return have;
 }
 
 int rebuild_wait(struct tfs *fs)

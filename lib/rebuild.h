@@ -41,7 +41,7 @@ struct rebuild_status {
 	uint64_t copied_blocks;		/* allocated blocks copied */
 	uint64_t verified_blocks;	/* extent blocks verified on the target */
 	uint64_t fixed_blocks;		/* bad copies rewritten by the verification */
-	char error[160];
+	char error[512];
 };
 
 /* ---- mount / unmount (fs.c) ---- */
@@ -72,6 +72,10 @@ int rebuild_cancel(struct tfs *fs);
 /* Limit the pace (bytes of regions visited per second; 0: none). */
 void rebuild_set_rate(struct tfs *fs, uint64_t bytes_per_s);
 void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);
+/* The path slot @i was mounted from (absolute when the daemon mounted it)
+ * or last replaced with, copied into out; false if none.  For the status
+ * of a missing device. */
+bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen);
 /* Wait until no rebuild runs; returns the final state. */
 int rebuild_wait(struct tfs *fs);
 
