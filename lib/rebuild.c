@@ -663,7 +663,8 @@ static void describe_path(const char *p, char *out, size_t outlen)
 		snprintf(out, outlen, "%s", p);
 }
 
-/* The index of the open member that @path is (under any name), or -1. */
+/* The index of the open member that @path is (under any name), -2 if it
+ * is a device replaced in this mount (still open, still locked), else -1. */
 static int open_member_of(struct tfs *fs, const char *path)
 {
 	struct dev_id id, di;
@@ -674,7 +675,17 @@ static int open_member_of(struct tfs *fs, const char *path)
 		if (fs->mirror.devs[i] && dev_id_fd(fs->mirror.devs[i]->fd, &di) == 0 &&
 		    dev_id_eq(&id, &di))
 			return (int)i;
+	for (unsigned i = 0; i < fs->rb->nretired; i++)
+		if (dev_id_fd(fs->rb->retired[i]->fd, &di) == 0 && dev_id_eq(&id, &di))
+			return -2;
 	return -1;
+}
+
+/* Why a device replaced in this mount cannot be used again yet. */
+static void retired_msg(const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: was taken out of this file system while mounted and stays "
+		 "open until the unmount; use it after that", what);
 }
 
 /*
@@ -704,6 +715,10 @@ static int open_member(struct tfs *fs, const char *path, int want, struct dev **
 			 want >= 0 ? ", not the one of this slot" : "");
 		return -EINVAL;
 	}
+	if (j == -2) {
+		retired_msg(what, err, errlen);
+		return -EBUSY;
+	}
 	ret = dev_open(path, false, &d, err, errlen);
 	if (ret < 0)
 		return ret;
@@ -729,6 +744,8 @@ static int open_member(struct tfs *fs, const char *path, int want, struct dev **
 		ret = -EINVAL;
 		goto fail;
 	}
+	if (strcmp(what, path))	/* a symlink to a member: say where it led */
+		tfs_log(LOG_NOTICE, "%s: device %u of this file system", what, dsb.dev_index);
 	*out = d;
 	*slot = (int)dsb.dev_index;
 	return 0;
@@ -949,6 +966,11 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 		snprintf(err, errlen, "%s: already a member of this file system (device %d, %s)",
 			 newpath, j, mirror_state_name(atomic_load(&m->state[j])));
 		ret = -EEXIST;
+		goto out;
+	}
+	if (j == -2) {
+		retired_msg(newpath, err, errlen);
+		ret = -EBUSY;
 		goto out;
 	}
 	ret = dev_open(newpath, false, &d, err, errlen);
