@@ -919,9 +919,9 @@ static int replace_probe(struct tfs *fs, struct dev *d, bool force, char *err, s
 		return ret;
 	for (unsigned i = 0; i < fs->ndevs; i++) {
 		if (memcmp(found.dev_uuid, fs->sb.dev_uuids[i], 16) == 0) {
-			snprintf(err, errlen, "%s: already a member of this file system (device %u, "
-				 "%s): use rebuild, or --force to overwrite it", d->path, i,
-				 mirror_state_name(atomic_load(&fs->mirror.state[i])));
+			snprintf(err, errlen, "%s: already a member of this file system "
+				 "(device %u, %s): use rebuild, or --force to overwrite it",
+				 d->path, i, mirror_state_name(atomic_load(&fs->mirror.state[i])));
 			return -EEXIST;
 		}
 	}
