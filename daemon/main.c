@@ -28,10 +28,13 @@
 #include <fuse_lowlevel.h>
 
 #include "daemon_i.h"
+#include "dev.h"
 
 #define DEVS_MAX 8		/* lib's DEV_MAX; lib checks the real limit */
 #define THREADS_DEFAULT 4
 #define THREADS_MAX 10000	/* libfuse's FUSE_LOOP_MT_MAX_THREADS */
+#define COMMIT_MAX_MS 3600000u	/* an hour: beyond that nothing is ever committed in time */
+#define BUFS_MAX 4096u		/* 1 MiB each */
 #define MSG_MOUNTED "mounted"
 
 /* ---- logging ---- */
@@ -101,9 +104,11 @@ struct cfg {
 	int degraded;
 	int writethrough;
 	int writeback_cache;
-	unsigned commit_ms;
-	unsigned threads;
-	unsigned bufs;
+	/* Numbers arrive as text and are checked by parse_num: "%u" would
+	 * take -1 as 4294967295 and a typo as a multi-line usage error. */
+	char *commit_ms;
+	char *threads;
+	char *bufs;
 	int help;
 	int version;
 };
@@ -119,9 +124,9 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("writethrough", writethrough, 1),
 	CFG_OPT("writeback_cache", writeback_cache, 1),
 	CFG_OPT("no_writeback_cache", writeback_cache, 0),
-	CFG_OPT("commit=%u", commit_ms, 0),
-	CFG_OPT("threads=%u", threads, 0),
-	CFG_OPT("bufs=%u", bufs, 0),
+	CFG_OPT("commit=%s", commit_ms, 0),
+	CFG_OPT("threads=%s", threads, 0),
+	CFG_OPT("bufs=%s", bufs, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -193,11 +198,53 @@ static void usage(FILE *out, const char *prog)
 		"    -o writethrough        every open is direct I/O with parallel writes\n"
 		"    -o writeback_cache     let the kernel cache writes (default)\n"
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
-		"    -o commit=MS           background commit interval (default 5000)\n"
-		"    -o threads=N           max worker threads (default %u)\n"
-		"    -o bufs=N              bounce buffers (default: lib's)\n"
+		"    -o commit=MS           background commit interval, 1..%u (default 5000)\n"
+		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
+		"    -o bufs=N              bounce buffers, 1..%u (default: lib's)\n"
 		"    -o allow_other, -o allow_root\n",
-		prog, THREADS_DEFAULT);
+		prog, COMMIT_MAX_MS, THREADS_MAX, THREADS_DEFAULT, BUFS_MAX);
+}
+
+/* -o NAME=TEXT must be a decimal number in [min, max]: one line and -1
+ * otherwise.  An absent option leaves *out alone. */
+static int parse_num(const char *name, const char *text, unsigned min, unsigned max,
+		     unsigned *out)
+{
+	unsigned long long v = 0;
+	const char *p = text;
+
+	if (!text)
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > max)
+			break;
+	}
+	if (!*text || *p || v < min || v > max) {
+		fprintf(stderr, "twinfs: -o %s=%s: must be a number from %u to %u\n", name, text,
+			min, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* Device paths as absolute, resolved paths: the daemon works in / once in
+ * the background, and later commands (twinfs-ctl rebuild) and messages
+ * must still name the same files.  Relative to our cwd, the caller's.
+ * 0 or -1 (printed). */
+static int abs_devs(const char *devs[], int n, char store[][PATH_MAX])
+{
+	for (int i = 0; i < n; i++) {
+		int ret = dev_abspath(devs[i], store[i], PATH_MAX);
+
+		if (ret < 0) {
+			fprintf(stderr, "twinfs: %s: %s\n", devs[i], strerror(-ret));
+			return -1;
+		}
+		devs[i] = store[i];
+	}
+	return 0;
 }
 
 /* Split "a:b:c" in place into devs[]; the count, or -1 on an empty part
@@ -435,7 +482,9 @@ int main(int argc, char *argv[])
 	 * large buffered writes ~8x faster (1 MiB writeback requests sent in
 	 * parallel instead of one synchronous request per write(2)) and costs
 	 * O_DSYNC writers nothing (they call fsync either way). */
-	struct cfg cfg = { .threads = THREADS_DEFAULT, .writeback_cache = 1 };
+	struct cfg cfg = { .writeback_cache = 1 };
+	unsigned threads = THREADS_DEFAULT, commit_ms = 0, bufs = 0;
+	static char abs_store[DEVS_MAX][PATH_MAX];
 	struct tfsd d = { 0 };
 	struct tfs_opts to = { 0 };
 	struct fuse_session *se = NULL;
@@ -477,10 +526,14 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "twinfs: bad device list '%s'\n", cfg.devs);
 		goto out_usage;
 	}
-	if (cfg.threads == 0 || cfg.threads > THREADS_MAX) {
-		fprintf(stderr, "twinfs: threads must be 1..%u\n", THREADS_MAX);
-		goto out_usage;
+	if (parse_num("threads", cfg.threads, 1, THREADS_MAX, &threads) < 0 ||
+	    parse_num("commit", cfg.commit_ms, 1, COMMIT_MAX_MS, &commit_ms) < 0 ||
+	    parse_num("bufs", cfg.bufs, 1, BUFS_MAX, &bufs) < 0) {
+		exit_code = 2;
+		goto out_args;
 	}
+	if (abs_devs(devs, ndevs, abs_store) < 0)
+		goto out_args;
 	log_debug = cmd.debug;
 	d.writethrough = cfg.writethrough;
 	/* With writethrough every open is direct: the page cache holds no file
@@ -530,8 +583,8 @@ int main(int argc, char *argv[])
 	to.backend = cfg.backend;
 	to.fault = cfg.fault;
 	to.degraded = cfg.degraded;
-	to.commit_ms = cfg.commit_ms;
-	to.bounce_bufs = cfg.bufs;
+	to.commit_ms = commit_ms;
+	to.bounce_bufs = bufs;
 	ret = tfs_mount(&to, &d.fs, err, sizeof(err));
 	if (ret < 0) {
 		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));
@@ -561,7 +614,7 @@ int main(int argc, char *argv[])
 	tlog(LOG_INFO, "mounted %s on %s, %d device(s), backend %s", devlist, mnt, ndevs,
 	     tfs_backend_name(d.fs));
 
-	loop_ret = serve(se, &cmd, cfg.threads);
+	loop_ret = serve(se, &cmd, threads);
 	/* Writes still completing reply through the session: let them
 	 * finish before it goes away. */
 	tfs_drain(d.fs);
@@ -595,6 +648,9 @@ out_args:
 	free(cfg.mountpoint);
 	free(cfg.backend);
 	free(cfg.fault);
+	free(cfg.commit_ms);
+	free(cfg.threads);
+	free(cfg.bufs);
 	free(devlist);
 	return exit_code;
 

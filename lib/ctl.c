@@ -12,6 +12,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "ctl.h"
 #include "fs_i.h"
 #include "json.h"
+#include "rebuild.h"
 #include "scrub.h"
 
 #define CTL_ARGV_MAX 32
@@ -83,11 +85,12 @@ static void devices_json(struct tfs *fs, const struct super *sb, struct jbuf *j)
 	jb_arr_begin(j, "devices");
 	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
 		struct dev *d = fs->mirror.devs[i];
-		char u[37];
+		char u[37], p[PATH_MAX];
 
 		jb_obj_begin(j, NULL);
 		jb_u64(j, "index", i);
-		jb_str(j, "path", d ? d->path : NULL);
+		/* A missing device by the path it is expected at. */
+		jb_str(j, "path", d ? d->path : rebuild_slot_path(fs, i, p, sizeof(p)) ? p : NULL);
 		super_uuid_str(sb->dev_uuids[i], u);
 		jb_str(j, "uuid", u);
 		jb_str(j, "state", dev_state_name(atomic_load(&fs->mirror.state[i])));

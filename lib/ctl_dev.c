@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ctl.h"
 #include "fs_i.h"
@@ -82,7 +83,7 @@ static int cmd_cancel(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 
 static int cmd_rebuild(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 {
-	char err[200] = "";
+	char err[512] = "";
 	int ret;
 
 	if (argc != 1) {
@@ -100,14 +101,25 @@ static int cmd_rebuild(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 
 static int cmd_replace(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 {
-	char err[200] = "";
-	int ret;
+	char err[512] = "";
+	bool force = false;
+	char *arg[2];
+	int n = 0, ret;
 
-	if (argc != 2) {
-		jb_error(out, "usage: replace OLD NEW (OLD: slot number, path or device uuid)");
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--force"))
+			force = true;
+		else if (n < 2)
+			arg[n++] = argv[i];
+		else
+			n = 3;
+	}
+	if (n != 2) {
+		jb_error(out, "usage: replace OLD NEW [--force] (OLD: slot number, path or "
+			 "device uuid)");
 		return -EINVAL;
 	}
-	ret = rebuild_replace(fs, argv[0], argv[1], err, sizeof(err));
+	ret = rebuild_replace(fs, arg[0], arg[1], force, err, sizeof(err));
 	if (ret < 0) {
 		jb_error(out, "%s", err[0] ? err : "cannot start the replace");
 		return ret;
@@ -122,6 +134,6 @@ const struct ctl_cmd ctl_dev_cmds[] = {
 	{ "replace status", "replace status", cmd_status },
 	{ "replace cancel", "replace cancel", cmd_cancel },
 	{ "rebuild", "rebuild DEV", cmd_rebuild },
-	{ "replace", "replace OLD NEW", cmd_replace },
+	{ "replace", "replace OLD NEW [--force]", cmd_replace },
 	{ NULL, NULL, NULL },
 };

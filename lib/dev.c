@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,78 @@ void dev_close(struct dev *d)
 	close(d->fd);		/* also drops the flock */
 	free(d->path);
 	free(d);
+}
+
+static void dev_id_stat(const struct stat *st, struct dev_id *id)
+{
+	if (S_ISBLK(st->st_mode)) {
+		id->dev = st->st_rdev;
+		id->ino = 0;
+	} else {
+		id->dev = st->st_dev;
+		id->ino = st->st_ino;
+	}
+}
+
+int dev_id_path(const char *path, struct dev_id *id)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return -errno;
+	dev_id_stat(&st, id);
+	return 0;
+}
+
+int dev_id_fd(int fd, struct dev_id *id)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	dev_id_stat(&st, id);
+	return 0;
+}
+
+int dev_abspath(const char *path, char *out, size_t outlen)
+{
+	char buf[PATH_MAX], *dir, *slash;
+	const char *base;
+	int n;
+
+	if (!*path)
+		return -ENOENT;
+	if (realpath(path, buf)) {
+		n = snprintf(out, outlen, "%s", buf);
+		return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+	}
+	/* Missing (or not ours to resolve: dev_open will say why): resolve
+	 * what is there, the directory. */
+	dir = strdup(path);
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash && slash[1] == '\0') {
+		base = NULL;	/* "dir/": no name to append */
+	} else if (slash) {
+		*slash = '\0';
+		base = slash + 1;
+	} else {
+		base = dir;
+	}
+	if (base && realpath(slash ? (*dir ? dir : "/") : ".", buf)) {
+		n = snprintf(out, outlen, "%s%s%s", buf, strcmp(buf, "/") ? "/" : "", base);
+	} else if (path[0] == '/') {
+		n = snprintf(out, outlen, "%s", path);
+	} else if (getcwd(buf, sizeof(buf))) {
+		n = snprintf(out, outlen, "%s/%s", buf, path);
+	} else {
+		n = -errno;
+		free(dir);
+		return n;
+	}
+	free(dir);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
 int dev_backend_create(const char *name, struct dev_backend **out)

@@ -96,6 +96,30 @@ int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_
 void dev_close(struct dev *d);
 
 /*
+ * Identity of a device, to tell "the same device under another name"
+ * (a symlink, a second path, a hard link): the device number for block
+ * devices, (st_dev, st_ino) for files.  _path follows symlinks.
+ */
+struct dev_id {
+	dev_t dev;
+	ino_t ino;
+};
+int dev_id_path(const char *path, struct dev_id *id);
+int dev_id_fd(int fd, struct dev_id *id);
+static inline bool dev_id_eq(const struct dev_id *a, const struct dev_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino;
+}
+/*
+ * @path as an absolute path with every symlink resolved, so it still names
+ * the same file after a chdir (the daemon runs in /).  A path that does not
+ * exist (a device missing at mount) gets its directory resolved instead,
+ * or, if that is missing too, the current directory in front.  0 or -errno
+ * (-ENAMETOOLONG when out is too small).
+ */
+int dev_abspath(const char *path, char *out, size_t outlen);
+
+/*
  * Create a backend: name is "auto" (io_uring, else libaio when io_uring is
  * refused with EPERM/ENOSYS/EACCES, else "file"), "uring", "aio" or "file".
  * "file" uses pread/pwrite/fdatasync and works with or without O_DIRECT.

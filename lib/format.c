@@ -4,7 +4,9 @@
  * the checks that come before anything is written (device count, label,
  * the same device twice, minimum size, a foreign or twinfs file system
  * already there unless forced) and the first write: cleared superblock
- * slots and log start, the root directory, checkpoint 1.
+ * slots and log start, the root directory, checkpoint 1.  The check for an
+ * existing file system (format_probe) is shared with "replace", which
+ * overwrites a device too.
  *
  * Every error path closes what it opened (a ladder of labels in reverse
  * order of setup), writes one line naming the device into err, and has
@@ -25,25 +27,6 @@
 #define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
 #define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
 
-/* Identity of a path for "the same device twice": the device number for
- * block devices, (st_dev, st_ino) for files.  -errno if it cannot be
- * stat'ed (dev_open reports that). */
-static int dev_identity(const char *path, dev_t *dv, ino_t *ino)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0)
-		return -errno;
-	if (S_ISBLK(st.st_mode)) {
-		*dv = st.st_rdev;
-		*ino = 0;
-	} else {
-		*dv = st.st_dev;
-		*ino = st.st_ino;
-	}
-	return 0;
-}
-
 static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t errlen)
 {
 	uint64_t blocks = d->size / TFS_BLOCK_SIZE;
@@ -59,36 +42,47 @@ static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t err
 	return 0;
 }
 
-/* Refuse a device holding a file system unless forced. */
-static int format_probe(struct dev_backend *be, struct dev *d, bool force, void *buf,
-			char *err, size_t errlen)
+int format_probe(struct dev_backend *be, struct dev *d, const char *force_opt,
+		 struct super *found, char *err, size_t errlen)
 {
 	char why[256] = "";
 	struct super sb;
 	const char *name;
 	unsigned slot;
+	void *buf;
 	int ret;
 
-	if (force)
-		return 0;
+	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
+		tfs_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	ret = dev_pread(be, d, buf, FS_PROBE_BYTES, 0);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
-		return ret;
+		goto out;
 	}
 	name = super_probe_foreign(buf, FS_PROBE_BYTES);
 	if (name) {
-		tfs_seterr(err, errlen, "%s: contains %s %s file system (use -f to overwrite)",
-			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
-		return -EEXIST;
+		tfs_seterr(err, errlen, "%s: contains %s %s file system (use %s to overwrite)",
+			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name, force_opt);
+		ret = -EEXIST;
+		goto out;
 	}
 	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
 	if (ret != -ENOENT) {
-		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use -f to overwrite)",
-			   d->path);
-		return -EEXIST;
+		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use %s to overwrite)",
+			   d->path, force_opt);
+		if (found && ret == 0)
+			*found = sb;
+		else if (found)
+			memset(found, 0, sizeof(*found));
+		ret = -EEXIST;
+		goto out;
 	}
-	return 0;
+	ret = 0;
+out:
+	free(buf);
+	return ret;
 }
 
 /* The root directory of a new file system, applied like a replayed record. */
@@ -143,13 +137,12 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	/* Checked on the paths before opening: the exclusive lock dev_open
 	 * takes would turn the second open of one device into a vaguer EBUSY. */
 	for (unsigned i = 0; i < n; i++) {
-		dev_t di = 0, dj = 0;
-		ino_t ii = 0, ij = 0;
+		struct dev_id di, dj;
 
-		if (dev_identity(devs[i], &di, &ii) < 0)
+		if (dev_id_path(devs[i], &di) < 0)
 			continue;
 		for (unsigned j = 0; j < i; j++) {
-			if (dev_identity(devs[j], &dj, &ij) == 0 && di == dj && ii == ij) {
+			if (dev_id_path(devs[j], &dj) == 0 && dev_id_eq(&di, &dj)) {
 				tfs_seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
 				return -EINVAL;
 			}
@@ -180,8 +173,8 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 		tfs_seterr(err, errlen, "out of memory");
 		goto out_be;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		ret = format_probe(be, d[i], o->force, buf, err, errlen);
+	for (unsigned i = 0; i < n && !o->force; i++) {
+		ret = format_probe(be, d[i], "-f", NULL, err, errlen);
 		if (ret < 0)
 			goto out_buf;
 	}

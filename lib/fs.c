@@ -624,6 +624,22 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
 
+	/* Before opening: the exclusive lock would turn the second open of
+	 * one device into "in use by another twinfs process", after a wait. */
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		struct dev_id di, dj;
+
+		if (dev_id_path(o->devs[i], &di) < 0)
+			continue;
+		for (unsigned j = 0; j < i; j++) {
+			if (dev_id_path(o->devs[j], &dj) == 0 && dev_id_eq(&di, &dj)) {
+				tfs_seterr(err, errlen, "%s: same device as %s (given twice)",
+					   o->devs[i], o->devs[j]);
+				ret = -EINVAL;
+				goto out_devs;
+			}
+		}
+	}
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		ret = dev_open(o->devs[i], o->offline && o->readonly, &opened[i], err, errlen);
 		/* A missing path is reported by mount_supers, which knows

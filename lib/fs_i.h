@@ -177,6 +177,15 @@ int fs_backend_create(const char *name, const char *fault, struct dev_backend **
 int fs_fill_random(void *buf, size_t len);	/* getrandom, all of it */
 int fs_random_u64_nonzero(uint64_t *v);
 
+/* ---- device checks (format.c; mkfs and replace share them) ---- */
+/* Refuse a device about to be overwritten that holds a file system: a
+ * foreign one (ext4, XFS, btrfs...) or a twinfs.  -EEXIST with one line
+ * naming d->path and telling to use @force_opt ("-f", "--force"); for a
+ * twinfs *found (if not NULL) gets its superblock (zeroed if unreadable).
+ * 0 when nothing is there, or -errno of the read. */
+int format_probe(struct dev_backend *be, struct dev *d, const char *force_opt,
+		 struct super *found, char *err, size_t errlen);
+
 /* ---- offline load (fs.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one
  * without a background thread: rebuild the allocator from the metadata as

@@ -8,13 +8,15 @@
  * A run: the target is installed in its slot as MDEV_REBUILDING (it gets
  * every write from then on: mirror.c), then the thread walks the regions in
  * order.  For a rebuild it skips clean regions (nothing was written there
- * while the device was away); for a replace it visits all.  Each visited
+ * while the device was away: the target passed the member check, so it
+ * held this file system there); for a replace it visits all.  Each visited
  * region is copied inside the mirror's window (writes into it wait), one
  * run of allocated blocks at a time, from an in-sync device; then the
  * cursor moves past it and reads may use the target there.  After the last
- * region a verification pass reads every extent block of the copied
- * regions from every device and rewrites copies that do not verify from
- * one that does.  Only then is the device made MDEV_OK, and the checkpoint
+ * region a verification pass reads every extent block of the target (and
+ * of the other devices in the copied regions) and rewrites copies that do
+ * not verify from one that does, so content that is not ours anywhere on
+ * the target is found.  Only then is the device made MDEV_OK, and the checkpoint
  * that follows records it in sync: until that checkpoint every superblock
  * says stale, so a crash can never make a half-copied mirror look current.
  * Every checkpoint records the cursor; a mount resumes from it.
@@ -26,6 +28,7 @@
  * takes its range lock shared, piece by piece.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +64,9 @@ struct rebuild {
 	_Atomic uint64_t copied, verified, fixed;
 	uint64_t copied_base;		/* copied by earlier runs (resume) */
 	struct timespec t0;
-	char error[160];
+	char error[512];
 
-	char *slot_path[DEV_MAX];	/* for messages */
+	char *slot_path[DEV_MAX];	/* for messages and to reopen; changed under mu */
 	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
 	unsigned nretired;
 };
@@ -262,21 +265,22 @@ static int verify_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	for (uint32_t off = 0; off < n; ) {
 		uint32_t k = n - off > 512 ? 512 : n - off;
 		uint64_t blk = phys + off;
-		bool have_good = false;
+		bool have_good = false, all;
 
 		for (uint32_t i = 0; i < k; i++)
 			csums[i] = ents[off + i].csum;
-		if (!region_wanted(v->fs, v->rb, blk) &&
-		    !region_wanted(v->fs, v->rb, blk + k - 1)) {
-			off += k;
-			continue;
-		}
+		/* The target is checked everywhere, copied or not: that
+		 * regions were clean only says nothing was written there
+		 * while it was away, not that what it holds is ours.  The
+		 * in-sync copies only where the copy ran. */
+		all = region_wanted(v->fs, v->rb, blk) || region_wanted(v->fs, v->rb, blk + k - 1);
 		for (unsigned d = 0; d < m->ndevs; d++) {
 			int st = atomic_load(&m->state[d]);
 			bool bad = false;
 			int ret;
 
-			if (!m->devs[d] || (st != MDEV_OK && d != v->target))
+			if (!m->devs[d] || (st != MDEV_OK && d != v->target) ||
+			    (!all && d != v->target))
 				continue;
 			ret = dev_pread(m->be, m->devs[d], v->buf, k * BS, blk * BS);
 			for (uint32_t i = 0; i < k; i++)
@@ -587,19 +591,24 @@ void rebuild_free(struct tfs *fs)
 
 /* ---- commands ---- */
 
-/* Slot named by @name: a number, the path it was mounted from, or its
- * dev uuid.  -ENOENT if none. */
+/* Slot named by @name: a number, the path it was mounted from (or another
+ * name of that file), or its dev uuid.  -ERANGE for a number that is no
+ * slot, -ENOENT if none. */
 static int find_slot(struct tfs *fs, const char *name)
 {
+	struct mirror *m = &fs->mirror;
+	char u[37], real[PATH_MAX];
+	struct dev_id id, di;
+	unsigned long v;
 	char *end;
-	unsigned long v = strtoul(name, &end, 10);
-	char u[37];
 
-	if (*name && !*end && v < fs->ndevs)
-		return (int)v;
+	if (*name >= '0' && *name <= '9') {
+		v = strtoul(name, &end, 10);
+		if (!*end)
+			return v < fs->ndevs ? (int)v : -ERANGE;
+	}
 	for (unsigned i = 0; i < fs->ndevs; i++) {
-		if (fs->mirror.devs[i] && fs->mirror.devs[i]->path &&
-		    strcmp(fs->mirror.devs[i]->path, name) == 0)
+		if (m->devs[i] && m->devs[i]->path && strcmp(m->devs[i]->path, name) == 0)
 			return (int)i;
 		if (fs->rb->slot_path[i] && strcmp(fs->rb->slot_path[i], name) == 0)
 			return (int)i;
@@ -607,7 +616,142 @@ static int find_slot(struct tfs *fs, const char *name)
 		if (strcasecmp(u, name) == 0)
 			return (int)i;
 	}
+	/* Another name of an open member (a symlink, a relative path)... */
+	if (dev_id_path(name, &id) == 0)
+		for (unsigned i = 0; i < fs->ndevs; i++)
+			if (m->devs[i] && dev_id_fd(m->devs[i]->fd, &di) == 0 &&
+			    dev_id_eq(&id, &di))
+				return (int)i;
+	/* ...or of the path a missing one was mounted from (stored resolved). */
+	if (dev_abspath(name, real, sizeof(real)) == 0)
+		for (unsigned i = 0; i < fs->ndevs; i++)
+			if (fs->rb->slot_path[i] && strcmp(fs->rb->slot_path[i], real) == 0)
+				return (int)i;
 	return -ENOENT;
+}
+
+/* "no device slot 5: this file system has 0 to 1". */
+static void no_slot(struct tfs *fs, const char *name, char *err, size_t errlen)
+{
+	if (fs->ndevs == 1)
+		snprintf(err, errlen, "no device slot %s: this file system has only slot 0",
+			 name);
+	else
+		snprintf(err, errlen, "no device slot %s: this file system has slots 0 to %u",
+			 name, fs->ndevs - 1);
+}
+
+/* An open device whose image file was deleted keeps working until it is
+ * closed, and is gone then: rebuilding onto it would be in vain. */
+static bool still_there(const struct dev *d)
+{
+	struct stat st;
+
+	return d && (d->is_blk || (fstat(d->fd, &st) == 0 && st.st_nlink > 0));
+}
+
+/* "p" or "p (a symlink to /real/file)", for messages about what a path
+ * turned out to be. */
+static void describe_path(const char *p, char *out, size_t outlen)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode) && realpath(p, real))
+		snprintf(out, outlen, "%s (a symlink to %s)", p, real);
+	else
+		snprintf(out, outlen, "%s", p);
+}
+
+/* The index of the open member that @path is (under any name), -2 if it
+ * is a device replaced in this mount (still open, still locked), else -1. */
+static int open_member_of(struct tfs *fs, const char *path)
+{
+	struct dev_id id, di;
+
+	if (dev_id_path(path, &id) < 0)
+		return -1;
+	for (unsigned i = 0; i < fs->ndevs; i++)
+		if (fs->mirror.devs[i] && dev_id_fd(fs->mirror.devs[i]->fd, &di) == 0 &&
+		    dev_id_eq(&id, &di))
+			return (int)i;
+	for (unsigned i = 0; i < fs->rb->nretired; i++)
+		if (dev_id_fd(fs->rb->retired[i]->fd, &di) == 0 && dev_id_eq(&id, &di))
+			return -2;
+	return -1;
+}
+
+/* Why a device replaced in this mount cannot be used again yet. */
+static void retired_msg(const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: was taken out of this file system while mounted and stays "
+		 "open until the unmount; use it after that", what);
+}
+
+/*
+ * Open @path as a returning member: its superblock (read from the opened
+ * file, whatever a symlink led to) must carry this file system's uuid and
+ * the device uuid this file system has for its slot, and the slot must be
+ * @want (if >= 0).  Anything else is someone else's data that a rebuild,
+ * which copies only what the device missed, would leave in place and
+ * declare in sync.  0 with *out and *slot, or -errno with one line in err.
+ */
+static int open_member(struct tfs *fs, const char *path, int want, struct dev **out,
+		       int *slot, char *err, size_t errlen)
+{
+	char what[2 * PATH_MAX + 32], why[160] = "", u[37];
+	struct super dsb;
+	struct dev *d = NULL;
+	int j, ret;
+
+	*out = NULL;
+	describe_path(path, what, sizeof(what));
+	/* Before dev_open: our own lock on it would read as "in use by
+	 * another twinfs process". */
+	j = open_member_of(fs, path);
+	if (j >= 0) {
+		snprintf(err, errlen, "%s: is device %d of this file system (%s)%s", what, j,
+			 mirror_state_name(atomic_load(&fs->mirror.state[j])),
+			 want >= 0 ? ", not the one of this slot" : "");
+		return -EINVAL;
+	}
+	if (j == -2) {
+		retired_msg(what, err, errlen);
+		return -EBUSY;
+	}
+	ret = dev_open(path, false, &d, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = super_read_dev(fs->be, d, &dsb, NULL, why, sizeof(why));
+	if (ret < 0 || memcmp(dsb.fs_uuid, fs->sb.fs_uuid, 16) != 0) {
+		snprintf(err, errlen, "%s: not a device of this twinfs (%s): not rebuilt "
+			 "(replace overwrites a device)", what,
+			 ret < 0 ? (why[0] ? why : strerror(-ret)) : "another file system's uuid");
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (dsb.dev_index >= fs->ndevs ||
+	    memcmp(dsb.dev_uuid, fs->sb.dev_uuids[dsb.dev_index], 16) != 0) {
+		super_uuid_str(dsb.dev_uuid, u);
+		snprintf(err, errlen, "%s: no longer a member of this twinfs (device uuid %s was "
+			 "replaced): not rebuilt (replace overwrites a device)", what, u);
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (want >= 0 && dsb.dev_index != (unsigned)want) {
+		snprintf(err, errlen, "%s: holds device %u of this file system, not device %d",
+			 what, dsb.dev_index, want);
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (strcmp(what, path))	/* a symlink to a member: say where it led */
+		tfs_log(LOG_NOTICE, "%s: device %u of this file system", what, dsb.dev_index);
+	*out = d;
+	*slot = (int)dsb.dev_index;
+	return 0;
+fail:
+	dev_close(d);
+	return ret;
 }
 
 /* Claim the run slot; -EBUSY if one runs.  Joins a finished thread. */
@@ -684,29 +828,29 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 	if (ret < 0)
 		return ret;
 	slot = find_slot(fs, name);
+	if (slot == -ERANGE) {
+		no_slot(fs, name, err, errlen);
+		ret = -ENOENT;
+		goto out;
+	}
 	if (slot < 0) {
 		/* A returning device not open yet: its superblock says which
 		 * slot it is. */
-		struct super dsb;
-		char why[160] = "";
-
-		ret = dev_open(name, false, &d, err, errlen);
+		ret = open_member(fs, name, -1, &d, &slot, err, errlen);
 		if (ret < 0)
 			goto out;
-		ret = super_read_dev(fs->be, d, &dsb, NULL, why, sizeof(why));
-		if (ret < 0 || memcmp(dsb.fs_uuid, fs->sb.fs_uuid, 16) != 0 ||
-		    dsb.dev_index >= fs->ndevs ||
-		    memcmp(dsb.dev_uuid, fs->sb.dev_uuids[dsb.dev_index], 16) != 0) {
-			snprintf(err, errlen, "%s: not a member of this twinfs%s%s (use replace)",
-				 name, why[0] ? ": " : "", why);
-			ret = -EINVAL;
-			goto out_close;
-		}
-		slot = (int)dsb.dev_index;
 	}
 	st = atomic_load(&m->state[slot]);
 	if (st == MDEV_OK || st == MDEV_REBUILDING) {
-		snprintf(err, errlen, "device %d is %s: nothing to rebuild", slot,
+		char what[2 * PATH_MAX + 32] = "";
+		char *end;
+
+		/* Named by a path: say which device that turned out to be. */
+		if (strtoul(name, &end, 10) != (unsigned long)slot || *end || !*name) {
+			describe_path(name, what, sizeof(what) - 2);
+			strcat(what, ": ");
+		}
+		snprintf(err, errlen, "%sdevice %d is %s: nothing to rebuild", what, slot,
 			 mirror_state_name(st));
 		ret = -EALREADY;
 		goto out_close;
@@ -716,7 +860,9 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 		ret = -EIO;
 		goto out_close;
 	}
-	if (!d && !m->devs[slot]) {
+	if (!d && !still_there(m->devs[slot])) {
+		/* Named by slot, uuid or path: whatever is at the path now
+		 * passes the same check as a device named by its path. */
 		const char *p = fs->rb->slot_path[slot];
 
 		if (!p) {
@@ -724,7 +870,7 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 			ret = -ENODEV;
 			goto out;
 		}
-		ret = dev_open(p, false, &d, err, errlen);
+		ret = open_member(fs, p, slot, &d, &slot, err, errlen);
 		if (ret < 0)
 			goto out;
 	}
@@ -759,20 +905,50 @@ out:
 	return ret;
 }
 
-int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, char *err,
-		    size_t errlen)
+/* mkfs's check, for a replace: refuse (unless forced) a NEW holding a
+ * file system, naming a member of this one as such. */
+static int replace_probe(struct tfs *fs, struct dev *d, bool force, char *err, size_t errlen)
+{
+	struct super found;
+	int ret;
+
+	if (force)
+		return 0;
+	ret = format_probe(fs->be, d, "--force", &found, err, errlen);
+	if (ret != -EEXIST || memcmp(found.fs_uuid, fs->sb.fs_uuid, 16) != 0)
+		return ret;
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		if (memcmp(found.dev_uuid, fs->sb.dev_uuids[i], 16) == 0) {
+			snprintf(err, errlen, "%s: already a member of this file system "
+				 "(device %u, %s): use rebuild, or --force to overwrite it",
+				 d->path, i, mirror_state_name(atomic_load(&fs->mirror.state[i])));
+			return -EEXIST;
+		}
+	}
+	snprintf(err, errlen, "%s: a former member of this file system (use --force to "
+		 "overwrite it)", d->path);
+	return -EEXIST;
+}
+
+int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bool force,
+		    char *err, size_t errlen)
 {
 	struct mirror *m = &fs->mirror;
 	struct dev *d = NULL;
 	struct super nsb;
 	uint8_t uuid[16];
 	void *zero = NULL;
-	int slot, ret;
+	int slot, j, ret;
 
 	ret = claim(fs, err, errlen);
 	if (ret < 0)
 		return ret;
 	slot = find_slot(fs, oldname);
+	if (slot == -ERANGE) {
+		no_slot(fs, oldname, err, errlen);
+		ret = -ENOENT;
+		goto out;
+	}
 	if (slot < 0) {
 		snprintf(err, errlen, "%s: not a device of this file system", oldname);
 		ret = -ENOENT;
@@ -781,6 +957,20 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, ch
 	if (mirror_insync(m) - (atomic_load(&m->state[slot]) == MDEV_OK) == 0) {
 		snprintf(err, errlen, "no other in-sync device to copy from");
 		ret = -EIO;
+		goto out;
+	}
+	/* Never one of ours in use, forced or not: it would overwrite a
+	 * mirror (and our own lock on it reads as "in use"). */
+	j = open_member_of(fs, newpath);
+	if (j >= 0) {
+		snprintf(err, errlen, "%s: already a member of this file system (device %d, %s)",
+			 newpath, j, mirror_state_name(atomic_load(&m->state[j])));
+		ret = -EEXIST;
+		goto out;
+	}
+	if (j == -2) {
+		retired_msg(newpath, err, errlen);
+		ret = -EBUSY;
 		goto out;
 	}
 	ret = dev_open(newpath, false, &d, err, errlen);
@@ -801,6 +991,10 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, ch
 		uuid[6] = (uuid[6] & 0x0f) | 0x40;
 		uuid[8] = (uuid[8] & 0x3f) | 0x80;
 	} while (0);
+	/* Before attaching: a refused device must not take a backend slot. */
+	ret = replace_probe(fs, d, force, err, errlen);
+	if (ret < 0)
+		goto out_close;
 	ret = dev_backend_attach(fs->be, d);
 	if (ret < 0) {
 		snprintf(err, errlen, "%s: cannot attach: %s", newpath, strerror(-ret));
@@ -850,8 +1044,15 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, ch
 	if (atomic_load(&m->state[slot]) != MDEV_MISSING)
 		mirror_mark_all(m);	/* not read: the bits only matter for rebuild */
 	retire(fs->rb, m->devs[slot]);
-	free(fs->rb->slot_path[slot]);
-	fs->rb->slot_path[slot] = strdup(newpath);
+	{
+		char *np = strdup(newpath), *op;
+
+		pthread_mutex_lock(&fs->rb->mu);
+		op = fs->rb->slot_path[slot];
+		fs->rb->slot_path[slot] = np;
+		pthread_mutex_unlock(&fs->rb->mu);
+		free(op);
+	}
 	return begin(fs, (unsigned)slot, d, SUPER_RB_REPLACE, err, errlen);
 
 out_close:
@@ -909,6 +1110,23 @@ void rebuild_get_status(struct tfs *fs, struct rebuild_status *st)
 		st->rate = (uint64_t)(st->bytes_done / el);
 	if (st->rate)
 		st->eta_s = (st->bytes_total - st->bytes_done) / st->rate;
+}
+
+bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen)
+{
+	struct rebuild *rb = fs->rb;
+	bool have = false;
+
+	if (!rb || i >= DEV_MAX)
+		return false;
+	/* Under mu: a replace swaps the string while status runs. */
+	pthread_mutex_lock(&rb->mu);
+	if (rb->slot_path[i]) {
+		snprintf(out, outlen, "%s", rb->slot_path[i]);
+		have = true;
+	}
+	pthread_mutex_unlock(&rb->mu);
+	return have;
 }
 
 int rebuild_wait(struct tfs *fs)

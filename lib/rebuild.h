@@ -4,11 +4,14 @@
  *
  * "rebuild DEV" copies to a returning device the allocated blocks of the
  * regions written while it was away (the write-intent bitmap of mirror.h);
- * "replace OLD NEW" formats NEW as the member in OLD's slot (new dev_uuid,
- * same fs_uuid) and copies every allocated block.  Both run in a background
+ * it takes only a device whose superblock names this file system and the
+ * device uuid of its slot.  "replace OLD NEW" formats NEW as the member in
+ * OLD's slot (new dev_uuid, same fs_uuid) and copies every allocated block;
+ * it refuses (unless forced) a NEW that holds a file system, and always one
+ * that is a current member.  Both run in a background
  * thread while the file system is in use, record their cursor in every
  * checkpoint (so a remount resumes them), end with a verification pass over
- * every extent in the copied regions, and only then let a checkpoint mark
+ * every extent block on the target, and only then let a checkpoint mark
  * the device in sync.  Also owns the check for image files that vanished
  * under a mounted fs.  The bitmap's persistence is wib.h's.
  *
@@ -38,7 +41,7 @@ struct rebuild_status {
 	uint64_t copied_blocks;		/* allocated blocks copied */
 	uint64_t verified_blocks;	/* extent blocks verified on the target */
 	uint64_t fixed_blocks;		/* bad copies rewritten by the verification */
-	char error[160];
+	char error[512];
 };
 
 /* ---- mount / unmount (fs.c) ---- */
@@ -59,14 +62,20 @@ void rebuild_free(struct tfs *fs);
 void rebuild_fill_sb(struct tfs *fs, struct super *sb);
 
 /* ---- commands (ctl_dev.c, tests) ---- */
-/* dev: slot number, path, or dev uuid. */
+/* dev: slot number, path, or dev uuid.  Paths are best absolute (the
+ * daemon's cwd is /). */
 int rebuild_start(struct tfs *fs, const char *dev, char *err, size_t errlen);
-int rebuild_replace(struct tfs *fs, const char *old, const char *newpath, char *err,
-		    size_t errlen);
+/* force: overwrite a NEW that holds a file system (never a current member). */
+int rebuild_replace(struct tfs *fs, const char *old, const char *newpath, bool force,
+		    char *err, size_t errlen);
 int rebuild_cancel(struct tfs *fs);
 /* Limit the pace (bytes of regions visited per second; 0: none). */
 void rebuild_set_rate(struct tfs *fs, uint64_t bytes_per_s);
 void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);
+/* The path slot @i was mounted from (absolute when the daemon mounted it)
+ * or last replaced with, copied into out; false if none.  For the status
+ * of a missing device. */
+bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen);
 /* Wait until no rebuild runs; returns the final state. */
 int rebuild_wait(struct tfs *fs);
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,11 +39,104 @@ static void usage(FILE *f)
 		"  scrub cancel MNT\n"
 		"  rebuild MNT DEV [--wait]            bring a returning device back in sync\n"
 		"  rebuild status MNT [--wait] [--json]\n"
-		"  replace MNT OLD NEW [--wait]        copy everything onto a new device\n"
+		"  replace MNT OLD NEW [--force] [--wait]\n"
+		"                                      copy everything onto a new device\n"
+		"                                      (--force: even if NEW holds a file system)\n"
 		"  replace status MNT [--wait] [--json]\n"
 		"  raw MNT 'COMMAND LINE'              send a command, print the JSON reply\n"
 		"  sync MNT                            make everything written so far durable\n"
+		"DEV, OLD: slot number, device uuid or path; NEW: path.\n"
 		"Only the user who mounted the file system and root may use it (sync: anyone).\n", prog);
+}
+
+/* ---- arguments ---- */
+
+static bool is_slot_or_uuid(const char *a)
+{
+	size_t n = strspn(a, "0123456789");
+
+	if (n && !a[n])
+		return true;
+	if (strlen(a) != 36)
+		return false;
+	for (int i = 0; i < 36; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+		if (dash ? a[i] != '-' : !strchr("0123456789abcdefABCDEF", a[i]))
+			return false;
+	}
+	return true;
+}
+
+/* A relative device path names a file from here, not from the daemon's
+ * cwd (/ once it runs in the background): send it absolute.  Symlinks are
+ * left for the daemon, which says where they lead. */
+static int abs_arg(const char *a, char *out, size_t outlen)
+{
+	char cwd[PATH_MAX];
+	int n;
+
+	if (a[0] == '/' || is_slot_or_uuid(a)) {
+		n = snprintf(out, outlen, "%s", a);
+	} else {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "%s: %s: cannot resolve from the current directory: %s\n",
+				prog, a, strerror(errno));
+			return -1;
+		}
+		n = snprintf(out, outlen, "%s/%s", strcmp(cwd, "/") ? cwd : "", a);
+	}
+	if (n < 0 || (size_t)n >= outlen) {
+		fprintf(stderr, "%s: %s: path too long\n", prog, a);
+		return -1;
+	}
+	if (strpbrk(out, " \t\n")) {
+		fprintf(stderr, "%s: %s: paths with blanks cannot be sent to the daemon\n", prog,
+			out);
+		return -1;
+	}
+	return 0;
+}
+
+/* Is the FUSE mount at @mnt mounted with allow_other?  1 yes, 0 no, -1 not
+ * found.  Read from mountinfo: stat() of the mount is what is refused. */
+static int mount_allows_other(const char *mnt)
+{
+	char dir[PATH_MAX], base[PATH_MAX], real[PATH_MAX], want[2 * PATH_MAX + 2];
+	char *slash, *line = NULL;
+	size_t cap = 0;
+	int found = -1;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s", mnt);
+	while ((slash = strrchr(dir, '/')) && slash != dir && !slash[1])
+		*slash = '\0';		/* "mnt/" */
+	slash = strrchr(dir, '/');
+	snprintf(base, sizeof(base), "%s", slash ? slash + 1 : dir);
+	if (slash)
+		*slash = '\0';
+	if (!realpath(!slash ? "." : *dir ? dir : "/", real))
+		return -1;
+	snprintf(want, sizeof(want), "%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -1;
+	while (getline(&line, &cap, f) > 0) {
+		/* id parent dev root MOUNTPOINT opts [tags] - FSTYPE SOURCE SUPEROPTS */
+		char mp[PATH_MAX], fstype[64], src[PATH_MAX], sopts[1024];
+		const char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    sscanf(dash + 3, "%63s %4095s %1023s", fstype, src, sopts) != 3)
+			continue;
+		if (strcmp(mp, want) || strncmp(fstype, "fuse", 4))
+			continue;
+		/* the last mount on the point is the visible one */
+		found = strstr(sopts, "allow_other") != NULL;
+	}
+	free(line);
+	fclose(f);
+	return found;
 }
 
 /* ---- transport ---- */
@@ -76,6 +170,13 @@ static int send_cmd(const char *mnt, const char *cmd, struct jv **reply, char **
 		else if (err == ENOTCONN)
 			fprintf(stderr, "%s: %s: the twinfs daemon is gone (transport endpoint "
 				"not connected)\n", prog, mnt);
+		else if (err == EACCES && geteuid() == 0 && mount_allows_other(mnt) == 0)
+			/* Not the daemon: the kernel lets no one but the
+			 * mounting user into a FUSE mount without allow_other. */
+			fprintf(stderr, "%s: %s: permission denied: the mount lacks allow_other, "
+				"and without it the kernel refuses root access to another user's "
+				"FUSE mount (run as the user who mounted it, or mount with "
+				"-o allow_other)\n", prog, mnt);
 		else if (err == EACCES)
 			fprintf(stderr, "%s: %s: permission denied (only the user who mounted "
 				"it and root may control it)\n", prog, mnt);
@@ -433,10 +534,11 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "wait", no_argument, NULL, 'w' },
 		{ "rate", required_argument, NULL, 'r' },
+		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool json = false, wait = false;
+	bool json = false, wait = false, force = false;
 	const char *rate = NULL, *verb, *sub = NULL, *mnt;
 	char cmd[TWINFS_CTL_MAX];
 	char **pos;
@@ -444,9 +546,10 @@ int main(int argc, char **argv)
 	struct jv *v = NULL;
 	char *raw = NULL;
 
-	while ((c = getopt_long(argc, argv, "jwr:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jwr:fh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
+		case 'f': force = true; break;
 		case 'w': wait = true; break;
 		case 'r': rate = optarg; break;
 		case 'h': usage(stdout); return 0;
@@ -531,12 +634,23 @@ int main(int argc, char **argv)
 			size_t len = (size_t)snprintf(cmd, sizeof(cmd), "%s", verb);
 			int want = !strcmp(verb, "rebuild") ? 1 : 2;
 
-			if (npos != want) {
+			if (npos != want || (force && want != 2)) {
 				usage(stderr);
 				return 2;
 			}
-			for (int i = 0; i < npos && len < sizeof(cmd); i++)
-				len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %s", pos[i]);
+			for (int i = 0; i < npos && len < sizeof(cmd); i++) {
+				char a[PATH_MAX];
+
+				if (abs_arg(pos[i], a, sizeof(a)) < 0)
+					return 1;
+				len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %s", a);
+			}
+			if (force && len < sizeof(cmd))
+				len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " --force");
+			if (len >= sizeof(cmd)) {
+				fprintf(stderr, "%s: command too long\n", prog);
+				return 1;
+			}
 		}
 	} else {
 		fprintf(stderr, "%s: unknown command '%s'\n", prog, verb);

@@ -3,8 +3,9 @@
 # Bad input gets a one-line error naming the device and loses nothing:
 # mkfs refuses small devices, a device given twice and existing file systems
 # (without -f); mount refuses missing devices (unless -o degraded), foreign
-# images, truncated images and corrupt superblocks, and writes nothing when
-# it refuses; wrong usage prints usage.
+# images, truncated images, corrupt superblocks, the same device twice and
+# out-of-range numbers in -o commit/threads/bufs, and writes nothing when it
+# refuses; wrong usage prints usage.
 source "$(dirname "$0")/harness.sh"
 
 # mkfs_fails WHAT ARGS...: mkfs must exit 1 with one line naming WHAT.
@@ -115,6 +116,31 @@ for args in "" "$b" "-o" "-o bogus_option_xyz $b $MNT"; do
 		grep -qi usage <<<"$out" || h_fail "twinfs $args: no usage: $out"
 	fi
 done
+
+h_log "mount: the same device twice"
+# Said at once (not "in use by another twinfs process" after a lock wait),
+# under the same name and under another one.
+"$MKFS" -f "$a" "$b" >/dev/null
+sum_ab=$(h_sums "$a" "$b")
+ln -sf "$a" "$T/a-link.img"
+for spec in "$a:$a" "$a:$T/a-link.img"; do
+	start=$SECONDS
+	h_mount_fails "$spec"
+	h_expect_one_line "$FAIL_OUT" "same device" "twinfs $spec"
+	((SECONDS - start < 2)) || h_fail "twinfs $spec took $((SECONDS - start)) s to refuse"
+done
+(cd "$T" && "$TWINFS" -f "${a##*/}:${a##*/}" "$MNT" >"$T/dup.out" 2>&1) &&
+	h_fail "relative $a twice mounted"
+h_expect_one_line "$(cat "$T/dup.out")" "same device" "relative $a twice"
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
+
+h_log "mount: numeric options out of range"
+for opt in commit=-1 commit=0 commit=abc commit=99999999999 commit= threads=0 threads=-1 \
+	   threads=4x bufs=-1 bufs=0 bufs=1e3; do
+	h_mount_fails "$a:$b" "$opt"
+	h_expect_one_line "$FAIL_OUT" "$opt" "twinfs -o $opt"
+done
+[[ $(h_sums "$a" "$b") == "$sum_ab" ]] || h_fail "refused mount modified an image"
 
 h_log "mount: truncated image"
 # A truncated image: refused alone, naming it.

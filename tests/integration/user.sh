@@ -128,6 +128,12 @@ if tool_ready "${CTL:-}"; then
 	grep -q "scrub: never run" <<<"$out" && h_fail "status shows no scrub after one ran: $out"
 	# B cannot even enter the mount, so cannot talk to the daemon.
 	u_denied "$B" "twinfs-ctl status on $A's mount" "ermission denied" "$CTL" status "$MNT"
+	# Root is kept out by the kernel (no allow_other), not by the daemon:
+	# the message must say what is missing.
+	rc=0
+	out=$("$CTL" status "$MNT" 2>&1) || rc=$?
+	((rc == 1)) || h_fail "root's twinfs-ctl status on $A's mount: exit $rc: $out"
+	h_expect_one_line "$out" "lacks allow_other" "root's twinfs-ctl on $A's mount"
 else
 	h_log "twinfs-ctl not built yet: skipped"
 fi

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: degraded mounts, a mirror failing under writes (and a crash before any checkpoint records it), rebuild of a returning device (dirty regions only), replace under a writer, crash during a rebuild. */
+/* Description: degraded mounts, a mirror failing under writes (and a crash before any checkpoint records it), rebuild of a returning device (dirty regions only), replace under a writer, crash during a rebuild, a rebuild target that is not the member (refused) or holds foreign blocks (verified and rewritten). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -492,10 +492,10 @@ static void test_replace_under_writer(void **state)
 	rebuild_set_rate(fs, 0);
 	assert_int_equal(pthread_create(&thr, NULL, writer_main, &w), 0);
 	usleep(20000);
-	assert_int_equal(rebuild_replace(fs, img[1], img[2], err, sizeof(err)), 0);
+	assert_int_equal(rebuild_replace(fs, img[1], img[2], false, err, sizeof(err)), 0);
 	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_REBUILDING);
 	/* A second one is refused while this one runs. */
-	assert_int_equal(rebuild_replace(fs, img[0], img[1], err, sizeof(err)), -EBUSY);
+	assert_int_equal(rebuild_replace(fs, img[0], img[1], false, err, sizeof(err)), -EBUSY);
 	assert_int_equal(wait_done(fs), RB_DONE);
 	usleep(20000);
 	atomic_store(&w.stop, true);
@@ -573,7 +573,11 @@ static void test_crash_mid_rebuild(void **state)
 	assert_int_equal(tfs_syncfs(fs), 0);
 	put_file(fs, "big", 16 * MIB, 50);
 	rebuild_set_rate(fs, 24ull * MIB);	/* ~5 s for the whole device */
-	assert_int_equal(rebuild_replace(fs, img[1], img[2], err, sizeof(err)), 0);
+	/* img[2] is the member the replace test retired: a twinfs, so only
+	 * with force. */
+	assert_int_equal(rebuild_replace(fs, img[1], img[2], false, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "--force"));
+	assert_int_equal(rebuild_replace(fs, img[1], img[2], true, err, sizeof(err)), 0);
 	do {
 		usleep(10000);
 		rebuild_get_status(fs, &st);
@@ -610,6 +614,76 @@ static void test_crash_mid_rebuild(void **state)
 	}
 }
 
+/* A missing device's path that now holds something else (another twinfs,
+ * a symlink to the other member): a rebuild named by slot number or by
+ * path refuses it, and the device stays missing.  The genuine member back,
+ * but with blocks outside the regions it missed overwritten: the rebuild
+ * verifies every block on it, rewrites the foreign ones, and the image
+ * alone then holds every file. */
+static void test_foreign_target(void **state)
+{
+	char f[2][TL_PATH_MAX], other[TL_PATH_MAX], away[TL_PATH_MAX + 8], err[512] = "";
+	const char *d[2], *od[1] = { other };
+	const char *names[] = { "old", "new" };
+	size_t lens[] = { 8 * MIB, MIB };
+	unsigned seeds[] = { 70, 71 };
+	struct rebuild_status st;
+	struct tfs *fs;
+	uint8_t *junk;
+	int fd;
+
+	tl_mk_images(f, d, 2, "tfs_rbforeign", IMG_SIZE);
+	tl_format(d, 2, NULL);
+	fs = mount_devs(f[0], f[1], false, NULL);
+	put_file(fs, names[0], lens[0], seeds[0]);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	snprintf(away, sizeof(away), "%s.away", f[1]);
+	assert_int_equal(rename(f[1], away), 0);
+	fs = mount_devs(f[0], f[1], true, NULL);
+	put_file(fs, names[1], lens[1], seeds[1]);
+	tl_mk_image(other, "tfs_rbforeign", IMG_SIZE);
+	tl_format(od, 1, NULL);
+	assert_int_equal(rename(other, f[1]), 0);
+	assert_int_equal(rebuild_start(fs, "1", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not a device of this twinfs"));
+	assert_int_equal(rebuild_start(fs, f[1], err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, f[1]));
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_MISSING);
+	assert_int_equal(rebuild_start(fs, "5", err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "no device slot 5"));
+	assert_int_equal(unlink(f[1]), 0);
+	assert_int_equal(symlink(f[0], f[1]), 0);
+	assert_int_equal(rebuild_start(fs, "1", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "is device 0"));
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_MISSING);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	/* Past the log (16 MiB here): where "old" lives, a clean region for
+	 * the rebuild. */
+	assert_int_equal(unlink(f[1]), 0);
+	assert_int_equal(rename(away, f[1]), 0);
+	junk = malloc(32 * MIB);
+	assert_non_null(junk);
+	tl_pattern(junk, 32 * MIB, 99);
+	fd = open(f[1], O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, junk, 32 * MIB, 17 * MIB), 32 * MIB);
+	close(fd);
+	free(junk);
+	fs = mount_devs(f[0], f[1], true, NULL);
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_STALE);
+	assert_int_equal(rebuild_start(fs, "1", err, sizeof(err)), 0);
+	assert_int_equal(wait_done(fs), RB_DONE);
+	rebuild_get_status(fs, &st);
+	assert_true(st.fixed_blocks >= 1024);
+	assert_true(st.verified_blocks >= 2048 + 256);
+	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_OK);
+	assert_int_equal(tfs_unmount(fs), 0);
+	check_alone(f[1], names, lens, seeds, 2);
+	tl_rm_images(f, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -620,6 +694,7 @@ int main(void)
 		cmocka_unit_test(test_rebuild_counts),
 		cmocka_unit_test(test_replace_under_writer),
 		cmocka_unit_test(test_crash_mid_rebuild),
+		cmocka_unit_test(test_foreign_target),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
