@@ -302,38 +302,66 @@ static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
 }
 
-/* Unlinked inodes that were still open at the crash: delete them now (not
- * logged: the checkpoint written at the end of mount records it). Then
- * mark every block the metadata references, and the checkpoint's. */
-static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
+/*
+ * Delete every inode without a name (nlink 0): files unlinked while open.
+ * Not logged: the checkpoint the caller writes next records it, and if that
+ * checkpoint never lands the next mount reclaims them again.  Their blocks
+ * are not given back to the allocator (mount rebuilds it from what is left;
+ * unmount drops it).  *count and *bytes (allocated) say what went.
+ */
+static int reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
+			   size_t errlen)
 {
 	struct tfs_inode **v = NULL;
-	struct apply_ctx ac = { .fs = fs };
-	uint64_t max_ino = TFS_ROOT_INO;
 	size_t n = 0;
 	int ret;
 
+	*count = *bytes = 0;
 	ret = fs_isnapshot(fs, &v, &n);
-	if (ret < 0)
-		goto nomem;
-	meta_tx_init(&ac.drops);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		return ret;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct log_rec r = { .type = LR_INODE_DEL };
+		uint64_t blocks;
 
 		if (v[i]->nlink != 0 || v[i]->ino == TFS_ROOT_INO)
 			continue;
+		blocks = S_ISREG(v[i]->mode) ? extent_mapped(&v[i]->map) : 0;
 		r.del.ino = v[i]->ino;
-		ret = meta_apply(fs, &r, &ac.drops);
+		ret = meta_apply(fs, &r, NULL);
 		if (ret < 0) {
-			meta_tx_free(&ac.drops);
 			free(v);
 			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
 				   (unsigned long long)r.del.ino, strerror(-ret));
 			return ret;
 		}
+		(*count)++;
+		*bytes += blocks * TFS_BLOCK_SIZE;
 	}
-	meta_tx_free(&ac.drops);
 	free(v);
+	return 0;
+}
+
+/* Unlinked inodes that were still open at the crash: delete them now and
+ * say so once. Then mark every block the metadata references, and the
+ * checkpoint's. */
+static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
+{
+	struct tfs_inode **v = NULL;
+	uint64_t max_ino = TFS_ROOT_INO, norph, obytes;
+	size_t n = 0;
+	int ret;
+
+	ret = reclaim_orphans(fs, &norph, &obytes, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (norph)
+		tfs_log(LOG_NOTICE, "reclaimed %llu orphan inode%s (%llu bytes): files deleted "
+			"while still open when the file system was last stopped",
+			(unsigned long long)norph, norph == 1 ? "" : "s",
+			(unsigned long long)obytes);
 
 	if (!fs_iget(fs, TFS_ROOT_INO)) {
 		tfs_seterr(err, errlen, "%s: metadata has no root directory",
@@ -848,6 +876,17 @@ int tfs_unmount(struct tfs *fs)
 	rebuild_stop(fs);
 	bg_stop(fs);
 	ret = log_commit(fs->log, UINT64_MAX);
+	/* No handle can outlive this checkpoint: files unlinked while open
+	 * (the kernel may never have sent their release or forget) go now,
+	 * so a clean file system has no orphans. */
+	if (!fs->readonly) {
+		uint64_t norph, obytes;
+
+		if (reclaim_orphans(fs, &norph, &obytes, NULL, 0) == 0 && norph)
+			tfs_log(LOG_INFO, "unmount: reclaimed %llu files deleted while open "
+				"(%llu bytes)", (unsigned long long)norph,
+				(unsigned long long)obytes);
+	}
 	fs->sb.state = SUPER_CLEAN;
 	r2 = ckpt_write(fs);
 	if (ret == 0)
