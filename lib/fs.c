@@ -11,6 +11,7 @@
  * has written nothing to the devices.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -627,6 +628,57 @@ out:
 	return ret;
 }
 
+/* Records metadata damage no mirror can repair (first reason wins; the
+ * others are usually its consequences). */
+static void note_damage(struct tfs *fs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void note_damage(struct tfs *fs, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fs->damage[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(fs->damage, sizeof(fs->damage), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The newest superblock generation lost on every device?  Superblock
+ * writes alternate slots, so the other slot of every in-sync device holds
+ * the generation before the one mount took, unless it held a newer one that
+ * no device has intact.  A 4 KiB superblock write is not torn by a crash
+ * (the crash explorer's model; O_DIRECT block writes), so a slot that does
+ * not verify is damage; if some device's other slot is intact (or its
+ * damaged fields still say "older"), the newest generation is known.
+ */
+static void check_newest_super(struct tfs *fs)
+{
+	unsigned other = (unsigned)((fs->sb.generation + 1) % 2), seen = 0;
+	void *buf;
+
+	if (fs->sb.generation < 2 || posix_memalign(&buf, TFS_BLOCK_SIZE, TFS_BLOCK_SIZE))
+		return;		/* mkfs wrote one slot only */
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		if (!fs->devs[i] || atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		seen++;
+		if (dev_pread(fs->be, fs->devs[i], buf, TFS_BLOCK_SIZE,
+			      (uint64_t)other * TFS_BLOCK_SIZE) == 0 &&
+		    super_slot_older(buf, other, &fs->sb)) {
+			free(buf);
+			return;
+		}
+	}
+	free(buf);
+	if (seen)
+		note_damage(fs, "superblock slot %u is damaged on every device: the newest "
+			    "superblock generation may be lost (generation %llu in slot %u is "
+			    "the newest intact one)", other,
+			    (unsigned long long)fs->sb.generation, 1 - other);
+}
+
 int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
 {
 	struct dev *opened[DEV_MAX] = { 0 };
@@ -653,7 +705,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
 
 	for (unsigned i = 0; i < o->ndevs; i++) {
-		ret = dev_open(o->devs[i], o->offline && o->readonly, &opened[i], err, errlen);
+		ret = dev_open(o->devs[i], (o->offline && o->readonly) || o->rescue, &opened[i],
+			       err, errlen);
 		/* A missing path is reported by mount_supers, which knows
 		 * the uuid that was expected there. */
 		if (ret == -ENOENT && !o->offline) {
@@ -707,6 +760,10 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->mirror.on_state = cb_mirror_state;
 	fs->mirror.on_state_ctx = fs;
+	fs->rescue = o->rescue && !o->offline;
+	/* Rescue: a bad copy met on a read is not rewritten (nothing is). */
+	fs->mirror.no_repair = fs->rescue;
+	check_newest_super(fs);
 	/* From the first write on, a device failing (or found missing) is
 	 * recorded stale in the superblocks before the write is acknowledged. */
 	ckpt_sb_init(fs);
@@ -731,6 +788,13 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	fs->replaying = true;
 	ret = ckpt_load(fs);
+	if (ret == -EUCLEAN || ret == -EIO) {
+		/* Nothing to rescue without it: the log only holds changes. */
+		tfs_seterr(err, errlen, "%s: the checkpoint is damaged on every device%s%s "
+			   "(run fsck.twinfs -n to see the damage)", name0,
+			   fs->damage[0] ? "; " : "", fs->damage);
+		goto out_fs;
+	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0,
 			   strerror(-ret));
@@ -745,10 +809,37 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = log_replay(&fs->mirror, &g, replay_rec, &ac, &end_pos, &next_seq);
 		meta_tx_free(&ac.drops);
 	}
+	if (ret == -EBADMSG) {
+		note_damage(fs, "metadata log chunk at block %llu (transaction %llu) is damaged "
+			    "on every device and later transactions exist",
+			    (unsigned long long)(fs->sb.log_start + end_pos),
+			    (unsigned long long)next_seq);
+		ret = 0;
+	} else if (ret == -ESTALE) {
+		note_damage(fs, "the metadata log goes on past what the superblock knows "
+			    "(transaction %llu on): the newest superblock or checkpoint is lost",
+			    (unsigned long long)next_seq);
+		ret = 0;
+	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot replay the metadata log: %s", name0,
 			   strerror(-ret));
 		goto out_fs;
+	}
+	if (fs->damage[0] && !o->offline) {
+		if (!o->rescue) {
+			tfs_seterr(err, errlen, "%s: %s; refusing to mount (run fsck.twinfs -n "
+				   "DEVICES to see it, or mount with -o rescue to read what is "
+				   "left, read-only)", name0, fs->damage);
+			ret = -EUCLEAN;
+			goto out_fs;
+		}
+		tfs_log(LOG_WARNING, "RESCUE MOUNT, READ-ONLY: %s: %s; what the metadata still "
+			"reaches is mounted, recent changes may be missing; copy it off, then "
+			"run fsck.twinfs", name0, fs->damage);
+	} else if (o->rescue && !o->offline) {
+		tfs_log(LOG_WARNING, "rescue mount, read-only: no damaged metadata found on %s",
+			name0);
 	}
 	if (o->offline) {
 		/* fsck looks at the state exactly as loaded; it must not be
@@ -766,6 +857,26 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	if (ret < 0)
 		goto out_fs;
 	fs->replaying = false;
+	if (fs->rescue) {
+		/* Serve reads only: no new log_id, no checkpoint, no background
+		 * thread, no scrub or rebuild.  The log is opened in memory so
+		 * the read paths find one; nothing is ever appended to it. */
+		fs->readonly = true;
+		ret = fs_log_open(fs, end_pos, next_seq);
+		if (ret == 0)
+			ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
+						 o->bounce_bufs ? o->bounce_bufs
+								: FS_DEFAULT_BOUNCE, &fs->bounce);
+		if (ret == 0)
+			ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE,
+						 &fs->bounce_small);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "%s: rescue mount: %s", name0, strerror(-ret));
+			goto out_fs;
+		}
+		*out = fs;
+		return 0;
+	}
 
 	ret = fs_new_log_id(fs);
 	if (ret < 0) {
@@ -869,6 +980,10 @@ int tfs_unmount(struct tfs *fs)
 {
 	int ret, r2;
 
+	if (fs->rescue) {	/* read-only: nothing to commit, nothing written */
+		tfs_abandon(fs);
+		return 0;
+	}
 	/* Writes still completing go into the final checkpoint. */
 	file_async_stop(fs);
 	/* First: the final checkpoint then records where a scrub stopped. */

@@ -554,6 +554,82 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, u
 	return -ENOENT;
 }
 
+/* Blocks of the largest chunk a writer makes in a region of @nblocks
+ * (log_open's bound): the next chunk after one at pos starts within this
+ * many blocks of it, or at 0. */
+static uint64_t writer_chunk_blocks(uint64_t nblocks)
+{
+	uint64_t bytes = nblocks * TFS_BLOCK_SIZE / 16;
+
+	if (bytes > CHUNK_MAX_BYTES)
+		bytes = CHUNK_MAX_BYTES;
+	return (bytes + TFS_BLOCK_SIZE - 1) / TFS_BLOCK_SIZE;
+}
+
+/*
+ * The log ended at (@pos, @seq): is there evidence that it went on?
+ *   -EBADMSG: a chunk of this log_id with a first seq beyond @seq verifies
+ *     within one chunk's reach after pos (or at the start of the region):
+ *     it was written only after the chunk holding @seq was durable, so that
+ *     chunk is damaged on every device, not torn by a crash.
+ *   -ESTALE: a chunk of another log_id starting exactly at (pos or 0, seq)
+ *     verifies: a later mount continued this log, which it does only after
+ *     its superblock is durable, so the superblock replay started from is
+ *     older than the newest one (lost on every device).
+ * 0 otherwise.  *found gets the position of the evidence.
+ */
+static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
+		       uint64_t seq, struct rbuf *r, uint64_t *found)
+{
+	uint64_t w = writer_chunk_blocks(g->nblocks) + 1;
+	uint64_t from[2] = { pos, 0 };
+	uint8_t *win = NULL;
+	int res = 0;
+
+	if (w > g->nblocks)
+		w = g->nblocks;
+	if (posix_memalign((void **)&win, TFS_BLOCK_SIZE, w * TFS_BLOCK_SIZE))
+		return 0;	/* no memory for the check: the log ends as before */
+	for (int k = 0; k < 2 && !res; k++) {
+		uint64_t base = from[k], n = w;
+
+		if (k == 1 && pos == 0)
+			break;
+		if (base + n > g->nblocks)
+			n = g->nblocks - base;
+		for (unsigned d = 0; d < m->ndevs && !res; d++) {
+			if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK)
+				continue;
+			if (mirror_read_dev(m, d, g->start + base, win, (uint32_t)n))
+				continue;
+			for (uint64_t i = 0; i < n && !res; i++) {
+				const uint8_t *h = win + i * TFS_BLOCK_SIZE;
+				uint64_t at = base + i, first, id, last, nb;
+				size_t plen;
+
+				if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) || le64_get(h + CH_POS) != at)
+					continue;
+				first = le64_get(h + CH_FIRST);
+				id = le64_get(h + CH_LOG_ID);
+				if (id == g->log_id ? first <= seq
+						    : (first != seq || (at != pos && at != 0)))
+					continue;
+				{
+					struct log_geom og = *g;
+
+					og.log_id = id;
+					if (read_chunk(m, &og, at, first, r, &plen, &nb, &last))
+						continue;
+				}
+				res = id == g->log_id ? -EBADMSG : -ESTALE;
+				*found = at;
+			}
+		}
+	}
+	free(win);
+	return res;
+}
+
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq)
 {
@@ -576,7 +652,10 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 			ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
 		}
 		if (ret == -ENOENT) {
-			ret = 0;	/* the log ends here */
+			uint64_t found = 0;
+
+			/* The log ends here, unless it demonstrably went on. */
+			ret = log_went_on(m, g, pos, seq, &r, &found);
 			break;
 		}
 		if (ret)
@@ -588,9 +667,9 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 		seq = last + 1;
 	}
 	free(r.p);
-	if (ret)
+	if (ret && ret != -EBADMSG && ret != -ESTALE)
 		return ret;
 	*end_pos = pos;
 	*next_seq = seq;
-	return 0;
+	return ret;
 }
