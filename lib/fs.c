@@ -679,6 +679,34 @@ static void check_newest_super(struct tfs *fs)
 			    (unsigned long long)fs->sb.generation, 1 - other);
 }
 
+/* The newest intact superblock older than fs->sb on an in-sync device (the
+ * other slot), for a rescue whose checkpoint is damaged.  0 or -ENOENT. */
+static int previous_super(struct tfs *fs, struct super *prev)
+{
+	unsigned other = (unsigned)((fs->sb.generation + 1) % 2);
+	int ret = -ENOENT;
+	struct super s;
+	void *buf;
+
+	if (posix_memalign(&buf, TFS_BLOCK_SIZE, TFS_BLOCK_SIZE))
+		return -ENOMEM;
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		if (!fs->devs[i] || atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		if (dev_pread(fs->be, fs->devs[i], buf, TFS_BLOCK_SIZE,
+			      (uint64_t)other * TFS_BLOCK_SIZE) == 0 &&
+		    super_decode(buf, other, &s, NULL, 0) == 0 &&
+		    memcmp(s.fs_uuid, fs->sb.fs_uuid, 16) == 0 &&
+		    s.generation < fs->sb.generation &&
+		    (ret < 0 || s.generation > prev->generation)) {
+			*prev = s;
+			ret = 0;
+		}
+	}
+	free(buf);
+	return ret;
+}
+
 int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
 {
 	struct dev *opened[DEV_MAX] = { 0 };
@@ -788,11 +816,32 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	fs->replaying = true;
 	ret = ckpt_load(fs);
+	if ((ret == -EUCLEAN || ret == -EIO) && fs->rescue) {
+		struct super prev = { 0 };
+
+		/* The previous checkpoint survives until the next one is
+		 * written (ckpt_alloc uses the other end of the reserve), and
+		 * the log from its head may still hold what came after. */
+		if (previous_super(fs, &prev) == 0) {
+			note_damage(fs, "the checkpoint of generation %llu is damaged on every "
+				    "device; rescue reads the previous one (generation %llu)",
+				    (unsigned long long)fs->sb.generation,
+				    (unsigned long long)prev.generation);
+			fs->sb.ckpt_start = prev.ckpt_start;
+			fs->sb.ckpt_blocks = prev.ckpt_blocks;
+			fs->sb.ckpt_bytes = prev.ckpt_bytes;
+			fs->sb.ckpt_table_csum = prev.ckpt_table_csum;
+			fs->sb.ckpt_seq = prev.ckpt_seq;
+			fs->sb.log_head_pos = prev.log_head_pos;
+			fs->sb.log_head_seq = prev.log_head_seq;
+			fs->sb.log_id = prev.log_id;
+			ret = ckpt_load(fs);
+		}
+	}
 	if (ret == -EUCLEAN || ret == -EIO) {
-		/* Nothing to rescue without it: the log only holds changes. */
 		tfs_seterr(err, errlen, "%s: the checkpoint is damaged on every device%s%s "
-			   "(run fsck.twinfs -n to see the damage)", name0,
-			   fs->damage[0] ? "; " : "", fs->damage);
+			   "(run fsck.twinfs -n to see the damage; -o rescue tries the previous "
+			   "checkpoint, read-only)", name0, fs->damage[0] ? "; " : "", fs->damage);
 		goto out_fs;
 	}
 	if (ret < 0) {
