@@ -576,10 +576,10 @@ static uint64_t writer_chunk_blocks(uint64_t nblocks)
  *     verifies: a later mount continued this log, which it does only after
  *     its superblock is durable, so the superblock replay started from is
  *     older than the newest one (lost on every device).
- * 0 otherwise.  *found gets the position of the evidence.
+ * 0 otherwise.
  */
 static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
-		       uint64_t seq, struct rbuf *r, uint64_t *found)
+		       uint64_t seq, struct rbuf *r)
 {
 	uint64_t w = writer_chunk_blocks(g->nblocks) + 1;
 	uint64_t from[2] = { pos, 0 };
@@ -622,7 +622,6 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 						continue;
 				}
 				res = id == g->log_id ? -EBADMSG : -ESTALE;
-				*found = at;
 			}
 		}
 	}
@@ -652,10 +651,8 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 			ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
 		}
 		if (ret == -ENOENT) {
-			uint64_t found = 0;
-
 			/* The log ends here, unless it demonstrably went on. */
-			ret = log_went_on(m, g, pos, seq, &r, &found);
+			ret = log_went_on(m, g, pos, seq, &r);
 			break;
 		}
 		if (ret)

@@ -411,9 +411,8 @@ bool super_slot_older(const void *buf, unsigned slot, const struct super *cur)
 
 	if (super_decode(buf, slot, &raw, NULL, 0) == 0)
 		return raw.generation < cur->generation;
-	/* Damaged: trust its fields only if they all say "the write before
-	 * cur" (one flipped bit cannot fake generation and both sequence
-	 * numbers at once). */
+	/* Damaged: take it as older only if all these fields say "the write
+	 * before cur"; anything else may have been a newer generation. */
 	if (memcmp(b + SB_OFF_MAGIC, SUPER_MAGIC, 8) != 0)
 		return false;
 	decode_fields(b, &raw);
