@@ -999,6 +999,20 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 	fs->replaying = false;
 	if (ret < 0)
 		return ret;
+	if (fs->damage[0]) {
+		struct log_geom g;
+
+		/* The loss is accepted: what the old log or a lost newer
+		 * mount left beyond the replay end must not be mistaken for
+		 * damage by the next mount. */
+		fs_log_geom(fs, &g);
+		ret = log_forget_from(&fs->mirror, &g, fs->replay_next_seq);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "cannot erase the log beyond the damage: %s",
+				   strerror(-ret));
+			return ret;
+		}
+	}
 	ret = fs_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));

@@ -629,6 +629,41 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 	return res;
 }
 
+int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq)
+{
+	const uint32_t run = 256;
+	uint8_t *buf = NULL, *zero = NULL;
+	int ret = 0;
+
+	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, run * TFS_BLOCK_SIZE) ||
+	    posix_memalign((void **)&zero, TFS_BLOCK_SIZE, TFS_BLOCK_SIZE)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	memset(zero, 0, TFS_BLOCK_SIZE);
+	for (unsigned d = 0; d < m->ndevs && ret == 0; d++) {
+		if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK)
+			continue;
+		for (uint64_t b = 0; b < g->nblocks && ret == 0; b += run) {
+			uint32_t n = (uint32_t)(g->nblocks - b < run ? g->nblocks - b : run);
+
+			ret = mirror_read_dev(m, d, g->start + b, buf, n);
+			for (uint32_t i = 0; ret == 0 && i < n; i++) {
+				const uint8_t *h = buf + (size_t)i * TFS_BLOCK_SIZE;
+
+				if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) == 0 &&
+				    le64_get(h + CH_FIRST) >= seq)
+					ret = mirror_write(m, g->start + b + i, zero, 1);
+			}
+		}
+	}
+	if (ret == 0)
+		ret = mirror_flush(m);
+	free(buf);
+	free(zero);
+	return ret;
+}
+
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq)
 {

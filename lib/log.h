@@ -123,6 +123,15 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 	       uint64_t *end_pos, uint64_t *next_seq);
 
 /*
+ * Erase (zero the header block of) every chunk in the region, of any
+ * log_id, whose first seq is @seq or later, on every healthy device, then
+ * flush.  For fsck accepting a loss: the chunks a damaged log or a lost
+ * superblock left beyond the new log's start would otherwise be taken for
+ * damage again (log_replay's -EBADMSG/-ESTALE).  0 or -errno.
+ */
+int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq);
+
+/*
  * Open the log for appending at (pos, seq) with the given log_id; g->head_pos
  * is the durable head (space before it up to pos is in use).
  * on_durable(ctx, seq) is called after each commit (without log locks held)

@@ -97,6 +97,19 @@ sums=$(h_sums "${IMGS[@]}")
 rescue_mount "log damage"
 [[ -f $MNT/base ]] && h_fail "rescue mount shows a file created after the damaged chunk"
 rescue_umount "$sums" "log damage"
+# -y accepts the loss; the old log's later chunks must not be taken for
+# damage again once the new log reaches them (fsynced writes, then a kill).
+run_fsck 1 -y "${IMGS[@]}"
+run_fsck 0 -n "${IMGS[@]}"
+h_mount
+for i in $(seq 1 24); do
+	head -c $((i * 3000)) /dev/urandom | dd of="$MNT/g$i" bs=64k conv=fsync status=none
+done
+kill_daemon
+run_fsck 0 -n "${IMGS[@]}"
+h_mount
+[[ -f $MNT/g24 ]] || h_fail "fsynced file lost after fsck -y and a kill"
+h_umount
 
 # ---- 2b: superblock slot 0 damaged on both images of a clean fs ------------
 h_setup 2 128M
@@ -117,6 +130,22 @@ rescue_mount "superblock damage"
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "rescue mount: files differ"
 rescue_umount "$sums" "superblock damage"
 # -y accepts what is left and writes it as the new state.
+run_fsck 1 -y "${IMGS[@]}"
+run_fsck 0 -n "${IMGS[@]}"
+h_mount
+(cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "files differ after fsck -y"
+h_umount
+
+# ---- 2b': the newest superblock of a later mount, whose log went on --------
+h_mount
+for i in $(seq 1 8); do
+	head -c $((i * 3000)) /dev/urandom | dd of="$MNT/d/late$i" bs=64k conv=fsync status=none
+done
+kill_daemon
+slot=$(newest_slot "${IMGS[0]}")
+for img in "${IMGS[@]}"; do garble "$img" "$slot"; done
+expect_refused "superblock slot $slot is damaged on every device" "later mount's superblock"
+run_fsck 4 -n "${IMGS[@]}"
 run_fsck 1 -y "${IMGS[@]}"
 run_fsck 0 -n "${IMGS[@]}"
 h_mount
