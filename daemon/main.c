@@ -102,6 +102,7 @@ struct cfg {
 	char *backend;
 	char *fault;
 	int degraded;
+	int rescue;
 	int writethrough;
 	int writeback_cache;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
@@ -119,6 +120,7 @@ enum { KEY_HELP, KEY_VERSION };
 
 static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("degraded", degraded, 1),
+	CFG_OPT("rescue", rescue, 1),
 	CFG_OPT("backend=%s", backend, 0),
 	CFG_OPT("fault=%s", fault, 0),
 	CFG_OPT("writethrough", writethrough, 1),
@@ -193,6 +195,8 @@ static void usage(FILE *out, const char *prog)
 		"\n"
 		"twinfs options:\n"
 		"    -o degraded            mount with a device missing\n"
+		"    -o rescue              metadata damaged on every device: mount read-only\n"
+		"                           what can be recovered (writes nothing)\n"
 		"    -o backend=NAME        device I/O: auto (default), uring, aio, file\n"
 		"    -o fault=SPEC          inject device faults (testing)\n"
 		"    -o writethrough        every open is direct I/O with parallel writes\n"
@@ -456,14 +460,15 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd, u
 }
 
 /* Add the options we always pass, ahead of the user's so theirs win. */
-static int add_fixed_opts(struct fuse_args *args, const char *devs)
+static int add_fixed_opts(struct fuse_args *args, const char *devs, bool ro)
 {
 	char *o = NULL, *fsname = NULL;
 	int ret = -1;
 
 	if (asprintf(&fsname, "fsname=%s", devs) < 0)
 		return -1;
-	if (fuse_opt_add_opt(&o, "default_permissions") == 0 &&
+	if ((!ro || fuse_opt_add_opt(&o, "ro") == 0) &&
+	    fuse_opt_add_opt(&o, "default_permissions") == 0 &&
 	    fuse_opt_add_opt(&o, "subtype=twinfs") == 0 &&
 	    fuse_opt_add_opt_escaped(&o, fsname) == 0 &&
 	    fuse_opt_insert_arg(args, 1, "-o") == 0 &&
@@ -500,7 +505,7 @@ int main(int argc, char *argv[])
 		goto out_usage;
 	/* Before fuse_parse_cmdline, which adds subtype=<program name>
 	 * unless it sees a subtype or fsname. */
-	if (cfg.devs && add_fixed_opts(&args, cfg.devs) < 0)
+	if (cfg.devs && add_fixed_opts(&args, cfg.devs, cfg.rescue) < 0)
 		goto out_args;
 	if (fuse_parse_cmdline(&args, &cmd) < 0)
 		goto out_usage;
@@ -583,6 +588,7 @@ int main(int argc, char *argv[])
 	to.backend = cfg.backend;
 	to.fault = cfg.fault;
 	to.degraded = cfg.degraded;
+	to.rescue = cfg.rescue;
 	to.commit_ms = commit_ms;
 	to.bounce_bufs = bufs;
 	ret = tfs_mount(&to, &d.fs, err, sizeof(err));

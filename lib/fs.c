@@ -11,6 +11,7 @@
  * has written nothing to the devices.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,38 +303,66 @@ static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
 }
 
-/* Unlinked inodes that were still open at the crash: delete them now (not
- * logged: the checkpoint written at the end of mount records it). Then
- * mark every block the metadata references, and the checkpoint's. */
-static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
+/*
+ * Delete every inode without a name (nlink 0): files unlinked while open.
+ * Not logged: the checkpoint the caller writes next records it, and if that
+ * checkpoint never lands the next mount reclaims them again.  Their blocks
+ * are not given back to the allocator (mount rebuilds it from what is left;
+ * unmount drops it).  *count and *bytes (allocated) say what went.
+ */
+static int reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
+			   size_t errlen)
 {
 	struct tfs_inode **v = NULL;
-	struct apply_ctx ac = { .fs = fs };
-	uint64_t max_ino = TFS_ROOT_INO;
 	size_t n = 0;
 	int ret;
 
+	*count = *bytes = 0;
 	ret = fs_isnapshot(fs, &v, &n);
-	if (ret < 0)
-		goto nomem;
-	meta_tx_init(&ac.drops);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		return ret;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct log_rec r = { .type = LR_INODE_DEL };
+		uint64_t blocks;
 
 		if (v[i]->nlink != 0 || v[i]->ino == TFS_ROOT_INO)
 			continue;
+		blocks = S_ISREG(v[i]->mode) ? extent_mapped(&v[i]->map) : 0;
 		r.del.ino = v[i]->ino;
-		ret = meta_apply(fs, &r, &ac.drops);
+		ret = meta_apply(fs, &r, NULL);
 		if (ret < 0) {
-			meta_tx_free(&ac.drops);
 			free(v);
 			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
 				   (unsigned long long)r.del.ino, strerror(-ret));
 			return ret;
 		}
+		(*count)++;
+		*bytes += blocks * TFS_BLOCK_SIZE;
 	}
-	meta_tx_free(&ac.drops);
 	free(v);
+	return 0;
+}
+
+/* Unlinked inodes that were still open at the crash: delete them now and
+ * say so once. Then mark every block the metadata references, and the
+ * checkpoint's. */
+static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
+{
+	struct tfs_inode **v = NULL;
+	uint64_t max_ino = TFS_ROOT_INO, norph, obytes;
+	size_t n = 0;
+	int ret;
+
+	ret = reclaim_orphans(fs, &norph, &obytes, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (norph)
+		tfs_log(LOG_NOTICE, "reclaimed %llu orphan inode%s (%llu bytes): files deleted "
+			"while still open when the file system was last stopped",
+			(unsigned long long)norph, norph == 1 ? "" : "s",
+			(unsigned long long)obytes);
 
 	if (!fs_iget(fs, TFS_ROOT_INO)) {
 		tfs_seterr(err, errlen, "%s: metadata has no root directory",
@@ -599,6 +628,85 @@ out:
 	return ret;
 }
 
+/* Records metadata damage no mirror can repair (first reason wins; the
+ * others are usually its consequences). */
+static void note_damage(struct tfs *fs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void note_damage(struct tfs *fs, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fs->damage[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(fs->damage, sizeof(fs->damage), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The newest superblock generation lost on every device?  Superblock
+ * writes alternate slots, so the other slot of every in-sync device holds
+ * the generation before the one mount took, unless it held a newer one that
+ * no device has intact.  A 4 KiB superblock write is not torn by a crash
+ * (the crash explorer's model; O_DIRECT block writes), so a slot that does
+ * not verify is damage; if some device's other slot is intact (or its
+ * damaged fields still say "older"), the newest generation is known.
+ */
+static void check_newest_super(struct tfs *fs)
+{
+	unsigned other = (unsigned)((fs->sb.generation + 1) % 2), seen = 0;
+	void *buf;
+
+	if (fs->sb.generation < 2 || posix_memalign(&buf, TFS_BLOCK_SIZE, TFS_BLOCK_SIZE))
+		return;		/* mkfs wrote one slot only */
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		if (!fs->devs[i] || atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		seen++;
+		if (dev_pread(fs->be, fs->devs[i], buf, TFS_BLOCK_SIZE,
+			      (uint64_t)other * TFS_BLOCK_SIZE) == 0 &&
+		    super_slot_older(buf, other, &fs->sb)) {
+			free(buf);
+			return;
+		}
+	}
+	free(buf);
+	if (seen)
+		note_damage(fs, "superblock slot %u is damaged on every device: the newest "
+			    "superblock generation may be lost (generation %llu in slot %u is "
+			    "the newest intact one)", other,
+			    (unsigned long long)fs->sb.generation, 1 - other);
+}
+
+/* The newest intact superblock older than fs->sb on an in-sync device (the
+ * other slot), for a rescue whose checkpoint is damaged.  0 or -ENOENT. */
+static int previous_super(struct tfs *fs, struct super *prev)
+{
+	unsigned other = (unsigned)((fs->sb.generation + 1) % 2);
+	int ret = -ENOENT;
+	struct super s;
+	void *buf;
+
+	if (posix_memalign(&buf, TFS_BLOCK_SIZE, TFS_BLOCK_SIZE))
+		return -ENOMEM;
+	for (unsigned i = 0; i < fs->ndevs; i++) {
+		if (!fs->devs[i] || atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+			continue;
+		if (dev_pread(fs->be, fs->devs[i], buf, TFS_BLOCK_SIZE,
+			      (uint64_t)other * TFS_BLOCK_SIZE) == 0 &&
+		    super_decode(buf, other, &s, NULL, 0) == 0 &&
+		    memcmp(s.fs_uuid, fs->sb.fs_uuid, 16) == 0 &&
+		    s.generation < fs->sb.generation &&
+		    (ret < 0 || s.generation > prev->generation)) {
+			*prev = s;
+			ret = 0;
+		}
+	}
+	free(buf);
+	return ret;
+}
+
 int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
 {
 	struct dev *opened[DEV_MAX] = { 0 };
@@ -641,7 +749,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		}
 	}
 	for (unsigned i = 0; i < o->ndevs; i++) {
-		ret = dev_open(o->devs[i], o->offline && o->readonly, &opened[i], err, errlen);
+		ret = dev_open(o->devs[i], (o->offline && o->readonly) || o->rescue, &opened[i],
+			       err, errlen);
 		/* A missing path is reported by mount_supers, which knows
 		 * the uuid that was expected there. */
 		if (ret == -ENOENT && !o->offline) {
@@ -695,6 +804,10 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->mirror.on_state = cb_mirror_state;
 	fs->mirror.on_state_ctx = fs;
+	fs->rescue = o->rescue && !o->offline;
+	/* Rescue: a bad copy met on a read is not rewritten (nothing is). */
+	fs->mirror.no_repair = fs->rescue;
+	check_newest_super(fs);
 	/* From the first write on, a device failing (or found missing) is
 	 * recorded stale in the superblocks before the write is acknowledged. */
 	ckpt_sb_init(fs);
@@ -719,6 +832,34 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	fs->replaying = true;
 	ret = ckpt_load(fs);
+	if ((ret == -EUCLEAN || ret == -EIO) && fs->rescue) {
+		struct super prev = { 0 };
+
+		/* The previous checkpoint survives until the next one is
+		 * written (ckpt_alloc uses the other end of the reserve), and
+		 * the log from its head may still hold what came after. */
+		if (previous_super(fs, &prev) == 0) {
+			note_damage(fs, "the checkpoint of generation %llu is damaged on every "
+				    "device; rescue reads the previous one (generation %llu)",
+				    (unsigned long long)fs->sb.generation,
+				    (unsigned long long)prev.generation);
+			fs->sb.ckpt_start = prev.ckpt_start;
+			fs->sb.ckpt_blocks = prev.ckpt_blocks;
+			fs->sb.ckpt_bytes = prev.ckpt_bytes;
+			fs->sb.ckpt_table_csum = prev.ckpt_table_csum;
+			fs->sb.ckpt_seq = prev.ckpt_seq;
+			fs->sb.log_head_pos = prev.log_head_pos;
+			fs->sb.log_head_seq = prev.log_head_seq;
+			fs->sb.log_id = prev.log_id;
+			ret = ckpt_load(fs);
+		}
+	}
+	if (ret == -EUCLEAN || ret == -EIO) {
+		tfs_seterr(err, errlen, "%s: the checkpoint is damaged on every device%s%s "
+			   "(run fsck.twinfs -n to see the damage; -o rescue tries the previous "
+			   "checkpoint, read-only)", name0, fs->damage[0] ? "; " : "", fs->damage);
+		goto out_fs;
+	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0,
 			   strerror(-ret));
@@ -733,10 +874,37 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = log_replay(&fs->mirror, &g, replay_rec, &ac, &end_pos, &next_seq);
 		meta_tx_free(&ac.drops);
 	}
+	if (ret == -EBADMSG) {
+		note_damage(fs, "metadata log chunk at block %llu (transaction %llu) is damaged "
+			    "on every device and later transactions exist",
+			    (unsigned long long)(fs->sb.log_start + end_pos),
+			    (unsigned long long)next_seq);
+		ret = 0;
+	} else if (ret == -ESTALE) {
+		note_damage(fs, "the metadata log goes on past what the superblock knows "
+			    "(transaction %llu on): the newest superblock or checkpoint is lost",
+			    (unsigned long long)next_seq);
+		ret = 0;
+	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot replay the metadata log: %s", name0,
 			   strerror(-ret));
 		goto out_fs;
+	}
+	if (fs->damage[0] && !o->offline) {
+		if (!o->rescue) {
+			tfs_seterr(err, errlen, "%s: %s; refusing to mount (run fsck.twinfs -n "
+				   "DEVICES to see it, or mount with -o rescue to read what is "
+				   "left, read-only)", name0, fs->damage);
+			ret = -EUCLEAN;
+			goto out_fs;
+		}
+		tfs_log(LOG_WARNING, "RESCUE MOUNT, READ-ONLY: %s: %s; what the metadata still "
+			"reaches is mounted, recent changes may be missing; copy it off, then "
+			"run fsck.twinfs", name0, fs->damage);
+	} else if (o->rescue && !o->offline) {
+		tfs_log(LOG_WARNING, "rescue mount, read-only: no damaged metadata found on %s",
+			name0);
 	}
 	if (o->offline) {
 		/* fsck looks at the state exactly as loaded; it must not be
@@ -754,6 +922,26 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	if (ret < 0)
 		goto out_fs;
 	fs->replaying = false;
+	if (fs->rescue) {
+		/* Serve reads only: no new log_id, no checkpoint, no background
+		 * thread, no scrub or rebuild.  The log is opened in memory so
+		 * the read paths find one; nothing is ever appended to it. */
+		fs->readonly = true;
+		ret = fs_log_open(fs, end_pos, next_seq);
+		if (ret == 0)
+			ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
+						 o->bounce_bufs ? o->bounce_bufs
+								: FS_DEFAULT_BOUNCE, &fs->bounce);
+		if (ret == 0)
+			ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE,
+						 &fs->bounce_small);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "%s: rescue mount: %s", name0, strerror(-ret));
+			goto out_fs;
+		}
+		*out = fs;
+		return 0;
+	}
 
 	ret = fs_new_log_id(fs);
 	if (ret < 0) {
@@ -827,6 +1015,20 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 	fs->replaying = false;
 	if (ret < 0)
 		return ret;
+	if (fs->damage[0]) {
+		struct log_geom g;
+
+		/* The loss is accepted: what the old log or a lost newer
+		 * mount left beyond the replay end must not be mistaken for
+		 * damage by the next mount. */
+		fs_log_geom(fs, &g);
+		ret = log_forget_from(&fs->mirror, &g, fs->replay_next_seq);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "cannot erase the log beyond the damage: %s",
+				   strerror(-ret));
+			return ret;
+		}
+	}
 	ret = fs_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
@@ -857,6 +1059,10 @@ int tfs_unmount(struct tfs *fs)
 {
 	int ret, r2;
 
+	if (fs->rescue) {	/* read-only: nothing to commit, nothing written */
+		tfs_abandon(fs);
+		return 0;
+	}
 	/* Writes still completing go into the final checkpoint. */
 	file_async_stop(fs);
 	/* First: the final checkpoint then records where a scrub stopped. */
@@ -864,6 +1070,17 @@ int tfs_unmount(struct tfs *fs)
 	rebuild_stop(fs);
 	bg_stop(fs);
 	ret = log_commit(fs->log, UINT64_MAX);
+	/* No handle can outlive this checkpoint: files unlinked while open
+	 * (the kernel may never have sent their release or forget) go now,
+	 * so a clean file system has no orphans. */
+	if (!fs->readonly) {
+		uint64_t norph, obytes;
+
+		if (reclaim_orphans(fs, &norph, &obytes, NULL, 0) == 0 && norph)
+			tfs_log(LOG_INFO, "unmount: reclaimed %llu files deleted while open "
+				"(%llu bytes)", (unsigned long long)norph,
+				(unsigned long long)obytes);
+	}
 	fs->sb.state = SUPER_CLEAN;
 	r2 = ckpt_write(fs);
 	if (ret == 0)

@@ -151,6 +151,11 @@ struct tfs {
 	struct rebuild *rb;		/* rebuild.c: rebuild/replace state */
 	/* Offline load (tfs_opts.offline): where the replayed log ends. */
 	uint64_t replay_end_pos, replay_next_seq;
+	/* Metadata damaged beyond what the mirrors repair (superblock, log or
+	 * checkpoint lost on every device): what, one line; "" if none.  Mount
+	 * refuses it unless rescue (read-only, nothing written); fsck reports. */
+	char damage[320];
+	bool rescue;			/* tfs_opts.rescue mount: never write */
 };
 
 /* file_async.c: drain asynchronous writes and stop the syncer (unmount). */

@@ -395,6 +395,8 @@ static void check_log(struct fck *c)
 		if (mirror_init(&m, fs->be, one, fs->ndevs) < 0)
 			continue;
 		ret = log_replay(&m, &g, count_rec, &nrec, &pos, &seq);
+		if (ret == -EBADMSG || ret == -ESTALE)
+			ret = 0;	/* seq says where this copy stopped */
 		if (ret < 0) {
 			fsck_meta_problem(c, true, "%s: log copy unreadable: %s", devname_(c, d),
 					  strerror(-ret));
@@ -520,6 +522,14 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 	if (ret < 0) {
 		fsck_hard_problem(&c, "cannot load the metadata: %s", err);
 		return ret == -EUCLEAN || ret == -EIO ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_OPERROR;
+	}
+	if (c.fs->damage[0]) {
+		/* Beyond what the mirrors repair: mount refuses it.  -y accepts
+		 * the loss and writes what was recovered as the new state. */
+		fsck_meta_problem(&c, false, "metadata damaged on every device: %s",
+				  c.fs->damage);
+		c.need_ckpt = true;
+		c.slots_bad = true;
 	}
 	c.res->ndevs = c.fs->ndevs;
 	for (unsigned d = 0; d < c.fs->ndevs; d++)

@@ -502,10 +502,22 @@ int fsck_pass_reach(struct fck *c)
 			}
 			done++;
 			if (e->ip->nlink == 0) {
-				fsck_meta_problem(c, true,
-						  "orphan %s inode %llu (no name, link count 0): "
-						  "reclaiming it", kind(e->ip->mode),
-						  (unsigned long long)e->ino);
+				/* Unlinked while open when the file system
+				 * stopped: normal crash state that the next
+				 * mount reclaims, like a journal to replay.
+				 * -n notes it (not an error); -y/-p reclaim it
+				 * (counted as a correction, exit 1). */
+				if (c->fix)
+					fsck_meta_problem(c, true,
+							  "orphan %s inode %llu (no name, link "
+							  "count 0): reclaiming it",
+							  kind(e->ip->mode),
+							  (unsigned long long)e->ino);
+				else
+					fsck_say(c, "note: orphan %s inode %llu (no name, link "
+						 "count 0, open when the file system stopped): "
+						 "the next mount reclaims it", kind(e->ip->mode),
+						 (unsigned long long)e->ino);
 				r.del.ino = e->ino;
 				ret = apply(c, &r);
 				if (ret < 0)

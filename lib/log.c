@@ -554,6 +554,116 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, u
 	return -ENOENT;
 }
 
+/* Blocks of the largest chunk a writer makes in a region of @nblocks
+ * (log_open's bound): the next chunk after one at pos starts within this
+ * many blocks of it, or at 0. */
+static uint64_t writer_chunk_blocks(uint64_t nblocks)
+{
+	uint64_t bytes = nblocks * TFS_BLOCK_SIZE / 16;
+
+	if (bytes > CHUNK_MAX_BYTES)
+		bytes = CHUNK_MAX_BYTES;
+	return (bytes + TFS_BLOCK_SIZE - 1) / TFS_BLOCK_SIZE;
+}
+
+/*
+ * The log ended at (@pos, @seq): is there evidence that it went on?
+ *   -EBADMSG: a chunk of this log_id with a first seq beyond @seq verifies
+ *     within one chunk's reach after pos (or at the start of the region):
+ *     it was written only after the chunk holding @seq was durable, so that
+ *     chunk is damaged on every device, not torn by a crash.
+ *   -ESTALE: a chunk of another log_id starting exactly at (pos or 0, seq)
+ *     verifies: a later mount continued this log, which it does only after
+ *     its superblock is durable, so the superblock replay started from is
+ *     older than the newest one (lost on every device).
+ * 0 otherwise.
+ */
+static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
+		       uint64_t seq, struct rbuf *r)
+{
+	uint64_t w = writer_chunk_blocks(g->nblocks) + 1;
+	uint64_t from[2] = { pos, 0 };
+	uint8_t *win = NULL;
+	int res = 0;
+
+	if (w > g->nblocks)
+		w = g->nblocks;
+	if (posix_memalign((void **)&win, TFS_BLOCK_SIZE, w * TFS_BLOCK_SIZE))
+		return 0;	/* no memory for the check: the log ends as before */
+	for (int k = 0; k < 2 && !res; k++) {
+		uint64_t base = from[k], n = w;
+
+		if (k == 1 && pos == 0)
+			break;
+		if (base + n > g->nblocks)
+			n = g->nblocks - base;
+		for (unsigned d = 0; d < m->ndevs && !res; d++) {
+			if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK)
+				continue;
+			if (mirror_read_dev(m, d, g->start + base, win, (uint32_t)n))
+				continue;
+			for (uint64_t i = 0; i < n && !res; i++) {
+				const uint8_t *h = win + i * TFS_BLOCK_SIZE;
+				uint64_t at = base + i, first, id, last, nb;
+				size_t plen;
+
+				if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) || le64_get(h + CH_POS) != at)
+					continue;
+				first = le64_get(h + CH_FIRST);
+				id = le64_get(h + CH_LOG_ID);
+				if (id == g->log_id ? first <= seq
+						    : (first != seq || (at != pos && at != 0)))
+					continue;
+				{
+					struct log_geom og = *g;
+
+					og.log_id = id;
+					if (read_chunk(m, &og, at, first, r, &plen, &nb, &last))
+						continue;
+				}
+				res = id == g->log_id ? -EBADMSG : -ESTALE;
+			}
+		}
+	}
+	free(win);
+	return res;
+}
+
+int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq)
+{
+	const uint32_t run = 256;
+	uint8_t *buf = NULL, *zero = NULL;
+	int ret = 0;
+
+	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, run * TFS_BLOCK_SIZE) ||
+	    posix_memalign((void **)&zero, TFS_BLOCK_SIZE, TFS_BLOCK_SIZE)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	memset(zero, 0, TFS_BLOCK_SIZE);
+	for (unsigned d = 0; d < m->ndevs && ret == 0; d++) {
+		if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK)
+			continue;
+		for (uint64_t b = 0; b < g->nblocks && ret == 0; b += run) {
+			uint32_t n = (uint32_t)(g->nblocks - b < run ? g->nblocks - b : run);
+
+			ret = mirror_read_dev(m, d, g->start + b, buf, n);
+			for (uint32_t i = 0; ret == 0 && i < n; i++) {
+				const uint8_t *h = buf + (size_t)i * TFS_BLOCK_SIZE;
+
+				if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) == 0 &&
+				    le64_get(h + CH_FIRST) >= seq)
+					ret = mirror_write(m, g->start + b + i, zero, 1);
+			}
+		}
+	}
+	if (ret == 0)
+		ret = mirror_flush(m);
+	free(buf);
+	free(zero);
+	return ret;
+}
+
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq)
 {
@@ -576,7 +686,8 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 			ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
 		}
 		if (ret == -ENOENT) {
-			ret = 0;	/* the log ends here */
+			/* The log ends here, unless it demonstrably went on. */
+			ret = log_went_on(m, g, pos, seq, &r);
 			break;
 		}
 		if (ret)
@@ -588,9 +699,9 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 		seq = last + 1;
 	}
 	free(r.p);
-	if (ret)
+	if (ret && ret != -EBADMSG && ret != -ESTALE)
 		return ret;
 	*end_pos = pos;
 	*next_seq = seq;
-	return 0;
+	return ret;
 }

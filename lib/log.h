@@ -20,7 +20,10 @@
  *   one that does not fit before the end of the region is written at 0.
  * Replay reads at head; a chunk is valid when magic, log_id, position and
  * first seq match what is expected and the csum verifies; otherwise it tries
- * position 0 once; otherwise the log ends.
+ * position 0 once; otherwise the log ends.  Where it ends, a verified chunk of the
+ * same log_id with a later seq within a chunk's reach (a chunk damaged on
+ * every device, not torn), or one of another log_id continuing exactly
+ * there (the superblock is older than the log), is reported (log_replay).
  *
  * Functions return 0 or -errno.
  */
@@ -109,10 +112,24 @@ struct log_geom {
  * order.  Reads each chunk from the first healthy device whose copy
  * verifies.  *end_pos and *next_seq get where the log ends (where the next
  * chunk goes and its first seq).  A record decode error inside a verified
- * chunk returns -EUCLEAN.
+ * chunk returns -EUCLEAN.  -EBADMSG: replay stopped at a chunk no device
+ * holds intact while later chunks of the same log exist (damage on every
+ * copy); -ESTALE: a newer log (another log_id) continues where this one
+ * ends, so the superblock replay started from is not the newest.  With
+ * those two, every record before the stop was delivered and *end_pos,
+ * *next_seq say where it stopped.
  */
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq);
+
+/*
+ * Erase (zero the header block of) every chunk in the region, of any
+ * log_id, whose first seq is @seq or later, on every healthy device, then
+ * flush.  For fsck accepting a loss: the chunks a damaged log or a lost
+ * superblock left beyond the new log's start would otherwise be taken for
+ * damage again (log_replay's -EBADMSG/-ESTALE).  0 or -errno.
+ */
+int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq);
 
 /*
  * Open the log for appending at (pos, seq) with the given log_id; g->head_pos

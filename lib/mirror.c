@@ -574,7 +574,7 @@ static int repair_write(struct mirror *m, unsigned dev, uint64_t blk, const void
 {
 	int ret;
 
-	if (!dev_writable(m, dev))
+	if (!dev_writable(m, dev) || m->no_repair)
 		return -ENODEV;
 	ret = dev_pwrite(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
 	if (ret)

@@ -89,6 +89,8 @@ struct mirror {
 	 * caller's thread, holding whatever locks the caller holds.  Nonzero:
 	 * the write is not acknowledged (its error is returned).  May be NULL. */
 	int (*on_degraded)(void *ctx);
+	/* Rescue mount: bad copies met on reads are not rewritten. */
+	bool no_repair;
 	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */
 
 	/* Write-intent bitmap; trk_bits == NULL: not tracking (mkfs, tests). */

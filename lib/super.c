@@ -404,6 +404,23 @@ int super_read_dev(struct dev_backend *be, struct dev *d, struct super *sb,
 	return why_fmt(why, whylen, rc[s] == -ENOENT ? -EUCLEAN : rc[s], "%s", whys[s]);
 }
 
+bool super_slot_older(const void *buf, unsigned slot, const struct super *cur)
+{
+	const uint8_t *b = buf;
+	struct super raw;
+
+	if (super_decode(buf, slot, &raw, NULL, 0) == 0)
+		return raw.generation < cur->generation;
+	/* Damaged: take it as older only if all these fields say "the write
+	 * before cur"; anything else may have been a newer generation. */
+	if (memcmp(b + SB_OFF_MAGIC, SUPER_MAGIC, 8) != 0)
+		return false;
+	decode_fields(b, &raw);
+	return memcmp(raw.fs_uuid, cur->fs_uuid, 16) == 0 &&
+	       raw.generation + 1 == cur->generation &&
+	       raw.log_head_seq <= cur->log_head_seq && raw.ckpt_seq <= cur->ckpt_seq;
+}
+
 int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb)
 {
 	unsigned slot = (unsigned)(sb->generation % 2);

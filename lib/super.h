@@ -129,6 +129,15 @@ void super_layout(struct super *sb, uint64_t total_blocks);
  */
 int super_read_dev(struct dev_backend *be, struct dev *d, struct super *sb,
 		   unsigned *slot, char *why, size_t whylen);
+/*
+ * Does the 4096 bytes of slot @slot hold the generation before @cur (the
+ * newest valid one)?  True when it verifies with a lower generation, or
+ * when it is damaged but its magic, fs_uuid, generation (cur - 1) and
+ * sequence numbers all say so.  False: it may have held a newer generation
+ * that no device has intact (mount refuses when that holds on every
+ * device).
+ */
+bool super_slot_older(const void *buf, unsigned slot, const struct super *cur);
 /* Write sb (with dev_index set by the caller) to slot generation % 2. */
 int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb);
 

@@ -39,6 +39,11 @@ struct tfs_opts {
 	 * (see fs_offline_commit in fs_i.h).  Release with tfs_abandon. */
 	bool offline;
 	bool readonly;			/* with offline: open the devices O_RDONLY */
+	/* Metadata damaged on every device (newest superblock, a log chunk
+	 * before later ones, the checkpoint older than the log): mount
+	 * read-only what can be recovered instead of refusing; nothing is
+	 * written to the devices (opened O_RDONLY). */
+	bool rescue;
 };
 
 struct tfs_format_opts {

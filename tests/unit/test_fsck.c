@@ -189,6 +189,14 @@ static void finish(struct tfs *fs)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* A crash after a checkpoint: nothing of the unmount happens (open files
+ * unlinked stay orphans). */
+static void crash(struct tfs *fs)
+{
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	tfs_abandon(fs);
+}
+
 static uint64_t phys_of(struct tfs *fs, uint64_t ino, uint64_t fblk)
 {
 	struct extent_ent e;
@@ -264,7 +272,7 @@ static void test_unreachable_and_orphan(void **state)
 	r.inode.ino = orphan;
 	r.inode.nlink = 0;
 	commit_rec(fs, &r);
-	finish(fs);
+	crash(fs);
 
 	check_fixed("unreachable file inode");
 	fs = mount_n(NIMG);
@@ -290,12 +298,88 @@ static void test_orphan_preen(void **state)
 	r.inode.ino = orphan;
 	r.inode.nlink = 0;
 	commit_rec(fs, &r);
-	finish(fs);
-	/* An orphan is what a crash leaves: -p reclaims it. */
+	crash(fs);
+	/* An orphan is what a crash leaves: -n notes it without calling it an
+	 * error (exit 0), the next mount or -p reclaims it. */
+	assert_int_equal(run_fsck(FSCK_CHECK, &out), FSCK_EXIT_OK);
+	assert_non_null(strstr(out, "note: orphan file inode"));
+	assert_non_null(strstr(out, "0 errors found"));
+	free(out);
 	assert_int_equal(run_fsck(FSCK_PREEN, &out), FSCK_EXIT_FIXED);
 	assert_non_null(strstr(out, "orphan file inode"));
 	free(out);
 	assert_int_equal(run_fsck(FSCK_CHECK, NULL), FSCK_EXIT_OK);
+}
+
+static char mount_log[4096];
+
+static void keep_log(int level, const char *msg)
+{
+	size_t n = strlen(mount_log);
+
+	snprintf(mount_log + n, sizeof(mount_log) - n, "%s\n", msg);
+}
+
+/* Files deleted while open: a crash leaves them as orphans, which fsck -n
+ * only notes (exit 0) and the next mount reclaims, saying so once.  A
+ * clean unmount leaves none, whether their handles were released (the
+ * kernel may still hold a reference) or never were. */
+static void test_open_unlinked(void **state)
+{
+	struct tfs_cred c = { getuid(), getgid() };
+	enum { NF = 300 };
+	struct tfs_file **f = calloc(NF, sizeof(*f));
+	uint8_t buf[4096];
+	char *out, name[32];
+	struct stat st;
+	struct tfs *fs;
+
+	assert_non_null(f);
+	memset(buf, 0x5a, sizeof(buf));
+	for (int round = 0; round < 2; round++) {
+		bool clean = round == 1;
+
+		fs = format_mount();
+		for (int i = 0; i < NF; i++) {
+			snprintf(name, sizeof(name), "gone%d", i);
+			assert_int_equal(tfs_create(fs, TFS_ROOT_INO, name, S_IFREG | 0644,
+						    O_RDWR, &c, &st, &f[i]), 0);
+			assert_int_equal(tfs_pwrite(f[i], buf, sizeof(buf), 0, 0),
+					 (ssize_t)sizeof(buf));
+			assert_int_equal(tfs_unlink(fs, TFS_ROOT_INO, name), 0);
+		}
+		/* half closed before the end (the kernel never sent their
+		 * forget), half still open */
+		for (int i = 0; i < NF / 2; i++)
+			assert_int_equal(tfs_release(f[i]), 0);
+		if (clean) {
+			assert_int_equal(tfs_unmount(fs), 0);
+		} else {
+			assert_int_equal(tfs_syncfs(fs), 0);
+			crash(fs);
+		}
+		for (int i = NF / 2; i < NF; i++)
+			free(f[i]);	/* what the process would have lost */
+
+		assert_int_equal(run_fsck(FSCK_CHECK, &out), FSCK_EXIT_OK);
+		if (clean && strstr(out, "orphan"))
+			fail_msg("a clean unmount left orphans:\n%.2000s", out);
+		if (!clean && !strstr(out, "note: orphan file inode"))
+			fail_msg("fsck -n does not note the orphans:\n%.2000s", out);
+		free(out);
+
+		mount_log[0] = '\0';
+		tfs_set_log_fn(keep_log);
+		fs = mount_n(NIMG);
+		tfs_set_log_fn(NULL);
+		if (!clean && !strstr(mount_log, "reclaimed 300 orphan inodes (1228800 bytes)"))
+			fail_msg("mount did not say what it reclaimed:\n%s", mount_log);
+		if (clean && strstr(mount_log, "orphan"))
+			fail_msg("orphans after a clean unmount:\n%s", mount_log);
+		assert_int_equal(tfs_unmount(fs), 0);
+		assert_int_equal(run_fsck(FSCK_CHECK, NULL), FSCK_EXIT_OK);
+	}
+	free(f);
 }
 
 static void test_extent_outside(void **state)
@@ -529,6 +613,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dangling_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable_and_orphan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_preen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_unlinked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extent_outside, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crosslink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dotdot, setup, teardown),

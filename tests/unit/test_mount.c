@@ -266,6 +266,51 @@ static void test_corrupt_super(void **state)
 	assert_true(image_sum(img[1]) == s1);
 }
 
+/* Superblock slot 0 damaged on both images: the newest generation may be
+ * lost, so mount refuses (writing nothing) instead of falling back without a
+ * word; -o rescue mounts read-only what is left and writes nothing either. */
+static void test_damaged_super_rescue(void **state)
+{
+	struct tfs_cred c = cred();
+	struct tfs_file *f = NULL;
+	struct tfs_opts o;
+	struct tfs *fs = NULL;
+	struct stat st;
+	char err[512] = "";
+	uint64_t s0, s1;
+
+	format2();
+	fs = mount2(false);
+	put_file(fs, TFS_ROOT_INO, "keep", 100000, 3);
+	assert_int_equal(tfs_unmount(fs), 0);
+	for (int i = 0; i < NIMG; i++) {	/* random bytes over slot 0 */
+		uint8_t junk[4096];
+		int fd = open(img[i], O_WRONLY);
+
+		tl_pattern(junk, sizeof(junk), 77);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+		close(fd);
+	}
+	s0 = image_sum(img[0]);
+	s1 = image_sum(img[1]);
+	fs = NULL;
+	assert_int_equal(mount_opts(&fs, false, err, sizeof(err)), -EUCLEAN);
+	assert_null(fs);
+	if (!strstr(err, "superblock slot 0 is damaged on every device") || !strstr(err, "rescue"))
+		fail_msg("unexpected error: %s", err);
+	assert_true(image_sum(img[0]) == s0 && image_sum(img[1]) == s1);
+
+	tl_mount_opts(&o, devs, NIMG);
+	o.rescue = true;
+	assert_int_equal(tfs_mount(&o, &fs, err, sizeof(err)), 0);
+	check_file(fs, TFS_ROOT_INO, "keep", 100000, 3);
+	assert_int_equal(tfs_create(fs, TFS_ROOT_INO, "new", S_IFREG | 0644, O_RDWR, &c, &st,
+				    &f), -EROFS);
+	assert_int_equal(tfs_unmount(fs), 0);
+	assert_true(image_sum(img[0]) == s0 && image_sum(img[1]) == s1);
+}
+
 static void test_missing_device(void **state)
 {
 	char saved[80], err[256] = "";
@@ -725,6 +770,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_member, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_log_pressure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_orphan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_super_rescue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_ckpt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_growing_ckpt, setup, teardown),
