@@ -27,6 +27,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "ctl.h"
 #include "daemon_i.h"
 
 #define DEVS_MAX 8		/* lib's DEV_MAX; lib checks the real limit */
@@ -104,6 +105,7 @@ struct cfg {
 	unsigned commit_ms;
 	unsigned threads;
 	unsigned bufs;
+	char *space_reserve;
 	int help;
 	int version;
 };
@@ -122,6 +124,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("commit=%u", commit_ms, 0),
 	CFG_OPT("threads=%u", threads, 0),
 	CFG_OPT("bufs=%u", bufs, 0),
+	CFG_OPT("space_reserve=%s", space_reserve, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -194,6 +197,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o writeback_cache     let the kernel cache writes (default)\n"
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
 		"    -o commit=MS           background commit interval (default 5000)\n"
+		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
+		"                           devices before write(2) returns (default: what\n"
+		"                           the kernel may cache for this mount, plus 20M)\n"
 		"    -o threads=N           max worker threads (default %u)\n"
 		"    -o bufs=N              bounce buffers (default: lib's)\n"
 		"    -o allow_other, -o allow_root\n",
@@ -487,6 +493,12 @@ int main(int argc, char *argv[])
 	 * data, and a writeback cache would only make the kernel keep its own
 	 * mtime, which direct writes do not advance. */
 	d.writeback_cache = cfg.writeback_cache && !cfg.writethrough;
+	if (cfg.space_reserve && (ctl_parse_size(cfg.space_reserve, &d.space_reserve_opt) < 0 ||
+				  !d.space_reserve_opt)) {
+		fprintf(stderr, "twinfs: space_reserve=%s: expected a size such as 64M or 1G\n",
+			cfg.space_reserve);
+		goto out_usage;
+	}
 	tfsd_files_init(&d);
 
 	/* Parses (and rejects) the FUSE options but starts nothing, so a bad
@@ -551,6 +563,7 @@ int main(int argc, char *argv[])
 		startup_report(&report_fd, "cannot mount on %s", mnt);
 		goto out_signals;
 	}
+	tfsd_space_init(&d, mnt);
 	startup_report(&report_fd, NULL);
 	if (!cmd.foreground)
 		detach_stdio();
@@ -591,6 +604,7 @@ out_args:
 	free(cfg.mountpoint);
 	free(cfg.backend);
 	free(cfg.fault);
+	free(cfg.space_reserve);
 	free(devlist);
 	return exit_code;
 

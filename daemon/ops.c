@@ -35,7 +35,8 @@
 
 #include "daemon_i.h"
 
-#define ATTR_TIMEOUT 1.0
+/* Attributes stay valid for tfsd_attr_timeout(): 1 s, 0 near a full
+ * file system (space.c). */
 #define ENTRY_TIMEOUT 1.0
 
 static struct tfsd *req_d(fuse_req_t req)
@@ -66,7 +67,8 @@ static void reply_err(fuse_req_t req, long ret)
 	fuse_reply_err(req, (int)-ret);
 }
 
-static void fill_entry_param(struct fuse_entry_param *e, const struct stat *st)
+static void fill_entry_param(struct tfsd *d, struct fuse_entry_param *e,
+			     const struct stat *st)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = st->st_ino;
@@ -74,7 +76,7 @@ static void fill_entry_param(struct fuse_entry_param *e, const struct stat *st)
 	 * generation can stay 0 for NFS export. */
 	e->generation = 0;
 	e->attr = *st;
-	e->attr_timeout = ATTR_TIMEOUT;
+	e->attr_timeout = tfsd_attr_timeout(d);
 	e->entry_timeout = ENTRY_TIMEOUT;
 }
 
@@ -84,7 +86,7 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 	struct tfs *fs = req_fs(req);	/* req is gone after the reply */
 	struct fuse_entry_param e;
 
-	fill_entry_param(&e, st);
+	fill_entry_param(req_d(req), &e, st);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		tfs_forget(fs, st->st_ino, 1);
 }
@@ -112,9 +114,18 @@ static struct tfsd_file *file_new(void)
 	return calloc(1, sizeof(struct tfsd_file));
 }
 
-static void file_link(struct tfsd *d, struct tfsd_file *df)
+static bool open_is_direct(const struct tfsd *d, int flags);
+
+/* Link @df, deciding under files_lock whether it is direct: low-space
+ * mode (space.c) switches on under the same lock, so an open is either
+ * direct or seen by the switch. */
+static void file_link(struct tfsd *d, struct tfsd_file *df, uint64_t ino, int flags)
 {
 	pthread_mutex_lock(&d->files_lock);
+	df->ino = ino;
+	df->direct = open_is_direct(d, flags) ||
+		     ((flags & O_ACCMODE) != O_RDONLY && tfsd_space_open_direct(d));
+	df->cached_w = !df->direct && (flags & O_ACCMODE) != O_RDONLY;
 	df->next = d->files.next;
 	df->prev = &d->files;
 	df->next->prev = df;
@@ -187,6 +198,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
 	want(conn, FUSE_CAP_POSIX_ACL, false);
 	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
+	/* With writeback_cache the kernel trusts its own size and mtime, so
+	 * auto_inval_data only costs a GETATTR before every read; and that
+	 * GETATTR carries the handle, which the low-space gate (space.c)
+	 * must see for writes only. */
+	want(conn, FUSE_CAP_AUTO_INVAL_DATA, !d->writeback_cache);
 	if (d->writeback_cache && !(conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		tlog(LOG_WARNING, "kernel does not offer writeback_cache; ignored");
 	tlog(LOG_DEBUG, "init: capable 0x%x want 0x%x", conn->capable, conn->want);
@@ -229,12 +245,17 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = tfs_getattr(req_fs(req), ino, &st);
+	int ret;
 
+	/* With a handle (fh 0 is a directory's): before a write(2) on a
+	 * cached open, the low-space gate. */
+	if (fi && fi->fh && tfsd_space_gate(req, ino, fi_file(fi)))
+		return;
+	ret = tfs_getattr(req_fs(req), ino, &st);
 	if (ret < 0)
 		reply_err(req, ret);
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
 }
 
 static int setattr_bits(int to_set)
@@ -274,7 +295,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (ret < 0)
 		reply_err(req, ret);
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -424,10 +445,9 @@ static void fill_entry_out(struct fuse_entry_out *o, const struct fuse_entry_par
 }
 
 /* Reply to open; 0 or the reply's -errno. */
-static int reply_open(fuse_req_t req, const struct tfsd *d, struct tfsd_file *df,
-		      struct fuse_file_info *fi)
+static int reply_open(fuse_req_t req, struct tfsd_file *df, struct fuse_file_info *fi)
 {
-	if (open_is_direct(d, fi->flags)) {
+	if (df->direct) {
 		struct fuse_open_out o;
 
 		fill_open_out(&o, df);
@@ -465,19 +485,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Linked before the reply: the release may arrive at once. */
-	file_link(d, df);
-	if (reply_open(req, d, df, fi) == -ENOENT)
+	file_link(d, df, ino, open_flags(d, fi->flags));
+	if (reply_open(req, df, fi) == -ENOENT)
 		file_drop(d, df);	/* the kernel will send no release */
 }
 
 /* Reply to create; 0 or the reply's -errno. */
-static int reply_create(fuse_req_t req, const struct tfsd *d, const struct stat *st,
+static int reply_create(fuse_req_t req, struct tfsd *d, const struct stat *st,
 			struct tfsd_file *df, struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
 
-	fill_entry_param(&e, st);
-	if (open_is_direct(d, fi->flags)) {
+	fill_entry_param(d, &e, st);
+	if (df->direct) {
 		struct {
 			struct fuse_entry_out entry;
 			struct fuse_open_out open;
@@ -516,7 +536,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		reply_err(req, ret);
 		return;
 	}
-	file_link(d, df);
+	file_link(d, df, st.st_ino, open_flags(d, fi->flags));
 	/* tfs_create added the entry's lookup reference, which the reply
 	 * hands to the kernel (raw or not). */
 	if (reply_create(req, d, &st, df, fi) == -ENOENT) {
@@ -533,6 +553,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	tfsd_space_release(req_d(req), fi_file(fi));
 	reply_err(req, file_drop(req_d(req), fi_file(fi)));
 }
 
@@ -553,7 +574,7 @@ static void fsync_done(void *arg, int ret)
 	/* With the writeback cache the kernel keeps no st_blocks of its own
 	 * and, unlike on flush, does not drop its cached attributes after an
 	 * fsync: stat would show the blocks from before the written-back
-	 * data for up to ATTR_TIMEOUT.  Attributes only (negative offset). */
+	 * data for up to the attribute timeout.  Attributes only (negative offset). */
 	if (ret == 0 && d->writeback_cache)
 		fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
 	reply_err(req, ret);
@@ -658,26 +679,86 @@ static void write_done(void *arg, ssize_t n)
 		fuse_reply_write(req, (size_t)n);
 }
 
+/* A direct write admitted in low-space mode: it holds its length in
+ * space.c's pending count until it completes. */
+struct admitted_write {
+	fuse_req_t req;
+	uint64_t len;
+};
+
+static void admitted_write_done(void *arg, ssize_t n)
+{
+	struct admitted_write *a = arg;
+	struct tfsd *d = req_d(a->req);
+
+	tfsd_space_done(d, a->len);
+	write_done(a->req, n);
+	free(a);
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
-	ssize_t n = write_kill_privs(req, ino);
+	struct tfsd *d = req_d(req);
+	struct tfsd_file *df = fi_file(fi);
+	size_t len = fuse_buf_size(in);
+	struct admitted_write *a = NULL;
+	ssize_t n;
 
+	tfsd_space_check(d);
+	/* A write from the page cache (writeback) stores what the kernel
+	 * has acknowledged already: never refused here.  A direct one is
+	 * the caller's own write(2) and may still get ENOSPC. */
+	if (df->direct) {
+		n = tfsd_space_admit(d, len);
+		if (n < 0) {
+			reply_err(req, n);
+			return;
+		}
+		if (n == 0 && !(a = malloc(sizeof(*a)))) {
+			tfsd_space_done(d, len);
+			reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	n = write_kill_privs(req, ino);
 	if (n < 0) {
+		if (a) {
+			tfsd_space_done(d, len);
+			free(a);
+		}
 		reply_err(req, n);
 		return;
 	}
 	/* Replied from the I/O completion: this worker goes back to the
 	 * next request instead of sleeping until the mirrors have the data.
 	 * fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
-	tfs_write_async(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in, fi->flags,
-			write_done, req);
+	if (a) {
+		a->req = req;
+		a->len = len;
+		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, admitted_write_done, a);
+	} else {
+		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, write_done, req);
+	}
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
+	struct tfsd *d = req_d(req);
+	int ret = 1;
+
+	tfsd_space_check(d);
+	/* Allocating modes take space the low-space gate promised away. */
+	if (!(mode & FALLOC_FL_PUNCH_HOLE) && len > 0)
+		ret = tfsd_space_admit(d, (uint64_t)len);
+	if (ret < 0) {
+		reply_err(req, ret);
+		return;
+	}
 	reply_err(req, tfs_fallocate(fi_file(fi)->f, mode, off, len));
+	if (ret == 0)
+		tfsd_space_done(d, (uint64_t)len);
 }
 
 struct lseek_job {
@@ -805,7 +886,7 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 	if (c->plus) {
 		struct fuse_entry_param e;
 
-		fill_entry_param(&e, st);
+		fill_entry_param(req_d(c->req), &e, st);
 		n = fuse_add_direntry_plus(c->req, c->buf + c->pos, rem, name, &e,
 					   (off_t)next_off);
 	} else {
