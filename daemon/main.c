@@ -544,6 +544,8 @@ int main(int argc, char *argv[])
 	to.degraded = cfg.degraded;
 	to.commit_ms = cfg.commit_ms;
 	to.bounce_bufs = cfg.bufs;
+	to.on_unusable = tfsd_space_dead;
+	to.cb_ctx = &d;
 	ret = tfs_mount(&to, &d.fs, err, sizeof(err));
 	if (ret < 0) {
 		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));

@@ -99,6 +99,7 @@ void tfsd_files_init(struct tfsd *d)
 	d->files.prev = d->files.next = &d->files;
 	pthread_mutex_init(&d->slow_mu, NULL);
 	pthread_cond_init(&d->slow_cv, NULL);
+	pthread_mutex_init(&d->space_mu, NULL);
 }
 
 void tfsd_slow_drain(struct tfsd *d)

@@ -128,7 +128,6 @@ void tfsd_space_init(struct tfsd *d, const char *mnt)
 	bool found = false;
 	FILE *f;
 
-	pthread_mutex_init(&d->space_mu, NULL);
 	/* mountinfo field 3 is the mount's st_dev, field 5 its mount point
 	 * (the last line for it is ours; stat(2) on it would ask us). */
 	f = fopen("/proc/self/mountinfo", "re");
@@ -330,20 +329,29 @@ static void leave_low(struct tfsd *d, uint64_t avail)
 	pthread_mutex_unlock(&d->files_lock);
 }
 
+void tfsd_space_dead(void *ctx)
+{
+	struct tfsd *d = ctx;
+	struct inos_job *j;
+
+	/* Cached writers must come to the gate (which now refuses them)
+	 * from their next write(2) on, not after their attributes expire. */
+	if (!d->writeback_cache || atomic_exchange(&d->space_dead_seen, true))
+		return;
+	pthread_mutex_lock(&d->files_lock);
+	j = cached_w_inos(d);
+	pthread_mutex_unlock(&d->files_lock);
+	switch_gates_on(d, j);
+}
+
 void tfsd_space_check(struct tfsd *d)
 {
 	uint64_t avail, r;
 
 	if (!d->writeback_cache)
 		return;		/* every open is direct already */
-	if (tfs_unusable(d->fs) && !atomic_exchange(&d->space_dead_seen, true)) {
-		struct inos_job *j;
-
-		pthread_mutex_lock(&d->files_lock);
-		j = cached_w_inos(d);
-		pthread_mutex_unlock(&d->files_lock);
-		switch_gates_on(d, j);
-	}
+	if (tfs_unusable(d->fs))
+		tfsd_space_dead(d);
 	avail = tfs_avail_bytes(d->fs);
 	r = space_reserve(d);
 	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed)) {

@@ -107,6 +107,8 @@ static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 		tfs_log(LOG_ERR, "no device can take writes any more: the file system is "
 			"now read-only (every change fails with EROFS); unmount it and "
 			"check the devices");
+		if (fs->on_unusable)
+			fs->on_unusable(fs->cb_ctx);
 	}
 	fs_kick_bg(fs);
 }
@@ -636,6 +638,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		return ret;
 	}
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
+	fs->on_unusable = o->on_unusable;
+	fs->cb_ctx = o->cb_ctx;
 
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		ret = dev_open(o->devs[i], o->offline && o->readonly, &opened[i], err, errlen);

@@ -39,6 +39,10 @@ struct tfs_opts {
 	 * (see fs_offline_commit in fs_i.h).  Release with tfs_abandon. */
 	bool offline;
 	bool readonly;			/* with offline: open the devices O_RDONLY */
+	/* Called once, on an I/O or background thread, when no device can
+	 * take writes any more (tfs_unusable turns true); must not block. */
+	void (*on_unusable)(void *ctx);
+	void *cb_ctx;
 };
 
 struct tfs_format_opts {
