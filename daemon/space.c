@@ -486,7 +486,9 @@ bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df)
 	struct tfsd *d = fuse_req_userdata(req);
 	struct gate_job *g;
 
-	if (!df->cached_w)
+	/* Without the writeback cache, write(2) reaches us before it returns
+	 * and fails there: no gate needed. */
+	if (!df->cached_w || !d->writeback_cache)
 		return false;
 	if (tfs_unusable(d->fs)) {
 		/* A cached write(2) now would be lost: refuse it (stat(2)
