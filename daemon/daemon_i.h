@@ -77,6 +77,8 @@ void tfsd_files_release_all(struct tfsd *d);
 /* space.c: low-space mode (see there).  Call tfsd_space_init after the
  * mount exists (it finds the mount's bdi in mountinfo). */
 void tfsd_space_init(struct tfsd *d, const char *mnt);
+/* After the session loop and tfsd_slow_drain. */
+void tfsd_space_fini(struct tfsd *d);
 /* tfs_opts.on_unusable: no device takes writes; refuse cached writes. */
 void tfsd_space_dead(void *ctx);
 /* Before a WRITE, fallocate or open: enter or leave low-space mode. */

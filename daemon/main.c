@@ -577,6 +577,7 @@ int main(int argc, char *argv[])
 	 * finish before it goes away. */
 	tfs_drain(d.fs);
 	tfsd_slow_drain(&d);
+	tfsd_space_fini(&d);
 	exit_code = 0;
 	if (loop_ret < 0) {
 		tlog(LOG_ERR, "session loop: %s", strerror(-loop_ret));

@@ -157,6 +157,13 @@ void tfsd_space_init(struct tfsd *d, const char *mnt)
 		     d->bdi_max_bytes[0] ? d->bdi_max_bytes : "bdi unknown: default");
 }
 
+void tfsd_space_fini(struct tfsd *d)
+{
+	free(d->sents);
+	d->sents = NULL;
+	d->nsents = d->sentcap = 0;
+}
+
 bool tfsd_slow_spawn(struct tfsd *d, void *(*fn)(void *), void *arg)
 {
 	pthread_attr_t attr;
