@@ -86,7 +86,7 @@ h_mount "" "fault=op=write\\,off=$data_off\\,len=67108864\\,kind=error\\,err=5\\
 touch "$MNT/old"
 mkdir "$MNT/dir"
 exec 7<>"$MNT/held"
-sync -f "$MNT"
+"$CTL" sync "$MNT"
 h_log "a data write fails on both devices"
 dd if=/dev/zero of="$MNT/trigger" bs=4k count=1 oflag=direct status=none 2>/dev/null &&
 	h_fail "a write no device stored succeeded"
@@ -94,6 +94,16 @@ wait_unusable
 check_all_refused
 exec 7>&-
 umount_dead
+# The images themselves are intact: what was durable is there, nothing
+# that was refused is.
+h_mount
+for n in old dir held; do
+	[[ -e $MNT/$n ]] || h_fail "$n lost across the remount"
+done
+for n in newfile newfile2 newdir old2 sym hard; do
+	[[ ! -e $MNT/$n ]] || h_fail "refused $n exists after the remount"
+done
+h_umount
 
 # ---- 2: both image files deleted ----------------------------------------
 h_setup 2 128M
@@ -102,7 +112,7 @@ touch "$MNT/old"
 mkdir "$MNT/dir"
 exec 7<>"$MNT/held"
 printf before >&7
-sync -f "$MNT"
+"$CTL" sync "$MNT"
 h_log "delete both images"
 rm -f "${IMGS[@]}"
 wait_unusable
