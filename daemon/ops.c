@@ -472,6 +472,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, -ENOMEM);
 		return;
 	}
+	tfsd_space_check(d);	/* decides whether this open is direct */
 	ret = tfs_open(d->fs, ino, open_flags(d, fi->flags), &df->f);
 	/* Under atomic_o_trunc the kernel skips its truncate setattr, and
 	 * with it the suid/sgid clearing do_truncate asks for. */
@@ -531,6 +532,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		reply_err(req, -ENOMEM);
 		return;
 	}
+	tfsd_space_check(d);
 	ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c, &st, &df->f);
 	if (ret < 0) {
 		free(df);
