@@ -9,8 +9,9 @@
  * fuse_file_info field for FOPEN_PARALLEL_DIRECT_WRITES, and without that
  * flag the kernel holds the inode lock exclusively for every direct write,
  * so writers to one file reach us one at a time however many threads we
- * run.  For direct opens (O_DIRECT, or every open with -o writethrough) we
- * therefore build the reply ourselves from <linux/fuse.h>: a struct
+ * run.  For direct opens (O_DIRECT, every open with -o writethrough, and
+ * writable opens on a nearly full file system: space.c) we therefore build
+ * the reply ourselves from <linux/fuse.h>: a struct
  * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
  * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
  * would, and send it with fuse_reply_buf.  Buffered opens use the normal
