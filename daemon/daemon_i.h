@@ -28,12 +28,17 @@
  * (connection aborted, lazy unmount) before tfs_unmount. */
 struct tfsd_file {
 	struct tfs_file *f;		/* NULL for a directory */
+	uint64_t ino;
+	bool direct;			/* opened FOPEN_DIRECT_IO */
+	bool cached_w;			/* writable, on the page cache (not direct) */
 	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
 	/* Directories: where the current readdir pass ends
 	 * (tfs_readdir_end), set at opendir and at every pass from offset 0
 	 * (rewinddir).  The kernel serializes readdir on one open file. */
 	_Atomic uint64_t dir_end;
 };
+
+struct space_ent;
 
 /* The daemon's state, the session's userdata.  Everything except the file
  * list and the INIT fields is written before the session loop starts and
@@ -60,6 +65,17 @@ struct tfsd {
 	_Atomic bool init_done;
 	_Atomic uint64_t init_unique;
 	_Atomic bool dio_mmap;
+	/* space.c: low-space mode.  Lock order: files_lock, then space_mu. */
+	uint64_t space_reserve_opt;	/* -o space_reserve (0: from the bdi) */
+	char bdi_max_bytes[80];		/* sysfs path, "" when unknown */
+	_Atomic uint64_t space_reserve;	/* R in bytes */
+	_Atomic uint64_t space_bdi_due;	/* when to read max_bytes again (ms) */
+	_Atomic bool space_low;		/* set and cleared under files_lock */
+	_Atomic bool space_dead_seen;	/* tfs_unusable() handled */
+	pthread_mutex_t space_mu;	/* protects everything below */
+	struct space_ent *sents;	/* per inode with writable cached opens */
+	size_t nsents, sentcap;
+	uint64_t space_pending;		/* bytes of admitted direct writes in flight */
 };
 
 /* ops.c */
@@ -75,6 +91,34 @@ void tfsd_files_release_all(struct tfsd *d);
  * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
  * opens).  Call after fuse_session_mount, before the loop.  0 or -errno. */
 int tfsd_io_install(struct fuse_session *se);
+/* space.c: low-space mode (see there).  Call tfsd_space_init after the
+ * mount exists (it finds the mount's bdi in mountinfo). */
+void tfsd_space_init(struct tfsd *d, const char *mnt);
+/* After the session loop and tfsd_slow_drain. */
+void tfsd_space_fini(struct tfsd *d);
+/* tfs_opts.on_unusable: no device takes writes; refuse cached writes. */
+void tfsd_space_dead(void *ctx);
+/* Before a WRITE, fallocate or open: enter or leave low-space mode. */
+void tfsd_space_check(struct tfsd *d);
+/* Whether a new open must be direct; call under files_lock. */
+bool tfsd_space_open_direct(struct tfsd *d);
+/* Attribute timeout for every reply that carries attributes. */
+double tfsd_attr_timeout(struct tfsd *d);
+/* A GETATTR carrying @df's handle: true when space.c took the request
+ * (it replies, possibly later from a thread of its own). */
+bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df);
+/* A direct write or allocation of @len while low: 0 (admitted: call
+ * tfsd_space_done with the same len when it has completed), 1 (not low:
+ * nothing to call) or -ENOSPC. */
+int tfsd_space_admit(struct tfsd *d, uint64_t len);
+void tfsd_space_done(struct tfsd *d, uint64_t len);
+/* @df is being released. */
+void tfsd_space_release(struct tfsd *d, struct tfsd_file *df);
+/* Spawn fn(arg) on a detached thread counted in slow_n; false if it
+ * could not be started (fn did not run). */
+bool tfsd_slow_spawn(struct tfsd *d, void *(*fn)(void *), void *arg);
+/* The end of such a thread. */
+void tfsd_slow_done(struct tfsd *d);
 
 /* ctl.c: the control-channel ioctl (TWINFS_IOC_CTL on the root), and
  * the route of the lib's log lines into tlog (call before mounting). */

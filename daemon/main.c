@@ -27,6 +27,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "ctl.h"
 #include "daemon_i.h"
 #include "dev.h"
 
@@ -110,6 +111,7 @@ struct cfg {
 	char *commit_ms;
 	char *threads;
 	char *bufs;
+	char *space_reserve;
 	int help;
 	int version;
 };
@@ -129,6 +131,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("commit=%s", commit_ms, 0),
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
+	CFG_OPT("space_reserve=%s", space_reserve, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -203,6 +206,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o writeback_cache     let the kernel cache writes (default)\n"
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
 		"    -o commit=MS           background commit interval, 1..%u (default 5000)\n"
+		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
+		"                           devices before write(2) returns (default: what\n"
+		"                           the kernel may cache for this mount, plus 20M)\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
 		"    -o bufs=N              bounce buffers, 1..%u (default: lib's)\n"
 		"    -o allow_other, -o allow_root\n",
@@ -545,6 +551,12 @@ int main(int argc, char *argv[])
 	 * data, and a writeback cache would only make the kernel keep its own
 	 * mtime, which direct writes do not advance. */
 	d.writeback_cache = cfg.writeback_cache && !cfg.writethrough;
+	if (cfg.space_reserve && (ctl_parse_size(cfg.space_reserve, &d.space_reserve_opt) < 0 ||
+				  !d.space_reserve_opt)) {
+		fprintf(stderr, "twinfs: space_reserve=%s: expected a size such as 64M or 1G\n",
+			cfg.space_reserve);
+		goto out_usage;
+	}
 	tfsd_files_init(&d);
 
 	/* Parses (and rejects) the FUSE options but starts nothing, so a bad
@@ -591,6 +603,8 @@ int main(int argc, char *argv[])
 	to.rescue = cfg.rescue;
 	to.commit_ms = commit_ms;
 	to.bounce_bufs = bufs;
+	to.on_unusable = tfsd_space_dead;
+	to.cb_ctx = &d;
 	ret = tfs_mount(&to, &d.fs, err, sizeof(err));
 	if (ret < 0) {
 		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));
@@ -614,6 +628,7 @@ int main(int argc, char *argv[])
 	if (ret < 0)
 		tlog(LOG_WARNING, "cannot install the /dev/fuse I/O hooks (%s): shared mmap of "
 		     "direct-I/O opens will fail with ENODEV", strerror(-ret));
+	tfsd_space_init(&d, mnt);
 	startup_report(&report_fd, NULL);
 	if (!cmd.foreground)
 		detach_stdio();
@@ -625,6 +640,7 @@ int main(int argc, char *argv[])
 	 * finish before it goes away. */
 	tfs_drain(d.fs);
 	tfsd_slow_drain(&d);
+	tfsd_space_fini(&d);
 	exit_code = 0;
 	if (loop_ret < 0) {
 		tlog(LOG_ERR, "session loop: %s", strerror(-loop_ret));
@@ -657,6 +673,7 @@ out_args:
 	free(cfg.commit_ms);
 	free(cfg.threads);
 	free(cfg.bufs);
+	free(cfg.space_reserve);
 	free(devlist);
 	return exit_code;
 

@@ -9,8 +9,9 @@
  * fuse_file_info field for FOPEN_PARALLEL_DIRECT_WRITES, and without that
  * flag the kernel holds the inode lock exclusively for every direct write,
  * so writers to one file reach us one at a time however many threads we
- * run.  For direct opens (O_DIRECT, or every open with -o writethrough) we
- * therefore build the reply ourselves from <linux/fuse.h>: a struct
+ * run.  For direct opens (O_DIRECT, every open with -o writethrough, and
+ * writable opens on a nearly full file system: space.c) we therefore build
+ * the reply ourselves from <linux/fuse.h>: a struct
  * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
  * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
  * would, and send it with fuse_reply_buf.  Buffered opens use the normal
@@ -36,7 +37,8 @@
 
 #include "daemon_i.h"
 
-#define ATTR_TIMEOUT 1.0
+/* Attributes stay valid for tfsd_attr_timeout(): 1 s, 0 near a full
+ * file system (space.c). */
 #define ENTRY_TIMEOUT 1.0
 
 static struct tfsd *req_d(fuse_req_t req)
@@ -69,13 +71,14 @@ static void reply_err(fuse_req_t req, long ret)
 
 /* gen: tfs_fh_gen's, so file handles (name_to_handle_at, NFS export) of
  * a file deleted in a crash do not open a later file given its number. */
-static void fill_entry_param(struct fuse_entry_param *e, const struct stat *st, uint32_t gen)
+static void fill_entry_param(struct tfsd *d, struct fuse_entry_param *e,
+			     const struct stat *st, uint32_t gen)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = st->st_ino;
 	e->generation = gen;
 	e->attr = *st;
-	e->attr_timeout = ATTR_TIMEOUT;
+	e->attr_timeout = tfsd_attr_timeout(d);
 	e->entry_timeout = ENTRY_TIMEOUT;
 }
 
@@ -85,7 +88,7 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 	struct tfs *fs = req_fs(req);	/* req is gone after the reply */
 	struct fuse_entry_param e;
 
-	fill_entry_param(&e, st, tfs_fh_gen(fs, st->st_ino));
+	fill_entry_param(req_d(req), &e, st, tfs_fh_gen(fs, st->st_ino));
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		tfs_forget(fs, st->st_ino, 1);
 }
@@ -98,6 +101,7 @@ void tfsd_files_init(struct tfsd *d)
 	d->files.prev = d->files.next = &d->files;
 	pthread_mutex_init(&d->slow_mu, NULL);
 	pthread_cond_init(&d->slow_cv, NULL);
+	pthread_mutex_init(&d->space_mu, NULL);
 }
 
 void tfsd_slow_drain(struct tfsd *d)
@@ -113,9 +117,18 @@ static struct tfsd_file *file_new(void)
 	return calloc(1, sizeof(struct tfsd_file));
 }
 
-static void file_link(struct tfsd *d, struct tfsd_file *df)
+static bool open_is_direct(const struct tfsd *d, int flags);
+
+/* Link @df, deciding under files_lock whether it is direct: low-space
+ * mode (space.c) switches on under the same lock, so an open is either
+ * direct or seen by the switch. */
+static void file_link(struct tfsd *d, struct tfsd_file *df, uint64_t ino, int flags)
 {
 	pthread_mutex_lock(&d->files_lock);
+	df->ino = ino;
+	df->direct = open_is_direct(d, flags) ||
+		     ((flags & O_ACCMODE) != O_RDONLY && tfsd_space_open_direct(d));
+	df->cached_w = !df->direct && (flags & O_ACCMODE) != O_RDONLY;
 	df->next = d->files.next;
 	df->prev = &d->files;
 	df->next->prev = df;
@@ -189,6 +202,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
 	want(conn, FUSE_CAP_POSIX_ACL, false);
 	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
+	/* With writeback_cache the kernel trusts its own size and mtime, so
+	 * auto_inval_data only costs a GETATTR before every read; and that
+	 * GETATTR carries the handle, which the low-space gate (space.c)
+	 * must see for writes only. */
+	want(conn, FUSE_CAP_AUTO_INVAL_DATA, !d->writeback_cache);
 	if (d->writeback_cache && !(conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		tlog(LOG_WARNING, "kernel does not offer writeback_cache; ignored");
 	tlog(LOG_DEBUG, "init: capable 0x%x want 0x%x", conn->capable, conn->want);
@@ -231,12 +249,17 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = tfs_getattr(req_fs(req), ino, &st);
+	int ret;
 
+	/* With a handle (fh 0 is a directory's): before a write(2) on a
+	 * cached open, the low-space gate. */
+	if (fi && fi->fh && tfsd_space_gate(req, ino, fi_file(fi)))
+		return;
+	ret = tfs_getattr(req_fs(req), ino, &st);
 	if (ret < 0)
 		reply_err(req, ret);
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
 }
 
 static int setattr_bits(int to_set)
@@ -281,7 +304,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (ret < 0)
 		reply_err(req, ret);
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -431,10 +454,9 @@ static void fill_entry_out(struct fuse_entry_out *o, const struct fuse_entry_par
 }
 
 /* Reply to open; 0 or the reply's -errno. */
-static int reply_open(fuse_req_t req, const struct tfsd *d, struct tfsd_file *df,
-		      struct fuse_file_info *fi)
+static int reply_open(fuse_req_t req, struct tfsd_file *df, struct fuse_file_info *fi)
 {
-	if (open_is_direct(d, fi->flags)) {
+	if (df->direct) {
 		struct fuse_open_out o;
 
 		fill_open_out(&o, df);
@@ -458,6 +480,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, -ENOMEM);
 		return;
 	}
+	tfsd_space_check(d);	/* decides whether this open is direct */
 	ret = tfs_open(d->fs, ino, open_flags(d, fi->flags), &df->f);
 	/* Under atomic_o_trunc the kernel skips its truncate setattr, and
 	 * with it the suid/sgid clearing do_truncate asks for. */
@@ -472,19 +495,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Linked before the reply: the release may arrive at once. */
-	file_link(d, df);
-	if (reply_open(req, d, df, fi) == -ENOENT)
+	file_link(d, df, ino, open_flags(d, fi->flags));
+	if (reply_open(req, df, fi) == -ENOENT)
 		file_drop(d, df);	/* the kernel will send no release */
 }
 
 /* Reply to create; 0 or the reply's -errno. */
-static int reply_create(fuse_req_t req, const struct tfsd *d, const struct stat *st,
+static int reply_create(fuse_req_t req, struct tfsd *d, const struct stat *st,
 			struct tfsd_file *df, struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
 
-	fill_entry_param(&e, st, tfs_fh_gen(d->fs, st->st_ino));
-	if (open_is_direct(d, fi->flags)) {
+	fill_entry_param(d, &e, st, tfs_fh_gen(d->fs, st->st_ino));
+	if (df->direct) {
 		struct {
 			struct fuse_entry_out entry;
 			struct fuse_open_out open;
@@ -517,13 +540,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		reply_err(req, -ENOMEM);
 		return;
 	}
+	tfsd_space_check(d);
 	ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c, &st, &df->f);
 	if (ret < 0) {
 		free(df);
 		reply_err(req, ret);
 		return;
 	}
-	file_link(d, df);
+	file_link(d, df, st.st_ino, open_flags(d, fi->flags));
 	/* tfs_create added the entry's lookup reference, which the reply
 	 * hands to the kernel (raw or not). */
 	if (reply_create(req, d, &st, df, fi) == -ENOENT) {
@@ -540,6 +564,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	tfsd_space_release(req_d(req), fi_file(fi));
 	reply_err(req, file_drop(req_d(req), fi_file(fi)));
 }
 
@@ -560,7 +585,7 @@ static void fsync_done(void *arg, int ret)
 	/* With the writeback cache the kernel keeps no st_blocks of its own
 	 * and, unlike on flush, does not drop its cached attributes after an
 	 * fsync: stat would show the blocks from before the written-back
-	 * data for up to ATTR_TIMEOUT.  Attributes only (negative offset). */
+	 * data for up to the attribute timeout.  Attributes only (negative offset). */
 	if (ret == 0 && d->writeback_cache)
 		fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
 	reply_err(req, ret);
@@ -661,26 +686,86 @@ static void write_done(void *arg, ssize_t n)
 		fuse_reply_write(req, (size_t)n);
 }
 
+/* A direct write admitted in low-space mode: it holds its length in
+ * space.c's pending count until it completes. */
+struct admitted_write {
+	fuse_req_t req;
+	uint64_t len;
+};
+
+static void admitted_write_done(void *arg, ssize_t n)
+{
+	struct admitted_write *a = arg;
+	struct tfsd *d = req_d(a->req);
+
+	tfsd_space_done(d, a->len);
+	write_done(a->req, n);
+	free(a);
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
-	ssize_t n = write_kill_privs(req, ino);
+	struct tfsd *d = req_d(req);
+	struct tfsd_file *df = fi_file(fi);
+	size_t len = fuse_buf_size(in);
+	struct admitted_write *a = NULL;
+	ssize_t n;
 
+	tfsd_space_check(d);
+	/* A write from the page cache (writeback) stores what the kernel
+	 * has acknowledged already: never refused here.  A direct one is
+	 * the caller's own write(2) and may still get ENOSPC. */
+	if (df->direct) {
+		n = tfsd_space_admit(d, len);
+		if (n < 0) {
+			reply_err(req, n);
+			return;
+		}
+		if (n == 0 && !(a = malloc(sizeof(*a)))) {
+			tfsd_space_done(d, len);
+			reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	n = write_kill_privs(req, ino);
 	if (n < 0) {
+		if (a) {
+			tfsd_space_done(d, len);
+			free(a);
+		}
 		reply_err(req, n);
 		return;
 	}
 	/* Replied from the I/O completion: this worker goes back to the
 	 * next request instead of sleeping until the mirrors have the data.
 	 * fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
-	tfs_write_async(fi_file(fi)->f, off, fuse_buf_size(in), write_fill, in, fi->flags,
-			write_done, req);
+	if (a) {
+		a->req = req;
+		a->len = len;
+		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, admitted_write_done, a);
+	} else {
+		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, write_done, req);
+	}
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
+	struct tfsd *d = req_d(req);
+	int ret = 1;
+
+	tfsd_space_check(d);
+	/* Allocating modes take space the low-space gate promised away. */
+	if (!(mode & FALLOC_FL_PUNCH_HOLE) && len > 0)
+		ret = tfsd_space_admit(d, (uint64_t)len);
+	if (ret < 0) {
+		reply_err(req, ret);
+		return;
+	}
 	reply_err(req, tfs_fallocate(fi_file(fi)->f, mode, off, len));
+	if (ret == 0)
+		tfsd_space_done(d, (uint64_t)len);
 }
 
 struct lseek_job {
@@ -806,7 +891,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	atomic_store(&df->dir_end, end);
-	file_link(d, df);
+	file_link(d, df, ino, O_RDONLY | O_DIRECTORY);
 	fi->fh = (uint64_t)(uintptr_t)df;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		file_drop(d, df);
@@ -838,7 +923,8 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 
 		/* The kernel takes nothing from "." and ".." (and asking for
 		 * the parent's generation here would lock child to parent). */
-		fill_entry_param(&e, st, is_dot(name) ? 0 : tfs_fh_gen(c->fs, st->st_ino));
+		fill_entry_param(req_d(c->req), &e, st,
+				 is_dot(name) ? 0 : tfs_fh_gen(c->fs, st->st_ino));
 		n = fuse_add_direntry_plus(c->req, c->buf + c->pos, rem, name, &e,
 					   (off_t)next_off);
 	} else {

@@ -39,8 +39,7 @@ static const char *dev_state_name(int state)
 	}
 }
 
-/* "50M", "1G", "4096", "2k": bytes (1024-based suffixes). */
-static int parse_size(const char *s, uint64_t *out)
+int ctl_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -138,7 +137,8 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
 		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK)
 			healthy = false;
-	jb_str(j, "state", healthy ? "HEALTHY" : "DEGRADED");
+	jb_str(j, "state", atomic_load(&fs->unusable) ? "UNUSABLE" :
+	       healthy ? "HEALTHY" : "DEGRADED");
 	jb_bool(j, "readonly", fs->readonly);
 	jb_str(j, "backend", tfs_backend_name(fs));
 	space_json(fs, j);
@@ -207,7 +207,7 @@ static int cmd_scrub_start(struct tfs *fs, int argc, char **argv, struct jbuf *j
 
 		if (!strncmp(a, "rate=", 5))
 			a += 5;
-		if (parse_size(a, &rate) < 0) {
+		if (ctl_parse_size(a, &rate) < 0) {
 			jb_error(j, "bad argument '%s' (want rate=N[KMG], bytes per second)",
 				 argv[i]);
 			return -EINVAL;

@@ -19,6 +19,7 @@
 #define TWINFS_CTL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/ioctl.h>
 
 #define TWINFS_CTL_MAX 16000
@@ -47,5 +48,8 @@ extern const struct ctl_cmd ctl_dev_cmds[];	/* ctl_dev.c: rebuild, replace ... *
 /* Run one command line; out receives a NUL-terminated JSON document.
  * Returns 0 or -errno (the JSON then holds {"error": "..."}). */
 int tfs_ctl(struct tfs *fs, const char *cmdline, char *out, size_t outlen);
+/* "50M", "1G", "4096", "2k": bytes (1024-based suffixes); 0 or -EINVAL.
+ * Also the daemon's size options. */
+int ctl_parse_size(const char *s, uint64_t *out);
 
 #endif

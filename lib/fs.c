@@ -96,7 +96,22 @@ static void cb_pressure(void *ctx)
  * flush is acknowledged: ckpt_persist_stale through the mirror's hook). */
 static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 {
-	fs_kick_bg(ctx);
+	struct tfs *fs = ctx;
+
+	/* The last device that could take writes is gone: a change accepted
+	 * now would live in memory only and vanish at unmount, so stop taking
+	 * any (every mutator checks readonly and fails with EROFS).  Nothing
+	 * brings a device back without a good copy to rebuild from: this
+	 * lasts until unmount.  Logged once: on_state fires per transition. */
+	if (mirror_healthy(&fs->mirror) == 0 && !atomic_exchange(&fs->unusable, true)) {
+		fs->readonly = true;
+		tfs_log(LOG_ERR, "no device can take writes any more: the file system is "
+			"now read-only (every change fails with EROFS); unmount it and "
+			"check the devices");
+		if (fs->on_unusable)
+			fs->on_unusable(fs->cb_ctx);
+	}
+	fs_kick_bg(fs);
 }
 
 int fs_new(struct tfs **out)
@@ -731,6 +746,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		return ret;
 	}
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
+	fs->on_unusable = o->on_unusable;
+	fs->cb_ctx = o->cb_ctx;
 
 	/* Before opening: the exclusive lock would turn the second open of
 	 * one device into "in use by another twinfs process", after a wait. */
@@ -1130,6 +1147,19 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	memcpy(&f1, fs->sb.fs_uuid + 8, 8);
 	st->f_fsid = (unsigned long)(f0 ^ f1);
 	return 0;
+}
+
+uint64_t tfs_avail_bytes(struct tfs *fs)
+{
+	uint64_t free_ = alloc_free_blocks(fs->alloc);
+	uint64_t reserve = alloc_reserve_blocks(fs->alloc);
+
+	return free_ > reserve ? (free_ - reserve) * TFS_BLOCK_SIZE : 0;
+}
+
+bool tfs_unusable(struct tfs *fs)
+{
+	return atomic_load(&fs->unusable);
 }
 
 /* Every data write completed before its record was appended, and a commit

@@ -148,6 +148,11 @@ struct tfs {
 
 	bool replaying;			/* apply without live side effects */
 	bool readonly;
+	/* Set once when no device can take writes (makes readonly true too):
+	 * status reports the file system UNUSABLE. */
+	_Atomic bool unusable;
+	void (*on_unusable)(void *ctx);	/* tfs_opts' */
+	void *cb_ctx;
 	struct rebuild *rb;		/* rebuild.c: rebuild/replace state */
 	/* Offline load (tfs_opts.offline): where the replayed log ends. */
 	uint64_t replay_end_pos, replay_next_seq;

@@ -44,6 +44,10 @@ struct tfs_opts {
 	 * read-only what can be recovered instead of refusing; nothing is
 	 * written to the devices (opened O_RDONLY). */
 	bool rescue;
+	/* Called once, on an I/O or background thread, when no device can
+	 * take writes any more (tfs_unusable turns true); must not block. */
+	void (*on_unusable)(void *ctx);
+	void *cb_ctx;
 };
 
 struct tfs_format_opts {
@@ -212,6 +216,12 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 		       off_t off_out, size_t len);
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st);
+/* Bytes a data write can still take (statfs's f_bavail, cheap: two atomic
+ * loads), for the daemon's low-space mode. */
+uint64_t tfs_avail_bytes(struct tfs *fs);
+/* No device can take writes any more: the file system turned read-only
+ * and every change fails with -EROFS until unmount. */
+bool tfs_unusable(struct tfs *fs);
 /* Write a checkpoint now (tests and tools; the daemon checkpoints on its
  * own when the log fills). */
 int tfs_checkpoint(struct tfs *fs);

@@ -414,8 +414,9 @@ static void status_table(const struct jv *v)
 		printf(" (\"%s\")", jv_str(v, "label", ""));
 	printf("  format v%llu  backend %s\n", (unsigned long long)jv_u64(v, "format_version", 0),
 	       jv_str(v, "backend", "?"));
-	printf(" state: %s%s\n", jv_str(v, "state", "?"), jv_bool(v, "readonly", false) ?
-	       " (read-only)" : "");
+	printf(" state: %s%s%s\n", jv_str(v, "state", "?"), jv_bool(v, "readonly", false) ?
+	       " (read-only)" : "", strcmp(jv_str(v, "state", ""), "UNUSABLE") ? "" :
+	       ": no device can take writes; every change fails with EROFS");
 	printf(" space: %s used of %s, %s available; %llu inodes\n",
 	       human(jv_num(v, "used_bytes", 0), b1, sizeof(b1)),
 	       human(jv_num(v, "size_bytes", 0), b2, sizeof(b2)),

@@ -33,9 +33,20 @@ h_log "empty-ish: total $total free $free0 avail $avail0"
 check_full() {
 	local b f a pct
 	read -r b f a < <(sf)
+	h_log "buffered writers stopped: total $b free $f avail $a"
+	# A buffered write(2) is refused once the free space cannot cover what
+	# one more may add (low-space mode grants 4 MiB): at most that is left.
+	((a <= 1024)) || h_fail "writers stopped on ENOSPC but statfs shows $a blocks available"
+	# Direct writes reach the devices before write(2) returns: they fill
+	# the rest to the last block.
+	dd if=/dev/zero of="$MNT/topup" bs=4k oflag=direct status=none 2>"$T/topup.err" &&
+		h_fail "a direct writer filled past the end"
+	grep -q "No space left on device" "$T/topup.err" ||
+		h_fail "direct top-up did not stop on ENOSPC: $(cat "$T/topup.err")"
+	read -r b f a < <(sf)
 	pct=$(df --output=pcent "$MNT" | tail -n 1 | tr -dc 0-9)
 	h_log "full: total $b free $f avail $a df ${pct}%"
-	((a == 0)) || h_fail "writers stopped on ENOSPC but statfs shows $a blocks available"
+	((a == 0)) || h_fail "direct writer stopped on ENOSPC but statfs shows $a blocks available"
 	((pct == 100)) || h_fail "df shows ${pct}% on a full file system"
 	(cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "earlier files changed after ENOSPC"
 }
@@ -83,7 +94,7 @@ run_fill fill1
 check_full
 # metadata has room on a full file system: rm, mkdir, create
 mkdir "$MNT/dir/whilefull" 2>/dev/null || true
-read -r _ f1 _ < <(free_after_rm "$MNT/fill1")
+read -r _ f1 _ < <(free_after_rm "$MNT/fill1" "$MNT/topup")
 h_log "after rm: free $f1"
 ((f1 + 256 >= free0)) || h_fail "space did not come back after rm: free $f1, was $free0"
 mkdir -p "$MNT/dir/afterdelete" || h_fail "mkdir after delete"
@@ -94,7 +105,7 @@ h_log "four writers fill the file system"
 run_fill p1 p2 p3 p4
 check_full
 rm -rf "$MNT/dir/whilefull"
-read -r _ f2 _ < <(free_after_rm "$MNT"/p[1-4])
+read -r _ f2 _ < <(free_after_rm "$MNT"/p[1-4] "$MNT/topup")
 ((f2 + 256 >= free0)) || h_fail "space did not come back after rm of 4 files: free $f2, was $free0"
 
 # 3. the same after a remount
