@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dir.h"
+#include "event.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -96,6 +97,7 @@ static void cb_pressure(void *ctx)
 static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 {
 	fs_kick_bg(ctx);
+	event_dev_state(ctx, dev, state, err);
 }
 
 int fs_new(struct tfs **out)
@@ -134,6 +136,7 @@ void fs_free(struct tfs *fs)
 {
 	scrub_free(fs);	/* its thread uses the log and the inodes */
 	rebuild_free(fs);
+	event_close(fs);	/* after every thread that emits */
 	if (fs->log)
 		log_close(fs->log);
 	fs_itable_destroy(fs);
@@ -406,6 +409,7 @@ static void *bg_main(void *arg)
 		/* An image deleted or truncated under us fails no I/O
 		 * (deleted) or only reads (truncated): look for it. */
 		rebuild_health_check(fs);
+		event_space_check(fs);	/* frees land here, as commits make them durable */
 		if (ckpt)
 			ckpt_write(fs);
 		else if (commit)
@@ -706,6 +710,11 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	ret = scrub_init(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
+		goto out_fs;
+	}
+	ret = o->offline ? 0 : event_open(fs, o->event_cmd, o->mountpoint, o->event_timeout_s);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot set up events: %s", strerror(-ret));
 		goto out_fs;
 	}
 

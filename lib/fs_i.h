@@ -149,6 +149,7 @@ struct tfs {
 	bool replaying;			/* apply without live side effects */
 	bool readonly;
 	struct rebuild *rb;		/* rebuild.c: rebuild/replace state */
+	struct event_q *ev;		/* event.c: NULL until event_open */
 	/* Offline load (tfs_opts.offline): where the replayed log ends. */
 	uint64_t replay_end_pos, replay_next_seq;
 };

@@ -39,6 +39,9 @@ struct tfs_opts {
 	 * (see fs_offline_commit in fs_i.h).  Release with tfs_abandon. */
 	bool offline;
 	bool readonly;			/* with offline: open the devices O_RDONLY */
+	const char *event_cmd;		/* absolute path run per event (event.h), or NULL */
+	const char *mountpoint;		/* for the events' TWINFS_MOUNTPOINT */
+	unsigned event_timeout_s;	/* 0: EVENT_TIMEOUT_DEFAULT_S */
 };
 
 struct tfs_format_opts {
