@@ -522,7 +522,7 @@ void event_dev_state(struct tfs *fs, unsigned dev, int state, int err)
 	if (mirror_healthy(&fs->mirror) == 0 &&
 	    atomic_compare_exchange_strong(&fs->ev->unusable, &no, 1))
 		event_emit(fs, &(struct event){ .kind = EV_FS_UNUSABLE, .slot = -1 },
-			   "no device left that takes writes: every write fails with EIO");
+			   "no device left that takes writes: the mount is read-only, every change fails with EROFS");
 }
 
 void event_scrub_done(struct tfs *fs, const char *state, uint64_t csum_errors,
