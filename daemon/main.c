@@ -101,6 +101,7 @@ struct cfg {
 	int degraded;
 	int writethrough;
 	int writeback_cache;
+	int nodiscard;
 	unsigned commit_ms;
 	unsigned threads;
 	unsigned bufs;
@@ -119,6 +120,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("writethrough", writethrough, 1),
 	CFG_OPT("writeback_cache", writeback_cache, 1),
 	CFG_OPT("no_writeback_cache", writeback_cache, 0),
+	CFG_OPT("discard", nodiscard, 0),
+	CFG_OPT("nodiscard", nodiscard, 1),
 	CFG_OPT("commit=%u", commit_ms, 0),
 	CFG_OPT("threads=%u", threads, 0),
 	CFG_OPT("bufs=%u", bufs, 0),
@@ -193,6 +196,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o writethrough        every open is direct I/O with parallel writes\n"
 		"    -o writeback_cache     let the kernel cache writes (default)\n"
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
+		"    -o discard             discard freed blocks on every device (default)\n"
+		"    -o nodiscard           keep freed blocks allocated (twinfs-ctl trim frees them)\n"
 		"    -o commit=MS           background commit interval (default 5000)\n"
 		"    -o threads=N           max worker threads (default %u)\n"
 		"    -o bufs=N              bounce buffers (default: lib's)\n"
@@ -530,6 +535,7 @@ int main(int argc, char *argv[])
 	to.backend = cfg.backend;
 	to.fault = cfg.fault;
 	to.degraded = cfg.degraded;
+	to.nodiscard = cfg.nodiscard;
 	to.commit_ms = cfg.commit_ms;
 	to.bounce_bufs = cfg.bufs;
 	ret = tfs_mount(&to, &d.fs, err, sizeof(err));

@@ -542,8 +542,8 @@ int ckpt_write(struct tfs *fs)
 	}
 
 	log_set_head(fs->log, pos, seq + 1);
-	if (prev_blocks)
-		alloc_put(fs->alloc, prev_start, prev_blocks);
+	if (prev_blocks)	/* the durable superblock no longer names them */
+		alloc_put_discard(fs->alloc, prev_start, prev_blocks);
 	wib_put(fs, old.wib_start, old.wib_blocks);
 	goto out;
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dir.h"
+#include "discard.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -132,6 +133,7 @@ int fs_new(struct tfs **out)
  * backend are closed by the caller's ladder. */
 void fs_free(struct tfs *fs)
 {
+	discard_free(fs);	/* its threads use the allocator and the devices */
 	scrub_free(fs);	/* its thread uses the log and the inodes */
 	rebuild_free(fs);
 	if (fs->log)
@@ -759,6 +761,13 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	}
 
+	/* Before the first free: the checkpoint below frees the old one. */
+	ret = discard_start(fs, !o->nodiscard);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot start the discard thread: %s", strerror(-ret));
+		goto out_fs;
+	}
+
 	/* The first write of this mount.  The new superblock names the new
 	 * log_id and the replay end as the log head; it must be durable before
 	 * any record carrying the new log_id is written, or a crash would
@@ -853,6 +862,7 @@ int tfs_unmount(struct tfs *fs)
 	if (ret == 0)
 		ret = r2;
 	alloc_release_all(fs->alloc);
+	discard_stop(fs);	/* what the final checkpoint freed, too */
 	fs_teardown(fs);
 	return ret;
 }

@@ -39,6 +39,7 @@ struct tfs_opts {
 	 * (see fs_offline_commit in fs_i.h).  Release with tfs_abandon. */
 	bool offline;
 	bool readonly;			/* with offline: open the devices O_RDONLY */
+	bool nodiscard;			/* freed blocks are not discarded (trim still works) */
 };
 
 struct tfs_format_opts {
