@@ -75,6 +75,8 @@ expect start scrub st
 expect cancel scrub c
 expect --wait scrub start /x --w
 expect --json status /x --j
+expect trim tr
+expect status trim st
 # Commands offered by completion are the ones twinfs-ctl knows.
 for c in $(complete_words ''); do
 	grep -q "^  $c " <<<"$usage" || fail "completion offers '$c', which twinfs-ctl --help does not list"
