@@ -862,7 +862,10 @@ int tfs_unmount(struct tfs *fs)
 	if (ret == 0)
 		ret = r2;
 	alloc_release_all(fs->alloc);
-	discard_stop(fs);	/* what the final checkpoint freed, too */
+	/* Discard what the final commit and checkpoint freed, but only when
+	 * they are durable: otherwise fs_free hands the blocks back unissued. */
+	if (ret == 0)
+		discard_stop(fs);
 	fs_teardown(fs);
 	return ret;
 }
