@@ -78,9 +78,13 @@ struct alloc {
 	int (*discard_fn)(void *ctx, uint64_t blk, uint64_t n);
 	void *discard_ctx;
 	_Atomic uint64_t held;		/* blocks held for a discard */
-	pthread_mutex_t hold_mu;	/* leaf lock: unholds, hold_cv */
+	pthread_mutex_t hold_mu;	/* leaf lock for waiting on hold_cv */
 	pthread_cond_t hold_cv;		/* an unhold happened */
-	uint64_t unholds;		/* under hold_mu */
+	/* Unholds so far: read lock-free by every alloc_get (no global lock
+	 * on the data path), bumped before hold_cv is broadcast under
+	 * hold_mu, and compared under hold_mu by a waiter, so no wakeup is
+	 * lost. */
+	_Atomic uint64_t unholds;
 
 	struct ag groups[];
 };
@@ -426,6 +430,7 @@ static int area_create(uint64_t start, uint64_t end, uint64_t reserve, struct al
 	atomic_init(&a->nfree, total);
 	atomic_init(&a->errors, 0);
 	atomic_init(&a->held, 0);
+	atomic_init(&a->unholds, 0);
 	pthread_mutex_init(&a->defer_mu, NULL);
 	pthread_mutex_init(&a->hold_mu, NULL);
 	pthread_cond_init(&a->hold_cv, NULL);
@@ -865,14 +870,12 @@ int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 		uint64_t gen;
 		int ret;
 
-		pthread_mutex_lock(&a->hold_mu);
-		gen = a->unholds;
-		pthread_mutex_unlock(&a->hold_mu);
+		gen = atomic_load(&a->unholds);
 		ret = alloc_get_now(a, want, hint, kind, blk, got);
 		if (ret != -ENOSPC || !atomic_load(&a->held))
 			return ret;
 		pthread_mutex_lock(&a->hold_mu);
-		while (a->unholds == gen)
+		while (atomic_load(&a->unholds) == gen)
 			pthread_cond_wait(&a->hold_cv, &a->hold_mu);
 		pthread_mutex_unlock(&a->hold_mu);
 	}
@@ -931,8 +934,8 @@ void alloc_unhold(struct alloc *a, uint64_t blk, uint64_t n)
 {
 	alloc_put(a, blk, n);
 	atomic_fetch_sub(&a->held, n);
+	atomic_fetch_add(&a->unholds, 1);
 	pthread_mutex_lock(&a->hold_mu);
-	a->unholds++;
 	pthread_cond_broadcast(&a->hold_cv);
 	pthread_mutex_unlock(&a->hold_mu);
 }

@@ -429,8 +429,6 @@ int dev_discard_sync(struct dev_backend *be, struct dev *d, uint64_t off, uint64
 	} else {
 		return -EOPNOTSUPP;
 	}
-	if (r == -EOPNOTSUPP || r == -ENOTTY)
-		atomic_store(&d->discard, DEV_DISCARD_NONE);
 	return r == -ENOTTY ? -EOPNOTSUPP : r;
 }
 

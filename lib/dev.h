@@ -140,7 +140,7 @@ const char *dev_backend_name(const struct dev_backend *be);
  * tries a no-op (BLKDISCARD of zero bytes, a hole punched at the end of
  * the image) and records the mode in d->discard; it writes nothing.
  * dev_discard runs through the backend's vtable; -EOPNOTSUPP when the
- * device or backend cannot (and the device is then marked NONE).
+ * device or backend cannot (the caller then marks the device NONE).
  */
 int dev_discard_probe(struct dev *d);
 const char *dev_discard_name(int mode);	/* "blkdiscard", "punch", "unsupported" */

@@ -268,8 +268,10 @@ static int fs_issue(void *ctx, uint64_t blk, uint64_t n)
 			continue;
 		r = dev_discard(fs->be, d, blk * TFS_BLOCK_SIZE, n * TFS_BLOCK_SIZE);
 		if (r == -EOPNOTSUPP) {
-			tfs_log(LOG_NOTICE, "%s: discard is not supported after all; "
-				"freed blocks stay allocated on it", d->path);
+			/* Said once: the device is not asked again. */
+			if (atomic_exchange(&d->discard, DEV_DISCARD_NONE) != DEV_DISCARD_NONE)
+				tfs_log(LOG_NOTICE, "%s: discard: unsupported after all; "
+					"freed blocks stay allocated on it", d->path);
 			continue;
 		}
 		if (r < 0) {

@@ -5,8 +5,9 @@
 # (then twinfs-ctl sync) shrinks both again within seconds (holes punched
 # by the asynchronous discard).  With -o nodiscard they stay as large until
 # `twinfs-ctl trim --wait` shrinks them.  Status names each device's
-# discard method; the other files read back intact after a remount, and
-# fsck finds nothing.
+# discard method ("unsupported", said once, where discards fail with
+# EOPNOTSUPP); the other files read back intact after a remount, and fsck
+# finds nothing.
 source "$(dirname "$0")/harness.sh"
 : "${CTL:?CTL must name the twinfs-ctl binary}"
 FSCK=${FSCK:-$(dirname "$TWINFS")/fsck.twinfs}
@@ -69,4 +70,19 @@ for mode in discard nodiscard; do
 	h_umount
 	out=$("$FSCK" -n "${IMGS[@]}" 2>&1) || h_fail "fsck after $mode: $out"
 done
+# A device that refuses discards (the fault backend answers EOPNOTSUPP):
+# said once in the log and in status, then never tried again.
+h_mount "" "fault=op=discard\\,kind=error\\,err=95"
+for i in 1 2 3; do
+	head -c 2000000 /dev/urandom >"$MNT/f$i"
+	"$CTL" sync "$MNT"
+	rm "$MNT/f$i"
+	"$CTL" sync "$MNT"
+	sleep 0.3
+done
+st=$("$CTL" status "$MNT")
+grep -q "discard: unsupported unsupported" <<<"$st" || h_fail "status does not say unsupported: $st"
+n=$(grep -c "discard: unsupported after all" "$DAEMON_LOG" || true)
+((n == 2)) || h_fail "expected one 'unsupported' line per device, got $n"
+h_umount
 echo "discard: deleting $BIG MiB shrank both images (async discard); -o nodiscard kept them until twinfs-ctl trim; fsck clean"
