@@ -73,7 +73,8 @@ struct alloc {
 	 * Discard (top level only): blocks a release frees are handed to
 	 * discard_fn still marked used ("held"), so nothing can allocate and
 	 * write them while their discard is in flight; alloc_unhold frees
-	 * them.  discard_fn is set before any release and never changes.
+	 * them.  discard_fn is set before any release and cleared only when
+	 * no other thread frees blocks any more (alloc_set_discard).
 	 */
 	int (*discard_fn)(void *ctx, uint64_t blk, uint64_t n);
 	void *discard_ctx;

@@ -70,7 +70,8 @@ void alloc_release_durable(struct alloc *a, uint64_t durable_seq);
 void alloc_release_all(struct alloc *a);
 
 /*
- * Discard.  With a hook set (once, before any free), blocks that a release
+ * Discard.  With a hook set (before any free; cleared, with NULL, only
+ * when no other thread frees any more), blocks that a release
  * (alloc_release_durable/_all, alloc_put_discard) leaves without a
  * reference are not freed but "held": still marked used, so no allocation
  * can hand them out and have them written while their discard is in

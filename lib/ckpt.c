@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dir.h"
+#include "discard.h"
 #include "fs_i.h"
 #include "le.h"
 #include "rebuild.h"
@@ -215,6 +216,10 @@ static int ckpt_alloc(struct tfs *fs, uint64_t want, uint64_t *blk)
 	int nheld = 0, ret = -ENOSPC;
 	uint64_t rs, re;
 
+	/* The previous checkpoint's blocks may still be held for their
+	 * discard: the reserve's ends must be free again before the claims. */
+	if (alloc_held_blocks(fs->alloc))
+		discard_flush(fs);
 	if (alloc_reserve_range(fs->alloc, &rs, &re) == 0 && want <= re - rs) {
 		uint64_t cur = fs->sb.ckpt_start;
 		/* The top end first unless the current checkpoint is in the

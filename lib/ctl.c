@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "discard.h"
 #include "fs_i.h"
 #include "json.h"
-#include "discard.h"
 #include "scrub.h"
 
 #define CTL_ARGV_MAX 32

@@ -7,7 +7,10 @@
  * Lock order: the queue's mu and the trim mu are leaves.  The allocator
  * calls discard_q_add under its group locks; the worker and the trim
  * thread call into the allocator (alloc_unhold, alloc_hold_free) and the
- * devices holding neither.
+ * devices holding neither.  The trim thread takes fs->ckpt_mu (the top
+ * of fs_i.h's order) while it trims the metadata reserve; a checkpoint
+ * waits for the queue (discard_flush) under ckpt_mu, and the worker never
+ * takes it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -349,6 +352,10 @@ static void discard_end(struct tfs *fs, bool issue)
 	if (!dc)
 		return;
 	trim_join(dc);
+	/* Every other thread that frees blocks has stopped by now (unmount,
+	 * abandon, failed mount): later frees go straight to the free pool. */
+	if (dc->q)
+		alloc_set_discard(fs->alloc, NULL, NULL);
 	/* Runs still queued are held: they go back to the allocator (after
 	 * their discard when @issue) before it can be destroyed. */
 	discard_q_destroy(dc->q, issue);
@@ -407,20 +414,37 @@ static void *trim_main(void *arg)
 {
 	struct discard *dc = arg;
 	struct tfs *fs = dc->fs;
-	uint64_t pos = fs->sb.data_start, blk, n;
+	uint64_t pos = fs->sb.data_start, blk, n, rs, re;
 	int err = 0;
 
+	if (alloc_reserve_range(fs->alloc, &rs, &re) < 0)
+		rs = UINT64_MAX;
 	while (!atomic_load(&dc->cancel)) {
-		int r = alloc_hold_free(fs->alloc, pos, TRIM_CHUNK, &blk, &n);
+		/* In the metadata reserve a checkpoint claims exact runs
+		 * (ckpt_alloc): trim there under ckpt_mu, so no checkpoint
+		 * finds its run held by us. */
+		bool in_reserve = pos >= rs;
+		int r;
 
-		if (r == -ENOENT)
-			break;
+		if (in_reserve)
+			pthread_mutex_lock(&fs->ckpt_mu);
+		r = alloc_hold_free(fs->alloc, pos, TRIM_CHUNK, &blk, &n);
+		if (r == 0 && !in_reserve && blk >= rs) {
+			/* jumped into the reserve: redo it under the lock */
+			alloc_unhold(fs->alloc, blk, n);
+			pos = rs;
+			continue;
+		}
 		if (r == 0) {
 			r = fs_issue(dc, blk, n);
 			alloc_unhold(fs->alloc, blk, n);
 			if (r < 0 && !err)
 				err = r;
 		}
+		if (in_reserve)
+			pthread_mutex_unlock(&fs->ckpt_mu);
+		if (r == -ENOENT)
+			break;
 		pos = blk + n;
 		pthread_mutex_lock(&dc->mu);
 		if (r == 0)

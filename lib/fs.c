@@ -133,7 +133,6 @@ int fs_new(struct tfs **out)
  * backend are closed by the caller's ladder. */
 void fs_free(struct tfs *fs)
 {
-	discard_free(fs);	/* its threads use the allocator and the devices */
 	scrub_free(fs);	/* its thread uses the log and the inodes */
 	rebuild_free(fs);
 	if (fs->log)
@@ -143,6 +142,9 @@ void fs_free(struct tfs *fs)
 		bounce_pool_destroy(fs->bounce);
 	if (fs->bounce_small)
 		bounce_pool_destroy(fs->bounce_small);
+	/* After everything that frees blocks (log_close may release the
+	 * last durable frees); its threads use the allocator and devices. */
+	discard_free(fs);
 	if (fs->alloc)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
