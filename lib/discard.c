@@ -316,12 +316,18 @@ int discard_start(struct tfs *fs, bool on)
 	pthread_mutex_init(&dc->mu, NULL);
 	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
 		struct dev *d = fs->mirror.devs[i];
+		int mode;
 
 		if (!d)
 			continue;
-		tfs_log(LOG_INFO, "%s: discard: %s%s", d->path,
-			dev_discard_name(dev_discard_probe(d)),
-			on ? "" : " (off: -o nodiscard; twinfs-ctl trim still works)");
+		mode = dev_discard_probe(d);
+		/* Said once, where it matters; status shows every device's
+		 * method (a mount stays quiet otherwise: it may still be
+		 * writing to the user's terminal). */
+		tfs_log(mode == DEV_DISCARD_NONE ? LOG_NOTICE : LOG_DEBUG,
+			"%s: discard: %s%s", d->path, dev_discard_name(mode),
+			mode == DEV_DISCARD_NONE ? " (neither BLKDISCARD nor hole punching works; "
+			"freed blocks stay allocated on it)" : "");
 	}
 	if (on) {
 		ret = discard_q_create(&fs_qops, dc, DISCARD_DELAY_MS, &dc->q);
