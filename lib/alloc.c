@@ -651,10 +651,11 @@ static uint64_t hold_run(struct alloc *top, struct alloc *a, uint64_t rs, uint64
 {
 	if (!n)
 		return 0;
-	if (top->discard_fn(top->discard_ctx, a->start + rs, n) == 0) {
-		atomic_fetch_add(&top->held, n);
+	/* Counted before it is queued, so the unhold never comes first. */
+	atomic_fetch_add(&top->held, n);
+	if (top->discard_fn(top->discard_ctx, a->start + rs, n) == 0)
 		return 0;
-	}
+	atomic_fetch_sub(&top->held, n);
 	bm_clear(a->bm, rs, rs + n);
 	return n;
 }
