@@ -4,7 +4,8 @@
 # fs on image files: writing a 200 MiB file grows both images, deleting it
 # (then twinfs-ctl sync) shrinks both again within seconds (holes punched
 # by the asynchronous discard).  With -o nodiscard they stay as large until
-# `twinfs-ctl trim --wait` shrinks them.  Status names each device's
+# `twinfs-ctl trim --wait` shrinks them (files written while it runs read
+# back intact after a remount).  Status names each device's
 # discard method ("unsupported", said once, where discards fail with
 # EOPNOTSUPP); the other files read back intact after a remount, and fsck
 # finds nothing.
@@ -58,7 +59,13 @@ for mode in discard nodiscard; do
 		a1=$(alloc_bytes "${IMGS[1]}")
 		((g0 - a0 < (BIG << 20) / 10 && g1 - a1 < (BIG << 20) / 10)) ||
 			h_fail "with -o nodiscard the images shrank by $(mib $((g0 - a0))) / $(mib $((g1 - a1))) MiB"
+		# Writers run during the trim: nothing they are given may be
+		# discarded under them (each file is compared after a remount).
+		head -c 1000000 /dev/urandom >"$T/src"
+		(for i in $(seq 1 25); do cp "$T/src" "$MNT/keep/w$i"; done) &
+		wpid=$!
 		out=$("$CTL" trim "$MNT" --wait) || h_fail "twinfs-ctl trim failed: $out"
+		wait "$wpid" || h_fail "writers during the trim failed"
 		h_log "trim: $(tail -n 1 <<<"$out")"
 		"$CTL" trim status "$MNT" --json | grep -q '"state": *"finished"' ||
 			h_fail "trim status does not say finished"
@@ -67,6 +74,10 @@ for mode in discard nodiscard; do
 	(cd "$MNT/keep" && sha256sum small.* >"$T/sums")
 	h_remount
 	(cd "$MNT/keep" && sha256sum --quiet -c "$T/sums") || h_fail "files differ after remount"
+	for f in "$MNT"/keep/w*; do
+		[[ -e $f ]] || continue
+		cmp -s "$T/src" "$f" || h_fail "$f, written during the trim, differs after remount"
+	done
 	h_umount
 	out=$("$FSCK" -n "${IMGS[@]}" 2>&1) || h_fail "fsck after $mode: $out"
 done
