@@ -110,6 +110,7 @@ struct tfs {
 	uint64_t sb_gen;
 	_Atomic uint32_t sb_stale;
 	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
+	struct discard *discard;	/* discard.c: set up by mount, freed by fs_free */
 
 	pthread_rwlock_t itable_lock;	/* protects itable buckets */
 	struct tfs_inode **itable;
