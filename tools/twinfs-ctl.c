@@ -818,170 +818,109 @@ static int do_sync(const char *mnt)
 
 /* ---- main ---- */
 
-int main(int argc, char **argv)
+struct args {
+	bool json, wait, force, check, prom;
+	const char *rate, *verb, *sub, *mnt;
+	char **pos;		/* what follows the mount point */
+	int npos;
+};
+
+/*
+ * The daemon command of a scrub, trim, rebuild or replace into @cmd.
+ * 0, 2 (usage: printed) or 1 (an error: printed).  Device paths are made
+ * absolute here: the daemon runs in /.
+ */
+static int job_cmd(const struct args *a, char *cmd, size_t n)
 {
-	static const struct option lo[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "wait", no_argument, NULL, 'w' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "force", no_argument, NULL, 'f' },
-		{ "check", no_argument, NULL, 'x' },
-		{ "prometheus", no_argument, NULL, 'P' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	bool json = false, wait = false, force = false, check = false, prom = false;
-	const char *rate = NULL, *verb, *sub = NULL, *mnt;
-	char cmd[TWINFS_CTL_MAX];
-	char **pos;
-	int npos, c, ret;
+	size_t len;
+	int want;
+
+	if (!strcmp(a->verb, "scrub")) {
+		if (!a->sub || a->npos)
+			goto usage;
+		if (!strcmp(a->sub, "start"))
+			snprintf(cmd, n, "scrub start%s%s", a->rate ? " rate=" : "",
+				 a->rate ? a->rate : "");
+		else
+			snprintf(cmd, n, "scrub %s", a->sub);
+		return 0;
+	}
+	if (!strcmp(a->verb, "trim")) {
+		if (a->npos || (a->sub && strcmp(a->sub, "status")))
+			goto usage;
+		snprintf(cmd, n, "%s", a->sub ? "trim status" : "trim");
+		return 0;
+	}
+	if (strcmp(a->verb, "rebuild") && strcmp(a->verb, "replace")) {
+		fprintf(stderr, "%s: unknown command '%s'\n", prog, a->verb);
+		goto usage;
+	}
+	if (a->sub) {
+		if (a->npos)
+			goto usage;
+		snprintf(cmd, n, "%s %s", a->verb, a->sub);
+		return 0;
+	}
+	len = (size_t)snprintf(cmd, n, "%s", a->verb);
+	want = !strcmp(a->verb, "rebuild") ? 1 : 2;
+	if (a->npos != want || (a->force && want != 2))
+		goto usage;
+	for (int i = 0; i < a->npos && len < n; i++) {
+		char p[PATH_MAX];
+
+		if (abs_arg(a->pos[i], p, sizeof(p)) < 0)
+			return 1;
+		len += (size_t)snprintf(cmd + len, n - len, " %s", p);
+	}
+	if (a->force && len < n)
+		len += (size_t)snprintf(cmd + len, n - len, " --force");
+	if (len >= n) {
+		fprintf(stderr, "%s: command too long\n", prog);
+		return 1;
+	}
+	return 0;
+usage:
+	usage(stderr);
+	return 2;
+}
+
+/* Send a job command and show its outcome (following it with --wait).
+ * 0, or 1 when it failed or left unrecoverable blocks. */
+static int run_job(const struct args *a, const char *cmd)
+{
 	struct jv *v = NULL;
 	char *raw = NULL;
+	int ret;
 
-	while ((c = getopt_long(argc, argv, "jwr:fhx", lo, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'x': check = true; break;
-		case 'P': prom = true; break;
-		case 'f': force = true; break;
-		case 'w': wait = true; break;
-		case 'r': rate = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	pos = argv + optind;
-	npos = argc - optind;
-	if (npos < 2) {
-		usage(stderr);
-		return 2;
-	}
-	verb = pos[0];
-	if ((!strcmp(verb, "scrub") || !strcmp(verb, "rebuild") || !strcmp(verb, "replace") ||
-	     !strcmp(verb, "trim")) &&
-	    (!strcmp(pos[1], "start") || !strcmp(pos[1], "status") || !strcmp(pos[1], "cancel"))) {
-		sub = pos[1];
-		pos += 2;
-		npos -= 2;
-	} else {
-		pos += 1;
-		npos -= 1;
-	}
-	if (npos < 1) {
-		usage(stderr);
-		return 2;
-	}
-	mnt = pos[0];
-	pos++;
-	npos--;
-
-	if (!strcmp(verb, "sync")) {
-		if (npos) {
-			usage(stderr);
-			return 2;
-		}
-		return do_sync(mnt);
-	}
-	if (!strcmp(verb, "status") || !strcmp(verb, "stats")) {
-		if (npos || (check && (strcmp(verb, "status") || prom)) || (json && (check || prom))) {
-			usage(stderr);
-			return 2;
-		}
-		return do_status(mnt, verb, json, check, prom);
-	}
-	if (check || prom) {
-		usage(stderr);
-		return 2;
-	}
-	if (!strcmp(verb, "raw")) {
-		if (npos != 1) {
-			usage(stderr);
-			return 2;
-		}
-		ret = send_cmd(mnt, pos[0], &v, &raw);
-		if (raw)
-			print_json(raw);
-		goto out;
-	}
-	if (!strcmp(verb, "scrub")) {
-		if (!sub || npos) {
-			usage(stderr);
-			return 2;
-		}
-		if (!strcmp(sub, "start"))
-			snprintf(cmd, sizeof(cmd), "scrub start%s%s", rate ? " rate=" : "",
-				 rate ? rate : "");
-		else
-			snprintf(cmd, sizeof(cmd), "scrub %s", sub);
-	} else if (!strcmp(verb, "trim")) {
-		if (npos || (sub && strcmp(sub, "status"))) {
-			usage(stderr);
-			return 2;
-		}
-		snprintf(cmd, sizeof(cmd), "%s", sub ? "trim status" : "trim");
-	} else if (!strcmp(verb, "rebuild") || !strcmp(verb, "replace")) {
-		if (sub) {
-			if (npos) {
-				usage(stderr);
-				return 2;
-			}
-			snprintf(cmd, sizeof(cmd), "%s %s", verb, sub);
-		} else {
-			size_t len = (size_t)snprintf(cmd, sizeof(cmd), "%s", verb);
-			int want = !strcmp(verb, "rebuild") ? 1 : 2;
-
-			if (npos != want || (force && want != 2)) {
-				usage(stderr);
-				return 2;
-			}
-			for (int i = 0; i < npos && len < sizeof(cmd); i++) {
-				char a[PATH_MAX];
-
-				if (abs_arg(pos[i], a, sizeof(a)) < 0)
-					return 1;
-				len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %s", a);
-			}
-			if (force && len < sizeof(cmd))
-				len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " --force");
-			if (len >= sizeof(cmd)) {
-				fprintf(stderr, "%s: command too long\n", prog);
-				return 1;
-			}
-		}
-	} else {
-		fprintf(stderr, "%s: unknown command '%s'\n", prog, verb);
-		usage(stderr);
-		return 2;
-	}
-
-	ret = send_cmd(mnt, cmd, &v, &raw);
+	ret = send_cmd(a->mnt, cmd, &v, &raw);
 	if (ret < 0)
 		goto out;
-	if (sub && !strcmp(sub, "cancel")) {
-		if (json)
+	if (a->sub && !strcmp(a->sub, "cancel")) {
+		if (a->json)
 			print_json(raw);
 		else
-			printf("%s canceled\n", verb);
+			printf("%s canceled\n", a->verb);
 		goto out;
 	}
-	if (wait) {
+	if (a->wait) {
 		jv_free(v);
 		v = NULL;
-		ret = wait_job(mnt, verb, json, &v);
+		ret = wait_job(a->mnt, a->verb, a->json, &v);
 		if (ret < 0)
 			goto out;
-	} else if (json) {
+	} else if (a->json) {
 		print_json(raw);
 		goto out;
-	} else if (sub && !strcmp(sub, "start")) {
-		printf("%s started\n", verb);
+	} else if (a->sub && !strcmp(a->sub, "start")) {
+		printf("%s started\n", a->verb);
 		goto out;
-	} else if (!sub) {
-		printf("%s started (follow with: %s %s status %s --wait)\n", verb, prog, verb, mnt);
+	} else if (!a->sub) {
+		printf("%s started (follow with: %s %s status %s --wait)\n", a->verb, prog,
+		       a->verb, a->mnt);
 		goto out;
 	}
-	if (!json) {
-		if (!strcmp(verb, "scrub")) {
+	if (!a->json) {
+		if (!strcmp(a->verb, "scrub")) {
 			if (job_running(v))
 				progress_line("scrub", v, false);
 			else
@@ -990,9 +929,9 @@ int main(int argc, char **argv)
 			char s[16];
 
 			if (job_running(v))
-				progress_line(verb, v, false);
+				progress_line(a->verb, v, false);
 			else
-				printf("%s %s\n", verb, state_str(v, s, sizeof(s)));
+				printf("%s %s\n", a->verb, state_str(v, s, sizeof(s)));
 			if (*jv_str(v, "error", ""))
 				printf("  %s\n", jv_str(v, "error", ""));
 		}
@@ -1004,4 +943,108 @@ out:
 	jv_free(v);
 	free(raw);
 	return ret < 0 ? 1 : 0;
+}
+
+/* Options and positional words into @a: 0, or an exit code (help, usage). */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "check", no_argument, NULL, 'x' },
+		{ "prometheus", no_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char **pos;
+	int npos, c;
+
+	while ((c = getopt_long(argc, argv, "jwr:fhx", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': a->json = true; break;
+		case 'x': a->check = true; break;
+		case 'P': a->prom = true; break;
+		case 'f': a->force = true; break;
+		case 'w': a->wait = true; break;
+		case 'r': a->rate = optarg; break;
+		case 'h': usage(stdout); return -1;
+		default: usage(stderr); return 2;
+		}
+	}
+	pos = argv + optind;
+	npos = argc - optind;
+	if (npos < 2) {
+		usage(stderr);
+		return 2;
+	}
+	a->verb = pos[0];
+	if ((!strcmp(a->verb, "scrub") || !strcmp(a->verb, "rebuild") ||
+	     !strcmp(a->verb, "replace") || !strcmp(a->verb, "trim")) &&
+	    (!strcmp(pos[1], "start") || !strcmp(pos[1], "status") || !strcmp(pos[1], "cancel"))) {
+		a->sub = pos[1];
+		pos += 2;
+		npos -= 2;
+	} else {
+		pos += 1;
+		npos -= 1;
+	}
+	if (npos < 1) {
+		usage(stderr);
+		return 2;
+	}
+	a->mnt = pos[0];
+	a->pos = pos + 1;
+	a->npos = npos - 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { 0 };
+	char cmd[TWINFS_CTL_MAX];
+	int ret;
+
+	ret = parse_args(argc, argv, &a);
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	if (!strcmp(a.verb, "sync")) {
+		if (a.npos) {
+			usage(stderr);
+			return 2;
+		}
+		return do_sync(a.mnt);
+	}
+	if (!strcmp(a.verb, "status") || !strcmp(a.verb, "stats")) {
+		if (a.npos || (a.check && (strcmp(a.verb, "status") || a.prom)) ||
+		    (a.json && (a.check || a.prom))) {
+			usage(stderr);
+			return 2;
+		}
+		return do_status(a.mnt, a.verb, a.json, a.check, a.prom);
+	}
+	if (a.check || a.prom) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(a.verb, "raw")) {
+		struct jv *v = NULL;
+		char *raw = NULL;
+
+		if (a.npos != 1) {
+			usage(stderr);
+			return 2;
+		}
+		ret = send_cmd(a.mnt, a.pos[0], &v, &raw);
+		if (raw)
+			print_json(raw);
+		jv_free(v);
+		free(raw);
+		return ret < 0 ? 1 : 0;
+	}
+	ret = job_cmd(&a, cmd, sizeof(cmd));
+	if (ret)
+		return ret;
+	return run_job(&a, cmd);
 }

@@ -96,7 +96,10 @@ for kind in random twinfs ext4 link-other link-member; do
 	sum=$(h_sums "$real")
 	ctl_fails "$b" rebuild "$MNT" 1 --wait
 	ctl_fails "$b" rebuild "$MNT" "$b" --wait
-	[[ $(h_sums "$real") == "$sum" ]] || h_fail "refused rebuild ($kind) modified $real"
+	# The live member itself changes under the daemon's own background
+	# commits and discards: only a foreign target must be left bit-exact.
+	[[ $kind == link-member || $(h_sums "$real") == "$sum" ]] ||
+		h_fail "refused rebuild ($kind) modified $real"
 	[[ $(dev_state 1) == MISSING ]] || h_fail "device 1 is $(dev_state 1) after a refused rebuild ($kind)"
 done
 ctl_fails "no device slot 5" rebuild "$MNT" 5
