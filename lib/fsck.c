@@ -89,6 +89,160 @@ struct scan_dev {
 	bool valid;
 };
 
+/* Open every device read-only on @be, refusing one given twice.  0 or an
+ * exit code (8) after printing why. */
+static int scan_open(struct fck *c, struct dev_backend *be, struct dev **d)
+{
+	const struct fsck_opts *o = c->o;
+	char err[512];
+	int ret;
+
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		ret = dev_open(o->devs[i], true, &d[i], err, sizeof(err));
+		if (ret == -EBUSY) {
+			fsck_say(c, "%s: in use (mounted?)", o->devs[i]);
+			return FSCK_EXIT_OPERROR;
+		}
+		if (ret < 0) {
+			fsck_say(c, "%s", err);
+			return FSCK_EXIT_OPERROR;
+		}
+		for (unsigned j = 0; j < i; j++) {
+			struct stat a, b;
+
+			if (d[j]->fd < 0 || d[i]->size != d[j]->size)
+				continue;
+			if (!fstat(d[i]->fd, &a) && !fstat(d[j]->fd, &b) &&
+			    a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_rdev == b.st_rdev) {
+				fsck_say(c, "%s: same device as %s", o->devs[i], o->devs[j]);
+				return FSCK_EXIT_OPERROR;
+			}
+		}
+		ret = dev_backend_attach(be, d[i]);
+		if (ret < 0) {
+			fsck_say(c, "%s: cannot attach to the I/O backend: %s", o->devs[i],
+				 strerror(-ret));
+			return FSCK_EXIT_OPERROR;
+		}
+	}
+	return 0;
+}
+
+/* Decode both slots of device @i into @sd (the newest valid one) and
+ * report damaged or missing slots.  0 (sd->valid says whether a slot
+ * verified) or an exit code (8) after printing why. */
+static int scan_dev_slots(struct fck *c, struct dev_backend *be, struct dev *d, unsigned i,
+			  void *buf, struct scan_dev *sd)
+{
+	const char *path = c->o->devs[i];
+	uint32_t len = d->size < FSCK_PROBE_BYTES ? (uint32_t)d->size : FSCK_PROBE_BYTES;
+	int sret[2], ret;
+	struct super s[2];
+	char why[2][200];
+	const char *foreign;
+
+	if (len < 2 * TFS_BLOCK_SIZE) {
+		fsck_say(c, "%s: not a twinfs device (too small)", path);
+		return FSCK_EXIT_OPERROR;
+	}
+	ret = dev_pread(be, d, buf, len, 0);
+	if (ret < 0) {
+		fsck_say(c, "%s: cannot read the superblocks: %s", path, strerror(-ret));
+		return FSCK_EXIT_OPERROR;
+	}
+	for (unsigned slot = 0; slot < 2; slot++) {
+		why[slot][0] = '\0';
+		sret[slot] = super_decode((char *)buf + slot * TFS_BLOCK_SIZE, slot, &s[slot],
+					  why[slot], sizeof(why[slot]));
+	}
+	if (sret[0] == -ENOENT && sret[1] == -ENOENT) {
+		foreign = super_probe_foreign(buf, len);
+		if (foreign)
+			fsck_say(c, "%s: not a twinfs device (it holds %s file system)", path,
+				 foreign);
+		else
+			fsck_say(c, "%s: not a twinfs device", path);
+		return FSCK_EXIT_OPERROR;
+	}
+	for (unsigned slot = 0; slot < 2; slot++) {
+		if (sret[slot] == -EPROTONOSUPPORT) {
+			fsck_say(c, "%s: %s", path, why[slot]);
+			return FSCK_EXIT_OPERROR;
+		}
+	}
+	for (unsigned slot = 0; slot < 2; slot++) {
+		if (sret[slot] == 0 && (!sd->valid || s[slot].generation > sd->sb.generation)) {
+			sd->sb = s[slot];
+			sd->valid = true;
+		}
+	}
+	if (!sd->valid) {
+		fsck_hard_problem(c, "%s: both superblock slots damaged (%s; %s): "
+				  "the device is left out; replace or rebuild it",
+				  path, why[0], why[1]);
+		return 0;
+	}
+	for (unsigned slot = 0; slot < 2; slot++) {
+		if (sret[slot] == -EUCLEAN) {
+			fsck_meta_problem(c, true, "%s: superblock slot %u damaged (%s)", path, slot,
+					  why[slot]);
+			c->slots_bad = true;
+		} else if (sret[slot] == -ENOENT && sd->sb.generation >= 2) {
+			fsck_meta_problem(c, true, "%s: superblock slot %u missing", path, slot);
+			c->slots_bad = true;
+		} else if (sret[slot] == 0 && c->o->verbose) {
+			fsck_say(c, "%s: superblock slot %u: generation %llu", path, slot,
+				 (unsigned long long)s[slot].generation);
+		}
+	}
+	return 0;
+}
+
+/* Check every readable device against the newest superblock @nb: still a
+ * member, each slot once, generation current; note stale and missing
+ * devices and fill usable[].  0 or an exit code (8) after printing why. */
+static int scan_members(struct fck *c, const struct scan_dev *sd, const struct super *nb,
+			const char **usable, unsigned *nusable)
+{
+	const struct fsck_opts *o = c->o;
+	bool seen[DEV_MAX] = { false };
+
+	for (unsigned i = 0; i < o->ndevs; i++) {
+		uint32_t idx = sd[i].sb.dev_index;
+
+		if (!sd[i].valid)
+			continue;
+		if (idx >= nb->ndevs || memcmp(sd[i].sb.dev_uuid, nb->dev_uuids[idx], 16)) {
+			fsck_say(c, "%s: no longer a member of this twinfs", o->devs[i]);
+			return FSCK_EXIT_OPERROR;
+		}
+		if (seen[idx]) {
+			fsck_say(c, "%s: same device slot %u given twice", o->devs[i], idx);
+			return FSCK_EXIT_OPERROR;
+		}
+		seen[idx] = true;
+		if (nb->dev_state[idx]) {
+			c->stale[idx] = true;
+		} else if (sd[i].sb.generation < nb->generation) {
+			fsck_meta_problem(c, true, "%s: superblock generation %llu behind %llu",
+					  o->devs[i], (unsigned long long)sd[i].sb.generation,
+					  (unsigned long long)nb->generation);
+		}
+		usable[(*nusable)++] = o->devs[i];
+	}
+	for (unsigned i = 0; i < nb->ndevs; i++) {
+		if (!seen[i]) {
+			c->missing[i] = true;
+			fsck_hard_problem(c, "device %u of %u is missing", i, nb->ndevs);
+		}
+	}
+	if (o->verbose)
+		fsck_say(c, "twinfs \"%s\": %u devices, generation %llu, %s", nb->label,
+			 nb->ndevs, (unsigned long long)nb->generation,
+			 nb->state == SUPER_CLEAN ? "clean" : "not cleanly unmounted");
+	return 0;
+}
+
 /* Read both slots of every device with a private backend.  Returns 0 or an
  * exit code (8) after printing why; fills usable[] with the devices the load
  * may open. */
@@ -100,7 +254,6 @@ static int scan_supers(struct fck *c, const char **usable, unsigned *nusable)
 	struct dev *d[DEV_MAX] = { 0 };
 	void *buf = NULL;
 	int first = -1, newest = -1, rc = 0, ret;
-	char err[512];
 
 	*nusable = 0;
 	if (!sd || posix_memalign(&buf, TFS_BLOCK_SIZE, FSCK_PROBE_BYTES)) {
@@ -114,167 +267,29 @@ static int scan_supers(struct fck *c, const char **usable, unsigned *nusable)
 		rc = FSCK_EXIT_OPERROR;
 		goto out;
 	}
-	for (unsigned i = 0; i < o->ndevs; i++) {
-		ret = dev_open(o->devs[i], true, &d[i], err, sizeof(err));
-		if (ret == -EBUSY) {
-			fsck_say(c, "%s: in use (mounted?)", o->devs[i]);
-			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-		if (ret < 0) {
-			fsck_say(c, "%s", err);
-			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-		for (unsigned j = 0; j < i; j++) {
-			if (d[j]->fd >= 0 && d[i]->size == d[j]->size) {
-				struct stat a, b;
-
-				if (!fstat(d[i]->fd, &a) && !fstat(d[j]->fd, &b) &&
-				    a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
-				    a.st_rdev == b.st_rdev) {
-					fsck_say(c, "%s: same device as %s", o->devs[i],
-						 o->devs[j]);
-					rc = FSCK_EXIT_OPERROR;
-					goto out;
-				}
-			}
-		}
-		ret = dev_backend_attach(be, d[i]);
-		if (ret < 0) {
-			fsck_say(c, "%s: cannot attach to the I/O backend: %s", o->devs[i],
-				 strerror(-ret));
-			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-	}
-
-	for (unsigned i = 0; i < o->ndevs; i++) {
-		uint32_t len = d[i]->size < FSCK_PROBE_BYTES ? (uint32_t)d[i]->size
-							     : FSCK_PROBE_BYTES;
-		int sret[2];
-		struct super s[2];
-		char why[2][200];
-		const char *foreign;
-
-		if (len < 2 * TFS_BLOCK_SIZE) {
-			fsck_say(c, "%s: not a twinfs device (too small)", o->devs[i]);
-			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-		ret = dev_pread(be, d[i], buf, len, 0);
-		if (ret < 0) {
-			fsck_say(c, "%s: cannot read the superblocks: %s", o->devs[i],
-				 strerror(-ret));
-			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-		for (unsigned slot = 0; slot < 2; slot++) {
-			why[slot][0] = '\0';
-			sret[slot] = super_decode((char *)buf + slot * TFS_BLOCK_SIZE, slot,
-						  &s[slot], why[slot], sizeof(why[slot]));
-		}
-		if (sret[0] == -ENOENT && sret[1] == -ENOENT) {
-			foreign = super_probe_foreign(buf, len);
-			if (foreign)
-				fsck_say(c, "%s: not a twinfs device (it holds %s file system)",
-					 o->devs[i], foreign);
-			else
-				fsck_say(c, "%s: not a twinfs device", o->devs[i]);
-			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-		for (unsigned slot = 0; slot < 2; slot++) {
-			if (sret[slot] == -EPROTONOSUPPORT) {
-				fsck_say(c, "%s: %s", o->devs[i], why[slot]);
-				rc = FSCK_EXIT_OPERROR;
-				goto out;
-			}
-		}
-		for (unsigned slot = 0; slot < 2; slot++) {
-			if (sret[slot] == 0 &&
-			    (!sd[i].valid || s[slot].generation > sd[i].sb.generation)) {
-				sd[i].sb = s[slot];
-				sd[i].valid = true;
-			}
-		}
-		if (!sd[i].valid) {
-			fsck_hard_problem(c, "%s: both superblock slots damaged (%s; %s): "
-					  "the device is left out; replace or rebuild it",
-					  o->devs[i], why[0], why[1]);
+	rc = scan_open(c, be, d);
+	for (unsigned i = 0; !rc && i < o->ndevs; i++) {
+		rc = scan_dev_slots(c, be, d[i], i, buf, &sd[i]);
+		if (rc || !sd[i].valid)
 			continue;
-		}
-		for (unsigned slot = 0; slot < 2; slot++) {
-			if (sret[slot] == -EUCLEAN) {
-				fsck_meta_problem(c, true, "%s: superblock slot %u damaged (%s)",
-						  o->devs[i], slot, why[slot]);
-				c->slots_bad = true;
-			} else if (sret[slot] == -ENOENT && sd[i].sb.generation >= 2) {
-				fsck_meta_problem(c, true, "%s: superblock slot %u missing",
-						  o->devs[i], slot);
-				c->slots_bad = true;
-			} else if (sret[slot] == 0 && o->verbose) {
-				fsck_say(c, "%s: superblock slot %u: generation %llu", o->devs[i],
-					 slot, (unsigned long long)s[slot].generation);
-			}
-		}
 		if (first < 0)
 			first = (int)i;
 		if (memcmp(sd[i].sb.fs_uuid, sd[first].sb.fs_uuid, 16)) {
 			fsck_say(c, "%s: belongs to another twinfs than %s", o->devs[i],
 				 o->devs[first]);
 			rc = FSCK_EXIT_OPERROR;
-			goto out;
-		}
-		if (newest < 0 || sd[i].sb.generation > sd[newest].sb.generation)
+		} else if (newest < 0 || sd[i].sb.generation > sd[newest].sb.generation) {
 			newest = (int)i;
+		}
 	}
+	if (rc)
+		goto out;
 	if (newest < 0) {
 		fsck_say(c, "no device holds a readable superblock");
 		rc = FSCK_EXIT_UNCORRECTED;
 		goto out;
 	}
-	{
-		const struct super *nb = &sd[newest].sb;
-		bool seen[DEV_MAX] = { false };
-
-		for (unsigned i = 0; i < o->ndevs; i++) {
-			uint32_t idx = sd[i].sb.dev_index;
-
-			if (!sd[i].valid)
-				continue;
-			if (idx >= nb->ndevs || memcmp(sd[i].sb.dev_uuid, nb->dev_uuids[idx], 16)) {
-				fsck_say(c, "%s: no longer a member of this twinfs", o->devs[i]);
-				rc = FSCK_EXIT_OPERROR;
-				goto out;
-			}
-			if (seen[idx]) {
-				fsck_say(c, "%s: same device slot %u given twice", o->devs[i], idx);
-				rc = FSCK_EXIT_OPERROR;
-				goto out;
-			}
-			seen[idx] = true;
-			if (nb->dev_state[idx]) {
-				c->stale[idx] = true;
-			} else if (sd[i].sb.generation < nb->generation) {
-				fsck_meta_problem(c, true, "%s: superblock generation %llu behind "
-						  "%llu", o->devs[i],
-						  (unsigned long long)sd[i].sb.generation,
-						  (unsigned long long)nb->generation);
-			}
-			usable[(*nusable)++] = o->devs[i];
-		}
-		for (unsigned i = 0; i < nb->ndevs; i++) {
-			if (!seen[i]) {
-				c->missing[i] = true;
-				fsck_hard_problem(c, "device %u of %u is missing", i, nb->ndevs);
-			}
-		}
-		if (o->verbose)
-			fsck_say(c, "twinfs \"%s\": %u devices, generation %llu, %s", nb->label,
-				 nb->ndevs, (unsigned long long)nb->generation,
-				 nb->state == SUPER_CLEAN ? "clean" : "not cleanly unmounted");
-	}
+	rc = scan_members(c, sd, &sd[newest].sb, usable, nusable);
 out:
 	/* Released now: the load takes its own (exclusive for -y) lock. */
 	for (unsigned i = 0; i < o->ndevs && i < DEV_MAX; i++) {
@@ -484,6 +499,70 @@ static int commit(struct fck *c)
 	return ret;
 }
 
+/* Name the devices in the result, report stale ones and the checkpoint
+ * copies the load rewrote.  Returns how many stale devices it counted. */
+static uint64_t note_devices(struct fck *c)
+{
+	uint64_t stale_err = 0;
+
+	c->res->ndevs = c->fs->ndevs;
+	for (unsigned d = 0; d < c->fs->ndevs; d++)
+		snprintf(c->res->dev[d].path, sizeof(c->res->dev[d].path), "%s", devname_(c, d));
+	for (unsigned d = 0; d < c->fs->ndevs; d++) {
+		if (!c->stale[d])
+			continue;
+		c->res->errors++;
+		stale_err++;
+		if (c->fs->sb.rb_state == SUPER_RB_RUNNING) {
+			/* The rebuild's cursor and bitmap are its own: let it
+			 * finish rather than declare the device in sync here. */
+			c->stale_unfixed[d]++;
+			fsck_say(c,
+				 "%s: stale, and a rebuild onto it is in progress: mount the file "
+				 "system to let it finish", devname_(c, d));
+			continue;
+		}
+		fsck_say(c, "%s: stale (it missed writes while failed or missing): %s",
+			 devname_(c, d),
+			 c->fix ? "bringing every block up to date" : "not fixed (-n)");
+	}
+
+	/* The load reads the checkpoint verified, and rewrites a bad copy it
+	 * meets (with -n the rewrite fails, and check_ckpt reports the copy). */
+	for (unsigned d = 0; c->fix && d < c->fs->ndevs; d++) {
+		uint64_t n = atomic_load(&c->fs->mirror.ctr[d].repaired) -
+			     c->fs->sb.stats[d].repaired;
+
+		if (!n)
+			continue;
+		c->res->errors++;
+		c->res->fixed++;
+		c->res->dev[d].bad += n;
+		c->res->dev[d].repaired += n;
+		fsck_say(c, "%s: %llu bad checkpoint block copies: rewritten from a good copy",
+			 devname_(c, d), (unsigned long long)n);
+	}
+	return stale_err;
+}
+
+static void summary(struct fck *c)
+{
+	const struct fsck_result *r = c->res;
+
+	fsck_say(c, "%llu inodes (%llu directories, %llu files, %llu symlinks, %llu other), "
+		 "%llu data blocks (%llu shared)",
+		 (unsigned long long)r->inodes, (unsigned long long)r->dirs,
+		 (unsigned long long)r->files, (unsigned long long)r->symlinks,
+		 (unsigned long long)r->special, (unsigned long long)r->data_blocks,
+		 (unsigned long long)r->shared_blocks);
+	for (unsigned d = 0; d < r->ndevs; d++)
+		fsck_say(c, "%s: %llu blocks checked, %llu bad, %llu repaired", r->dev[d].path,
+			 (unsigned long long)r->dev[d].blocks, (unsigned long long)r->dev[d].bad,
+			 (unsigned long long)r->dev[d].repaired);
+	fsck_say(c, "%llu errors found, %llu fixed, %llu left", (unsigned long long)r->errors,
+		 (unsigned long long)r->fixed, (unsigned long long)(r->errors - r->fixed));
+}
+
 int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 {
 	struct fsck_result res0;
@@ -531,43 +610,7 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 		c.need_ckpt = true;
 		c.slots_bad = true;
 	}
-	c.res->ndevs = c.fs->ndevs;
-	for (unsigned d = 0; d < c.fs->ndevs; d++)
-		snprintf(c.res->dev[d].path, sizeof(c.res->dev[d].path), "%s", devname_(&c, d));
-	for (unsigned d = 0; d < c.fs->ndevs; d++) {
-		if (!c.stale[d])
-			continue;
-		c.res->errors++;
-		stale_err++;
-		if (c.fs->sb.rb_state == SUPER_RB_RUNNING) {
-			/* The rebuild's cursor and bitmap are its own: let it
-			 * finish rather than declare the device in sync here. */
-			c.stale_unfixed[d]++;
-			fsck_say(&c,
-				 "%s: stale, and a rebuild onto it is in progress: mount the file "
-				 "system to let it finish", devname_(&c, d));
-			continue;
-		}
-		fsck_say(&c, "%s: stale (it missed writes while failed or missing): %s",
-			 devname_(&c, d),
-			 c.fix ? "bringing every block up to date" : "not fixed (-n)");
-	}
-
-	/* The load reads the checkpoint verified, and rewrites a bad copy it
-	 * meets (with -n the rewrite fails, and check_ckpt reports the copy). */
-	for (unsigned d = 0; c.fix && d < c.fs->ndevs; d++) {
-		uint64_t n = atomic_load(&c.fs->mirror.ctr[d].repaired) -
-			     c.fs->sb.stats[d].repaired;
-
-		if (!n)
-			continue;
-		c.res->errors++;
-		c.res->fixed++;
-		c.res->dev[d].bad += n;
-		c.res->dev[d].repaired += n;
-		fsck_say(&c, "%s: %llu bad checkpoint block copies: rewritten from a good copy",
-			 devname_(&c, d), (unsigned long long)n);
-	}
+	stale_err = note_devices(&c);
 	check_ckpt(&c);
 	check_log(&c);
 	ret = structure(&c);
@@ -611,20 +654,7 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 	}
 
 summary:
-	fsck_say(&c, "%llu inodes (%llu directories, %llu files, %llu symlinks, %llu other), "
-		 "%llu data blocks (%llu shared)",
-		 (unsigned long long)c.res->inodes, (unsigned long long)c.res->dirs,
-		 (unsigned long long)c.res->files, (unsigned long long)c.res->symlinks,
-		 (unsigned long long)c.res->special, (unsigned long long)c.res->data_blocks,
-		 (unsigned long long)c.res->shared_blocks);
-	for (unsigned d = 0; d < c.res->ndevs; d++)
-		fsck_say(&c, "%s: %llu blocks checked, %llu bad, %llu repaired", c.res->dev[d].path,
-			 (unsigned long long)c.res->dev[d].blocks,
-			 (unsigned long long)c.res->dev[d].bad,
-			 (unsigned long long)c.res->dev[d].repaired);
-	fsck_say(&c, "%llu errors found, %llu fixed, %llu left", (unsigned long long)c.res->errors,
-		 (unsigned long long)c.res->fixed,
-		 (unsigned long long)(c.res->errors - c.res->fixed));
+	summary(&c);
 	free(c.iv);
 	free(c.refs);
 	if (!c.res->errors)

@@ -698,152 +698,177 @@ static bool is_ancestor(struct tfs *fs, struct tfs_inode *anc, struct tfs_inode 
 	return false;
 }
 
-int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
-	       const char *newname, unsigned flags)
-{
+/* The two names of a rename and what they resolve to (ns_lock held). */
+struct rename_op {
+	const char *name, *newname;
 	size_t len, nlen;
+	unsigned flags;
+	bool exchange;
+	struct tfs_inode *p1, *p2, *c1, *c2;	/* c2: NULL when newname is free */
+};
+
+static int rename_check_args(struct rename_op *r)
+{
 	int ret;
-	bool exchange = flags & RENAME_EXCHANGE;
 
-	if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
-	    (exchange && (flags & RENAME_NOREPLACE)))
+	if ((r->flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+	    (r->exchange && (r->flags & RENAME_NOREPLACE)))
 		return -EINVAL;
-	ret = check_name(name, &len);
+	ret = check_name(r->name, &r->len);
 	if (!ret)
-		ret = check_name(newname, &nlen);
+		ret = check_name(r->newname, &r->nlen);
 	if (ret)
 		return ret;
-	if (is_dot(name, len) || is_dotdot(name, len) ||
-	    is_dot(newname, nlen) || is_dotdot(newname, nlen))
+	if (is_dot(r->name, r->len) || is_dotdot(r->name, r->len) ||
+	    is_dot(r->newname, r->nlen) || is_dotdot(r->newname, r->nlen))
 		return -EINVAL;
-	ret = ns_begin(fs);
-	if (ret)
-		return ret;
+	return 0;
+}
 
-	struct tfs_inode *p1, *p2, *c1 = NULL, *c2 = NULL;
-	struct meta_tx tx;
-	struct ichanges v = { .n = 0 };
-	struct lockset ls = { .n = 0 };
+/* Find both parents and both children; 0 or -errno. */
+static int rename_resolve(struct tfs *fs, struct rename_op *r, uint64_t parent,
+			  uint64_t newparent)
+{
 	uint64_t ino1, ino2;
-	int ret2;
+	int ret, ret2;
 
-	meta_tx_init(&tx);
-	ret = parent_dir(fs, parent, &p1);
-	ret2 = parent_dir(fs, newparent, &p2);
+	ret = parent_dir(fs, parent, &r->p1);
+	ret2 = parent_dir(fs, newparent, &r->p2);
 	if (!ret || ret2 == -ENOENT)	/* a missing parent wins over a non-directory */
 		ret = ret2;
 	if (ret)
-		goto out;
-	if (dir_lookup(p1->dir, name, len, &ino1)) {
-		ret = -ENOENT;
-		goto out;
+		return ret;
+	if (dir_lookup(r->p1->dir, r->name, r->len, &ino1))
+		return -ENOENT;
+	r->c1 = fs_iget(fs, ino1);
+	if (!r->c1)
+		return -EUCLEAN;
+	if (!dir_lookup(r->p2->dir, r->newname, r->nlen, &ino2)) {
+		r->c2 = fs_iget(fs, ino2);
+		if (!r->c2)
+			return -EUCLEAN;
 	}
-	c1 = fs_iget(fs, ino1);
-	if (!c1) {
-		ret = -EUCLEAN;
-		goto out;
-	}
-	if (!dir_lookup(p2->dir, newname, nlen, &ino2)) {
-		c2 = fs_iget(fs, ino2);
-		if (!c2) {
-			ret = -EUCLEAN;
-			goto out;
-		}
-	}
-	if (c2 == c1) {		/* two names of one inode: nothing to do */
-		ret = (flags & RENAME_NOREPLACE) ? -EEXIST : 0;
-		goto out;
-	}
-	if ((flags & RENAME_NOREPLACE) && c2) {
-		ret = -EEXIST;
-		goto out;
-	}
-	if (exchange && !c2) {
-		ret = -ENOENT;
-		goto out;
-	}
-	/* No directory into its own subtree. */
-	if ((c1->dir && is_ancestor(fs, c1, p2)) ||
-	    (exchange && c2->dir && is_ancestor(fs, c2, p1))) {
-		ret = -EINVAL;
-		goto out;
-	}
-	if (c2 && !exchange) {
-		if (c1->dir && !c2->dir) {
-			ret = -ENOTDIR;
-			goto out;
-		}
-		if (!c1->dir && c2->dir) {
-			ret = -EISDIR;
-			goto out;
-		}
-		if (c2->dir && dir_count(c2->dir)) {
-			ret = -ENOTEMPTY;
-			goto out;
-		}
-	}
-	lock_inodes(fs, &ls, p1, p2, c1, c2);
-	if (p2->nlink == 0) {
-		ret = -ENOENT;
-		goto out;
-	}
-	bool cross = p1 != p2;
-	if (cross && c1->dir && !(exchange && c2->dir) && p2->nlink >= TFS_LINK_MAX) {
-		ret = -EMLINK;
-		goto out;
-	}
+	return 0;
+}
 
+/*
+ * What POSIX and renameat2 refuse, before any lock: 0, -errno, or 1 when
+ * there is nothing to do (two names of one inode).
+ */
+static int rename_check(struct tfs *fs, const struct rename_op *r)
+{
+	struct tfs_inode *c1 = r->c1, *c2 = r->c2;
+
+	if (c2 == c1)
+		return (r->flags & RENAME_NOREPLACE) ? -EEXIST : 1;
+	if ((r->flags & RENAME_NOREPLACE) && c2)
+		return -EEXIST;
+	if (r->exchange && !c2)
+		return -ENOENT;
+	/* No directory into its own subtree. */
+	if ((c1->dir && is_ancestor(fs, c1, r->p2)) ||
+	    (r->exchange && c2->dir && is_ancestor(fs, c2, r->p1)))
+		return -EINVAL;
+	if (c2 && !r->exchange) {
+		if (c1->dir && !c2->dir)
+			return -ENOTDIR;
+		if (!c1->dir && c2->dir)
+			return -EISDIR;
+		if (c2->dir && dir_count(c2->dir))
+			return -ENOTEMPTY;
+	}
+	return 0;
+}
+
+/* The directory entries and inode changes of the rename, into @tx and @v
+ * (inodes locked).  0 or -errno. */
+static int rename_changes(const struct rename_op *r, struct meta_tx *tx, struct ichanges *v)
+{
+	struct tfs_inode *p1 = r->p1, *p2 = r->p2, *c1 = r->c1, *c2 = r->c2;
+	bool cross = p1 != p2;
 	int64_t now = fs_ts_ns(fs_now());
-	struct log_inode *l1 = ichange(&v, c1);
+	struct log_inode *l1 = ichange(v, c1), *l2;
+	int ret;
 
 	l1->ctime_ns = now;
-	touch_dir(&v, p1, now, 0);
-	touch_dir(&v, p2, now, 0);
-	if (exchange) {
-		struct log_inode *l2 = ichange(&v, c2);
+	touch_dir(v, p1, now, 0);
+	touch_dir(v, p2, now, 0);
+	if (r->exchange) {
+		l2 = ichange(v, c2);
 		l2->ctime_ns = now;
-		ret = add_dent(&tx, LR_DENT_SET, p1->ino, name, len, c2->ino);
+		ret = add_dent(tx, LR_DENT_SET, p1->ino, r->name, r->len, c2->ino);
 		if (!ret)
-			ret = add_dent(&tx, LR_DENT_SET, p2->ino, newname, nlen, c1->ino);
-		if (cross && c1->dir) {
-			l1->parent = p2->ino;
-			touch_dir(&v, p1, now, -1);
-			touch_dir(&v, p2, now, 1);
-		}
+			ret = add_dent(tx, LR_DENT_SET, p2->ino, r->newname, r->nlen, c1->ino);
 		if (cross && c2->dir) {
 			l2->parent = p1->ino;
-			touch_dir(&v, p2, now, -1);
-			touch_dir(&v, p1, now, 1);
+			touch_dir(v, p2, now, -1);
+			touch_dir(v, p1, now, 1);
 		}
 	} else {
-		ret = add_dent(&tx, LR_DENT_SET, p2->ino, newname, nlen, c1->ino);
+		ret = add_dent(tx, LR_DENT_SET, p2->ino, r->newname, r->nlen, c1->ino);
 		if (!ret)
-			ret = add_dent(&tx, LR_DENT_DEL, p1->ino, name, len, c1->ino);
+			ret = add_dent(tx, LR_DENT_DEL, p1->ino, r->name, r->len, c1->ino);
 		if (c2) {	/* the replaced inode loses this name */
-			struct log_inode *l2 = ichange(&v, c2);
+			l2 = ichange(v, c2);
 			l2->nlink = c2->dir ? 0 : l2->nlink - 1;
 			l2->ctime_ns = now;
 			if (c2->dir)
-				touch_dir(&v, p2, now, -1);
-		}
-		if (cross && c1->dir) {
-			l1->parent = p2->ino;
-			touch_dir(&v, p1, now, -1);
-			touch_dir(&v, p2, now, 1);
+				touch_dir(v, p2, now, -1);
 		}
 	}
+	if (cross && c1->dir) {
+		l1->parent = p2->ino;
+		touch_dir(v, p1, now, -1);
+		touch_dir(v, p2, now, 1);
+	}
+	return ret;
+}
+
+int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+	       const char *newname, unsigned flags)
+{
+	struct rename_op r = { .name = name, .newname = newname, .flags = flags,
+			       .exchange = flags & RENAME_EXCHANGE };
+	struct meta_tx tx;
+	struct ichanges v = { .n = 0 };
+	struct lockset ls = { .n = 0 };
+	int ret;
+
+	ret = rename_check_args(&r);
+	if (ret)
+		return ret;
+	ret = ns_begin(fs);
+	if (ret)
+		return ret;
+	meta_tx_init(&tx);
+	ret = rename_resolve(fs, &r, parent, newparent);
+	if (!ret)
+		ret = rename_check(fs, &r);
+	if (ret)
+		goto out;
+	lock_inodes(fs, &ls, r.p1, r.p2, r.c1, r.c2);
+	if (r.p2->nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (r.p1 != r.p2 && r.c1->dir && !(r.exchange && r.c2->dir) &&
+	    r.p2->nlink >= TFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out;
+	}
+	ret = rename_changes(&r, &tx, &v);
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
 		ret = commit(fs, &tx);
 	unlock_inodes(&ls);
-	if (!ret && c2 && !exchange)
-		fs_imaybe_delete_locked(fs, c2);
+	if (!ret && r.c2 && !r.exchange)
+		fs_imaybe_delete_locked(fs, r.c2);
 out:
 	unlock_inodes(&ls);
 	ns_end(fs);
 	meta_tx_free(&tx);
-	return ret;
+	return ret > 0 ? 0 : ret;	/* 1: nothing to do */
 }
 
 /* ---- readdir ---- */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * crash_tree: the crash explorer's model and the text form of a tree (see
+ * Description: crash_tree: the crash explorer's model and the text form of a tree (see
  * crash_tree.h): the model side, and a walk of a mounted crash state that
  * reads every file through the verified read path.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * crash_tree.h: the crash explorer's model of the file system (what the
+ * Description: crash_tree.h: the crash explorer's model of the file system (what the
  * workload did, in memory) and the text both sides are compared as: one
  * sorted line per name (type, size, links, content hash, xattrs), built
  * from the model (model_text) or from a mounted crash state

@@ -3,7 +3,8 @@
 # Description: the man pages are lint-clean (mandoc -Tlint) and name every
 # mount option, mkfs/fsck option and twinfs-ctl command the binaries offer;
 # the bash completion of twinfs-ctl completes commands, sub-commands,
-# options and mounted twinfs file systems.
+# options and mounted twinfs file systems; every test source opens with a
+# Description: line.
 set -euo pipefail
 : "${TWINFS:?}" "${MKFS:?}" "${CTL:?}" "${FSCK:?}" "${MANDIR:?}" "${COMPLETION:?}"
 
@@ -79,6 +80,15 @@ expect --json status /x --j
 for c in $(complete_words ''); do
 	grep -q "^  $c " <<<"$usage" || fail "completion offers '$c', which twinfs-ctl --help does not list"
 done
+
+# ---- every test source says what it tests ----
+# (liburing's rule: a Description: line in the opening comment.)
+if [[ -n ${SRCDIR:-} ]]; then
+	while IFS= read -r -d '' f; do
+		head -n 12 "$f" | grep -q "Description:" ||
+			fail "${f#"$SRCDIR"/} has no Description: line in its opening comment"
+	done < <(find "$SRCDIR/tests" -type f \( -name '*.c' -o -name '*.h' -o -name '*.sh' \) -print0)
+fi
 
 if ((fails)); then
 	echo "$fails failure(s)"

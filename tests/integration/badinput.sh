@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Bad input gets a one-line error naming the device and loses nothing:
+# Description: Bad input gets a one-line error naming the device and loses nothing:
 # mkfs refuses small devices, a device given twice and existing file systems
 # (without -f); mount refuses missing devices (unless -o degraded), foreign
 # images, truncated images, corrupt superblocks, the same device twice and

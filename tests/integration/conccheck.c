@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * conccheck: O_DIRECT writer threads for concurrency.sh, through a real
+ * Description: conccheck: O_DIRECT writer threads for concurrency.sh, through a real
  * kernel mount.
  *
  *   conccheck disjoint FILE THREADS WRITES  each thread overwrites 4k blocks

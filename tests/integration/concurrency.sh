@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Parallel writers through the kernel, O_DIRECT: eight writers to disjoint
+# Description: Parallel writers through the kernel, O_DIRECT: eight writers to disjoint
 # ranges of one file are inside the file system at once (the file's
 # user.twinfs.max_writers statistic: most write range locks held together,
 # counted, not timed); writers racing on the same blocks, 4k and 16k, with

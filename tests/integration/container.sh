@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# twinfs as a container volume, with bubblewrap standing in for the
+# Description: twinfs as a container volume, with bubblewrap standing in for the
 # container runtime: processes in new user, mount and pid namespaces get
 # the host's twinfs mount point bind-mounted at /vol, as root and as an
 # ordinary user (as themselves and as the container's root), write and

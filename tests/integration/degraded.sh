@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# The degraded/replace acceptance run through the real daemon: delete one
+# Description: The degraded/replace acceptance run through the real daemon: delete one
 # image while a copy runs into the file system, see the copy finish
 # correctly and the file system report DEGRADED, replace the deleted image
 # with a new one (twinfs-ctl replace --wait) while still writing, then both

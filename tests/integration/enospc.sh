@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# ENOSPC: fill the file system to the last block with one fsyncing writer,
+# Description: ENOSPC: fill the file system to the last block with one fsyncing writer,
 # then with four in parallel.  Each writer must stop on a clean ENOSPC, every
 # record it had fsynced must read back, files written before must be intact,
 # statfs must stay honest (free <= total, avail <= free, nothing wrapped,

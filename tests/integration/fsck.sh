@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# fsck.twinfs through the real tools: a populated file system is clean; with
+# Description: fsck.twinfs through the real tools: a populated file system is clean; with
 # one image's data area garbled, -n names the damaged files (exit 4), -y
 # repairs them from the other image (exit 1) and a second -n is clean (0)
 # with every file intact; a device that is not twinfs and a mounted one are

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # shellcheck shell=bash
 #
-# Mount harness sourced by every integration test.  It owns the test's
+# Description: Mount harness sourced by every integration test.  It owns the test's
 # private temp dir, the image files, the daemon (always run in the
 # foreground so we keep its pid and its stderr), the per-test timeout and the
 # cleanup trap.  A test fails if a daemon exits nonzero or logs an error line

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# kill -9 loop: mount, run fsyncing writers (killwriter), kill -9 the daemon
+# Description: kill -9 loop: mount, run fsyncing writers (killwriter), kill -9 the daemon
 # at a random moment, drop the dead mount, remount and check that every
 # record acknowledged after an fsync -- in this round and every earlier one --
 # reads back intact.  KILL_ROUNDS (default 20) rounds.

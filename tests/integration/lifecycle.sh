@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# The daemon's lifecycle: SIGTERM and SIGINT unmount with a final checkpoint
+# Description: The daemon's lifecycle: SIGTERM and SIGINT unmount with a final checkpoint
 # (superblocks clean, data there at remount) while SIGKILL leaves them dirty
 # (the check can fail); fusermount3 -u and umount -l (also with a file still
 # open) end the daemon with status 0 and no stale mount; a missing, non

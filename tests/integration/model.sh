@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Randomized model-based test: 100k random writes/truncates/punches/reads
+# Description: Randomized model-based test: 100k random writes/truncates/punches/reads
 # against an in-memory model, buffered and O_DIRECT, fixed seeds, with
 # remounts in the middle (the model is saved, the file system remounted, the
 # next phase verifies everything before carrying on).  At the end each image

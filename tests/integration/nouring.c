@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * nouring: run a command the way container runtimes' default seccomp
+ * Description: nouring: run a command the way container runtimes' default seccomp
  * profiles (Docker, Podman) run it with respect to io_uring: every
  * io_uring_setup/enter/register call fails with EPERM.  The integration
  * tests run the daemon under it to check the automatic libaio fallback.

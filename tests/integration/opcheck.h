@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * opcheck.h: what the opcheck sources share (opcheck.c: the driver, the
+ * Description: opcheck.h: what the opcheck sources share (opcheck.c: the driver, the
  * namespace and metadata checks and these helpers; opcheck_data.c: the
  * data-path checks).  A check returns 0, or -1 after printing its failure
  * with its line; the macros below return -1 from the calling check.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * opcheck_data: the data-path checks of opcheck (reads and writes at odd
+ * Description: opcheck_data: the data-path checks of opcheck (reads and writes at odd
  * offsets, O_DIRECT, truncate, fallocate and hole punching, SEEK_DATA and
  * SEEK_HOLE, copy_file_range, fsync and O_SYNC), run by the driver in
  * opcheck.c in its directory under the mount.

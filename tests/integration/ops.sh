@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Every file system operation through the kernel (opcheck), then a remount
+# Description: Every file system operation through the kernel (opcheck), then a remount
 # and a check that inode numbers, data and metadata survived.  Runs over a
 # matrix of mount modes: page cache, write-through (direct-I/O opens), and
 # the kernel's writeback cache, across the three I/O backends.

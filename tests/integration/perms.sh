@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Permissions under default_permissions (the daemon always mounts with it),
+# Description: Permissions under default_permissions (the daemon always mounts with it),
 # checked through the kernel as three ordinary users: A owns the files, B is
 # in A's group, C is neither.  Owner/group/other modes on files and
 # directories, sticky directories, setgid directories passing their group

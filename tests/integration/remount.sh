@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# The issue's acceptance run: cp -a /usr/include in, unmount, remount, diff -r
+# Description: The issue's acceptance run: cp -a /usr/include in, unmount, remount, diff -r
 # clean and identical hashes; then each image alone (-o degraded) holds every
 # block of it.
 source "$(dirname "$0")/harness.sh"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# Self-healing through the real mount and twinfs-ctl: destroy about a tenth
+# Description: Self-healing through the real mount and twinfs-ctl: destroy about a tenth
 # of the used data area of one image with random garbage while unmounted,
 # mount, read every file back correctly, watch a scrub repair the rest,
 # see the counts in `twinfs-ctl status`, a second scrub finds nothing, and

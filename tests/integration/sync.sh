@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# `twinfs-ctl sync MNT` makes everything written so far durable, although
+# Description: `twinfs-ctl sync MNT` makes everything written so far durable, although
 # sync(1)/syncfs(2) never reach a FUSE daemon: buffered files written with
 # no fsync, the background commit pushed out of reach (commit=10 min), the
 # sync, then kill -9 of the daemon at once; after a remount every file is

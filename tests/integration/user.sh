@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# No root needed: an ordinary user makes image files, runs mkfs, mounts
+# Description: No root needed: an ordinary user makes image files, runs mkfs, mounts
 # through fusermount3 (in the background and in the foreground), writes,
 # unmounts with fusermount3 -u, remounts and finds everything, asks the
 # daemon for its status and a scrub (twinfs-ctl) and checks the images

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # shellcheck shell=bash
 #
-# Ordinary users for the integration tests that check unprivileged use,
+# Description: Ordinary users for the integration tests that check unprivileged use,
 # permissions and containers (user.sh, perms.sh, container.sh), sourced right
 # after harness.sh.  It owns the machine-wide state those tests change and
 # puts every piece of it back in its EXIT trap, which then runs the harness's

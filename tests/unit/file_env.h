@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * file_env.h: fixtures of the data-path unit tests (test_file,
+ * Description: file_env.h: fixtures of the data-path unit tests (test_file,
  * test_file_space): two sparse images, formatted and mounted on one backend,
  * and the checks those tests make.  Failures are cmocka assertions.
  * Include after <cmocka.h>.

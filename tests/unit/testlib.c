@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * testlib: the shared fixtures of the whole-fs unit tests (testlib.h), so
+ * Description: testlib: the shared fixtures of the whole-fs unit tests (testlib.h), so
  * every test makes, formats and mounts its images one way.
  */
 #include <setjmp.h>

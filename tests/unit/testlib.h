@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * testlib.h: fixtures the whole-fs unit tests share (test_fsck, test_namei,
+ * Description: testlib.h: fixtures the whole-fs unit tests share (test_fsck, test_namei,
  * test_mount, test_scrub, test_rebuild): temp images, format and mount with
  * the test defaults, the data pattern.  Failures are cmocka assertions.
  * Include after <cmocka.h>.
