@@ -30,11 +30,13 @@
 #include "ctl.h"
 #include "daemon_i.h"
 #include "dev.h"
+#include "event.h"
 
 #define DEVS_MAX 8		/* lib's DEV_MAX; lib checks the real limit */
 #define THREADS_DEFAULT 4
 #define THREADS_MAX 10000	/* libfuse's FUSE_LOOP_MT_MAX_THREADS */
 #define COMMIT_MAX_MS 3600000u	/* an hour: beyond that nothing is ever committed in time */
+#define EVENT_TIMEOUT_MAX_S 3600u
 #define BUFS_MAX 4096u		/* 1 MiB each */
 #define MSG_MOUNTED "mounted"
 
@@ -112,6 +114,8 @@ struct cfg {
 	char *threads;
 	char *bufs;
 	char *space_reserve;
+	char *event_cmd;
+	char *event_timeout;
 	int help;
 	int version;
 };
@@ -132,6 +136,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
 	CFG_OPT("space_reserve=%s", space_reserve, 0),
+	CFG_OPT("event_cmd=%s", event_cmd, 0),
+	CFG_OPT("event_timeout=%s", event_timeout, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -211,8 +217,11 @@ static void usage(FILE *out, const char *prog)
 		"                           the kernel may cache for this mount, plus 20M)\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
 		"    -o bufs=N              bounce buffers, 1..%u (default: lib's)\n"
+		"    -o event_cmd=PATH      run PATH (absolute) for every event (device failed...)\n"
+		"    -o event_timeout=S     kill an event command after S s, 1..%u (default %u)\n"
 		"    -o allow_other, -o allow_root\n",
-		prog, COMMIT_MAX_MS, THREADS_MAX, THREADS_DEFAULT, BUFS_MAX);
+		prog, COMMIT_MAX_MS, THREADS_MAX, THREADS_DEFAULT, BUFS_MAX, EVENT_TIMEOUT_MAX_S,
+		EVENT_TIMEOUT_DEFAULT_S);
 }
 
 /* -o NAME=TEXT must be a decimal number in [min, max]: one line and -1
@@ -236,6 +245,23 @@ static int parse_num(const char *name, const char *text, unsigned min, unsigned 
 		return -1;
 	}
 	*out = (unsigned)v;
+	return 0;
+}
+
+/* -o event_cmd=PATH: absolute (the daemon runs it from /, long after the
+ * shell that mounted is gone) and executable now, or one line and -1. */
+static int check_event_cmd(const char *cmd)
+{
+	if (!cmd)
+		return 0;
+	if (cmd[0] != '/') {
+		fprintf(stderr, "twinfs: -o event_cmd=%s: must be an absolute path\n", cmd);
+		return -1;
+	}
+	if (access(cmd, X_OK) < 0) {
+		fprintf(stderr, "twinfs: -o event_cmd=%s: %s\n", cmd, strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
@@ -494,7 +520,7 @@ int main(int argc, char *argv[])
 	 * parallel instead of one synchronous request per write(2)) and costs
 	 * O_DSYNC writers nothing (they call fsync either way). */
 	struct cfg cfg = { .writeback_cache = 1 };
-	unsigned threads = THREADS_DEFAULT, commit_ms = 0, bufs = 0;
+	unsigned threads = THREADS_DEFAULT, commit_ms = 0, bufs = 0, event_timeout = 0;
 	static char abs_store[DEVS_MAX][PATH_MAX];
 	struct tfsd d = { 0 };
 	struct tfs_opts to = { 0 };
@@ -539,7 +565,9 @@ int main(int argc, char *argv[])
 	}
 	if (parse_num("threads", cfg.threads, 1, THREADS_MAX, &threads) < 0 ||
 	    parse_num("commit", cfg.commit_ms, 1, COMMIT_MAX_MS, &commit_ms) < 0 ||
-	    parse_num("bufs", cfg.bufs, 1, BUFS_MAX, &bufs) < 0) {
+	    parse_num("bufs", cfg.bufs, 1, BUFS_MAX, &bufs) < 0 ||
+	    parse_num("event_timeout", cfg.event_timeout, 1, EVENT_TIMEOUT_MAX_S,
+		      &event_timeout) < 0 || check_event_cmd(cfg.event_cmd) < 0) {
 		exit_code = 2;
 		goto out_args;
 	}
@@ -605,6 +633,9 @@ int main(int argc, char *argv[])
 	to.bounce_bufs = bufs;
 	to.on_unusable = tfsd_space_dead;
 	to.cb_ctx = &d;
+	to.event_cmd = cfg.event_cmd;
+	to.mountpoint = mnt;
+	to.event_timeout_s = event_timeout;
 	ret = tfs_mount(&to, &d.fs, err, sizeof(err));
 	if (ret < 0) {
 		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));
@@ -674,6 +705,8 @@ out_args:
 	free(cfg.threads);
 	free(cfg.bufs);
 	free(cfg.space_reserve);
+	free(cfg.event_cmd);
+	free(cfg.event_timeout);
 	free(devlist);
 	return exit_code;
 

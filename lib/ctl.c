@@ -139,6 +139,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 			healthy = false;
 	jb_str(j, "state", atomic_load(&fs->unusable) ? "UNUSABLE" :
 	       healthy ? "HEALTHY" : "DEGRADED");
+	jb_u64(j, "writable_devices", mirror_healthy(&fs->mirror));	/* 0: unusable */
 	jb_bool(j, "readonly", fs->readonly);
 	jb_str(j, "backend", tfs_backend_name(fs));
 	space_json(fs, j);

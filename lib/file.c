@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "event.h"
 #include "file_i.h"
 #include "fs_i.h"
 #include "prof.h"
@@ -175,6 +176,7 @@ int file_cow_place(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t
 			}
 			if (ret)
 				goto fail;
+			event_space_check(fs);
 			if (got > want)
 				got = want;
 		}

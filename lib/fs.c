@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dir.h"
+#include "event.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -112,6 +113,7 @@ static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 			fs->on_unusable(fs->cb_ctx);
 	}
 	fs_kick_bg(fs);
+	event_dev_state(fs, dev, state, err);
 }
 
 int fs_new(struct tfs **out)
@@ -150,6 +152,7 @@ void fs_free(struct tfs *fs)
 {
 	scrub_free(fs);	/* its thread uses the log and the inodes */
 	rebuild_free(fs);
+	event_close(fs);	/* after every thread that emits */
 	if (fs->log)
 		log_close(fs->log);
 	fs_itable_destroy(fs);
@@ -450,6 +453,7 @@ static void *bg_main(void *arg)
 		/* An image deleted or truncated under us fails no I/O
 		 * (deleted) or only reads (truncated): look for it. */
 		rebuild_health_check(fs);
+		event_space_check(fs);	/* frees land here, as commits make them durable */
 		if (ckpt)
 			ckpt_write(fs);
 		else if (commit)
@@ -836,6 +840,11 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	ret = scrub_init(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
+		goto out_fs;
+	}
+	ret = o->offline ? 0 : event_open(fs, o->event_cmd, o->mountpoint, o->event_timeout_s);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot set up events: %s", strerror(-ret));
 		goto out_fs;
 	}
 

@@ -147,6 +147,7 @@ struct tfs {
 	void (*on_unusable)(void *ctx);	/* tfs_opts' */
 	void *cb_ctx;
 	struct rebuild *rb;		/* rebuild.c: rebuild/replace state */
+	struct event_q *ev;		/* event.c: NULL until event_open */
 	/* Offline load (tfs_opts.offline): where the replayed log ends. */
 	uint64_t replay_end_pos, replay_next_seq;
 	/* Metadata damaged beyond what the mirrors repair (superblock, log or

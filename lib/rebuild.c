@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "event.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "wib.h"
@@ -512,6 +513,8 @@ static void *rb_main(void *arg)
 		(unsigned long long)atomic_load(&rb->copied),
 		(unsigned long long)atomic_load(&rb->verified),
 		(unsigned long long)atomic_load(&rb->fixed));
+	event_rebuild_end(fs, target, rb->kind == SUPER_RB_REPLACE, 0, atomic_load(&rb->copied),
+			  atomic_load(&rb->verified), atomic_load(&rb->fixed));
 	return NULL;
 fail:
 	set_error(rb, "%s: %s", name, ret);
@@ -519,6 +522,7 @@ fail:
 	finish(fs, rb, RB_FAILED, false);
 	tfs_log(LOG_ERR, "%s: rebuild failed: %s; the device stays stale", name,
 		strerror(-ret));
+	event_rebuild_end(fs, target, rb->kind == SUPER_RB_REPLACE, ret, 0, 0, 0);
 	ckpt_write(fs);
 	return NULL;
 }

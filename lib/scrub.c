@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "dir.h"
+#include "event.h"
 #include "fs_i.h"
 #include "json.h"
 #include "le.h"
@@ -643,6 +644,8 @@ static void log_summary(struct scrub *sc)
 		(unsigned long long)(run >> 20), secs, (unsigned long long)ps.csum_err,
 		(unsigned long long)ps.repaired, (unsigned long long)ps.unrecoverable,
 		(unsigned long long)ps.read_err);
+	event_scrub_done(sc->fs, scrub_state_name((int)ps.state), ps.csum_err, ps.repaired,
+			 ps.unrecoverable, ps.read_err);
 	pthread_mutex_lock(&sc->mu);
 	for (size_t i = 0; i < sc->nbad && i < SCRUB_LOG_BAD_MAX; i++)
 		tfs_log(LOG_ERR, "scrub: unrecoverable block: %s offset %llu",

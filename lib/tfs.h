@@ -48,6 +48,9 @@ struct tfs_opts {
 	 * take writes any more (tfs_unusable turns true); must not block. */
 	void (*on_unusable)(void *ctx);
 	void *cb_ctx;
+	const char *event_cmd;		/* absolute path run per event (event.h), or NULL */
+	const char *mountpoint;		/* for the events' TWINFS_MOUNTPOINT */
+	unsigned event_timeout_s;	/* 0: EVENT_TIMEOUT_DEFAULT_S */
 };
 
 struct tfs_format_opts {

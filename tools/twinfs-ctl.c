@@ -7,7 +7,9 @@
  * JSON as is with --json.
  *
  * Exit status: 0 success, 1 the command failed (or a scrub/rebuild found
- * unrecoverable blocks), 2 usage.
+ * unrecoverable blocks), 2 usage.  status (and stats --prometheus) instead
+ * say how the file system is, for monitors (zpool status -x): 0 healthy,
+ * 1 degraded or damaged, 2 unusable or no daemon answering (status_health).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,13 +29,17 @@
 #include "json.h"
 
 static const char *prog = "twinfs-ctl";
+static bool quiet;	/* send_cmd: no line for an {"error": ...} reply */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: %s COMMAND MNT [ARGS] [OPTIONS]\n"
 		"  status MNT [--json]                 devices, states, error counters, space\n"
+		"  status MNT -x|--check               one line: healthy, or what is wrong\n"
+		"                                      (exit 0 healthy, 1 degraded, 2 unusable)\n"
 		"  stats MNT [--json]                  counters and internals\n"
+		"  stats MNT --prometheus              metrics in Prometheus text format\n"
 		"  scrub start MNT [--rate N[KMG]] [--wait] [--json]\n"
 		"  scrub status MNT [--wait] [--json]\n"
 		"  scrub cancel MNT\n"
@@ -216,7 +222,8 @@ static int send_cmd(const char *mnt, const char *cmd, struct jv **reply, char **
 		*raw = strdup(m->buf);
 	free(m);
 	if (ret < 0 || jv_get(*reply, "error")) {
-		fprintf(stderr, "%s: %s\n", prog, jv_str(*reply, "error", strerror(err)));
+		if (!quiet || ret < 0)
+			fprintf(stderr, "%s: %s\n", prog, jv_str(*reply, "error", strerror(err)));
 		return ret < 0 ? -err : -EIO;
 	}
 	return 0;
@@ -500,6 +507,281 @@ static void flat_print(const struct jv *v, const char *prefix)
 	}
 }
 
+/* ---- health (status exit code, -x) ---- */
+
+enum { HEALTH_OK = 0, HEALTH_DEGRADED = 1, HEALTH_UNUSABLE = 2 };
+
+/*
+ * What a monitor needs from status: HEALTH_UNUSABLE when no device takes
+ * writes, HEALTH_DEGRADED when a device is not ONLINE (missing, failed,
+ * stale, rebuilding: redundancy is gone until a rebuild ends) or some block
+ * has no good copy left (a device's unrecoverable counter or the last
+ * scrub's), else HEALTH_OK.  Checksum and read errors that were repaired
+ * are counted in the table but do not count as damage: the data still has
+ * every copy.  @why gets one line.
+ */
+static int status_health(const struct jv *v, char *why, size_t n)
+{
+	const struct jv *devs = jv_get(v, "devices");
+	uint64_t unrec = jv_u64(v, "scrub.unrecoverable", 0), dunrec = 0, writable = 0;
+	size_t len = 0;
+	int h = HEALTH_OK;
+
+	why[0] = '\0';
+	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next) {
+		const char *st = jv_str(d, "state", "?");
+
+		dunrec += jv_u64(d, "unrecoverable", 0);
+		if (!strcmp(st, "ONLINE")) {
+			writable++;
+			continue;
+		}
+		h = HEALTH_DEGRADED;
+		if (len < n)
+			len += (size_t)snprintf(why + len, n - len, "%sdevice %llu (%s) is %s",
+						len ? "; " : "",
+						(unsigned long long)jv_u64(d, "index", 0),
+						jv_str(d, "path", "missing"), st);
+	}
+	writable = jv_u64(v, "writable_devices", writable);
+	if (dunrec > unrec)
+		unrec = dunrec;
+	if (unrec) {
+		h = HEALTH_DEGRADED;
+		if (len < n)
+			len += (size_t)snprintf(why + len, n - len, "%s%llu unrecoverable blocks "
+						"(no copy verifies)", len ? "; " : "",
+						(unsigned long long)unrec);
+	}
+	if (!writable) {
+		char rest[512];
+
+		snprintf(rest, sizeof(rest), "%s", why);
+		snprintf(why, n, "unusable: no device takes writes%s%s", *rest ? "; " : "", rest);
+		return HEALTH_UNUSABLE;
+	}
+	if (h == HEALTH_OK) {
+		snprintf(why, n, "healthy");
+	} else {
+		char rest[512];
+
+		snprintf(rest, sizeof(rest), "%s", why);
+		snprintf(why, n, "degraded: %s", rest);
+	}
+	return h;
+}
+
+/* ---- Prometheus text exposition ---- */
+
+/* A label value with \, " and newlines escaped (text format 0.0.4). */
+static const char *prom_esc(const char *s, char *buf, size_t n)
+{
+	size_t k = 0;
+
+	for (; s && *s && k + 3 < n; s++) {
+		if (*s == '\\' || *s == '"') {
+			buf[k++] = '\\';
+			buf[k++] = *s;
+		} else if (*s == '\n') {
+			buf[k++] = '\\';
+			buf[k++] = 'n';
+		} else {
+			buf[k++] = *s;
+		}
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
+static void prom_head(const char *name, const char *type, const char *help)
+{
+	printf("# HELP twinfs_%s %s\n# TYPE twinfs_%s %s\n", name, help, name, type);
+}
+
+/* One sample; @labels is the text inside {} (never empty: mountpoint). */
+static void prom_val(const char *name, const char *labels, double v)
+{
+	if (v == (double)(uint64_t)v && v < 1e19)
+		printf("twinfs_%s{%s} %llu\n", name, labels, (unsigned long long)v);
+	else
+		printf("twinfs_%s{%s} %.6g\n", name, labels, v);
+}
+
+/* The same metric for every device, one sample each. */
+static void prom_dev(const struct jv *devs, const char *base, const char *name,
+		     const char *type, const char *help, const char *key)
+{
+	prom_head(name, type, help);
+	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next) {
+		char l[2 * PATH_MAX + 200], e[2 * PATH_MAX];
+
+		snprintf(l, sizeof(l), "%s,device=\"%s\",slot=\"%llu\"", base,
+			 prom_esc(jv_str(d, "path", ""), e, sizeof(e)),
+			 (unsigned long long)jv_u64(d, "index", 0));
+		prom_val(name, l, jv_num(d, key, 0));
+	}
+}
+
+/*
+ * Everything a dashboard or an alert rule wants, from status, stats and
+ * rebuild status: for node_exporter's textfile collector (docs/prometheus/).
+ * Names are twinfs_*, counters end in _total, bytes in _bytes; every
+ * sample carries mountpoint and fs_uuid, per-device ones device and slot.
+ */
+static void prom_print(const char *mnt, const struct jv *st, const struct jv *sx,
+		       const struct jv *rb, int health)
+{
+	static const char *const states[] = { "ONLINE", "MISSING", "FAILED", "STALE",
+					      "REBUILDING" };
+	static const struct { const char *name, *key, *help; } dc[] = {
+		{ "device_read_errors_total", "read_errors", "Reads that failed on this device." },
+		{ "device_write_errors_total", "write_errors", "Writes that failed on this device." },
+		{ "device_flush_errors_total", "flush_errors", "Cache flushes that failed on this device." },
+		{ "device_csum_errors_total", "csum_errors", "Blocks read from this device that did not verify." },
+		{ "device_repaired_total", "repaired", "Bad copies on this device rewritten from a good one (read repairs and scrub)." },
+		{ "device_unrecoverable_total", "unrecoverable", "Blocks no copy verified, counted on this device." },
+	};
+	const struct jv *devs = jv_get(st, "devices");
+	char base[2 * PATH_MAX], e1[2 * PATH_MAX], e2[128], e3[200], l[3 * PATH_MAX];
+	uint64_t commits = jv_u64(sx, "log.commits", 0);
+
+	snprintf(base, sizeof(base), "mountpoint=\"%s\",fs_uuid=\"%s\"",
+		 prom_esc(mnt, e1, sizeof(e1)), prom_esc(jv_str(st, "fs_uuid", ""), e2, sizeof(e2)));
+
+	prom_head("info", "gauge", "Always 1; labels name the file system.");
+	snprintf(l, sizeof(l), "%s,label=\"%s\",backend=\"%s\",format_version=\"%llu\"", base,
+		 prom_esc(jv_str(st, "label", ""), e3, sizeof(e3)), jv_str(st, "backend", ""),
+		 (unsigned long long)jv_u64(st, "format_version", 0));
+	prom_val("info", l, 1);
+	prom_head("health", "gauge",
+		  "0 healthy, 1 degraded or damaged, 2 unusable (the status exit code).");
+	prom_val("health", base, health);
+	prom_head("writable_devices", "gauge", "Devices in sync that take writes.");
+	prom_val("writable_devices", base, jv_num(st, "writable_devices", 0));
+	prom_head("readonly", "gauge", "1 when mounted read-only.");
+	prom_val("readonly", base, jv_bool(st, "readonly", false));
+
+	prom_head("device_state", "gauge", "1 for the state the device is in, else 0.");
+	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next) {
+		for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
+			snprintf(l, sizeof(l), "%s,device=\"%s\",slot=\"%llu\",state=\"%s\"", base,
+				 prom_esc(jv_str(d, "path", ""), e1, sizeof(e1)),
+				 (unsigned long long)jv_u64(d, "index", 0), states[s]);
+			prom_val("device_state", l, !strcmp(jv_str(d, "state", ""), states[s]));
+		}
+	}
+	for (size_t i = 0; i < sizeof(dc) / sizeof(dc[0]); i++)
+		prom_dev(devs, base, dc[i].name, "counter", dc[i].help, dc[i].key);
+
+	prom_head("size_bytes", "gauge", "Data area size.");
+	prom_val("size_bytes", base, jv_num(st, "size_bytes", 0));
+	prom_head("used_bytes", "gauge", "Bytes in use (data and metadata).");
+	prom_val("used_bytes", base, jv_num(st, "used_bytes", 0));
+	prom_head("free_bytes", "gauge", "Free bytes, the metadata reserve included.");
+	prom_val("free_bytes", base, jv_num(st, "free_bytes", 0));
+	prom_head("available_bytes", "gauge", "Bytes available to files (statfs f_bavail).");
+	prom_val("available_bytes", base, jv_num(st, "available_bytes", 0));
+	prom_head("inodes", "gauge", "Inodes in use.");
+	prom_val("inodes", base, jv_num(st, "inodes", 0));
+
+	prom_head("scrub_running", "gauge", "1 while a scrub runs.");
+	prom_val("scrub_running", base, !strcmp(jv_str(st, "scrub.state", ""), "running"));
+	prom_head("scrub_bytes_done", "gauge", "Bytes verified by the current or last scrub.");
+	prom_val("scrub_bytes_done", base, jv_num(st, "scrub.bytes_done", 0));
+	prom_head("scrub_bytes_total", "gauge", "Bytes the current or last scrub verifies.");
+	prom_val("scrub_bytes_total", base, jv_num(st, "scrub.bytes_total", 0));
+	prom_head("scrub_csum_errors", "gauge", "Bad copies the current or last scrub found.");
+	prom_val("scrub_csum_errors", base, jv_num(st, "scrub.csum_errors", 0));
+	prom_head("scrub_repaired", "gauge", "Bad copies the current or last scrub rewrote.");
+	prom_val("scrub_repaired", base, jv_num(st, "scrub.repaired", 0));
+	prom_head("scrub_unrecoverable", "gauge",
+		  "Blocks without a good copy found by the current or last scrub.");
+	prom_val("scrub_unrecoverable", base, jv_num(st, "scrub.unrecoverable", 0));
+	prom_head("scrub_last_finished_timestamp_seconds", "gauge",
+		  "When the last scrub ended (0: never).");
+	prom_val("scrub_last_finished_timestamp_seconds", base,
+		 (double)(jv_u64(st, "scrub.finished_ns", 0) / 1000000000ull));
+
+	prom_head("rebuild_running", "gauge", "1 while a rebuild or replace runs.");
+	prom_val("rebuild_running", base, rb && !strcmp(jv_str(rb, "state", ""), "running"));
+	prom_head("rebuild_bytes_done", "gauge", "Bytes copied by the current or last rebuild/replace.");
+	prom_val("rebuild_bytes_done", base, rb ? jv_num(rb, "bytes_done", 0) : 0);
+	prom_head("rebuild_bytes_total", "gauge", "Bytes the current or last rebuild/replace copies.");
+	prom_val("rebuild_bytes_total", base, rb ? jv_num(rb, "bytes_total", 0) : 0);
+
+	prom_head("log_commits_total", "counter", "Metadata log group commits.");
+	prom_val("log_commits_total", base, (double)commits);
+	prom_head("log_records_total", "counter", "Metadata records appended to the log.");
+	prom_val("log_records_total", base, jv_num(sx, "log.appends", 0));
+	prom_head("log_errors_total", "counter", "Metadata log write errors.");
+	prom_val("log_errors_total", base, jv_num(sx, "log.errors", 0));
+	prom_head("log_space_waits_total", "counter", "Times a writer waited for log space.");
+	prom_val("log_space_waits_total", base, jv_num(sx, "log.space_waits", 0));
+	/* records per commit: the group-commit size, as sum and count */
+	prom_head("log_group_commit_records", "summary", "Records per group commit.");
+	prom_val("log_group_commit_records_sum", base, jv_num(sx, "log.appends", 0));
+	prom_val("log_group_commit_records_count", base, (double)commits);
+	prom_head("checkpoint_generation", "gauge", "Generation of the last checkpoint.");
+	prom_val("checkpoint_generation", base, jv_num(sx, "checkpoint.generation", 0));
+	prom_head("checkpoint_bytes", "gauge", "Size of the last checkpoint.");
+	prom_val("checkpoint_bytes", base, jv_num(sx, "checkpoint.bytes", 0));
+	prom_head("deferred_free_bytes", "gauge", "Freed bytes waiting for a durable commit.");
+	prom_val("deferred_free_bytes", base, jv_num(sx, "space.deferred_free_bytes", 0));
+}
+
+/* status and stats: one reply, or (--prometheus) the three a scrape needs.
+ * Returns the exit status. */
+static int do_status(const char *mnt, const char *verb, bool json, bool check, bool prom)
+{
+	struct jv *st = NULL, *sx = NULL, *rb = NULL;
+	char *raw = NULL, why[1024];
+	int ret, h;
+
+	ret = send_cmd(mnt, prom ? "status" : verb, &st, &raw);
+	if (ret < 0) {
+		jv_free(st);
+		free(raw);
+		if (prom) {
+			char e[2 * PATH_MAX];
+
+			/* A scrape that finds no daemon says so as a metric. */
+			prom_head("health", "gauge", "0 healthy, 1 degraded or damaged, 2 unusable "
+				  "(the status exit code).");
+			printf("twinfs_health{mountpoint=\"%s\"} 2\n", prom_esc(mnt, e, sizeof(e)));
+		}
+		if (check)
+			printf("%s: unusable: no twinfs daemon answers\n", mnt);
+		/* status is asked by monitors: no answer is the worst answer */
+		return !strcmp(verb, "status") || prom ? HEALTH_UNUSABLE : 1;
+	}
+	h = HEALTH_OK;
+	if (!strcmp(verb, "status") || prom)
+		h = status_health(st, why, sizeof(why));
+	if (prom) {
+		ret = send_cmd(mnt, "stats", &sx, NULL);
+		quiet = true;	/* a failed rebuild replies with "error" */
+		send_cmd(mnt, "rebuild status", &rb, NULL);
+		quiet = false;
+		if (ret == 0)
+			prom_print(mnt, st, sx, rb, h);
+	} else if (check) {
+		printf("%s: %s\n", mnt, why);
+	} else if (json) {
+		print_json(raw);
+	} else if (!strcmp(verb, "status")) {
+		status_table(st);
+	} else {
+		flat_print(st, "");
+	}
+	jv_free(st);
+	jv_free(sx);
+	jv_free(rb);
+	free(raw);
+	if (ret < 0)
+		return 1;
+	return h;
+}
+
 /* ---- sync ---- */
 
 /*
@@ -536,10 +818,12 @@ int main(int argc, char **argv)
 		{ "wait", no_argument, NULL, 'w' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "check", no_argument, NULL, 'x' },
+		{ "prometheus", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool json = false, wait = false, force = false;
+	bool json = false, wait = false, force = false, check = false, prom = false;
 	const char *rate = NULL, *verb, *sub = NULL, *mnt;
 	char cmd[TWINFS_CTL_MAX];
 	char **pos;
@@ -547,9 +831,11 @@ int main(int argc, char **argv)
 	struct jv *v = NULL;
 	char *raw = NULL;
 
-	while ((c = getopt_long(argc, argv, "jwr:fh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jwr:fhx", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
+		case 'x': check = true; break;
+		case 'P': prom = true; break;
 		case 'f': force = true; break;
 		case 'w': wait = true; break;
 		case 'r': rate = optarg; break;
@@ -589,20 +875,15 @@ int main(int argc, char **argv)
 		return do_sync(mnt);
 	}
 	if (!strcmp(verb, "status") || !strcmp(verb, "stats")) {
-		if (npos) {
+		if (npos || (check && (strcmp(verb, "status") || prom)) || (json && (check || prom))) {
 			usage(stderr);
 			return 2;
 		}
-		ret = send_cmd(mnt, verb, &v, &raw);
-		if (ret == 0) {
-			if (json)
-				print_json(raw);
-			else if (!strcmp(verb, "status"))
-				status_table(v);
-			else
-				flat_print(v, "");
-		}
-		goto out;
+		return do_status(mnt, verb, json, check, prom);
+	}
+	if (check || prom) {
+		usage(stderr);
+		return 2;
 	}
 	if (!strcmp(verb, "raw")) {
 		if (npos != 1) {

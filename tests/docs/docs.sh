@@ -76,6 +76,8 @@ expect start scrub st
 expect cancel scrub c
 expect --wait scrub start /x --w
 expect --json status /x --j
+expect --check status /x --c
+expect --prometheus stats /x --p
 # Commands offered by completion are the ones twinfs-ctl knows.
 for c in $(complete_words ''); do
 	grep -q "^  $c " <<<"$usage" || fail "completion offers '$c', which twinfs-ctl --help does not list"

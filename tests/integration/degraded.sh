@@ -27,7 +27,10 @@ sleep 0.5
 rm -f "${IMGS[1]}"
 wait "$cp_pid" || h_fail "cp -a failed after the image was deleted"
 sleep 1.5	# the health check runs every commit interval
-"$CTL" status "$MNT" | tee "$T/status1"
+rc=0
+"$CTL" status "$MNT" >"$T/status1" || rc=$?
+cat "$T/status1"
+((rc == 1)) || h_fail "status exits $rc with a device failed, want 1 (degraded)"
 grep -q DEGRADED "$T/status1" || h_fail "status does not say DEGRADED after the image was deleted"
 grep -q "image file was deleted" "$DAEMON_LOG" || h_fail "the deletion was not logged"
 [[ $(grep -c "device failed" "$DAEMON_LOG") -eq 1 ]] || h_fail "device failure not logged exactly once"

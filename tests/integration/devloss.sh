@@ -38,7 +38,10 @@ wait_unusable() {
 	cat "$T/status"
 	grep -q "state: UNUSABLE (read-only): no device can take writes" "$T/status" ||
 		h_fail "status does not say the file system is unusable"
-	"$CTL" status "$MNT" --json | grep -q '"readonly": *true' ||
+	rc=0
+	"$CTL" status "$MNT" --json >"$T/status.json" || rc=$?
+	((rc == 2)) || h_fail "status exits $rc with no device left, want 2 (unusable)"
+	grep -q '"readonly": *true' "$T/status.json" ||
 		h_fail "status --json does not say readonly"
 }
 

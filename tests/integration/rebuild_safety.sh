@@ -60,7 +60,9 @@ mv "$b" "$T/b.away"
 	h_fail "background degraded mount failed"
 h_is_mounted "$MNT" || h_fail "background mount returned 0 but $MNT is not mounted"
 echo during >"$MNT/during"
-"$CTL" status "$MNT" >"$T/st" || h_fail "status failed"
+rc=0
+"$CTL" status "$MNT" >"$T/st" || rc=$?
+((rc == 1)) || { cat "$T/st"; h_fail "status exits $rc with a device missing, want 1 (degraded)"; }
 grep -qF "$b" "$T/st" || { cat "$T/st"; h_fail "status does not name the missing $b by its full path"; }
 [[ $(dev_state 1) == MISSING ]] || h_fail "device 1 is $(dev_state 1), not MISSING"
 mv "$T/b.away" "$b"

@@ -132,7 +132,8 @@ if tool_ready "${CTL:-}"; then
 	# the message must say what is missing.
 	rc=0
 	out=$("$CTL" status "$MNT" 2>&1) || rc=$?
-	((rc == 1)) || h_fail "root's twinfs-ctl status on $A's mount: exit $rc: $out"
+	# status exits 2 when it cannot reach the daemon (as when unusable).
+	((rc == 2)) || h_fail "root's twinfs-ctl status on $A's mount: exit $rc: $out"
 	h_expect_one_line "$out" "lacks allow_other" "root's twinfs-ctl on $A's mount"
 else
 	h_log "twinfs-ctl not built yet: skipped"
