@@ -108,6 +108,7 @@ struct cfg {
 	int rescue;
 	int writethrough;
 	int writeback_cache;
+	int nodiscard;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
 	 * take -1 as 4294967295 and a typo as a multi-line usage error. */
 	char *commit_ms;
@@ -132,6 +133,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("writethrough", writethrough, 1),
 	CFG_OPT("writeback_cache", writeback_cache, 1),
 	CFG_OPT("no_writeback_cache", writeback_cache, 0),
+	CFG_OPT("discard", nodiscard, 0),
+	CFG_OPT("nodiscard", nodiscard, 1),
 	CFG_OPT("commit=%s", commit_ms, 0),
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
@@ -211,6 +214,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o writethrough        every open is direct I/O with parallel writes\n"
 		"    -o writeback_cache     let the kernel cache writes (default)\n"
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
+		"    -o discard             discard freed blocks on every device (default)\n"
+		"    -o nodiscard           keep freed blocks allocated (twinfs-ctl trim frees them)\n"
 		"    -o commit=MS           background commit interval, 1..%u (default 5000)\n"
 		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
 		"                           devices before write(2) returns (default: what\n"
@@ -629,6 +634,7 @@ int main(int argc, char *argv[])
 	to.fault = cfg.fault;
 	to.degraded = cfg.degraded;
 	to.rescue = cfg.rescue;
+	to.nodiscard = cfg.nodiscard;
 	to.commit_ms = commit_ms;
 	to.bounce_bufs = bufs;
 	to.on_unusable = tfsd_space_dead;

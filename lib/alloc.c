@@ -69,6 +69,24 @@ struct alloc {
 	struct defer_ent *defer;
 	size_t ndefer, defercap;
 
+	/*
+	 * Discard (top level only): blocks a release frees are handed to
+	 * discard_fn still marked used ("held"), so nothing can allocate and
+	 * write them while their discard is in flight; alloc_unhold frees
+	 * them.  discard_fn is set before any release and cleared only when
+	 * no other thread frees blocks any more (alloc_set_discard).
+	 */
+	int (*discard_fn)(void *ctx, uint64_t blk, uint64_t n);
+	void *discard_ctx;
+	_Atomic uint64_t held;		/* blocks held for a discard */
+	pthread_mutex_t hold_mu;	/* leaf lock for waiting on hold_cv */
+	pthread_cond_t hold_cv;		/* an unhold happened */
+	/* Unholds so far: read lock-free by every alloc_get (no global lock
+	 * on the data path), bumped before hold_cv is broadcast under
+	 * hold_mu, and compared under hold_mu by a waiter, so no wakeup is
+	 * lost. */
+	_Atomic uint64_t unholds;
+
 	struct ag groups[];
 };
 
@@ -137,6 +155,15 @@ static void bm_set(uint64_t *bm, uint64_t from, uint64_t to)
 	while (from < to) {
 		uint64_t m = word_mask(from, to);
 		bm[from >> 6] |= m;
+		from = ((from >> 6) + 1) << 6;
+	}
+}
+
+static void bm_clear(uint64_t *bm, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		uint64_t m = word_mask(from, to);
+		bm[from >> 6] &= ~m;
 		from = ((from >> 6) + 1) << 6;
 	}
 }
@@ -403,7 +430,11 @@ static int area_create(uint64_t start, uint64_t end, uint64_t reserve, struct al
 	a->gsize = ng > 1 ? (total / ng) & ~63ull : total;
 	atomic_init(&a->nfree, total);
 	atomic_init(&a->errors, 0);
+	atomic_init(&a->held, 0);
+	atomic_init(&a->unholds, 0);
 	pthread_mutex_init(&a->defer_mu, NULL);
+	pthread_mutex_init(&a->hold_mu, NULL);
+	pthread_cond_init(&a->hold_cv, NULL);
 	for (unsigned i = 0; i < ng; i++) {
 		struct ag *g = &a->groups[i];
 		pthread_mutex_init(&g->mu, NULL);
@@ -426,6 +457,8 @@ static void area_destroy(struct alloc *a)
 		free(a->groups[i].refs);
 	}
 	pthread_mutex_destroy(&a->defer_mu);
+	pthread_mutex_destroy(&a->hold_mu);
+	pthread_cond_destroy(&a->hold_cv);
 	free(a->defer);
 	free(a->bm);
 	free(a);
@@ -609,6 +642,117 @@ static uint32_t area_refs(struct alloc *a, uint64_t blk)
 	return r;
 }
 
+/*
+ * Hand [rs, rs + n) (area-relative, last references, bits still set) to
+ * top's discard hook; a run it refuses is freed now.  Returns the blocks
+ * freed.  Under g->mu: the hook only queues (a leaf lock).
+ */
+static uint64_t hold_run(struct alloc *top, struct alloc *a, uint64_t rs, uint64_t n)
+{
+	if (!n)
+		return 0;
+	/* Counted before it is queued, so the unhold never comes first. */
+	atomic_fetch_add(&top->held, n);
+	if (top->discard_fn(top->discard_ctx, a->start + rs, n) == 0)
+		return 0;
+	atomic_fetch_sub(&top->held, n);
+	bm_clear(a->bm, rs, rs + n);
+	return n;
+}
+
+/* area_put, except that blocks losing their last reference are held for
+ * a discard (hold_run) instead of being freed. */
+static void area_put_hold(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t n)
+{
+	if (blk < a->start || blk > a->end || n > a->end - blk) {
+		atomic_fetch_add(&a->errors, 1);
+		return;
+	}
+	uint64_t pos = blk - a->start, end = pos + n;
+
+	while (pos < end) {
+		struct ag *g = &a->groups[group_of(a, pos)];
+		uint64_t gend = g->gend < end ? g->gend : end;
+		uint64_t freed = 0, bad = 0, rs = 0, rn = 0;
+
+		pthread_mutex_lock(&g->mu);
+		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
+			uint64_t m = word_mask(p, gend), w = a->bm[p >> 6];
+			uint64_t last = w & m;
+
+			bad += (uint64_t)__builtin_popcountll(~w & m);
+			for (uint64_t u = last; u && g->nrefs; u &= u - 1) {
+				uint64_t bit = (uint64_t)__builtin_ctzll(u);
+				struct ref_ent *e = ref_find(g, a->start + ((p & ~63ull) | bit));
+
+				if (e) {	/* shared: only a reference goes */
+					if (!--e->extra)
+						ref_remove(g, e);
+					last &= ~(1ull << bit);
+				}
+			}
+			while (last) {
+				uint64_t b = (p & ~63ull) | (uint64_t)__builtin_ctzll(last);
+
+				last &= last - 1;
+				if (rn && rs + rn == b) {
+					rn++;
+					continue;
+				}
+				freed += hold_run(top, a, rs, rn);
+				rs = b;
+				rn = 1;
+			}
+		}
+		freed += hold_run(top, a, rs, rn);
+		if (freed) {
+			g->free += freed;
+			group_widen(a, g, pos, gend);
+		}
+		pthread_mutex_unlock(&g->mu);
+		atomic_fetch_add(&a->nfree, freed);
+		if (bad)
+			atomic_fetch_add(&a->errors, bad);
+		pos = gend;
+	}
+}
+
+/*
+ * The first free run at or after area-relative @from, at most @max long:
+ * mark it used and return it in *rs, *n.  -ENOENT when there is none,
+ * -EBUSY (with *rs, *n the run skipped) when every free block is promised
+ * to allocations under way.
+ */
+static int area_take_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t *rs, uint64_t *n)
+{
+	for (unsigned gi = from < a->total ? group_of(a, from) : a->ngroups; gi < a->ngroups; gi++) {
+		struct ag *g = &a->groups[gi];
+		uint64_t pos = from > g->gstart ? from : g->gstart;
+		int ret = -ENOENT;
+
+		pthread_mutex_lock(&g->mu);
+		uint64_t z = g->free ? bm_next_zero(a->bm, pos, g->gend) : g->gend;
+		if (z < g->gend) {
+			uint64_t cap = g->gend - z < max ? g->gend : z + max;
+			uint64_t o = bm_next_one(a->bm, z, cap);
+			uint64_t take = reserve_count(a, o - z, ALLOC_META);
+
+			*rs = z;
+			*n = take ? take : o - z;
+			ret = take ? 0 : -EBUSY;
+			if (take) {
+				/* not group_take: the allocation cursor stays */
+				bm_set(a->bm, z, z + take);
+				g->free -= take;
+			}
+		}
+		pthread_mutex_unlock(&g->mu);
+		if (ret != -ENOENT)
+			return ret;
+	}
+	return -ENOENT;
+}
+
 /* ---- the public API: the data area plus the metadata reserve ---- */
 
 int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out)
@@ -646,8 +790,8 @@ void alloc_destroy(struct alloc *a)
  * longer run: a full run from either satisfies the "full run if one exists
  * anywhere" rule.
  */
-int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
-	      uint64_t *blk, uint64_t *got)
+static int alloc_get_now(struct alloc *a, uint64_t want, uint64_t hint, int kind,
+			 uint64_t *blk, uint64_t *got)
 {
 	uint64_t tb = 0, tg = 0;
 	int ret;
@@ -714,6 +858,93 @@ static int area_claim(struct alloc *a, uint64_t blk, uint64_t n)
 static uint64_t tail_start(const struct alloc *a)
 {
 	return a->tail ? a->tail->start : UINT64_MAX;
+}
+
+/*
+ * Blocks held for a discard are free space a moment away: rather than
+ * fail with ENOSPC while some are held, wait for an unhold and try again
+ * (the discard worker never waits for an allocation, so this ends).
+ */
+int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
+	      uint64_t *blk, uint64_t *got)
+{
+	for (;;) {
+		uint64_t gen;
+		int ret;
+
+		gen = atomic_load(&a->unholds);
+		ret = alloc_get_now(a, want, hint, kind, blk, got);
+		if (ret != -ENOSPC || !atomic_load(&a->held))
+			return ret;
+		pthread_mutex_lock(&a->hold_mu);
+		while (atomic_load(&a->unholds) == gen)
+			pthread_cond_wait(&a->hold_cv, &a->hold_mu);
+		pthread_mutex_unlock(&a->hold_mu);
+	}
+}
+
+void alloc_set_discard(struct alloc *a, int (*fn)(void *ctx, uint64_t blk, uint64_t n),
+		       void *ctx)
+{
+	a->discard_fn = fn;
+	a->discard_ctx = ctx;
+}
+
+void alloc_put_discard(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	uint64_t ts = tail_start(a);
+
+	if (!a->discard_fn || n > UINT64_MAX - blk) {
+		alloc_put(a, blk, n);
+	} else if (blk + n <= ts) {
+		area_put_hold(a, a, blk, n);
+	} else if (blk >= ts) {
+		area_put_hold(a, a->tail, blk, n);
+	} else {
+		area_put_hold(a, a, blk, ts - blk);
+		area_put_hold(a, a->tail, ts, blk + n - ts);
+	}
+}
+
+int alloc_hold_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t *blk, uint64_t *n)
+{
+	uint64_t ts = tail_start(a), rs;
+	int ret = -ENOENT;
+
+	if (!max)
+		return -EINVAL;
+	if (from < a->start)
+		from = a->start;
+	if (from < a->end) {
+		ret = area_take_free(a, from - a->start, max, &rs, n);
+		if (ret != -ENOENT)
+			*blk = a->start + rs;
+	}
+	if (ret == -ENOENT && a->tail) {
+		struct alloc *t = a->tail;
+
+		ret = area_take_free(t, from > ts ? from - ts : 0, max, &rs, n);
+		if (ret != -ENOENT)
+			*blk = t->start + rs;
+	}
+	if (!ret)
+		atomic_fetch_add(&a->held, *n);
+	return ret;
+}
+
+void alloc_unhold(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	alloc_put(a, blk, n);
+	atomic_fetch_sub(&a->held, n);
+	atomic_fetch_add(&a->unholds, 1);
+	pthread_mutex_lock(&a->hold_mu);
+	pthread_cond_broadcast(&a->hold_cv);
+	pthread_mutex_unlock(&a->hold_mu);
+}
+
+uint64_t alloc_held_blocks(struct alloc *a)
+{
+	return atomic_load(&a->held);
 }
 
 int alloc_use(struct alloc *a, uint64_t blk, uint64_t n)
@@ -784,7 +1015,7 @@ static void release_upto(struct alloc *a, uint64_t upto)
 		/* No memory for the side list: put under the lock instead. */
 		for (size_t i = 0; i < a->ndefer; i++) {
 			if (a->defer[i].seq <= upto)
-				alloc_put(a, a->defer[i].blk, a->defer[i].n);
+				alloc_put_discard(a, a->defer[i].blk, a->defer[i].n);
 			else
 				a->defer[keep++] = a->defer[i];
 		}
@@ -803,7 +1034,7 @@ static void release_upto(struct alloc *a, uint64_t upto)
 	pthread_mutex_unlock(&a->defer_mu);
 
 	for (size_t i = 0; i < nrel; i++)
-		alloc_put(a, rel[i].blk, rel[i].n);
+		alloc_put_discard(a, rel[i].blk, rel[i].n);
 	free(rel);
 }
 
@@ -819,7 +1050,9 @@ void alloc_release_all(struct alloc *a)
 
 uint64_t alloc_free_blocks(struct alloc *a)
 {
-	return atomic_load(&a->nfree) + (a->tail ? atomic_load(&a->tail->nfree) : 0);
+	/* Held blocks are free space whose discard is still in flight. */
+	return atomic_load(&a->nfree) + (a->tail ? atomic_load(&a->tail->nfree) : 0) +
+	       atomic_load(&a->held);
 }
 
 uint64_t alloc_total_blocks(struct alloc *a)

@@ -69,7 +69,33 @@ void alloc_release_durable(struct alloc *a, uint64_t durable_seq);
  * final commit). */
 void alloc_release_all(struct alloc *a);
 
-uint64_t alloc_free_blocks(struct alloc *a);	/* includes the reserve */
+/*
+ * Discard.  With a hook set (before any free; cleared, with NULL, only
+ * when no other thread frees any more), blocks that a release
+ * (alloc_release_durable/_all, alloc_put_discard) leaves without a
+ * reference are not freed but "held": still marked used, so no allocation
+ * can hand them out and have them written while their discard is in
+ * flight, and passed to fn(ctx, blk, n), which returns 0 when it took the
+ * run (and will alloc_unhold it after discarding) or nonzero to have it
+ * freed at once.  fn is called under a group lock: it may only queue.
+ * alloc_get waits for unholds rather than failing with ENOSPC while
+ * blocks are held.
+ */
+void alloc_set_discard(struct alloc *a, int (*fn)(void *ctx, uint64_t blk, uint64_t n),
+		       void *ctx);
+/* alloc_put, with freed blocks going through the hook (if set): for runs
+ * freed once metadata that stopped referencing them is durable. */
+void alloc_put_discard(struct alloc *a, uint64_t blk, uint64_t n);
+/* Hold the first free run at or after @from (at most @max blocks), for
+ * trim: 0 with *blk, *n; -EBUSY (*blk, *n: the run, not held) when the
+ * free blocks are all promised to allocations under way; -ENOENT when no
+ * free block lies at or after @from. */
+int alloc_hold_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t *blk, uint64_t *n);
+/* Free a held run (its discard is done or abandoned). */
+void alloc_unhold(struct alloc *a, uint64_t blk, uint64_t n);
+uint64_t alloc_held_blocks(struct alloc *a);
+
+uint64_t alloc_free_blocks(struct alloc *a);	/* includes the reserve and held blocks */
 uint64_t alloc_total_blocks(struct alloc *a);
 uint64_t alloc_reserve_blocks(struct alloc *a);
 /* Puts of free blocks (double frees) and out-of-range puts, ignored but

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "dir.h"
+#include "discard.h"
 #include "fs_i.h"
 #include "le.h"
 #include "sbcommit.h"
@@ -217,6 +218,10 @@ static int ckpt_alloc(struct tfs *fs, uint64_t want, uint64_t *blk)
 	int nheld = 0, ret = -ENOSPC;
 	uint64_t rs, re;
 
+	/* The previous checkpoint's blocks may still be held for their
+	 * discard: the reserve's ends must be free again before the claims. */
+	if (alloc_held_blocks(fs->alloc))
+		discard_flush(fs);
 	if (alloc_reserve_range(fs->alloc, &rs, &re) == 0 && want <= re - rs) {
 		uint64_t cur = fs->sb.ckpt_start;
 		/* The top end first unless the current checkpoint is in the
@@ -350,8 +355,8 @@ int ckpt_write(struct tfs *fs)
 	}
 
 	log_set_head(fs->log, pos, seq + 1);
-	if (prev_blocks)
-		alloc_put(fs->alloc, prev_start, prev_blocks);
+	if (prev_blocks)	/* the durable superblock no longer names them */
+		alloc_put_discard(fs->alloc, prev_start, prev_blocks);
 	wib_put(fs, old.wib_start, old.wib_blocks);
 	goto out;
 

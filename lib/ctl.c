@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "discard.h"
 #include "fs_i.h"
 #include "json.h"
 #include "rebuild.h"
@@ -93,6 +94,7 @@ static void devices_json(struct tfs *fs, const struct super *sb, struct jbuf *j)
 		super_uuid_str(sb->dev_uuids[i], u);
 		jb_str(j, "uuid", u);
 		jb_str(j, "state", dev_state_name(atomic_load(&fs->mirror.state[i])));
+		jb_str(j, "discard", d ? dev_discard_name(atomic_load(&d->discard)) : "unknown");
 		counters_json(fs, i, j);
 		jb_obj_end(j);
 	}
@@ -194,6 +196,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_begin(j, "scrub");
 	scrub_status_json(fs, j);
 	jb_obj_end(j);
+	discard_stats_json(fs, j);
 	free(sb);
 	return 0;
 }
@@ -261,7 +264,8 @@ const struct ctl_cmd ctl_core_cmds[] = {
 	{ NULL, NULL, NULL },
 };
 
-static const struct ctl_cmd *const ctl_tables[] = { ctl_core_cmds, ctl_dev_cmds };
+static const struct ctl_cmd *const ctl_tables[] = { ctl_core_cmds, ctl_dev_cmds,
+						     ctl_discard_cmds };
 
 static int cmd_help(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {

@@ -44,6 +44,7 @@ struct ctl_cmd {
 /* Tables, each terminated by a { NULL } entry. */
 extern const struct ctl_cmd ctl_core_cmds[];	/* ctl.c: status, stats, scrub ... */
 extern const struct ctl_cmd ctl_dev_cmds[];	/* ctl_dev.c: rebuild, replace ... */
+extern const struct ctl_cmd ctl_discard_cmds[];	/* discard.c: trim, trim status */
 
 /* Run one command line; out receives a NUL-terminated JSON document.
  * Returns 0 or -errno (the JSON then holds {"error": "..."}). */

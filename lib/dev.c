@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +450,68 @@ int dev_pwrite(struct dev_backend *be, struct dev *d, const void *buf, uint32_t 
 int dev_flush(struct dev_backend *be, struct dev *d)
 {
 	return dev_one(be, d, DEV_FLUSH, NULL, 0, 0);
+}
+
+/* --- discard --- */
+
+int dev_discard_probe(struct dev *d)
+{
+	int mode;
+
+	if (d->is_blk) {
+		uint64_t range[2] = { 0, 0 };
+
+		/* Without discard support the kernel says EOPNOTSUPP before it
+		 * looks at the range; with it, a zero length is EINVAL. */
+		mode = ioctl(d->fd, BLKDISCARD, range) < 0 && errno == EOPNOTSUPP ?
+			DEV_DISCARD_NONE : DEV_DISCARD_BLK;
+	} else {
+		/* A hole at the end of the image (past d->size nothing is
+		 * ours) changes nothing where punching works. */
+		mode = fallocate(d->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				 (off_t)d->size, 4096) < 0 ? DEV_DISCARD_NONE : DEV_DISCARD_PUNCH;
+	}
+	atomic_store(&d->discard, mode);
+	return mode;
+}
+
+const char *dev_discard_name(int mode)
+{
+	switch (mode) {
+	case DEV_DISCARD_BLK: return "blkdiscard";
+	case DEV_DISCARD_PUNCH: return "punch";
+	case DEV_DISCARD_NONE: return "unsupported";
+	default: return "unknown";
+	}
+}
+
+int dev_discard_sync(struct dev_backend *be, struct dev *d, uint64_t off, uint64_t len)
+{
+	int mode = atomic_load(&d->discard);
+	int r;
+
+	if (mode == DEV_DISCARD_UNKNOWN)
+		mode = dev_discard_probe(d);
+	if (mode == DEV_DISCARD_BLK) {
+		uint64_t range[2] = { off, len };
+
+		r = ioctl(d->fd, BLKDISCARD, range) < 0 ? -errno : 0;
+	} else if (mode == DEV_DISCARD_PUNCH) {
+		r = fallocate(d->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)off, (off_t)len) < 0 ? -errno : 0;
+	} else {
+		return -EOPNOTSUPP;
+	}
+	return r == -ENOTTY ? -EOPNOTSUPP : r;
+}
+
+int dev_discard(struct dev_backend *be, struct dev *d, uint64_t off, uint64_t len)
+{
+	if ((off & 4095) || (len & 4095) || !len || off + len < off)
+		return -EINVAL;
+	if (!be->ops->discard)
+		return -EOPNOTSUPP;
+	return be->ops->discard(be, d, off, len);
 }
 
 /* --- per-thread context registry --- */

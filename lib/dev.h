@@ -21,7 +21,18 @@
 
 #define DEV_MAX 8
 
-enum dev_op { DEV_READ = 0, DEV_WRITE = 1, DEV_FLUSH = 2 };
+enum dev_op { DEV_READ = 0, DEV_WRITE = 1, DEV_FLUSH = 2,
+	/* Never in a dev_submit batch: dev_discard() only.  Named here so
+	 * fault rules and the crash journal can speak of discards. */
+	DEV_DISCARD = 3 };
+
+/* How a device gives freed blocks back (dev_discard_probe). */
+enum dev_discard_mode {
+	DEV_DISCARD_UNKNOWN = 0,	/* not probed yet */
+	DEV_DISCARD_NONE,		/* neither works: discards are skipped */
+	DEV_DISCARD_PUNCH,		/* image file: FALLOC_FL_PUNCH_HOLE */
+	DEV_DISCARD_BLK,		/* block device: BLKDISCARD */
+};
 
 struct dev {
 	char *path;
@@ -30,6 +41,7 @@ struct dev {
 	uint64_t size;		/* bytes, rounded down to 4096 */
 	bool direct;		/* opened with O_DIRECT */
 	bool is_blk;		/* block device (else regular file) */
+	_Atomic int discard;	/* enum dev_discard_mode */
 };
 
 struct dev_io {
@@ -73,6 +85,10 @@ struct dev_ops {
 	int (*submit_async)(struct dev_backend *be, struct dev_batch *b);
 	/* Wait until no asynchronous batch is queued or in flight. */
 	void (*drain)(struct dev_backend *be);
+	/* Optional (NULL: -EOPNOTSUPP).  Tell the device that bytes [off,
+	 * off + len) no longer hold anything: later reads return zeros or
+	 * garbage.  Synchronous; 0 or -errno. */
+	int (*discard)(struct dev_backend *be, struct dev *d, uint64_t off, uint64_t len);
 	int (*attach)(struct dev_backend *be, struct dev *d);
 	void (*destroy)(struct dev_backend *be);
 };
@@ -143,6 +159,17 @@ int dev_async_emulate(struct dev_backend *be);
 void dev_backend_destroy(struct dev_backend *be);
 const char *dev_backend_name(const struct dev_backend *be);
 
+/*
+ * Discard (TRIM): d->discard picks BLKDISCARD or a punched hole.  Probing
+ * tries a no-op (BLKDISCARD of zero bytes, a hole punched at the end of
+ * the image) and records the mode in d->discard; it writes nothing.
+ * dev_discard runs through the backend's vtable; -EOPNOTSUPP when the
+ * device or backend cannot (the caller then marks the device NONE).
+ */
+int dev_discard_probe(struct dev *d);
+const char *dev_discard_name(int mode);	/* "blkdiscard", "punch", "unsupported" */
+int dev_discard(struct dev_backend *be, struct dev *d, uint64_t off, uint64_t len);
+
 /* Convenience single-I/O helpers built on dev_submit. */
 int dev_pread(struct dev_backend *be, struct dev *d, void *buf, uint32_t len, uint64_t off);
 int dev_pwrite(struct dev_backend *be, struct dev *d, const void *buf, uint32_t len, uint64_t off);
@@ -182,15 +209,17 @@ int dev_fault_parse(struct dev_backend *be, const char *spec);
  * and drops never reach it and are not counted.  Lets tests see which
  * mirror served what. */
 void dev_fault_counts(struct dev_backend *be, int dev_idx, uint64_t counts[3]);
+/* Discards handed to the lower backend for device @dev_idx. */
+uint64_t dev_fault_discards(struct dev_backend *be, int dev_idx);
 
 /*
  * Crash recording: while recording, every completed write (with a copy of
- * its data) and every flush is appended to an in-memory journal, in
+ * its data), every flush and every discard is appended to an in-memory journal, in
  * completion order.  A crash test replays a prefix of the journal plus any
  * subset of the writes after the last flush onto copies of the images.
  */
 struct dev_fault_rec {
-	uint8_t op;		/* DEV_WRITE or DEV_FLUSH */
+	uint8_t op;		/* DEV_WRITE, DEV_FLUSH or DEV_DISCARD (len bytes at off) */
 	int dev_idx;
 	uint64_t off;
 	uint32_t len;

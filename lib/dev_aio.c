@@ -189,6 +189,7 @@ fail_all:
 static const struct dev_ops aio_ops = {
 	.name = "libaio",
 	.submit = aio_submit,
+	.discard = dev_discard_sync,
 	.destroy = dev_tls_backend_destroy,
 };
 

@@ -27,6 +27,7 @@ struct fault_be {
 	struct dev_fault_rule *rules;
 	size_t nrules, rules_cap;
 	uint64_t issued[DEV_MAX][3];	/* by device idx and op */
+	uint64_t discards[DEV_MAX];	/* discards passed down, by device idx */
 	bool recording;
 	struct dev_fault_rec *jnl;
 	size_t njnl, jnl_cap;
@@ -76,7 +77,8 @@ static void fault_match(struct fault_be *fb, const struct dev_io *io, struct fau
 		if (!rule_matches(r, io))
 			continue;
 		/* Corrupting a flush means nothing; dropping a read neither. */
-		if ((r->kind == DEV_FAULT_CORRUPT && io->op == DEV_FLUSH) ||
+		if ((r->kind == DEV_FAULT_CORRUPT &&
+		     (io->op == DEV_FLUSH || io->op == DEV_DISCARD)) ||
 		    (r->kind == DEV_FAULT_DROP && io->op == DEV_READ))
 			continue;
 		if (r->count > 0)
@@ -222,6 +224,45 @@ out:
 	return ret;
 }
 
+/*
+ * A discard is matched against the rules like a write (drop: reported done
+ * but not passed down; error: fails), then passed down and journaled, so
+ * the crash explorer can replay it as blocks whose content is lost.
+ */
+static int fault_discard(struct dev_backend *be, struct dev *d, uint64_t off, uint64_t len)
+{
+	struct fault_be *fb = fault_of(be);
+	/* Journal entries carry 32-bit lengths: pass big ranges in pieces. */
+	const uint64_t piece = 1ull << 30;
+	struct fault_act a;
+	int ret = 0;
+
+	while (len && !ret) {
+		uint64_t n = len < piece ? len : piece;
+		struct dev_io io = { .dev = d, .op = DEV_DISCARD, .off = off, .len = (uint32_t)n };
+
+		pthread_mutex_lock(&fb->lock);
+		fault_match(fb, &io, &a);
+		pthread_mutex_unlock(&fb->lock);
+		if (a.kind == DEV_FAULT_ERROR)
+			return -a.err;
+		if (a.kind != DEV_FAULT_DROP) {
+			ret = dev_discard(fb->lower, d, off, n);
+			if (!ret) {
+				pthread_mutex_lock(&fb->lock);
+				if (d->idx >= 0 && d->idx < DEV_MAX)
+					fb->discards[d->idx]++;
+				if (fb->recording)
+					jnl_append(fb, &io, NULL);
+				pthread_mutex_unlock(&fb->lock);
+			}
+		}
+		off += n;
+		len -= n;
+	}
+	return ret;
+}
+
 static int fault_attach(struct dev_backend *be, struct dev *d)
 {
 	return dev_backend_attach(fault_of(be)->lower, d);
@@ -263,6 +304,7 @@ int dev_fault_create(struct dev_backend *lower, struct dev_backend **out)
 	fb->ops.name = fb->name;
 	fb->ops.submit = fault_submit;
 	fb->ops.attach = fault_attach;
+	fb->ops.discard = fault_discard;
 	fb->ops.destroy = fault_destroy;
 	fb->lower = lower;
 	pthread_mutex_init(&fb->lock, NULL);
@@ -284,7 +326,7 @@ int dev_fault_add_rule(struct dev_backend *be, const struct dev_fault_rule *r)
 
 	if (!is_fault(be))
 		return -EINVAL;
-	if (r->kind < DEV_FAULT_ERROR || r->kind > DEV_FAULT_DROP || r->op > DEV_FLUSH ||
+	if (r->kind < DEV_FAULT_ERROR || r->kind > DEV_FAULT_DROP || r->op > DEV_DISCARD ||
 	    r->dev_idx >= DEV_MAX || r->err < 0)
 		return -EINVAL;
 	fb = fault_of(be);
@@ -351,6 +393,8 @@ static int parse_kv(struct dev_fault_rule *r, const char *key, const char *val)
 			r->op = DEV_WRITE;
 		else if (!strcmp(val, "flush"))
 			r->op = DEV_FLUSH;
+		else if (!strcmp(val, "discard"))
+			r->op = DEV_DISCARD;
 		else if (!strcmp(val, "any"))
 			r->op = -1;
 		else
@@ -447,6 +491,20 @@ void dev_fault_counts(struct dev_backend *be, int dev_idx, uint64_t counts[3])
 	pthread_mutex_lock(&fb->lock);
 	memcpy(counts, fb->issued[dev_idx], sizeof(fb->issued[dev_idx]));
 	pthread_mutex_unlock(&fb->lock);
+}
+
+uint64_t dev_fault_discards(struct dev_backend *be, int dev_idx)
+{
+	struct fault_be *fb;
+	uint64_t n;
+
+	if (!is_fault(be) || dev_idx < 0 || dev_idx >= DEV_MAX)
+		return 0;
+	fb = fault_of(be);
+	pthread_mutex_lock(&fb->lock);
+	n = fb->discards[dev_idx];
+	pthread_mutex_unlock(&fb->lock);
+	return n;
 }
 
 void dev_fault_record(struct dev_backend *be, bool on)

@@ -52,6 +52,7 @@ static void file_destroy(struct dev_backend *be)
 static const struct dev_ops file_ops = {
 	.name = "file",
 	.submit = file_submit,
+	.discard = dev_discard_sync,
 	.destroy = file_destroy,
 };
 

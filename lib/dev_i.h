@@ -31,6 +31,9 @@ void dev_uring_async_drain(struct dev_backend *be);
 int dev_aio_create(struct dev_backend **out);
 int dev_aio_probe(void);
 int dev_file_create(struct dev_backend **out);
+/* The discard every real backend uses (dev_ops.discard): the ioctl or
+ * fallocate runs in the caller's thread (the discard worker's). */
+int dev_discard_sync(struct dev_backend *be, struct dev *d, uint64_t off, uint64_t len);
 
 /*
  * Per-thread contexts: each (thread, backend) pair gets its own context,

@@ -202,6 +202,7 @@ static void uring_destroy(struct dev_backend *be)
 static const struct dev_ops uring_ops = {
 	.name = "io_uring",
 	.submit = uring_submit,
+	.discard = dev_discard_sync,
 	.submit_async = dev_uring_async_submit,
 	.drain = dev_uring_async_drain,
 	.destroy = uring_destroy,

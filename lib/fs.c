@@ -23,6 +23,7 @@
 
 #include "dir.h"
 #include "event.h"
+#include "discard.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -160,6 +161,9 @@ void fs_free(struct tfs *fs)
 		bounce_pool_destroy(fs->bounce);
 	if (fs->bounce_small)
 		bounce_pool_destroy(fs->bounce_small);
+	/* After everything that frees blocks (log_close may release the
+	 * last durable frees); its threads use the allocator and devices. */
+	discard_free(fs);
 	if (fs->alloc)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
@@ -989,6 +993,13 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		goto out_fs;
 	}
 
+	/* Before the first free: the checkpoint below frees the old one. */
+	ret = discard_start(fs, !o->nodiscard);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot start the discard thread: %s", strerror(-ret));
+		goto out_fs;
+	}
+
 	/* The first write of this mount.  The new superblock names the new
 	 * log_id and the replay end as the log head; it must be durable before
 	 * any record carrying the new log_id is written, or a crash would
@@ -1112,6 +1123,10 @@ int tfs_unmount(struct tfs *fs)
 	if (ret == 0)
 		ret = r2;
 	alloc_release_all(fs->alloc);
+	/* Discard what the final commit and checkpoint freed, but only when
+	 * they are durable: otherwise fs_free hands the blocks back unissued. */
+	if (ret == 0)
+		discard_stop(fs);
 	fs_teardown(fs);
 	return ret;
 }

@@ -103,6 +103,7 @@ struct tfs {
 	 * fill callbacks. */
 	struct sbc sbc;
 	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
+	struct discard *discard;	/* discard.c: set up by mount, freed by fs_free */
 
 	pthread_rwlock_t itable_lock;	/* protects itable buckets */
 	struct tfs_inode **itable;

@@ -51,6 +51,7 @@ struct tfs_opts {
 	const char *event_cmd;		/* absolute path run per event (event.h), or NULL */
 	const char *mountpoint;		/* for the events' TWINFS_MOUNTPOINT */
 	unsigned event_timeout_s;	/* 0: EVENT_TIMEOUT_DEFAULT_S */
+	bool nodiscard;			/* freed blocks are not discarded (trim still works) */
 };
 
 struct tfs_format_opts {

@@ -49,6 +49,8 @@ static void usage(FILE *f)
 		"                                      copy everything onto a new device\n"
 		"                                      (--force: even if NEW holds a file system)\n"
 		"  replace status MNT [--wait] [--json]\n"
+		"  trim MNT [--wait]                   discard all free space on every device\n"
+		"  trim status MNT [--wait] [--json]\n"
 		"  raw MNT 'COMMAND LINE'              send a command, print the JSON reply\n"
 		"  sync MNT                            make everything written so far durable\n"
 		"DEV, OLD: slot number, device uuid or path; NEW: path.\n"
@@ -444,6 +446,11 @@ static void status_table(const struct jv *v)
 	} else {
 		printf(" scrub: never run\n");
 	}
+	/* How each device gives freed blocks back (said once, here). */
+	printf(" discard:");
+	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next)
+		printf(" %s", jv_str(d, "discard", "?"));
+	printf("\n");
 	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next) {
 		int n = (int)strlen(jv_str(d, "path", "(missing)"));
 
@@ -850,7 +857,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	verb = pos[0];
-	if ((!strcmp(verb, "scrub") || !strcmp(verb, "rebuild") || !strcmp(verb, "replace")) &&
+	if ((!strcmp(verb, "scrub") || !strcmp(verb, "rebuild") || !strcmp(verb, "replace") ||
+	     !strcmp(verb, "trim")) &&
 	    (!strcmp(pos[1], "start") || !strcmp(pos[1], "status") || !strcmp(pos[1], "cancel"))) {
 		sub = pos[1];
 		pos += 2;
@@ -905,6 +913,12 @@ int main(int argc, char **argv)
 				 rate ? rate : "");
 		else
 			snprintf(cmd, sizeof(cmd), "scrub %s", sub);
+	} else if (!strcmp(verb, "trim")) {
+		if (npos || (sub && strcmp(sub, "status"))) {
+			usage(stderr);
+			return 2;
+		}
+		snprintf(cmd, sizeof(cmd), "%s", sub ? "trim status" : "trim");
 	} else if (!strcmp(verb, "rebuild") || !strcmp(verb, "replace")) {
 		if (sub) {
 			if (npos) {

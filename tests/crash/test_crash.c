@@ -12,6 +12,12 @@
  * checkpoint returned) has every earlier write in the state, and hi the last
  * operation that had started before C.
  *
+ * Discards (the fault backend journals them) are modelled adversarially: a
+ * discard before the cut is always applied, as garbage in its blocks (a
+ * device may return anything for a discarded block).  Discarding a block
+ * before the metadata that freed it is durable therefore shows up as a
+ * recovered file with a checksum error (EIO) or a failed fsck.
+ *
  * Verification mounts drop all their own writes (fault rule), so the rebuilt
  * images stay as built and only the blocks the workload touched need to be
  * restored from the base between states.
@@ -36,6 +42,7 @@
 #include <xxhash.h>
 
 #include "fs_i.h"
+#include "discard.h"
 #include "fsck.h"
 #include "tfs.h"
 
@@ -48,7 +55,7 @@
 #define VERIFY_FAULT "op=write,kind=drop;op=flush,kind=drop"
 
 static bool long_run;
-static unsigned long total_states;
+static unsigned long total_states, total_discards;
 
 /* ---- rng ---- */
 static uint64_t rng_s;
@@ -491,6 +498,23 @@ static void put_blocks(const struct dev_fault_rec *w, uint32_t first, uint32_t n
 		dirty[w->dev_idx][b / 8] |= 1u << (b % 8);
 }
 
+/* A discarded run reads back as garbage (unlike zeros, it never passes for
+ * a block of zeros someone wrote). */
+static void put_discard(const struct dev_fault_rec *w)
+{
+	static uint8_t junk[BS];
+
+	for (uint64_t b = w->off / BS; b < (w->off + w->len) / BS; b++) {
+		for (size_t i = 0; i < BS; i += 8) {
+			uint64_t v = (b * 0x9e3779b97f4a7c15ull) ^ (i * 0xff51afd7ed558ccdull) ^ 0xd15ca4dull;
+
+			memcpy(junk + i, &v, 8);
+		}
+		assert_int_equal(pwrite(wfd[w->dev_idx], junk, BS, (off_t)(b * BS)), (ssize_t)BS);
+		dirty[w->dev_idx][b / 8] |= 1u << (b % 8);
+	}
+}
+
 /* Write the state into the work images; returns the first journal position
  * holding a write that was left out (or left out partly), or the cut. */
 static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
@@ -506,6 +530,10 @@ static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
 		const struct dev_fault_rec *w = &j[i];
 		uint32_t nb = w->len / BS;
 
+		if (w->op == DEV_DISCARD) {
+			put_discard(w);
+			continue;
+		}
 		if (w->op != DEV_WRITE)
 			continue;
 		if (i < lastflush[w->dev_idx] || s->mode == S_ALL) {
@@ -548,6 +576,7 @@ static int mount_work(const char *const *devs, unsigned n, bool degraded, struct
 	struct tfs_opts o = {
 		.devs = devs, .ndevs = n, .backend = "file", .fault = VERIFY_FAULT,
 		.degraded = degraded, .commit_ms = 3600000,
+		.nodiscard = true,	/* leaves the work images as built */
 	};
 
 	return tfs_mount(&o, fs, err, errlen);
@@ -571,7 +600,8 @@ static void dump_fail(const struct cstate *s, const char *what, size_t lo, size_
 				ops[k].durable, ops[k].desc);
 		for (size_t i = 0; i < dbg_nj; i++)
 			fprintf(stderr, "  j %zu: %s dev %d off %llu len %u\n", i,
-				dbg_j[i].op == DEV_FLUSH ? "flush" : "write", dbg_j[i].dev_idx,
+				dbg_j[i].op == DEV_FLUSH ? "flush" :
+				dbg_j[i].op == DEV_DISCARD ? "discard" : "write", dbg_j[i].dev_idx,
 				(unsigned long long)dbg_j[i].off / BS, dbg_j[i].len / BS);
 	}
 	if (getenv("TWINFS_CRASH_KEEP")) {
@@ -677,6 +707,11 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 	dbg_j = j;
 	dbg_nj = nj;
 	size_t nflush = 0;
+	size_t ndiscard = 0;
+
+	for (size_t i = 0; i < nj; i++)
+		ndiscard += j[i].op == DEV_DISCARD;
+	total_discards += ndiscard;
 
 #define ADD(c, m) do {							\
 		if (nst == cap) {					\
@@ -711,7 +746,7 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 		for (uint64_t b = 0; b < NBLK; b++)
 			base[d].slot[b] = -1;
 		for (size_t i = 0; i < nj; i++)
-			if (j[i].op == DEV_WRITE && j[i].dev_idx == d)
+			if ((j[i].op == DEV_WRITE || j[i].op == DEV_DISCARD) && j[i].dev_idx == d)
 				for (uint64_t b = j[i].off / BS; b < (j[i].off + j[i].len) / BS; b++)
 					base[d].slot[b] = 0;
 		for (uint64_t b = 0; b < NBLK; b++)
@@ -758,8 +793,8 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 		free(base[d].data);
 		base[d].data = NULL;
 	}
-	printf("crash: %zu journal entries (%zu flushes), %zu operations: %zu crash states "
-	       "explored of %zu candidates\n", nj, nflush, nops - 1, explored, nst);
+	printf("crash: %zu journal entries (%zu flushes, %zu discards), %zu operations: %zu crash "
+	       "states explored of %zu candidates\n", nj, nflush, ndiscard, nops - 1, explored, nst);
 	total_states += explored;
 	free(st);
 #undef ADD
@@ -805,9 +840,14 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 		dur = do_op(ops[k].desc, sizeof(ops[k].desc));
 		if (dur)
 			ops[k].durable = jlen();
+		/* Discards run asynchronously; now and then let them land
+		 * right here, between operations, not only at the end. */
+		if (rndn(4) == 0)
+			discard_flush(wfs);
 		ops[k].text = model_text();
 		nops = k + 1;
 	}
+	discard_flush(wfs);
 	dev_fault_record(wfs->be, false);
 	j = dev_fault_journal(wfs->be, &nj);
 
@@ -840,9 +880,11 @@ static void test_crash_states(void **state)
 
 	for (int i = 0; i < nseeds; i++)
 		run_seed(seed + (uint64_t)i, long_run ? 400 : 120, long_run ? 1000000 : 400);
-	printf("crash: %lu crash states explored in total; fsck -n ran on %lu of them "
-	       "(%lu with crash leftovers reported, none unrecoverable)\n", total_states,
-	       fsck_runs, fsck_findings);
+	printf("crash: %lu crash states explored in total (%lu discards journaled); fsck -n "
+	       "ran on %lu of them (%lu with crash leftovers reported, none unrecoverable)\n",
+	       total_states, total_discards, fsck_runs, fsck_findings);
+	/* The workload frees blocks: discards must be part of what is explored. */
+	assert_true(total_discards > 0);
 	assert_true(total_states >= (long_run ? 5000u : 1000u));
 }
 

@@ -78,6 +78,8 @@ expect --wait scrub start /x --w
 expect --json status /x --j
 expect --check status /x --c
 expect --prometheus stats /x --p
+expect trim tr
+expect status trim st
 # Commands offered by completion are the ones twinfs-ctl knows.
 for c in $(complete_words ''); do
 	grep -q "^  $c " <<<"$usage" || fail "completion offers '$c', which twinfs-ctl --help does not list"

@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * discard: the discard queue and its worker, the per-mount glue (device
+ * probing, the allocator hook, stats) and the trim job.  See discard.h for
+ * the safety rule; this file only ever discards runs the allocator holds.
+ *
+ * Lock order: the queue's mu and the trim mu are leaves.  The allocator
+ * calls discard_q_add under its group locks; the worker and the trim
+ * thread call into the allocator (alloc_unhold, alloc_hold_free) and the
+ * devices holding neither.  The trim thread takes fs->ckpt_mu (the top
+ * of fs_i.h's order) while it trims the metadata reserve; a checkpoint
+ * waits for the queue (discard_flush) under ckpt_mu, and the worker never
+ * takes it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl.h"
+#include "discard.h"
+#include "fs_i.h"
+#include "json.h"
+#include "tlog.h"
+
+#define DISCARD_DELAY_MS 50u
+/* A trim holds at most this many blocks (8 MiB) at a time: an allocation
+ * that finds nothing else waits for at most one chunk's discard. */
+#define TRIM_CHUNK 2048u
+
+/* ---- the queue ---- */
+
+struct drun {
+	uint64_t blk, n;
+};
+
+struct discard_q {
+	const struct discard_q_ops *ops;
+	void *ctx;
+	unsigned delay_ms;
+	pthread_t thr;
+
+	pthread_mutex_t mu;		/* leaf: everything below */
+	pthread_cond_t cv;		/* work queued, flush or stop */
+	pthread_cond_t idle_cv;		/* queue empty and worker idle */
+	struct drun *v;
+	size_t n, cap;
+	bool busy;			/* the worker holds a batch */
+	bool hurry;			/* a flush: skip the batching delay */
+	bool stop, issue_rest;
+	struct discard_q_stats st;
+};
+
+static int drun_cmp(const void *a, const void *b)
+{
+	const struct drun *x = a, *y = b;
+
+	return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+/* Sort and merge touching runs; returns the new count. */
+static size_t drun_merge(struct drun *v, size_t n)
+{
+	size_t k = 0;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), drun_cmp);
+	for (size_t i = 1; i < n; i++) {
+		if (v[k].blk + v[k].n == v[i].blk)
+			v[k].n += v[i].n;
+		else
+			v[++k] = v[i];
+	}
+	return k + 1;
+}
+
+static void *q_main(void *arg)
+{
+	struct discard_q *q = arg;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (!q->n && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->n)
+			break;
+		if (!q->stop && !q->hurry && q->delay_ms) {
+			/* Let the rest of a commit's frees arrive and merge. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(q->delay_ms % 1000) * 1000000L;
+			ts.tv_sec += q->delay_ms / 1000 + ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			while (!q->stop && !q->hurry &&
+			       pthread_cond_timedwait(&q->cv, &q->mu, &ts) == 0)
+				;
+		}
+		struct drun *v = q->v;
+		size_t n = q->n;
+		bool issue = !q->stop || q->issue_rest;
+
+		q->v = NULL;
+		q->n = q->cap = 0;
+		q->busy = true;
+		q->hurry = false;
+		pthread_mutex_unlock(&q->mu);
+
+		uint64_t ok = 0, err = 0, nb = 0;
+
+		for (size_t i = 0; i < n; i++)
+			nb += v[i].n;
+		n = drun_merge(v, n);
+		for (size_t i = 0; i < n; i++) {
+			int r = issue ? q->ops->issue(q->ctx, v[i].blk, v[i].n) : 0;
+
+			if (r < 0)
+				err++;
+			else if (issue)
+				ok += v[i].n;
+			/* Blocks go back to the free pool only now: nothing can
+			 * have been written to them while the discard ran. */
+			q->ops->done(q->ctx, v[i].blk, v[i].n, issue && r == 0);
+		}
+		free(v);
+
+		pthread_mutex_lock(&q->mu);
+		q->st.queued_blocks -= nb;
+		q->st.discarded_blocks += ok;
+		q->st.runs_issued += issue ? n : 0;
+		q->st.errors += err;
+		q->st.batches++;
+		q->busy = false;
+		if (!q->n)
+			pthread_cond_broadcast(&q->idle_cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+int discard_q_create(const struct discard_q_ops *ops, void *ctx, unsigned delay_ms,
+		     struct discard_q **out)
+{
+	struct discard_q *q = calloc(1, sizeof(*q));
+	int ret;
+
+	if (!q)
+		return -ENOMEM;
+	q->ops = ops;
+	q->ctx = ctx;
+	q->delay_ms = delay_ms;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	pthread_cond_init(&q->idle_cv, NULL);
+	ret = -pthread_create(&q->thr, NULL, q_main, q);
+	if (ret) {
+		pthread_cond_destroy(&q->idle_cv);
+		pthread_cond_destroy(&q->cv);
+		pthread_mutex_destroy(&q->mu);
+		free(q);
+		return ret;
+	}
+	*out = q;
+	return 0;
+}
+
+int discard_q_add(struct discard_q *q, uint64_t blk, uint64_t n)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->stop) {
+		ret = -ESHUTDOWN;
+		goto out;
+	}
+	if (q->n && q->v[q->n - 1].blk + q->v[q->n - 1].n == blk) {
+		q->v[q->n - 1].n += n;	/* the common case: one extent in pieces */
+	} else {
+		if (q->n == q->cap) {
+			size_t cap = q->cap ? q->cap * 2 : 64;
+			struct drun *v = realloc(q->v, cap * sizeof(*v));
+
+			if (!v) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			q->v = v;
+			q->cap = cap;
+		}
+		q->v[q->n++] = (struct drun){ blk, n };
+	}
+	q->st.runs_in++;
+	q->st.queued_blocks += n;
+	pthread_cond_signal(&q->cv);
+out:
+	pthread_mutex_unlock(&q->mu);
+	return ret;
+}
+
+void discard_q_flush(struct discard_q *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->hurry = true;
+	pthread_cond_signal(&q->cv);
+	while (q->n || q->busy)
+		pthread_cond_wait(&q->idle_cv, &q->mu);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void discard_q_destroy(struct discard_q *q, bool issue)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	q->issue_rest = issue;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->thr, NULL);
+	free(q->v);
+	pthread_cond_destroy(&q->idle_cv);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	free(q);
+}
+
+void discard_q_get_stats(struct discard_q *q, struct discard_q_stats *st)
+{
+	pthread_mutex_lock(&q->mu);
+	*st = q->st;
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* ---- a mounted file system ---- */
+
+enum { TRIM_NONE, TRIM_RUNNING, TRIM_FINISHED, TRIM_FAILED };
+
+struct discard {
+	struct tfs *fs;
+	struct discard_q *q;		/* NULL with -o nodiscard */
+	struct tlog_rl rl;
+	_Atomic uint64_t issue_errors;
+
+	pthread_mutex_t mu;		/* leaf: the trim job below */
+	pthread_t thr;
+	bool thr_live;
+	_Atomic bool cancel;
+	int state, err;
+	uint64_t bytes_done, bytes_total;	/* discarded / free at the start */
+	uint64_t pos, span;			/* blocks walked / area size */
+	struct timespec t0, t1;
+};
+
+/* Discard a run on every device in sync; a device out of sync (failed,
+ * stale, rebuilding) keeps its blocks: a rebuild decides what it gets. */
+static int fs_issue(void *ctx, uint64_t blk, uint64_t n)
+{
+	struct discard *dc = ctx;
+	struct tfs *fs = dc->fs;
+	int ret = 0;
+
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		struct dev *d = fs->mirror.devs[i];
+		int r;
+
+		if (!d || atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
+		    atomic_load(&d->discard) == DEV_DISCARD_NONE)
+			continue;
+		r = dev_discard(fs->be, d, blk * TFS_BLOCK_SIZE, n * TFS_BLOCK_SIZE);
+		if (r == -EOPNOTSUPP) {
+			/* Said once: the device is not asked again. */
+			if (atomic_exchange(&d->discard, DEV_DISCARD_NONE) != DEV_DISCARD_NONE)
+				tfs_log(LOG_NOTICE, "%s: discard: unsupported after all; "
+					"freed blocks stay allocated on it", d->path);
+			continue;
+		}
+		if (r < 0) {
+			atomic_fetch_add(&dc->issue_errors, 1);
+			tfs_log_ratelimited(&dc->rl, LOG_WARNING, "%s: discard of %llu blocks "
+					    "at block %llu failed: %s", d->path,
+					    (unsigned long long)n, (unsigned long long)blk,
+					    strerror(-r));
+			ret = r;
+		}
+	}
+	return ret;
+}
+
+static void fs_done(void *ctx, uint64_t blk, uint64_t n, bool discarded)
+{
+	struct discard *dc = ctx;
+
+	alloc_unhold(dc->fs->alloc, blk, n);
+}
+
+static const struct discard_q_ops fs_qops = { .issue = fs_issue, .done = fs_done };
+
+static int fs_hook(void *ctx, uint64_t blk, uint64_t n)
+{
+	struct discard *dc = ctx;
+
+	return discard_q_add(dc->q, blk, n);
+}
+
+int discard_start(struct tfs *fs, bool on)
+{
+	struct discard *dc = calloc(1, sizeof(*dc));
+	int ret;
+
+	if (!dc)
+		return -ENOMEM;
+	dc->fs = fs;
+	pthread_mutex_init(&dc->mu, NULL);
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		struct dev *d = fs->mirror.devs[i];
+		int mode;
+
+		if (!d)
+			continue;
+		mode = dev_discard_probe(d);
+		/* Said once, where it matters; status shows every device's
+		 * method (a mount stays quiet otherwise: it may still be
+		 * writing to the user's terminal). */
+		tfs_log(mode == DEV_DISCARD_NONE ? LOG_NOTICE : LOG_DEBUG,
+			"%s: discard: %s%s", d->path, dev_discard_name(mode),
+			mode == DEV_DISCARD_NONE ? " (neither BLKDISCARD nor hole punching works; "
+			"freed blocks stay allocated on it)" : "");
+	}
+	if (on) {
+		ret = discard_q_create(&fs_qops, dc, DISCARD_DELAY_MS, &dc->q);
+		if (ret < 0) {
+			pthread_mutex_destroy(&dc->mu);
+			free(dc);
+			return ret;
+		}
+		alloc_set_discard(fs->alloc, fs_hook, dc);
+	}
+	fs->discard = dc;
+	return 0;
+}
+
+static void trim_join(struct discard *dc)
+{
+	atomic_store(&dc->cancel, true);
+	if (dc->thr_live) {
+		pthread_join(dc->thr, NULL);
+		dc->thr_live = false;
+	}
+}
+
+static void discard_end(struct tfs *fs, bool issue)
+{
+	struct discard *dc = fs->discard;
+
+	if (!dc)
+		return;
+	trim_join(dc);
+	/* Every other thread that frees blocks has stopped by now (unmount,
+	 * abandon, failed mount): later frees go straight to the free pool. */
+	if (dc->q)
+		alloc_set_discard(fs->alloc, NULL, NULL);
+	/* Runs still queued are held: they go back to the allocator (after
+	 * their discard when @issue) before it can be destroyed. */
+	discard_q_destroy(dc->q, issue);
+	dc->q = NULL;
+}
+
+void discard_stop(struct tfs *fs)
+{
+	discard_end(fs, true);
+}
+
+void discard_free(struct tfs *fs)
+{
+	struct discard *dc = fs->discard;
+
+	if (!dc)
+		return;
+	discard_end(fs, false);
+	pthread_mutex_destroy(&dc->mu);
+	free(dc);
+	fs->discard = NULL;
+}
+
+void discard_flush(struct tfs *fs)
+{
+	if (fs->discard && fs->discard->q)
+		discard_q_flush(fs->discard->q);
+}
+
+void discard_stats_json(struct tfs *fs, struct jbuf *j)
+{
+	struct discard *dc = fs->discard;
+	struct discard_q_stats st = { 0 };
+
+	jb_obj_begin(j, "discard");
+	jb_bool(j, "enabled", dc && dc->q);
+	if (dc && dc->q)
+		discard_q_get_stats(dc->q, &st);
+	jb_u64(j, "queued_bytes", st.queued_blocks * TFS_BLOCK_SIZE);
+	jb_u64(j, "discarded_bytes", st.discarded_blocks * TFS_BLOCK_SIZE);
+	jb_u64(j, "held_bytes", fs->alloc ? alloc_held_blocks(fs->alloc) * TFS_BLOCK_SIZE : 0);
+	jb_u64(j, "batches", st.batches);
+	jb_u64(j, "runs_issued", st.runs_issued);
+	jb_u64(j, "errors", dc ? atomic_load(&dc->issue_errors) : 0);
+	jb_obj_end(j);
+}
+
+/* ---- trim ---- */
+
+static double ts_diff(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static void *trim_main(void *arg)
+{
+	struct discard *dc = arg;
+	struct tfs *fs = dc->fs;
+	uint64_t pos = fs->sb.data_start, blk, n, rs, re;
+	int err = 0;
+
+	if (alloc_reserve_range(fs->alloc, &rs, &re) < 0)
+		rs = UINT64_MAX;
+	while (!atomic_load(&dc->cancel)) {
+		/* In the metadata reserve a checkpoint claims exact runs
+		 * (ckpt_alloc): trim there under ckpt_mu, so no checkpoint
+		 * finds its run held by us. */
+		bool in_reserve = pos >= rs;
+		int r;
+
+		if (in_reserve)
+			pthread_mutex_lock(&fs->ckpt_mu);
+		r = alloc_hold_free(fs->alloc, pos, TRIM_CHUNK, &blk, &n);
+		if (r == 0 && !in_reserve && blk >= rs) {
+			/* jumped into the reserve: redo it under the lock */
+			alloc_unhold(fs->alloc, blk, n);
+			pos = rs;
+			continue;
+		}
+		if (r == 0) {
+			r = fs_issue(dc, blk, n);
+			alloc_unhold(fs->alloc, blk, n);
+			if (r < 0 && !err)
+				err = r;
+		}
+		if (in_reserve)
+			pthread_mutex_unlock(&fs->ckpt_mu);
+		if (r == -ENOENT)
+			break;
+		pos = blk + n;
+		pthread_mutex_lock(&dc->mu);
+		if (r == 0)
+			dc->bytes_done += n * TFS_BLOCK_SIZE;
+		dc->pos = pos - fs->sb.data_start;
+		pthread_mutex_unlock(&dc->mu);
+	}
+	pthread_mutex_lock(&dc->mu);
+	clock_gettime(CLOCK_MONOTONIC, &dc->t1);
+	dc->err = err;
+	dc->state = err ? TRIM_FAILED : TRIM_FINISHED;
+	if (!err)
+		dc->pos = dc->span;
+	pthread_mutex_unlock(&dc->mu);
+	tfs_log(LOG_INFO, "trim %s: %llu MiB of free space discarded in %.1f s",
+		err ? "stopped early" : "finished",
+		(unsigned long long)(dc->bytes_done >> 20), ts_diff(&dc->t0, &dc->t1));
+	return NULL;
+}
+
+int discard_trim_start(struct tfs *fs)
+{
+	struct discard *dc = fs->discard;
+	int ret;
+
+	if (!dc || fs->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&dc->mu);
+	if (dc->state == TRIM_RUNNING) {
+		pthread_mutex_unlock(&dc->mu);
+		return -EBUSY;
+	}
+	if (dc->thr_live) {
+		pthread_join(dc->thr, NULL);	/* finished: reap it */
+		dc->thr_live = false;
+	}
+	atomic_store(&dc->cancel, false);
+	dc->state = TRIM_RUNNING;
+	dc->err = 0;
+	dc->bytes_done = 0;
+	dc->bytes_total = alloc_free_blocks(fs->alloc) * TFS_BLOCK_SIZE;
+	dc->pos = 0;
+	dc->span = fs->sb.total_blocks - fs->sb.data_start;
+	clock_gettime(CLOCK_MONOTONIC, &dc->t0);
+	ret = -pthread_create(&dc->thr, NULL, trim_main, dc);
+	if (ret)
+		dc->state = TRIM_NONE;
+	else
+		dc->thr_live = true;
+	pthread_mutex_unlock(&dc->mu);
+	return ret;
+}
+
+void discard_trim_status_json(struct tfs *fs, struct jbuf *j)
+{
+	static const char *const names[] = { "none", "running", "finished", "failed" };
+	struct discard *dc = fs->discard;
+	struct timespec now;
+	double el, rate, pct;
+
+	if (!dc) {
+		jb_str(j, "state", "none");
+		return;
+	}
+	pthread_mutex_lock(&dc->mu);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	el = dc->state == TRIM_NONE ? 0 :
+	     ts_diff(&dc->t0, dc->state == TRIM_RUNNING ? &now : &dc->t1);
+	rate = el > 0 ? (double)dc->bytes_done / el : 0;
+	pct = dc->span ? 100.0 * (double)dc->pos / (double)dc->span : 0;
+	jb_str(j, "state", names[dc->state]);
+	jb_u64(j, "bytes_done", dc->bytes_done);
+	jb_u64(j, "bytes_total", dc->bytes_total);
+	jb_double(j, "percent", dc->state == TRIM_FINISHED ? 100.0 : pct);
+	jb_double(j, "elapsed_s", el);
+	jb_double(j, "rate_bps", rate);
+	jb_double(j, "eta_s", dc->state == TRIM_RUNNING && pct > 0 ?
+		  el * (100.0 - pct) / pct : 0);
+	if (dc->err)
+		jb_str(j, "error", strerror(-dc->err));
+	jb_arr_begin(j, "devices");
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++) {
+		struct dev *d = fs->mirror.devs[i];
+
+		jb_obj_begin(j, NULL);
+		jb_str(j, "path", d ? d->path : NULL);
+		jb_str(j, "discard", d ? dev_discard_name(atomic_load(&d->discard)) : "unknown");
+		jb_obj_end(j);
+	}
+	jb_arr_end(j);
+	pthread_mutex_unlock(&dc->mu);
+}
+
+/* ---- ctl commands ---- */
+
+static int cmd_trim(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	int ret;
+
+	if (argc)
+		return -EINVAL;
+	ret = discard_trim_start(fs);
+	if (ret == -EBUSY) {
+		jb_error(j, "a trim is already running");
+		return ret;
+	}
+	if (ret < 0)
+		return ret;
+	discard_trim_status_json(fs, j);
+	return 0;
+}
+
+static int cmd_trim_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	discard_trim_status_json(fs, j);
+	return 0;
+}
+
+const struct ctl_cmd ctl_discard_cmds[] = {
+	{ "trim", "trim", cmd_trim },
+	{ "trim status", "trim status", cmd_trim_status },
+	{ NULL, NULL, NULL },
+};
