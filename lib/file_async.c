@@ -26,7 +26,7 @@
  * the completion thread (rangelock has no owner).  Nothing here waits for
  * an asynchronous batch while holding a lock one of its continuations
  * needs: continuations take ip->lock, the log lock and the allocator
- * (through the commit), and sb_mu (on a degraded write), all of which are
+ * (through the commit), and sbc.mu (on a degraded write), all of which are
  * only ever held around synchronous work.
  */
 #include <errno.h>

@@ -5,8 +5,8 @@
  * the same device twice, minimum size, a foreign or twinfs file system
  * already there unless forced) and the first write: cleared superblock
  * slots and log start, the root directory, checkpoint 1.  The check for an
- * existing file system (format_probe) is shared with "replace", which
- * overwrites a device too.
+ * existing file system (super_probe_dev, super.c) is shared with
+ * "replace", which overwrites a device too.
  *
  * Every error path closes what it opened (a ladder of labels in reverse
  * order of setup), writes one line naming the device into err, and has
@@ -24,7 +24,7 @@
 #include "fs_i.h"
 #include "tlog.h"
 
-#define FS_PROBE_BYTES (128u * 1024)	/* foreign superblocks live in here */
+#define FS_PROBE_BYTES SUPER_PROBE_BYTES
 #define FS_ZERO_LOG_BLOCKS 16u		/* log blocks cleared by format */
 
 static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t errlen)
@@ -40,49 +40,6 @@ static int size_check(struct dev *d, uint64_t *min_blocks, char *err, size_t err
 	if (blocks < *min_blocks)
 		*min_blocks = blocks;
 	return 0;
-}
-
-int format_probe(struct dev_backend *be, struct dev *d, const char *force_opt,
-		 struct super *found, char *err, size_t errlen)
-{
-	char why[256] = "";
-	struct super sb;
-	const char *name;
-	unsigned slot;
-	void *buf;
-	int ret;
-
-	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
-		tfs_seterr(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	ret = dev_pread(be, d, buf, FS_PROBE_BYTES, 0);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
-		goto out;
-	}
-	name = super_probe_foreign(buf, FS_PROBE_BYTES);
-	if (name) {
-		tfs_seterr(err, errlen, "%s: contains %s %s file system (use %s to overwrite)",
-			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name, force_opt);
-		ret = -EEXIST;
-		goto out;
-	}
-	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
-	if (ret != -ENOENT) {
-		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use %s to overwrite)",
-			   d->path, force_opt);
-		if (found && ret == 0)
-			*found = sb;
-		else if (found)
-			memset(found, 0, sizeof(*found));
-		ret = -EEXIST;
-		goto out;
-	}
-	ret = 0;
-out:
-	free(buf);
-	return ret;
 }
 
 /* The root directory of a new file system, applied like a replayed record. */
@@ -174,7 +131,7 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 		goto out_be;
 	}
 	for (unsigned i = 0; i < n && !o->force; i++) {
-		ret = format_probe(be, d[i], "-f", NULL, err, errlen);
+		ret = super_probe_dev(be, d[i], "-f", NULL, err, errlen);
 		if (ret < 0)
 			goto out_buf;
 	}

@@ -95,7 +95,7 @@ static void cb_pressure(void *ctx)
 
 /* A device changed state: checkpoint soon, which persists the write-intent
  * bitmap (the stale mark itself is made durable before the next write or
- * flush is acknowledged: ckpt_persist_stale through the mirror's hook). */
+ * flush is acknowledged: sbc_persist_stale through the mirror's hook). */
 static void cb_mirror_state(void *ctx, unsigned dev, int state, int err)
 {
 	struct tfs *fs = ctx;
@@ -132,7 +132,7 @@ int fs_new(struct tfs **out)
 	}
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
-	pthread_mutex_init(&fs->sb_mu, NULL);
+	sbc_init(&fs->sbc);
 	pthread_mutex_init(&fs->bg_mu, NULL);
 	pthread_mutex_init(&fs->ws_mu, NULL);
 	pthread_cond_init(&fs->ws_cv, NULL);
@@ -171,7 +171,7 @@ void fs_free(struct tfs *fs)
 	pthread_cond_destroy(&fs->ws_cv);
 	pthread_mutex_destroy(&fs->ws_mu);
 	file_async_free(fs);
-	pthread_mutex_destroy(&fs->sb_mu);
+	sbc_destroy(&fs->sbc);
 	pthread_mutex_destroy(&fs->ckpt_mu);
 	pthread_mutex_destroy(&fs->ns_lock);
 	free(fs);
@@ -835,7 +835,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	check_newest_super(fs);
 	/* From the first write on, a device failing (or found missing) is
 	 * recorded stale in the superblocks before the write is acknowledged. */
-	ckpt_sb_init(fs);
+	sbc_mount(fs);
 	/* Before anything is written: a device whose rebuild was running
 	 * must get this mount's writes from the first one on. */
 	ret = rebuild_mount_init(fs, spaths, err, errlen);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * fs_i.h: private structures of the file system layer (fs.c, format.c,
- * inode.c, dir.c, namei.c, xattr.c, apply.c, ckpt.c, file.c).  Not for daemon/.
+ * inode.c, dir.c, namei.c, xattr.c, apply.c, ckpt.c, sbcommit.c, file.c).  Not for daemon/.
  *
  * Every metadata change is a transaction of state records (log.h): the
  * operation builds the records under its locks, meta_tx_commit() applies
@@ -15,8 +15,9 @@
  * fs->itable_lock -> log -> alloc.  A checkpoint takes ckpt_mu, then
  * ns_lock and every inode's locks in turn, so no one holding any of those
  * may wait for a checkpoint (log_wait_space comes before taking locks).
- * fs->sb_mu is a leaf below all of these (only device I/O under it), so a
- * writer holding its range lock may take it to record a failed device.
+ * fs->sbc.mu (sbcommit.h) is a leaf below all of these (only device I/O
+ * under it), so a writer holding its range lock may take it to record a
+ * failed device.
  */
 #ifndef TWINFS_FS_I_H
 #define TWINFS_FS_I_H
@@ -36,6 +37,7 @@
 #include "log.h"
 #include "mirror.h"
 #include "rangelock.h"
+#include "sbcommit.h"
 #include "super.h"
 #include "tfs.h"
 
@@ -96,19 +98,10 @@ struct tfs {
 	struct alloc *alloc;
 	struct log *log;
 	struct super sb;		/* in-memory copy; protected by ckpt_mu */
-	/* Superblock writes (ckpt.c).  sb_mu serializes them: ckpt_write
-	 * holds it around its superblock phase, ckpt_persist_stale around the
-	 * emergency write that records a failed device.  sb_last is the
-	 * superblock last written and flushed, plus a replace's new member
-	 * (what the emergency write repeats: fs->sb may already name a
-	 * checkpoint not durable yet),
-	 * sb_gen the highest generation ever written; both under sb_mu.
-	 * sb_stale: bit i set when sb_last says device i is stale; written
-	 * under sb_mu, read lock-free by the write path's fast check. */
-	pthread_mutex_t sb_mu;
-	struct super sb_last;
-	uint64_t sb_gen;
-	_Atomic uint32_t sb_stale;
+	/* The superblock commit's state (sbcommit.c): writes of fs->sb and
+	 * of the emergency superblock, the last durable one, the services'
+	 * fill callbacks. */
+	struct sbc sbc;
 	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
 	struct discard *discard;	/* discard.c: set up by mount, freed by fs_free */
 
@@ -189,15 +182,6 @@ int fs_backend_create(const char *name, const char *fault, struct dev_backend **
 int fs_fill_random(void *buf, size_t len);	/* getrandom, all of it */
 int fs_random_u64_nonzero(uint64_t *v);
 
-/* ---- device checks (format.c; mkfs and replace share them) ---- */
-/* Refuse a device about to be overwritten that holds a file system: a
- * foreign one (ext4, XFS, btrfs...) or a twinfs.  -EEXIST with one line
- * naming d->path and telling to use @force_opt ("-f", "--force"); for a
- * twinfs *found (if not NULL) gets its superblock (zeroed if unreadable).
- * 0 when nothing is there, or -errno of the read. */
-int format_probe(struct dev_backend *be, struct dev *d, const char *force_opt,
-		 struct super *found, char *err, size_t errlen);
-
 /* ---- offline load (fs.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one
  * without a background thread: rebuild the allocator from the metadata as
@@ -262,14 +246,6 @@ int ckpt_load(struct tfs *fs);			/* from fs->sb */
  * u64 checksum per payload block (fsck and scrub verify copies with it). */
 void ckpt_geom(uint64_t bytes, uint64_t *payload, uint64_t *table);
 uint64_t ckpt_table_seed(const uint8_t fs_uuid[16]);	/* of the table's checksum */
-/* At mount, after mirror_init, fs->sb as read from the devices: it is the
- * durable superblock; install the mirror's on_degraded hook. */
-void ckpt_sb_init(struct tfs *fs);
-/* Record every device not in sync as stale in a superblock on every
- * healthy device (same checkpoint and log head as sb_last, generation + 1)
- * and flush, unless sb_last already does.  Takes only sb_mu: safe from a
- * writer holding range and inode locks.  0, or -EIO if no device took it. */
-int ckpt_persist_stale(struct tfs *fs);
 
 /* ---- namespace helpers (namei.c) ---- */
 /* Create a new inode of @mode (any type) named @name in @parent, with an

@@ -84,7 +84,7 @@ struct mirror {
 	/* Called (with on_state_ctx) by mirror_write and mirror_flush before
 	 * they acknowledge (return 0) while some device is not in sync: it
 	 * returns only once every such device is durably recorded stale (fs:
-	 * ckpt_persist_stale writes the superblocks), so no crash can make a
+	 * sbc_persist_stale writes the superblocks), so no crash can make a
 	 * device that missed an acknowledged write look current.  Runs in the
 	 * caller's thread, holding whatever locks the caller holds.  Nonzero:
 	 * the write is not acknowledged (its error is returned).  May be NULL. */

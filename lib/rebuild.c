@@ -21,8 +21,11 @@
  * says stale, so a crash can never make a half-copied mirror look current.
  * Every checkpoint records the cursor; a mount resumes from it.
  *
+ * The rebuild fields of the superblock are this file's: fill_super, which
+ * mount registers with the superblock commit (sbcommit.h), writes them.
+ *
  * Locking: rb->mu protects the run state below; it is taken under ckpt_mu
- * (rebuild_fill_sb) and never held while calling into the checkpoint or
+ * (fill_super) and never held while calling into the checkpoint or
  * doing I/O.  The thread holds no file system lock while copying; the
  * verification pass pins one inode at a time like an open file (nopen) and
  * takes its range lock shared, piece by piece.
@@ -87,6 +90,8 @@ static double ts_s(const struct timespec *ts)
 
 /* ---- mount ---- */
 
+static void fill_super(void *ctx, struct super *sb);
+
 int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err, size_t errlen)
 {
 	struct rebuild *rb = calloc(1, sizeof(*rb));
@@ -101,6 +106,12 @@ int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err,
 	pthread_mutex_init(&rb->mu, NULL);
 	rb->dev = -1;
 	fs->rb = rb;
+	ret = sbc_register(fs, fill_super, fs);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot register the rebuild's superblock fields: %s",
+			 strerror(-ret));
+		return ret;
+	}
 	for (unsigned i = 0; i < fs->ndevs; i++)
 		if (slot_paths && slot_paths[i])
 			rb->slot_path[i] = strdup(slot_paths[i]);
@@ -131,10 +142,13 @@ int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err,
 	return 0;
 }
 
-/* ---- checkpoint hooks ---- */
+/* ---- superblock fields ---- */
 
-void rebuild_fill_sb(struct tfs *fs, struct super *sb)
+/* Registered with the superblock commit (sbc_register): runs under
+ * ckpt_mu on every checkpoint. */
+static void fill_super(void *ctx, struct super *sb)
 {
+	struct tfs *fs = ctx;
 	struct rebuild *rb = fs->rb;
 
 	if (!rb)
@@ -918,7 +932,7 @@ static int replace_probe(struct tfs *fs, struct dev *d, bool force, char *err, s
 
 	if (force)
 		return 0;
-	ret = format_probe(fs->be, d, "--force", &found, err, errlen);
+	ret = super_probe_dev(fs->be, d, "--force", &found, err, errlen);
 	if (ret != -EEXIST || memcmp(found.fs_uuid, fs->sb.fs_uuid, 16) != 0)
 		return ret;
 	for (unsigned i = 0; i < fs->ndevs; i++) {
@@ -1026,13 +1040,10 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	if (ret == 0) {
 		memcpy(fs->sb.dev_uuids[slot], uuid, 16);
 		fs->sb.dev_state[slot] = 1;
-		/* An emergency superblock (ckpt_persist_stale) written before
+		/* An emergency superblock (sbc_persist_stale) written before
 		 * the next checkpoint must name the new member, or a crash
 		 * would leave it "no longer a member". */
-		pthread_mutex_lock(&fs->sb_mu);
-		memcpy(fs->sb_last.dev_uuids[slot], uuid, 16);
-		fs->sb_last.dev_state[slot] = 1;
-		pthread_mutex_unlock(&fs->sb_mu);
+		sbc_note_member(fs, (unsigned)slot, uuid);
 	}
 	pthread_mutex_unlock(&fs->ckpt_mu);
 	free(zero);

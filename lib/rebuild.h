@@ -57,10 +57,6 @@ void rebuild_stop(struct tfs *fs);
 /* Free everything (closes devices replaced while mounted). */
 void rebuild_free(struct tfs *fs);
 
-/* ---- checkpoint hook (ckpt.c, under ckpt_mu) ---- */
-/* Rebuild fields into sb. */
-void rebuild_fill_sb(struct tfs *fs, struct super *sb);
-
 /* ---- commands (ctl_dev.c, tests) ---- */
 /* dev: slot number, path, or dev uuid.  Paths are best absolute (the
  * daemon's cwd is /). */

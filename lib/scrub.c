@@ -86,13 +86,21 @@ const char *scrub_state_name(int state)
 
 /* ---- life cycle ---- */
 
+static void fill_super(void *ctx, struct super *sb);
+
 int scrub_init(struct tfs *fs)
 {
 	struct scrub *sc = calloc(1, sizeof(*sc));
 	pthread_condattr_t ca;
+	int ret;
 
 	if (!sc)
 		return -ENOMEM;
+	ret = sbc_register(fs, fill_super, fs);
+	if (ret < 0) {
+		free(sc);
+		return ret;
+	}
 	sc->fs = fs;
 	pthread_mutex_init(&sc->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -150,8 +158,11 @@ void scrub_free(struct tfs *fs)
 	fs->scrub = NULL;
 }
 
-void scrub_fill_super(struct tfs *fs, struct super *sb)
+/* Registered with the superblock commit (sbc_register): the scrub state
+ * is this file's field of the superblock.  Under fs->ckpt_mu. */
+static void fill_super(void *ctx, struct super *sb)
 {
+	struct tfs *fs = ctx;
 	struct scrub *sc = fs->scrub;
 
 	if (!sc)

@@ -57,7 +57,7 @@ struct scrub_status {
 	size_t nbad;			/* entries listed (<= SCRUB_BAD_MAX) */
 };
 
-/* Mount/unmount plumbing (fs.c, ckpt.c). */
+/* Mount/unmount plumbing (fs.c). */
 int scrub_init(struct tfs *fs);		/* after fs->sb is loaded */
 /* Restart a scrub the superblock says was running. */
 int scrub_mount_resume(struct tfs *fs);
@@ -65,8 +65,6 @@ int scrub_mount_resume(struct tfs *fs);
  * the next mount); the final checkpoint then persists the cursor. */
 void scrub_shutdown(struct tfs *fs);
 void scrub_free(struct tfs *fs);
-/* Copy the persistent state into sb (caller holds fs->ckpt_mu). */
-void scrub_fill_super(struct tfs *fs, struct super *sb);
 
 /* rate: bytes/s, 0 for no limit.  -EBUSY if one is running, -EROFS. */
 int scrub_start(struct tfs *fs, uint64_t rate);

@@ -2,8 +2,9 @@
 /*
  * super: the superblock codec (fixed little-endian layout with explicit
  * offsets, see docs/FORMAT.md), its validation, the layout of a new file
- * system, the foreign file system probe used by mkfs, and reading/writing
- * the two slots of one device.
+ * system, the probe for a file system (foreign or twinfs) on a device about
+ * to be overwritten (mkfs, replace), and reading/writing the two slots of
+ * one device.
  *
  * The encoding never dumps a C struct: every field is written at its
  * documented offset with an explicit little-endian helper, so the format
@@ -18,6 +19,7 @@
 #include "csum.h"
 #include "le.h"
 #include "super.h"
+#include "tlog.h"
 
 #define SB_SIZE 4096u
 #define SB_CSUM_SEED 0x7477696e66730000ull	/* "twinfs\0\0" + slot */
@@ -431,6 +433,49 @@ int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *s
 		return -ENOMEM;
 	super_encode(sb, slot, buf);
 	ret = dev_pwrite(be, d, buf, SB_SIZE, (uint64_t)slot * SB_SIZE);
+	free(buf);
+	return ret;
+}
+
+int super_probe_dev(struct dev_backend *be, struct dev *d, const char *force_opt,
+		    struct super *found, char *err, size_t errlen)
+{
+	char why[256] = "";
+	struct super sb;
+	const char *name;
+	unsigned slot;
+	void *buf;
+	int ret;
+
+	if (posix_memalign(&buf, TFS_BLOCK_SIZE, SUPER_PROBE_BYTES)) {
+		tfs_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = dev_pread(be, d, buf, SUPER_PROBE_BYTES, 0);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: cannot read: %s", d->path, strerror(-ret));
+		goto out;
+	}
+	name = super_probe_foreign(buf, SUPER_PROBE_BYTES);
+	if (name) {
+		tfs_seterr(err, errlen, "%s: contains %s %s file system (use %s to overwrite)",
+			   d->path, strchr("aeiouAEIOU", name[0]) ? "an" : "a", name, force_opt);
+		ret = -EEXIST;
+		goto out;
+	}
+	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
+	if (ret != -ENOENT) {
+		tfs_seterr(err, errlen, "%s: contains a twinfs file system (use %s to overwrite)",
+			   d->path, force_opt);
+		if (found && ret == 0)
+			*found = sb;
+		else if (found)
+			memset(found, 0, sizeof(*found));
+		ret = -EEXIST;
+		goto out;
+	}
+	ret = 0;
+out:
 	free(buf);
 	return ret;
 }

@@ -114,6 +114,18 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
  * device (ext2/3/4, xfs, btrfs), or NULL. buf holds at least 128 KiB. */
 const char *super_probe_foreign(const void *buf, size_t len);
 
+/* Bytes at the start of a device that super_probe_dev reads: foreign
+ * superblocks live in here. */
+#define SUPER_PROBE_BYTES (128u * 1024)
+
+/* Refuse a device about to be overwritten (mkfs, replace) that holds a
+ * file system: a foreign one (ext4, XFS, btrfs...) or a twinfs.  -EEXIST
+ * with one line naming d->path and telling to use @force_opt ("-f",
+ * "--force"); for a twinfs *found (if not NULL) gets its superblock
+ * (zeroed if unreadable).  0 when nothing is there, or -errno of the read. */
+int super_probe_dev(struct dev_backend *be, struct dev *d, const char *force_opt,
+		    struct super *found, char *err, size_t errlen);
+
 /* The canonical 36-character text form of a uuid (lower-case hex and
  * dashes) into out, NUL-terminated. */
 #define SUPER_UUID_STR 37
