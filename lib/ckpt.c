@@ -355,8 +355,16 @@ int ckpt_write(struct tfs *fs)
 	}
 
 	log_set_head(fs->log, pos, seq + 1);
-	if (prev_blocks)	/* the durable superblock no longer names them */
-		alloc_put_discard(fs->alloc, prev_start, prev_blocks);
+	/*
+	 * The durable superblock no longer names them, but the other slot
+	 * still does: if the newest superblock is lost on every device, mount
+	 * (-o rescue) and fsck fall back to that slot and read this
+	 * checkpoint.  So its blocks are freed, never discarded: the next
+	 * checkpoint goes to the other end of the reserve, and they keep their
+	 * content until the one after overwrites them.
+	 */
+	if (prev_blocks)
+		alloc_put(fs->alloc, prev_start, prev_blocks);
 	wib_put(fs, old.wib_start, old.wib_blocks);
 	goto out;
 

@@ -7,10 +7,10 @@
  * Lock order: the queue's mu and the trim mu are leaves.  The allocator
  * calls discard_q_add under its group locks; the worker and the trim
  * thread call into the allocator (alloc_unhold, alloc_hold_free) and the
- * devices holding neither.  The trim thread takes fs->ckpt_mu (the top
- * of fs_i.h's order) while it trims the metadata reserve; a checkpoint
- * waits for the queue (discard_flush) under ckpt_mu, and the worker never
- * takes it.
+ * devices holding neither.  Trim covers the data area only: the metadata
+ * reserve holds the previous checkpoint, the fallback of a lost newest
+ * superblock (ckpt_write).  A checkpoint waits for the queue
+ * (discard_flush) under ckpt_mu, and neither thread here takes it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -426,20 +426,14 @@ static void *trim_main(void *arg)
 	if (alloc_reserve_range(fs->alloc, &rs, &re) < 0)
 		rs = UINT64_MAX;
 	while (!atomic_load(&dc->cancel)) {
-		/* In the metadata reserve a checkpoint claims exact runs
-		 * (ckpt_alloc): trim there under ckpt_mu, so no checkpoint
-		 * finds its run held by us. */
-		bool in_reserve = pos >= rs;
-		int r;
+		int r = alloc_hold_free(fs->alloc, pos, TRIM_CHUNK, &blk, &n);
 
-		if (in_reserve)
-			pthread_mutex_lock(&fs->ckpt_mu);
-		r = alloc_hold_free(fs->alloc, pos, TRIM_CHUNK, &blk, &n);
-		if (r == 0 && !in_reserve && blk >= rs) {
-			/* jumped into the reserve: redo it under the lock */
+		if (r == 0 && blk >= rs) {
+			/* The metadata reserve is never trimmed: a freed
+			 * checkpoint there is the fallback of the superblock
+			 * slot before the newest (see ckpt_write). */
 			alloc_unhold(fs->alloc, blk, n);
-			pos = rs;
-			continue;
+			r = -ENOENT;
 		}
 		if (r == 0) {
 			r = fs_issue(dc, blk, n);
@@ -447,8 +441,6 @@ static void *trim_main(void *arg)
 			if (r < 0 && !err)
 				err = r;
 		}
-		if (in_reserve)
-			pthread_mutex_unlock(&fs->ckpt_mu);
 		if (r == -ENOENT)
 			break;
 		pos = blk + n;
