@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csum.h"
 #include "dir.h"
 #include "event.h"
 #include "discard.h"
@@ -228,6 +229,7 @@ void fs_log_geom(const struct tfs *fs, struct log_geom *g)
 	g->head_pos = fs->sb.log_head_pos;
 	g->head_seq = fs->sb.log_head_seq;
 	g->log_id = fs->sb.log_id;
+	g->next_log_id = fs_next_log_id(fs, fs->sb.log_id);
 }
 
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
@@ -243,19 +245,35 @@ int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 	return log_open(&fs->mirror, &g, pos, seq, &cbs, &fs->log);
 }
 
+/*
+ * The log_id the next mount after a superblock naming @log_id writes
+ * under: derived from the file system's uuid and that log_id, so that
+ * replay can tell "a later mount of this file system continued this log"
+ * (its newest superblock lost) from chunks another file system left on the
+ * device (mkfs -f clears only the start of the log region).  Never 0 and
+ * never @log_id itself.
+ */
+uint64_t fs_next_log_id(const struct tfs *fs, uint64_t log_id)
+{
+	uint8_t b[24];
+	uint64_t id;
+
+	memcpy(b, fs->sb.fs_uuid, 16);
+	memcpy(b + 16, &log_id, 8);
+	id = csum_buf(b, sizeof(b), 0x6c6f675f6e657874ull);	/* "log_next" */
+	if (id == 0 || id == log_id)
+		id = ~log_id ? ~log_id : 1;
+	return id;
+}
+
 /* Each mount writes its records under a new log_id, so chunks an earlier
- * mount left beyond the replay end can never be taken for ours. */
+ * mount left beyond the replay end can never be taken for ours.  A mount
+ * writes none before its new superblock is durable, so one log_id is never
+ * written by two mounts unless that superblock was lost (damage). */
 static int fs_new_log_id(struct tfs *fs)
 {
-	uint64_t log_id;
-	int ret;
-
-	do {
-		ret = fs_random_u64_nonzero(&log_id);
-	} while (ret == 0 && log_id == fs->sb.log_id);
-	if (ret == 0)
-		fs->sb.log_id = log_id;
-	return ret;
+	fs->sb.log_id = fs_next_log_id(fs, fs->sb.log_id);
+	return 0;
 }
 
 int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,

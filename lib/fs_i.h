@@ -174,6 +174,7 @@ void fs_close_devs(struct dev **d, unsigned n);
  * checkpoints.  0 or -errno. */
 int fs_alloc_create(struct tfs *fs);
 void fs_log_geom(const struct tfs *fs, struct log_geom *g);	/* from fs->sb */
+uint64_t fs_next_log_id(const struct tfs *fs, uint64_t log_id);
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq);	/* from fs->sb */
 /* The named I/O backend (NULL: "auto"), wrapped in the fault backend if
  * @fault is a specification; the error line goes to err. */

@@ -572,10 +572,12 @@ static uint64_t writer_chunk_blocks(uint64_t nblocks)
  *     within one chunk's reach after pos (or at the start of the region):
  *     it was written only after the chunk holding @seq was durable, so that
  *     chunk is damaged on every device, not torn by a crash.
- *   -ESTALE: a chunk of another log_id starting exactly at (pos or 0, seq)
+ *   -ESTALE: a chunk of the log_id the next mount after this superblock
+ *     writes under (g->next_log_id) starting exactly at (pos or 0, seq)
  *     verifies: a later mount continued this log, which it does only after
  *     its superblock is durable, so the superblock replay started from is
- *     older than the newest one (lost on every device).
+ *     older than the newest one (lost on every device).  Chunks of any
+ *     other log_id (an earlier file system on the device) prove nothing.
  * 0 otherwise.
  */
 static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
@@ -612,7 +614,8 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 				first = le64_get(h + CH_FIRST);
 				id = le64_get(h + CH_LOG_ID);
 				if (id == g->log_id ? first <= seq
-						    : (first != seq || (at != pos && at != 0)))
+						    : (!g->next_log_id || id != g->next_log_id ||
+						       first != seq || (at != pos && at != 0)))
 					continue;
 				{
 					struct log_geom og = *g;

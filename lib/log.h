@@ -105,6 +105,9 @@ struct log_geom {
 	uint64_t head_pos;	/* where replay starts (block offset in region) */
 	uint64_t head_seq;	/* first seq expected there */
 	uint64_t log_id;
+	/* The log_id a later mount continuing this log writes under
+	 * (fs_next_log_id); 0: unknown, no such evidence is looked for. */
+	uint64_t next_log_id;
 };
 
 /*

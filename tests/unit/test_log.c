@@ -421,8 +421,12 @@ static void env_close(struct env *e)
 
 static struct log_geom geom(const struct env *e, uint64_t id, uint64_t head_pos, uint64_t head_seq)
 {
+	/* Log ids 1 and 2 are each other's successor (fs_next_log_id's role):
+	 * a chunk of the one continuing the other is evidence of a newer
+	 * mount.  Other ids have none. */
 	return (struct log_geom){ .start = START, .nblocks = e->nblocks,
-		.head_pos = head_pos, .head_seq = head_seq, .log_id = id };
+		.head_pos = head_pos, .head_seq = head_seq, .log_id = id,
+		.next_log_id = id == 1 ? 2 : id == 2 ? 1 : 0 };
 }
 
 /* A transaction identified by id: LR_INODE_DEL{id} plus, when extra > 0,
@@ -801,6 +805,14 @@ static void test_stale_log_id(void **state)
 	assert_int_equal(s.n, 0);
 	assert_int_equal(end, 0);
 	assert_int_equal(next, 1);
+	/* The same chunks under a log_id that is not our successor (another
+	 * file system's, left on the device) prove nothing: the log just ends. */
+	g = geom(&e, 2, 0, 1);
+	g.next_log_id = 77;
+	s.n = 0;
+	assert_int_equal(log_replay(&e.m, &g, ids_cb, &s, &end, &next), 0);
+	assert_int_equal(s.n, 3);
+	assert_int_equal(end, 3);
 	free(s.v);
 	env_close(&e);
 }
