@@ -482,7 +482,14 @@ int bt_open(struct btree *t, struct bstore *s, struct bcache *c, uint64_t owner,
 		t->committed = *root;
 	}
 	t->root = t->committed;
-	pthread_rwlock_init(&t->lock, NULL);
+	/* Readers never starve the writer (glibc prefers readers by default):
+	 * safe because nothing here takes the lock recursively. */
+	pthread_rwlockattr_t attr;
+
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&t->lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* Description: format-v2 B+tree on an in-memory node store: node codec (strict checks, csum seeded with the address), node cache budget and pins, copy-on-write transactions (commit, abort, old root intact, freed list), splits/merges down to one leaf, iteration, error poisoning, and a randomized model test of 100k operations with periodic commit and reopen. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@ static const uint8_t uuid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
 
 struct memstore {
 	struct bstore store;
+	pthread_mutex_t mu;		/* readers run in parallel (test_concurrent) */
 	void **node;			/* by slot; NULL: never written */
 	uint8_t *used;
 	size_t cap;
@@ -46,7 +48,7 @@ static size_t addr_slot(struct memstore *s, uint64_t addr)
 	return slot;
 }
 
-static int mem_read(void *ctx, const struct bptr *p, void *buf)
+static int mem_read_locked(void *ctx, const struct bptr *p, void *buf)
 {
 	struct memstore *s = ctx;
 	size_t slot = addr_slot(s, p->addr);
@@ -58,7 +60,7 @@ static int mem_read(void *ctx, const struct bptr *p, void *buf)
 	return bnode_matches(buf, p) ? 0 : -EIO;
 }
 
-static int mem_write(void *ctx, uint64_t addr, const void *buf)
+static int mem_write_locked(void *ctx, uint64_t addr, const void *buf)
 {
 	struct memstore *s = ctx;
 	size_t slot = addr_slot(s, addr);
@@ -72,7 +74,7 @@ static int mem_write(void *ctx, uint64_t addr, const void *buf)
 	return 0;
 }
 
-static int mem_alloc(void *ctx, uint64_t *addr)
+static int mem_alloc_locked(void *ctx, uint64_t *addr)
 {
 	struct memstore *s = ctx;
 	size_t slot;
@@ -104,7 +106,7 @@ static int mem_alloc(void *ctx, uint64_t *addr)
 	return 0;
 }
 
-static void mem_free(void *ctx, uint64_t addr)
+static void mem_free_locked(void *ctx, uint64_t addr)
 {
 	struct memstore *s = ctx;
 	size_t slot = addr_slot(s, addr);
@@ -117,6 +119,46 @@ static void mem_free(void *ctx, uint64_t addr)
 	s->freelist[s->nfree++] = slot;
 }
 
+#define LOCKED(ret, call)				\
+	do {						\
+		struct memstore *s_ = ctx;		\
+		pthread_mutex_lock(&s_->mu);		\
+		ret = call;				\
+		pthread_mutex_unlock(&s_->mu);		\
+	} while (0)
+
+static int mem_read(void *ctx, const struct bptr *p, void *buf)
+{
+	int ret;
+
+	LOCKED(ret, mem_read_locked(ctx, p, buf));
+	return ret;
+}
+
+static int mem_write(void *ctx, uint64_t addr, const void *buf)
+{
+	int ret;
+
+	LOCKED(ret, mem_write_locked(ctx, addr, buf));
+	return ret;
+}
+
+static int mem_alloc(void *ctx, uint64_t *addr)
+{
+	int ret;
+
+	LOCKED(ret, mem_alloc_locked(ctx, addr));
+	return ret;
+}
+
+static void mem_free(void *ctx, uint64_t addr)
+{
+	int ret;
+
+	LOCKED(ret, (mem_free_locked(ctx, addr), 0));
+	(void)ret;
+}
+
 static const struct bstore_ops mem_ops = {
 	.read = mem_read, .write = mem_write, .alloc = mem_alloc, .free = mem_free,
 };
@@ -127,6 +169,7 @@ static void mem_init(struct memstore *s)
 	s->store.ops = &mem_ops;
 	s->store.ctx = s;
 	s->fail_alloc_after = -1;
+	pthread_mutex_init(&s->mu, NULL);
 }
 
 static void mem_destroy(struct memstore *s)
@@ -136,6 +179,7 @@ static void mem_destroy(struct memstore *s)
 	free(s->node);
 	free(s->used);
 	free(s->freelist);
+	pthread_mutex_destroy(&s->mu);
 }
 
 /* ---- helpers ---- */
@@ -572,7 +616,8 @@ static void m_copy(struct model *dst, const struct model *src)
 		dst->e = realloc(dst->e, dst->cap * sizeof(*dst->e));
 		assert_non_null(dst->e);
 	}
-	memcpy(dst->e, src->e, src->n * sizeof(*src->e));
+	if (src->n)
+		memcpy(dst->e, src->e, src->n * sizeof(*src->e));
 	dst->n = src->n;
 }
 
@@ -791,6 +836,86 @@ static void test_model(void **state)
 	env_close(&e);
 }
 
+/* ---- readers in parallel with a writer ---- */
+
+struct reader {
+	struct btree *t;
+	_Atomic bool *stop;
+	unsigned checked;
+};
+
+/* Keys (1, 1, i) for even i are never changed: every lookup and every
+ * iteration over them must see exactly them, whatever the writer does. */
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	while (!atomic_load(r->stop)) {
+		for (unsigned i = 0; i < 4000; i += 2 * 37) {
+			uint8_t v[64], want[64];
+			unsigned len;
+
+			assert_int_equal(bt_lookup(r->t, &K(1, 1, i), v, sizeof(v), &len), 0);
+			fill(want, 64, i);
+			assert_int_equal(len, 64);
+			assert_memory_equal(v, want, 64);
+			r->checked++;
+		}
+		struct bt_iter it;
+		struct bkey k;
+		const void *v;
+		unsigned len, n = 0;
+
+		assert_int_equal(bt_iter_init(&it, r->t, &K(1, 1, 0)), 0);
+		while (!bt_iter_next(&it, &k, &v, &len) && k.id == 1)
+			if (k.type == 1 && k.off % 2 == 0)
+				n++;
+		bt_iter_free(&it);
+		assert_int_equal(n, 2000);
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	struct env e;
+	struct broot r;
+	pthread_t th[3];
+	struct reader rd[3];
+	_Atomic bool stop = false;
+	uint64_t gen = 1;
+
+	env_open(&e, 8 * BNODE_SIZE);	/* small: readers miss and read */
+	assert_int_equal(bt_begin(&e.t, gen++), 0);
+	for (unsigned i = 0; i < 4000; i += 2)
+		put_val(&e.t, K(1, 1, i), 64, i);
+	commit_release(&e.t, &e.ms, &r);
+	for (unsigned i = 0; i < 3; i++) {
+		rd[i] = (struct reader){ &e.t, &stop, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+	}
+	for (unsigned round = 0; round < 40; round++) {
+		assert_int_equal(bt_begin(&e.t, gen++), 0);
+		for (unsigned i = 1; i < 4000; i += 2) {
+			if ((i + round) % 3)
+				put_val(&e.t, K(1, 1, i), 64 + (i + round) % 200, round);
+			else
+				(void)bt_delete(&e.t, &K(1, 1, i));
+		}
+		if (round % 4 == 3)
+			bt_abort(&e.t);
+		else
+			commit_release(&e.t, &e.ms, &r);
+	}
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_true(rd[i].checked > 0);
+	}
+	assert_int_equal(bt_verify(&e.t, NULL, NULL), 0);
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -800,6 +925,7 @@ int main(void)
 		cmocka_unit_test(test_commit_abort),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_concurrent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
