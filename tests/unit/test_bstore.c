@@ -167,35 +167,39 @@ static unsigned lookup_all(struct fx *f, unsigned from, unsigned to)
 	return nio;
 }
 
+/* Both mirrors hold the node @p names, byte for byte. */
+static void copies_good(struct fx *f, const struct bptr *p)
+{
+	uint8_t *other = NULL;
+
+	assert_int_equal(posix_memalign((void **)&other, 4096, BNODE_SIZE), 0);
+	dev_rw(f, 0, p->addr, f->buf, false);
+	dev_rw(f, 1, p->addr, other, false);
+	assert_memory_equal(f->buf, other, BNODE_SIZE);
+	assert_true(bnode_matches(other, p));
+	free(other);
+}
+
 static void test_mirrored_write(void **state)
 {
 	struct fx f;
-	uint8_t *other = NULL;
 	struct bptr p;
 	unsigned first;
 
 	fx_setup(&f);
-	assert_int_equal(posix_memalign((void **)&other, 4096, BNODE_SIZE), 0);
 	leaf_ptr(&f, 3, &p, &first);
-	/* Both mirrors hold the same, verifiable node. */
-	dev_rw(&f, 0, p.addr, f.buf, false);
-	dev_rw(&f, 1, p.addr, other, false);
-	assert_memory_equal(f.buf, other, BNODE_SIZE);
-	assert_true(bnode_matches(other, &p));
+	copies_good(&f, &p);
 	assert_int_equal(lookup_all(&f, 0, NITEMS), 0);
-	free(other);
 	fx_teardown(&f);
 }
 
 static void test_repair(void **state)
 {
 	struct fx f;
-	uint8_t *other = NULL;
 	struct bptr p;
 	unsigned first;
 
 	fx_setup(&f);
-	assert_int_equal(posix_memalign((void **)&other, 4096, BNODE_SIZE), 0);
 	leaf_ptr(&f, 2, &p, &first);
 	rot(&f, 0, p.addr, 9000);
 	aim_leaf(&f, 0);
@@ -203,10 +207,7 @@ static void test_repair(void **state)
 	assert_int_equal(f.m.ctr[0].csum_err, BNODE_BLOCKS);	/* counted in blocks */
 	assert_int_equal(f.m.ctr[0].repaired, BNODE_BLOCKS);
 	assert_int_equal(f.m.ctr[1].csum_err, 0);
-	dev_rw(&f, 0, p.addr, f.buf, false);
-	dev_rw(&f, 1, p.addr, other, false);
-	assert_memory_equal(f.buf, other, BNODE_SIZE);	/* rewritten */
-	assert_true(bnode_matches(f.buf, &p));
+	copies_good(&f, &p);	/* rewritten */
 
 	/* A read error on device 1: served by device 0, device 1 rewritten. */
 	leaf_ptr(&f, 4, &p, &first);
@@ -219,7 +220,7 @@ static void test_repair(void **state)
 	assert_int_equal(f.m.ctr[1].read_err, 1);
 	assert_int_equal(f.m.ctr[1].repaired, BNODE_BLOCKS);
 	assert_int_equal(mirror_healthy(&f.m), 2);
-	free(other);
+	copies_good(&f, &p);
 	fx_teardown(&f);
 }
 
