@@ -8,6 +8,7 @@
  * Header (64 bytes): 0 csum, 8 magic, 16 addr, 24 gen, 32 fs_uuid, 48 owner,
  * 56 level u8, 57 reserved u8, 58 nritems u16, 60 reserved u32.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,16 @@
 
 const struct bkey bkey_min = { 0, 0, 0 };
 const struct bkey bkey_max = { UINT64_MAX, 255, BKEY_OFF_MAX };
+
+/* Keys are decoded on every comparison of a search: one load each, not
+ * le.h's byte loop (which compilers do not always fold). */
+static inline uint64_t ld64(const void *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
 
 static inline uint16_t le16_get(const void *p)
 {
@@ -79,9 +90,9 @@ bool bkey_succ(struct bkey *k)
 
 static void key_get(const uint8_t *p, struct bkey *k)
 {
-	uint64_t w = le64_get(p + 8);
+	uint64_t w = ld64(p + 8);
 
-	k->id = le64_get(p);
+	k->id = ld64(p);
 	k->type = (uint8_t)(w >> 56);
 	k->off = w & BKEY_OFF_MAX;
 }
@@ -117,6 +128,11 @@ uint64_t bnode_gen(const void *n)
 uint64_t bnode_addr(const void *n)
 {
 	return le64_get((const uint8_t *)n + H_ADDR);
+}
+
+uint64_t bnode_stored_csum(const void *n)
+{
+	return le64_get((const uint8_t *)n + H_CSUM);
 }
 
 void bnode_hdr(const void *n, struct bnode_hdr *h)

@@ -99,6 +99,7 @@ unsigned bnode_level(const void *n);
 unsigned bnode_nritems(const void *n);
 uint64_t bnode_gen(const void *n);
 uint64_t bnode_addr(const void *n);
+uint64_t bnode_stored_csum(const void *n);
 /* Bytes used by items (heads + values, or pointers), and free. */
 unsigned bnode_used(const void *n);
 unsigned bnode_free(const void *n);

@@ -54,14 +54,11 @@ static void path_put(struct btree *t, struct path *pa)
 static bool node_current(const struct btree *t, const struct bcache_node *n,
 			 const struct bptr *p)
 {
-	struct bnode_hdr h;
-
-	bnode_hdr(n->buf, &h);
-	if (h.addr != p->addr || h.gen != p->gen)
+	if (bnode_addr(n->buf) != p->addr || bnode_gen(n->buf) != p->gen)
 		return false;
 	if (t->in_trans && p->gen == t->tgen)
 		return n->dirty;
-	return !n->dirty && h.csum == p->csum;
+	return !n->dirty && bnode_stored_csum(n->buf) == p->csum;
 }
 
 static int check_node(const struct btree *t, const void *b, unsigned level,
@@ -180,8 +177,10 @@ static int push(void **arr, size_t *n, size_t *cap, size_t elem)
 }
 
 /* A new dirty node of this transaction with a reference for the caller
- * (and one for the dirty list); the buffer is an empty node. */
-static int new_node(struct btree *t, unsigned level, struct bcache_node **out)
+ * (and one for the dirty list): a copy of @src (copy-on-write), or an empty
+ * node of @level. */
+static int new_node(struct btree *t, unsigned level, const void *src,
+		    struct bcache_node **out)
 {
 	struct bcache_node *n;
 	uint64_t addr;
@@ -198,7 +197,12 @@ static int new_node(struct btree *t, unsigned level, struct bcache_node **out)
 		t->store->ops->free(t->store->ctx, addr);
 		return ret;
 	}
-	bnode_init(n->buf, level, addr, t->tgen, t->owner, t->fs_uuid);
+	if (src) {
+		memcpy(n->buf, src, BNODE_SIZE);
+		bnode_set_addr_gen(n->buf, addr, t->tgen);
+	} else {
+		bnode_init(n->buf, level, addr, t->tgen, t->owner, t->fs_uuid);
+	}
 	n->dirty = true;
 	bcache_drop_addr(t->cache, addr);	/* a stale clean copy */
 	bcache_insert(t->cache, &n);
@@ -236,11 +240,9 @@ static int cow_node(struct btree *t, struct bcache_node **np, struct bcache_node
 
 	if (bnode_gen(o->buf) == t->tgen)
 		return 0;
-	ret = new_node(t, bnode_level(o->buf), &n);
+	ret = new_node(t, bnode_level(o->buf), o->buf, &n);
 	if (ret)
 		return ret;
-	memcpy(n->buf, o->buf, BNODE_SIZE);
-	bnode_set_addr_gen(n->buf, n->addr, t->tgen);
 	ret = free_node(t, o);
 	if (ret) {
 		bcache_put(t->cache, n);
@@ -280,7 +282,7 @@ static int grow(struct btree *t, struct path *pa)
 
 	if (top + 1 >= BNODE_MAX_LEVEL)
 		return -EFBIG;
-	ret = new_node(t, top + 1, &r);
+	ret = new_node(t, top + 1, NULL, &r);
 	if (ret)
 		return ret;
 	bnode_ptr_insert(r->buf, 0, &bkey_min, &t->root.ptr);
@@ -326,7 +328,7 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 	b = pa->n[l]->buf;
 	nr = bnode_nritems(b);
 	m = split_point(b);
-	ret = new_node(t, l, &r);
+	ret = new_node(t, l, NULL, &r);
 	if (ret)
 		return ret;
 	bnode_append(r->buf, b, m, nr);
@@ -583,7 +585,7 @@ static int insert_locked(struct btree *t, const struct bkey *k, const void *val,
 	int ret;
 
 	if (!t->root.ptr.addr) {
-		ret = new_node(t, 0, &n);
+		ret = new_node(t, 0, NULL, &n);
 		if (ret)
 			return ret;
 		t->root = (struct broot){ { n->addr, t->tgen, 0 }, 0 };
