@@ -916,7 +916,9 @@ static void test_concurrent(void **state)
 	env_close(&e);
 }
 
-int main(void)
+/* An argument picks tests by name (cmocka pattern): scripts/sanitizers.sh
+ * runs only test_concurrent under ThreadSanitizer. */
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bnode),
@@ -927,6 +929,9 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_concurrent),
 	};
+
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
