@@ -5,8 +5,9 @@
  * holds what is on disk, a lookup decodes only the keys it compares, and a
  * node written is the buffer as it is (plus its csum).
  *
- * Header (64 bytes): 0 csum, 8 magic, 16 addr, 24 gen, 32 fs_uuid, 48 owner,
- * 56 level u8, 57 reserved u8, 58 nritems u16, 60 reserved u32.
+ * Header (96 bytes): 0 csum, 8 magic, 16 addr, 24 gen, 32 fs_uuid, 48 owner,
+ * 56 level u8, 57 reserved u8, 58 nritems u16, 60 reserved u32, 64 min key,
+ * 80 max key (inclusive).
  */
 #include <endian.h>
 #include <errno.h>
@@ -28,6 +29,8 @@
 #define H_RSV1 57
 #define H_NR 58
 #define H_RSV2 60
+#define H_MIN 64
+#define H_MAX 80
 
 const struct bkey bkey_min = { 0, 0, 0 };
 const struct bkey bkey_max = { UINT64_MAX, 255, BKEY_OFF_MAX };
@@ -85,6 +88,26 @@ bool bkey_succ(struct bkey *k)
 		return true;
 	}
 	*k = bkey_max;
+	return false;
+}
+
+bool bkey_pred(struct bkey *k)
+{
+	if (k->off) {
+		k->off--;
+		return true;
+	}
+	k->off = BKEY_OFF_MAX;
+	if (k->type) {
+		k->type--;
+		return true;
+	}
+	k->type = 255;
+	if (k->id) {
+		k->id--;
+		return true;
+	}
+	*k = bkey_min;
 	return false;
 }
 
@@ -146,6 +169,25 @@ void bnode_hdr(const void *n, struct bnode_hdr *h)
 	memcpy(h->fs_uuid, b + H_UUID, 16);
 	h->level = b[H_LEVEL];
 	h->nritems = bnode_nritems(n);
+	key_get(b + H_MIN, &h->min);
+	key_get(b + H_MAX, &h->max);
+}
+
+void bnode_set_max(void *n, const struct bkey *max)
+{
+	key_put((uint8_t *)n + H_MAX, max);
+}
+
+void bnode_set_range(void *n, const struct bkey *min, const struct bkey *hi)
+{
+	struct bkey max = bkey_max;
+
+	if (hi) {
+		max = *hi;
+		bkey_pred(&max);
+	}
+	key_put((uint8_t *)n + H_MIN, min);
+	key_put((uint8_t *)n + H_MAX, &max);
 }
 
 void bnode_init(void *n, unsigned level, uint64_t addr, uint64_t gen, uint64_t owner,
@@ -160,6 +202,8 @@ void bnode_init(void *n, unsigned level, uint64_t addr, uint64_t gen, uint64_t o
 	memcpy(b + H_UUID, fs_uuid, 16);
 	le64_put(b + H_OWNER, owner);
 	b[H_LEVEL] = (uint8_t)level;
+	key_put(b + H_MIN, &bkey_min);
+	key_put(b + H_MAX, &bkey_max);
 }
 
 void bnode_set_addr_gen(void *n, uint64_t addr, uint64_t gen)
@@ -488,6 +532,27 @@ static int check_internal(const void *n, unsigned nr, char *why, size_t whylen)
 	return 0;
 }
 
+/* Keys inside [min, max]; an internal node's key 0 is its min. */
+static int check_own_range(const void *n, unsigned nr, unsigned sz, char *why, size_t whylen)
+{
+	const uint8_t *b = n;
+	struct bkey min, max, first, last;
+
+	key_get(b + H_MIN, &min);
+	key_get(b + H_MAX, &max);
+	if (bkey_cmp(&min, &max) > 0)
+		return bad(why, whylen, "empty key range");
+	if (!nr)
+		return 0;
+	key_get(item(n, 0, sz), &first);
+	key_get(item(n, nr - 1, sz), &last);
+	if (bkey_cmp(&first, &min) < 0 || bkey_cmp(&last, &max) > 0)
+		return bad(why, whylen, "keys outside the node's range");
+	if (bnode_level(n) && bkey_cmp(&first, &min))
+		return bad(why, whylen, "first pointer key is not the node's min");
+	return 0;
+}
+
 int bnode_check(const void *n, char *why, size_t whylen)
 {
 	const uint8_t *b = n;
@@ -514,22 +579,23 @@ int bnode_check(const void *n, char *why, size_t whylen)
 		if (bkey_cmp(&a, &c) >= 0)
 			return bad(why, whylen, "keys %u and %u out of order", i - 1, i);
 	}
-	return 0;
+	return check_own_range(n, nr, sz, why, whylen);
 }
 
 int bnode_check_range(const void *n, const struct bkey *lo, const struct bkey *hi,
 		      char *why, size_t whylen)
 {
-	unsigned nr = bnode_nritems(n);
-	struct bkey first, last;
+	const uint8_t *b = n;
+	struct bkey min, max, want = bkey_max;
 
-	if (!nr)
-		return 0;
-	bnode_key(n, 0, &first);
-	bnode_key(n, nr - 1, &last);
-	if (bnode_level(n) && bkey_cmp(&first, lo))
-		return bad(why, whylen, "first pointer key is not the node's lower bound");
-	if (bkey_cmp(&first, lo) < 0 || (hi && bkey_cmp(&last, hi) >= 0))
-		return bad(why, whylen, "keys outside the parent's range");
+	key_get(b + H_MIN, &min);
+	key_get(b + H_MAX, &max);
+	if (hi) {
+		want = *hi;
+		if (!bkey_pred(&want))
+			return bad(why, whylen, "empty range from the parent");
+	}
+	if (bkey_cmp(&min, lo) || bkey_cmp(&max, &want))
+		return bad(why, whylen, "node range differs from the parent's");
 	return 0;
 }

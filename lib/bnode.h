@@ -5,16 +5,18 @@
  * at a 4 KiB-block address, worked on in place as raw bytes (little-endian,
  * field by field) so the node cache holds exactly what is on disk.
  *
- * Layout: a 64-byte header, then
+ * Layout: a 96-byte header (with the node's own key range [min, max], so a
+ * node found without its parent says where it belongs), then
  *   leaf (level 0):     nritems item heads (key, value offset, value size)
  *                       from the front; values packed from the end of the
  *                       node backwards, item 0's value last in the node,
  *                       with no gap; zeros in between;
  *   internal (level>0): nritems child pointers (key, addr, gen, csum), then
  *                       zeros.
- * Keys are strictly ascending.  Child i holds keys in [key i, key i+1) (the
- * last child: up to the node's own upper bound); key 0 of an internal node
- * is the node's own lower bound.
+ * Keys are strictly ascending and inside [min, max].  Child i holds keys in
+ * [key i, key i+1) (the last child: up to the node's max); key 0 of an
+ * internal node is its min.  The parent's range for a child and the child's
+ * own must agree exactly.
  *
  * csum = XXH3(bytes 8 .. BNODE_SIZE-1, seed = addr): the same value is in
  * the header and in the parent's pointer, so a node is verified through its
@@ -36,14 +38,14 @@
 
 #define BNODE_SIZE 16384u		/* bytes; 4 blocks of 4 KiB */
 #define BNODE_BLOCKS 4u
-#define BNODE_HDR 64u
+#define BNODE_HDR 96u
 #define BNODE_USABLE (BNODE_SIZE - BNODE_HDR)
 #define BNODE_ITEM 20u			/* leaf item head: key 16, off 2, size 2 */
 #define BNODE_PTR 40u			/* child pointer: key 16, addr, gen, csum */
-#define BNODE_MAX_PTRS (BNODE_USABLE / BNODE_PTR)	/* 408 */
+#define BNODE_MAX_PTRS (BNODE_USABLE / BNODE_PTR)	/* 407 */
 #define BNODE_MAX_LEVEL 8		/* levels 0..7: far beyond 2^64 keys */
 /* Largest value: any 4 items fit in a leaf, so a split always makes room. */
-#define BNODE_MAX_VAL (BNODE_USABLE / 4 - BNODE_ITEM)	/* 4060 */
+#define BNODE_MAX_VAL (BNODE_USABLE / 4 - BNODE_ITEM)	/* 4052 */
 #define BNODE_MAGIC "TFSBTN2\0"
 #define BKEY_OFF_MAX ((1ull << 56) - 1)
 
@@ -67,17 +69,25 @@ struct bnode_hdr {
 	uint64_t csum, addr, gen, owner;
 	uint8_t fs_uuid[16];
 	unsigned level, nritems;
+	struct bkey min, max;		/* the node's key range, inclusive */
 };
 
 int bkey_cmp(const struct bkey *a, const struct bkey *b);
 /* The next key after *k; false when k is the largest key. */
 bool bkey_succ(struct bkey *k);
+/* The key before *k; false when k is the smallest key. */
+bool bkey_pred(struct bkey *k);
 extern const struct bkey bkey_min, bkey_max;
 
 /* ---- whole node ---- */
-/* An empty node (zeros, magic, header fields; csum left 0). */
+/* An empty node (zeros, magic, header fields, range [bkey_min, bkey_max];
+ * csum left 0). */
 void bnode_init(void *n, unsigned level, uint64_t addr, uint64_t gen, uint64_t owner,
 		const uint8_t fs_uuid[16]);
+/* The node's key range: min, and the exclusive upper bound @hi (NULL: up to
+ * the largest key). */
+void bnode_set_range(void *n, const struct bkey *min, const struct bkey *hi);
+void bnode_set_max(void *n, const struct bkey *max);
 /* Compute and store the csum for address @addr (which must be the header's);
  * returns it (for the parent pointer). */
 uint64_t bnode_seal(void *n);
@@ -87,8 +97,8 @@ uint64_t bnode_csum(const void *n, uint64_t addr);
 bool bnode_matches(const void *n, const struct bptr *p);
 /* Strict structural check (not the csum).  0, or -EUCLEAN with a reason. */
 int bnode_check(const void *n, char *why, size_t whylen);
-/* Every key of the node lies in [lo, hi) (hi NULL: no upper bound) and, for
- * an internal node, key 0 equals lo.  0 or -EUCLEAN. */
+/* The node's range is exactly [lo, hi) (hi NULL: no upper bound), the one
+ * its parent gives it.  0 or -EUCLEAN. */
 int bnode_check_range(const void *n, const struct bkey *lo, const struct bkey *hi,
 		      char *why, size_t whylen);
 void bnode_hdr(const void *n, struct bnode_hdr *h);

@@ -312,6 +312,7 @@ static unsigned split_point(const void *b)
 static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey *k)
 {
 	struct bcache_node *r;
+	struct bnode_hdr h;
 	struct bkey sep;
 	unsigned m, nr, ps;
 	void *b;
@@ -334,6 +335,11 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 	bnode_append(r->buf, b, m, nr);
 	bnode_truncate(b, m);
 	bnode_key(r->buf, 0, &sep);
+	/* The halves' ranges: [min, sep) and [sep, max]. */
+	bnode_hdr(b, &h);
+	bnode_set_range(r->buf, &sep, NULL);
+	bnode_set_max(r->buf, &h.max);
+	bnode_set_range(b, &h.min, &sep);
 	ps = pa->slot[l + 1];
 	bnode_ptr_insert(pa->n[l + 1]->buf, ps + 1, &sep, &(struct bptr){ r->addr, t->tgen, 0 });
 	if (bkey_cmp(k, &sep) >= 0) {
@@ -376,6 +382,8 @@ static int redistribute(void *L, void *R)
 		return -ENOMEM;
 	bnode_hdr(R, &h);
 	bnode_init(tmp, h.level, h.addr, h.gen, h.owner, h.fs_uuid);
+	bnode_set_range(tmp, &h.min, NULL);	/* (the caller moves min) */
+	bnode_set_max(tmp, &h.max);
 	bnode_append(tmp, L, nl - k, nl);
 	bnode_append(tmp, R, 0, nrr);
 	memcpy(R, tmp, BNODE_SIZE);
@@ -430,14 +438,26 @@ static int fix_pair(struct btree *t, struct path *pa, unsigned l, unsigned ss, b
 	L = ss < ps ? sib : pa->n[l];
 	R = ss < ps ? pa->n[l] : sib;
 	if (*merged) {
+		struct bnode_hdr rh;
+
 		bnode_append(L->buf, R->buf, 0, bnode_nritems(R->buf));
+		bnode_hdr(R->buf, &rh);
+		bnode_set_max(L->buf, &rh.max);
 		bnode_ptr_delete(parent->buf, rs);
 		ret = free_node(t, R);
 		t->merges++;
 	} else {
+		struct bnode_hdr lh, rh;
+
 		ret = redistribute(L->buf, R->buf);
 		bnode_key(R->buf, 0, &sep);
 		bnode_set_key(parent->buf, rs, &sep);
+		/* The boundary moved to sep: [L.min, sep) and [sep, R.max]. */
+		bnode_hdr(L->buf, &lh);
+		bnode_hdr(R->buf, &rh);
+		bnode_set_range(L->buf, &lh.min, &sep);
+		bnode_set_range(R->buf, &sep, NULL);
+		bnode_set_max(R->buf, &rh.max);
 		t->rebalances++;
 	}
 out:

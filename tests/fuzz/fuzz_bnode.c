@@ -22,6 +22,8 @@ static void reencode(void)
 
 	bnode_hdr(node, &h);
 	bnode_init(again, h.level, h.addr, h.gen, h.owner, h.fs_uuid);
+	bnode_set_range(again, &h.min, NULL);
+	bnode_set_max(again, &h.max);
 	for (unsigned i = 0; i < nr; i++) {
 		struct bkey k;
 
@@ -46,6 +48,21 @@ static void reencode(void)
 	assert(memcmp(again, node, BNODE_SIZE) == 0);
 }
 
+/* An internal node whose first pointer went: its min moves up (as a
+ * rebalance moves it). */
+static void fix_min(void *n)
+{
+	struct bnode_hdr h;
+	struct bkey k;
+
+	if (!bnode_level(n))
+		return;
+	bnode_hdr(n, &h);
+	bnode_key(n, 0, &k);
+	bnode_set_range(n, &k, NULL);
+	bnode_set_max(n, &h.max);
+}
+
 /* Search finds every key; the mutators leave a valid node. */
 static void mutate(void)
 {
@@ -56,20 +73,26 @@ static void mutate(void)
 		bnode_key(node, i, &k);
 		assert(bnode_search(node, &k, &idx) && idx == i);
 	}
+	struct bnode_hdr h;
+
+	bnode_hdr(node, &h);
+	k = h.max;
+	assert(bnode_check_range(node, &h.min, bkey_succ(&k) ? &k : NULL, NULL, 0) == 0);
 	if (!nr)
 		return;
-	bnode_key(node, 0, &k);
-	assert(bnode_check_range(node, &k, NULL, NULL, 0) == 0);
 	memcpy(work, node, BNODE_SIZE);
 	if (bnode_level(work))
 		bnode_ptr_delete(work, nr / 2);
 	else
 		bnode_leaf_delete(work, nr / 2);
 	/* (an internal node without pointers is invalid by design) */
-	if (nr > 1 || !bnode_level(work))
+	if (nr > 1 || !bnode_level(work)) {
+		fix_min(work);
 		assert(bnode_check(work, NULL, 0) == 0);
+	}
 	memcpy(work, node, BNODE_SIZE);
 	bnode_drop_front(work, nr / 2);
+	fix_min(work);
 	assert(bnode_check(work, NULL, 0) == 0 && bnode_nritems(work) == nr - nr / 2);
 	assert(bnode_used(work) == bnode_used(node) - bnode_span_bytes(node, 0, nr / 2));
 	memcpy(work, node, BNODE_SIZE);
@@ -121,7 +144,7 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	/* An internal node. */
 	bnode_init(n, 2, 4096, 9, 2, uuid);
 	for (unsigned i = 0; i < 30; i++) {
-		struct bkey k = { i * 1000ull, 1, 0 };
+		struct bkey k = { i * 1000ull, i ? 1 : 0, 0 };	/* key 0: the min */
 		struct bptr p = { 8192 + i * BNODE_BLOCKS, 1 + i % 9, 0x1234567ull * i };
 
 		bnode_ptr_insert(n, i, &k, &p);
