@@ -173,6 +173,11 @@ void bnode_hdr(const void *n, struct bnode_hdr *h)
 	key_get(b + H_MAX, &h->max);
 }
 
+void bnode_set_min(void *n, const struct bkey *min)
+{
+	key_put((uint8_t *)n + H_MIN, min);
+}
+
 void bnode_set_max(void *n, const struct bkey *max)
 {
 	key_put((uint8_t *)n + H_MAX, max);

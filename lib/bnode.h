@@ -87,6 +87,7 @@ void bnode_init(void *n, unsigned level, uint64_t addr, uint64_t gen, uint64_t o
 /* The node's key range: min, and the exclusive upper bound @hi (NULL: up to
  * the largest key). */
 void bnode_set_range(void *n, const struct bkey *min, const struct bkey *hi);
+void bnode_set_min(void *n, const struct bkey *min);
 void bnode_set_max(void *n, const struct bkey *max);
 /* Compute and store the csum for address @addr (which must be the header's);
  * returns it (for the parent pointer). */

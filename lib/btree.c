@@ -337,7 +337,7 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 	bnode_key(r->buf, 0, &sep);
 	/* The halves' ranges: [min, sep) and [sep, max]. */
 	bnode_hdr(b, &h);
-	bnode_set_range(r->buf, &sep, NULL);
+	bnode_set_min(r->buf, &sep);
 	bnode_set_max(r->buf, &h.max);
 	bnode_set_range(b, &h.min, &sep);
 	ps = pa->slot[l + 1];
@@ -382,7 +382,7 @@ static int redistribute(void *L, void *R)
 		return -ENOMEM;
 	bnode_hdr(R, &h);
 	bnode_init(tmp, h.level, h.addr, h.gen, h.owner, h.fs_uuid);
-	bnode_set_range(tmp, &h.min, NULL);	/* (the caller moves min) */
+	bnode_set_min(tmp, &h.min);	/* (the caller moves min) */
 	bnode_set_max(tmp, &h.max);
 	bnode_append(tmp, L, nl - k, nl);
 	bnode_append(tmp, R, 0, nrr);
@@ -447,17 +447,15 @@ static int fix_pair(struct btree *t, struct path *pa, unsigned l, unsigned ss, b
 		ret = free_node(t, R);
 		t->merges++;
 	} else {
-		struct bnode_hdr lh, rh;
+		struct bnode_hdr lh;
 
 		ret = redistribute(L->buf, R->buf);
 		bnode_key(R->buf, 0, &sep);
 		bnode_set_key(parent->buf, rs, &sep);
 		/* The boundary moved to sep: [L.min, sep) and [sep, R.max]. */
 		bnode_hdr(L->buf, &lh);
-		bnode_hdr(R->buf, &rh);
 		bnode_set_range(L->buf, &lh.min, &sep);
-		bnode_set_range(R->buf, &sep, NULL);
-		bnode_set_max(R->buf, &rh.max);
+		bnode_set_min(R->buf, &sep);
 		t->rebalances++;
 	}
 out:

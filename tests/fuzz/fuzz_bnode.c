@@ -22,7 +22,7 @@ static void reencode(void)
 
 	bnode_hdr(node, &h);
 	bnode_init(again, h.level, h.addr, h.gen, h.owner, h.fs_uuid);
-	bnode_set_range(again, &h.min, NULL);
+	bnode_set_min(again, &h.min);
 	bnode_set_max(again, &h.max);
 	for (unsigned i = 0; i < nr; i++) {
 		struct bkey k;
@@ -52,15 +52,12 @@ static void reencode(void)
  * rebalance moves it). */
 static void fix_min(void *n)
 {
-	struct bnode_hdr h;
 	struct bkey k;
 
 	if (!bnode_level(n))
 		return;
-	bnode_hdr(n, &h);
 	bnode_key(n, 0, &k);
-	bnode_set_range(n, &k, NULL);
-	bnode_set_max(n, &h.max);
+	bnode_set_min(n, &k);
 }
 
 /* Search finds every key; the mutators leave a valid node. */
