@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format-v2 B+tree nodes on the mirror (bstore_mirror, io_uring under the fault backend, two image files): a node is written to both mirrors; a rotten copy, a read error or a copy misdirected to another node's place is caught through the parent pointer and repaired from the other mirror; with both copies bad the lookup fails with EIO and never returns other bytes. */
+/* Description: format-v2 B+tree nodes on the mirror (bstore_mirror, io_uring under the fault backend, two image files): a node is written to both mirrors; a rotten copy, a read error or a copy misdirected to another node's place is caught through the parent pointer and repaired from the other mirror; with both copies bad the lookup fails with EIO and never returns other bytes; with one device failed, nodes are written to and read from the other alone. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,12 +263,43 @@ static void test_unrecoverable(void **state)
 	fx_teardown(&f);
 }
 
+/* One device failed: nodes go to the other alone and read from it. */
+static void test_degraded(void **state)
+{
+	struct fx f;
+	struct bcache *c;
+	struct btree t;
+	uint64_t *freed, before[3], after[3];
+	size_t nfreed;
+	uint8_t v[VLEN];
+
+	fx_setup(&f);
+	mirror_fail_dev(&f.m, 1, -EIO);
+	dev_fault_counts(f.be, 1, before);
+	assert_int_equal(bcache_create(1u << 20, &c), 0);
+	assert_int_equal(bt_open(&t, &f.s.store, c, 1, uuid, &f.root), 0);
+	assert_int_equal(bt_begin(&t, 2), 0);
+	fill(v, VLEN, NITEMS);
+	assert_int_equal(bt_insert(&t, &KEY(NITEMS), v, VLEN), 0);
+	assert_int_equal(bt_commit(&t, &f.root, &freed, &nfreed), 0);
+	bt_release(&t, freed, nfreed);
+	free(freed);
+	bt_close(&t);
+	bcache_destroy(c);
+	dev_fault_counts(f.be, 1, after);
+	assert_int_equal(after[DEV_WRITE], before[DEV_WRITE]);
+	assert_int_equal(after[DEV_READ], before[DEV_READ]);
+	assert_int_equal(lookup_all(&f, 0, NITEMS + 1), 0);
+	fx_teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mirrored_write),
 		cmocka_unit_test(test_repair),
 		cmocka_unit_test(test_unrecoverable),
+		cmocka_unit_test(test_degraded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -811,12 +811,17 @@ static void test_model(void **state)
 		free(freed);
 		m_copy(&prev, &committed);
 		m_copy(&committed, &m);
-		/* Every node of the tree and nothing else is allocated. */
+		/* Every node of the tree and nothing else is allocated, and
+		 * the committed cache is back within its budget. */
 		{
+			struct bcache_stats st;
 			uint64_t nodes;
 
 			assert_int_equal(bt_verify(&e.t, NULL, &nodes), 0);
 			assert_int_equal(e.ms.nused, nodes);
+			bcache_stats(e.cache, &st);
+			assert_int_equal(st.dirty_bytes, 0);
+			assert_true(st.bytes <= st.budget);
 		}
 		if (done / BATCH % 5 == 0) {	/* reopen from the committed root */
 			bt_close(&e.t);
