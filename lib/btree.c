@@ -182,7 +182,7 @@ static int push(void **arr, size_t *n, size_t *cap, size_t elem)
 static int new_node(struct btree *t, unsigned level, const void *src,
 		    struct bcache_node **out)
 {
-	struct bcache_node *n;
+	struct bcache_node *n, *fresh;
 	uint64_t addr;
 	int ret;
 
@@ -205,7 +205,12 @@ static int new_node(struct btree *t, unsigned level, const void *src,
 	}
 	n->dirty = true;
 	bcache_drop_addr(t->cache, addr);	/* a stale clean copy */
+	fresh = n;
 	bcache_insert(t->cache, &n);
+	if (n != fresh) {	/* the store gave out an address in use */
+		bcache_put(t->cache, n);
+		return -EUCLEAN;
+	}
 	bcache_hold(t->cache, n);
 	t->dirty[t->ndirty++] = n;
 	*out = n;

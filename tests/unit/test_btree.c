@@ -551,6 +551,49 @@ static void test_errors(void **state)
 	env_close(&e);
 }
 
+/* A store that hands out an address in use (a store bug): refused, not a
+ * node silently lost. */
+static uint64_t dup_addr;
+
+static int dup_alloc(void *ctx, uint64_t *addr)
+{
+	if (!dup_addr && mem_alloc(ctx, &dup_addr))
+		return -ENOSPC;
+	*addr = dup_addr;
+	return 0;
+}
+
+static void test_store_bug(void **state)
+{
+	static const struct bstore_ops dup_ops = {
+		.read = mem_read, .write = mem_write, .alloc = dup_alloc, .free = mem_free,
+	};
+	struct bstore dup;
+	struct bcache *c;
+	struct btree t;
+	struct memstore ms;
+	int ret = 0;
+
+	mem_init(&ms);
+	dup = (struct bstore){ &dup_ops, &ms };
+	dup_addr = 0;
+	assert_int_equal(bcache_create(1u << 20, &c), 0);
+	assert_int_equal(bt_open(&t, &dup, c, 5, uuid, NULL), 0);
+	assert_int_equal(bt_begin(&t, 1), 0);
+	for (unsigned i = 0; i < 1000 && !ret; i++) {
+		uint8_t v[100];
+
+		fill(v, sizeof(v), i);
+		ret = bt_insert(&t, &K(i, 0, 0), v, sizeof(v));
+	}
+	assert_int_equal(ret, -EUCLEAN);	/* at the first split */
+	bt_abort(&t);
+	assert_int_equal(ms.nused, 0);
+	bt_close(&t);
+	bcache_destroy(c);
+	mem_destroy(&ms);
+}
+
 /* ---- the model test ---- */
 
 struct ment {
@@ -931,6 +974,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_grow_shrink),
 		cmocka_unit_test(test_commit_abort),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_store_bug),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_concurrent),
 	};
