@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * bstore: B+tree nodes (format v2) on the mirror (see bstore.h).  A node is
+ * BNODE_BLOCKS blocks written to every in-sync device at once; a read is
+ * verified against the parent pointer (bnode_matches), not against
+ * per-block checksums, so the mirror's own verified read does not fit: this
+ * file does the same dance (one copy, then the others, repair the bad ones,
+ * count everything in the mirror's counters) for whole nodes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bstore.h"
+#include "mirror.h"
+
+static bool in_area(const struct bstore_mirror *s, uint64_t addr, uint64_t *slot)
+{
+	if (addr < s->start || (addr - s->start) % BNODE_BLOCKS)
+		return false;
+	*slot = (addr - s->start) / BNODE_BLOCKS;
+	return *slot < s->nslots;
+}
+
+/* Read device @dev's copy into buf: true when it is the node @p names.
+ * A copy that is not (read error or mismatch) is marked for repair. */
+static bool try_copy(struct bstore_mirror *s, unsigned dev, const struct bptr *p, void *buf,
+		     bool *bad)
+{
+	int ret = mirror_read_dev(s->m, dev, p->addr, buf, BNODE_BLOCKS);
+
+	if (!ret && bnode_matches(buf, p))
+		return true;
+	if (ret == -ENODEV)
+		return false;
+	if (!ret)	/* read errors are counted by mirror_read_dev */
+		mirror_event(s->m, dev, MEV_CSUM_ERR, p->addr, BNODE_BLOCKS);
+	bad[dev] = true;
+	return false;
+}
+
+static int ms_read(void *ctx, const struct bptr *p, void *buf)
+{
+	struct bstore_mirror *s = ctx;
+	struct mirror *m = s->m;
+	bool bad[DEV_MAX] = { false };
+	int first, good = -1;
+	uint64_t slot;
+
+	if (!in_area(s, p->addr, &slot))
+		return -EIO;
+	first = mirror_read_pick(m, p->addr, BNODE_BLOCKS);
+	if (first < 0)
+		return -EIO;
+	if (try_copy(s, (unsigned)first, p, buf, bad))
+		good = first;
+	for (unsigned d = 0; good < 0 && d < m->ndevs; d++) {
+		if ((int)d == first || !mirror_dev_readable(m, d, p->addr, BNODE_BLOCKS))
+			continue;
+		if (try_copy(s, d, p, buf, bad))
+			good = (int)d;
+	}
+	if (good < 0) {
+		mirror_event(m, (unsigned)first, MEV_UNRECOVERABLE, p->addr, BNODE_BLOCKS);
+		return -EIO;
+	}
+	/* Same verified bytes over each bad copy: safe, the node is not
+	 * rewritten in place by anyone (copy-on-write). */
+	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)
+		if (bad[d] && !mirror_write_dev(m, d, p->addr, buf, BNODE_BLOCKS))
+			mirror_event(m, d, MEV_REPAIRED, p->addr, BNODE_BLOCKS);
+	return 0;
+}
+
+static int ms_write(void *ctx, uint64_t addr, const void *buf)
+{
+	struct bstore_mirror *s = ctx;
+	uint64_t slot;
+
+	if (!in_area(s, addr, &slot))
+		return -EINVAL;
+	return mirror_write(s->m, addr, buf, BNODE_BLOCKS);
+}
+
+static int ms_flush(void *ctx)
+{
+	struct bstore_mirror *s = ctx;
+
+	return mirror_flush(s->m);
+}
+
+static int ms_alloc(void *ctx, uint64_t *addr)
+{
+	struct bstore_mirror *s = ctx;
+	int ret = -ENOSPC;
+
+	pthread_mutex_lock(&s->mu);
+	for (uint64_t i = 0; i < s->nslots; i++) {
+		uint64_t slot = (s->cursor + i) % s->nslots;
+
+		if (!s->used[slot]) {
+			s->used[slot] = 1;
+			s->nused++;
+			s->cursor = slot + 1;
+			*addr = s->start + slot * BNODE_BLOCKS;
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ret;
+}
+
+static void ms_free(void *ctx, uint64_t addr)
+{
+	struct bstore_mirror *s = ctx;
+	uint64_t slot;
+
+	if (!in_area(s, addr, &slot))
+		return;
+	pthread_mutex_lock(&s->mu);
+	if (s->used[slot]) {
+		s->used[slot] = 0;
+		s->nused--;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+static const struct bstore_ops mirror_ops = {
+	.read = ms_read,
+	.write = ms_write,
+	.flush = ms_flush,
+	.alloc = ms_alloc,
+	.free = ms_free,
+};
+
+int bstore_mirror_init(struct bstore_mirror *s, struct mirror *m, uint64_t start,
+		       uint64_t nslots)
+{
+	memset(s, 0, sizeof(*s));
+	if (!nslots)
+		return -EINVAL;
+	s->used = calloc(nslots, 1);
+	if (!s->used)
+		return -ENOMEM;
+	s->m = m;
+	s->start = start;
+	s->nslots = nslots;
+	pthread_mutex_init(&s->mu, NULL);
+	s->store.ops = &mirror_ops;
+	s->store.ctx = s;
+	return 0;
+}
+
+void bstore_mirror_destroy(struct bstore_mirror *s)
+{
+	if (!s->used)
+		return;
+	pthread_mutex_destroy(&s->mu);
+	free(s->used);
+	s->used = NULL;
+}
+
+int bstore_mirror_claim(struct bstore_mirror *s, uint64_t addr)
+{
+	uint64_t slot;
+	int ret = 0;
+
+	if (!in_area(s, addr, &slot))
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	if (s->used[slot]) {
+		ret = -EBUSY;
+	} else {
+		s->used[slot] = 1;
+		s->nused++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ret;
+}

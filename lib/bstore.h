@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * bstore: where B+tree nodes (format v2) live.  The tree (btree.c) sees
+ * only this interface, so it runs on the mirror now (bstore_mirror below)
+ * and in memory in the tests; the file system will plug its allocator in.
+ *
+ * Contract of the operations (all return 0 or -errno):
+ *   read   the node @p names into buf (BNODE_SIZE, 4096-aligned).  0 only
+ *          when the bytes are exactly that node (bnode_matches: csum seeded
+ *          with p->addr, header address and generation); a store with
+ *          copies tries each and repairs the bad ones; -EIO when no copy
+ *          matches: never other bytes.
+ *   write  the sealed node at addr (every copy).
+ *   flush  make every write before it durable (NULL: nothing to do).
+ *   alloc  a free node address (BNODE_BLOCKS blocks); -ENOSPC.
+ *   free   give an address back: only once nothing durable references it.
+ */
+#ifndef TWINFS_BSTORE_H
+#define TWINFS_BSTORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bnode.h"
+
+struct bstore_ops {
+	int (*read)(void *ctx, const struct bptr *p, void *buf);
+	int (*write)(void *ctx, uint64_t addr, const void *buf);
+	int (*flush)(void *ctx);
+	int (*alloc)(void *ctx, uint64_t *addr);
+	void (*free)(void *ctx, uint64_t addr);
+};
+
+struct bstore {
+	const struct bstore_ops *ops;
+	void *ctx;
+};
+
+/*
+ * The mirror store: nodes in the block range [start, start + nslots *
+ * BNODE_BLOCKS) of a mirror, written to every in-sync device by
+ * mirror_write.  A read takes one copy (the mirror's read rotation) and
+ * checks it against the parent pointer; a copy that fails (read error or
+ * mismatch) is counted (MEV_CSUM_ERR / MEV_READ_ERR), the other devices
+ * are tried, a good copy is returned and written over every bad one
+ * (MEV_REPAIRED, unless the mirror is no_repair); no good copy:
+ * MEV_UNRECOVERABLE and -EIO.  Its allocator (a slot bitmap, first fit
+ * after a cursor, under mu) is a stand-in until format v2 has its
+ * free-space tree.
+ */
+struct bstore_mirror {
+	struct bstore store;		/* ops + ctx = this */
+	struct mirror *m;
+	uint64_t start, nslots;
+	pthread_mutex_t mu;		/* leaf lock: used, cursor, nused */
+	uint8_t *used;			/* one byte per slot */
+	uint64_t cursor, nused;
+};
+
+int bstore_mirror_init(struct bstore_mirror *s, struct mirror *m, uint64_t start,
+		       uint64_t nslots);
+void bstore_mirror_destroy(struct bstore_mirror *s);
+/* Mark an address in use (reopening a tree whose nodes are on disk). */
+int bstore_mirror_claim(struct bstore_mirror *s, uint64_t addr);
+
+#endif

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * btree: a copy-on-write B+tree of format v2 (not used by mount yet), over
+ * a node store (bstore.h) and a node cache (bcache.h).  Keys are struct
+ * bkey, values 0..BNODE_MAX_VAL bytes, copied in and out: nothing outside
+ * holds a pointer into a cached node.
+ *
+ * Transactions.  bt_begin(gen) opens one; any thread may then insert and
+ * delete (they join it, as operations join a checkpoint).  The first change
+ * to a node of an older generation copies it to a newly allocated address
+ * ("CoW"), and its parent, up to the root, so the committed root and every
+ * node it reaches stay untouched.  bt_commit writes only the nodes this
+ * transaction made, children before parents (a parent pointer carries its
+ * child's csum), flushes the store and returns the new root: the caller
+ * publishes it (superblock), makes that durable, and only then gives back
+ * the addresses bt_commit listed as freed (bt_release).  A crash at any
+ * point leaves the old root, or the new one, whole.  bt_abort drops the
+ * transaction's nodes (their addresses are free at once: nothing durable
+ * points at them) and returns to the committed root.  An error inside an
+ * insert or delete other than -ENOENT/-EINVAL/-E2BIG poisons the
+ * transaction: later calls return that error until bt_abort.
+ *
+ * Locking (outermost first): t->lock, a rwlock for the whole tree, then the
+ * cache's mu, then the store's own locks.  Lookups and iterator steps take
+ * it shared (several readers, even missing the cache, in parallel);
+ * insert, delete, commit, abort take it exclusive.  A reader therefore
+ * sees every change of the open transaction.  This is the first step: the
+ * plan for parallel writers (DESIGN.md invariant 8) is bcachefs-style
+ * per-node locks (shared / intent / exclusive, taken root to leaf in key
+ * order, intent on the path, exclusive only on the nodes a change
+ * rewrites, a restart on lock order violations), so writers to disjoint
+ * leaves contend only while one of them CoWs or splits a shared ancestor,
+ * which happens once per node per transaction.  Node I/O for a cache miss
+ * runs in the caller's thread: callers must not be I/O completion threads.
+ *
+ * Functions return 0 or -errno (-ENOENT: no such key).
+ */
+#ifndef TWINFS_BTREE_H
+#define TWINFS_BTREE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bcache.h"
+#include "bnode.h"
+#include "bstore.h"
+
+/* A root as a superblock holds it; addr 0: the empty tree. */
+struct broot {
+	struct bptr ptr;
+	unsigned level;
+};
+
+struct btree {
+	struct bstore *store;
+	struct bcache *cache;
+	uint64_t owner;			/* tree id, in every node */
+	uint8_t fs_uuid[16];
+	pthread_rwlock_t lock;
+	/* Below: under lock (exclusive to change). */
+	struct broot committed;		/* last committed (or opened) root */
+	struct broot root;		/* current; == committed outside a transaction */
+	bool in_trans;
+	uint64_t tgen;			/* the open transaction's generation */
+	int terr;			/* poisoned transaction */
+	struct bcache_node **dirty;	/* nodes made by the transaction (a ref each) */
+	size_t ndirty, dirty_cap;
+	uint64_t *freed;		/* committed nodes it stopped referencing */
+	size_t nfreed, freed_cap;
+	_Atomic uint64_t seq;		/* bumped by every change (iterators) */
+	/* Statistics (under lock). */
+	uint64_t cows, splits, merges, rebalances, written;
+};
+
+/* Open the tree @root names (NULL or addr 0: empty).  Nothing is read
+ * until used. */
+int bt_open(struct btree *t, struct bstore *s, struct bcache *c, uint64_t owner,
+	    const uint8_t fs_uuid[16], const struct broot *root);
+/* Aborts an open transaction. */
+void bt_close(struct btree *t);
+
+/* Copy the value of @k into val (cap bytes); *len gets its length.
+ * -ENOENT; -EOVERFLOW (nothing copied) when cap is too small. */
+int bt_lookup(struct btree *t, const struct bkey *k, void *val, unsigned cap, unsigned *len);
+
+/* @gen must be above every generation in the tree (the caller's checkpoint
+ * counter); -EBUSY when a transaction is open, -EINVAL for gen. */
+int bt_begin(struct btree *t, uint64_t gen);
+/* Insert, or replace the value of an existing key.  -E2BIG past
+ * BNODE_MAX_VAL, -EINVAL outside a transaction or for k->off past
+ * BKEY_OFF_MAX. */
+int bt_insert(struct btree *t, const struct bkey *k, const void *val, unsigned len);
+int bt_delete(struct btree *t, const struct bkey *k);
+/* Write the transaction's nodes, flush; *root gets the new root and
+ * *freed (malloc'd, the caller frees it) the *nfreed addresses to give
+ * back with bt_release once *root is durably published. */
+int bt_commit(struct btree *t, struct broot *root, uint64_t **freed, size_t *nfreed);
+void bt_abort(struct btree *t);
+/* Free the addresses bt_commit listed (through the store) and forget
+ * their cached copies. */
+void bt_release(struct btree *t, const uint64_t *freed, size_t n);
+
+/*
+ * Iteration.  After bt_iter_init(start), next returns the first item >=
+ * start and prev the last item < start; after an item was returned, next
+ * returns the first item above it and prev the last one below it.  The
+ * returned key and value stay valid until the next call; the iterator holds
+ * a copy of the leaf and searches again when the tree changed.  -ENOENT at
+ * either end.
+ */
+struct bt_iter {
+	struct btree *t;
+	struct bkey pos;
+	bool started;			/* pos was returned */
+	bool have;			/* leaf holds the leaf of pos, as of seq */
+	unsigned idx;
+	uint64_t seq;
+	void *leaf;			/* BNODE_SIZE */
+};
+int bt_iter_init(struct bt_iter *it, struct btree *t, const struct bkey *start);
+int bt_iter_next(struct bt_iter *it, struct bkey *k, const void **val, unsigned *len);
+int bt_iter_prev(struct bt_iter *it, struct bkey *k, const void **val, unsigned *len);
+void bt_iter_free(struct bt_iter *it);
+
+/* Walk every node reachable from the current root and check structure,
+ * key ranges, parent pointers (generation; csum for clean nodes) and
+ * levels; *nitems and *nnodes (may be NULL) count them.  0 or -EUCLEAN/-EIO. */
+int bt_verify(struct btree *t, uint64_t *nitems, uint64_t *nnodes);
+
+#endif

@@ -1,0 +1,986 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: format-v2 B+tree on an in-memory node store: node codec (strict checks, csum seeded with the address), node cache budget and pins, copy-on-write transactions (commit, abort, old root intact, freed list), splits/merges down to one leaf, iteration, error poisoning, and a randomized model test of 100k operations with periodic commit and reopen. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bcache.h"
+#include "bnode.h"
+#include "btree.h"
+#include "bstore.h"
+
+static const uint8_t uuid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+
+/* ---- in-memory node store: every freed node is poisoned, so a tree that
+ * still reaches one fails to read it ---- */
+
+#define MEM_BASE 1000u
+
+struct memstore {
+	struct bstore store;
+	pthread_mutex_t mu;		/* readers run in parallel (test_concurrent) */
+	void **node;			/* by slot; NULL: never written */
+	uint8_t *used;
+	size_t cap;
+	size_t *freelist, nfree;
+	uint64_t nused, reads, writes, next;
+	int fail_alloc_after;		/* -1: never */
+};
+
+static uint64_t slot_addr(size_t slot)
+{
+	return MEM_BASE + (uint64_t)slot * BNODE_BLOCKS;
+}
+
+static size_t addr_slot(struct memstore *s, uint64_t addr)
+{
+	size_t slot = (addr - MEM_BASE) / BNODE_BLOCKS;
+
+	assert_true(addr >= MEM_BASE && (addr - MEM_BASE) % BNODE_BLOCKS == 0);
+	assert_true(slot < s->next);
+	return slot;
+}
+
+static int mem_read_locked(void *ctx, const struct bptr *p, void *buf)
+{
+	struct memstore *s = ctx;
+	size_t slot = addr_slot(s, p->addr);
+
+	s->reads++;
+	if (!s->node[slot])
+		return -EIO;
+	memcpy(buf, s->node[slot], BNODE_SIZE);
+	return bnode_matches(buf, p) ? 0 : -EIO;
+}
+
+static int mem_write_locked(void *ctx, uint64_t addr, const void *buf)
+{
+	struct memstore *s = ctx;
+	size_t slot = addr_slot(s, addr);
+
+	assert_true(s->used[slot]);	/* never write a free address */
+	if (!s->node[slot])
+		s->node[slot] = malloc(BNODE_SIZE);
+	assert_non_null(s->node[slot]);
+	memcpy(s->node[slot], buf, BNODE_SIZE);
+	s->writes++;
+	return 0;
+}
+
+static int mem_alloc_locked(void *ctx, uint64_t *addr)
+{
+	struct memstore *s = ctx;
+	size_t slot;
+
+	if (s->fail_alloc_after == 0)
+		return -ENOSPC;
+	if (s->fail_alloc_after > 0)
+		s->fail_alloc_after--;
+	if (s->nfree) {
+		slot = s->freelist[--s->nfree];
+	} else {
+		if (s->next == s->cap) {
+			size_t nc = s->cap ? s->cap * 2 : 1024;
+
+			s->node = realloc(s->node, nc * sizeof(*s->node));
+			s->used = realloc(s->used, nc);
+			s->freelist = realloc(s->freelist, nc * sizeof(*s->freelist));
+			assert_true(s->node && s->used && s->freelist);
+			memset(s->node + s->cap, 0, (nc - s->cap) * sizeof(*s->node));
+			memset(s->used + s->cap, 0, nc - s->cap);
+			s->cap = nc;
+		}
+		slot = s->next++;
+	}
+	assert_false(s->used[slot]);
+	s->used[slot] = 1;
+	s->nused++;
+	*addr = slot_addr(slot);
+	return 0;
+}
+
+static void mem_free_locked(void *ctx, uint64_t addr)
+{
+	struct memstore *s = ctx;
+	size_t slot = addr_slot(s, addr);
+
+	assert_true(s->used[slot]);	/* no double free */
+	s->used[slot] = 0;
+	s->nused--;
+	if (s->node[slot])
+		memset(s->node[slot], 0xdb, BNODE_SIZE);
+	s->freelist[s->nfree++] = slot;
+}
+
+#define LOCKED(ret, call)				\
+	do {						\
+		struct memstore *s_ = ctx;		\
+		pthread_mutex_lock(&s_->mu);		\
+		ret = call;				\
+		pthread_mutex_unlock(&s_->mu);		\
+	} while (0)
+
+static int mem_read(void *ctx, const struct bptr *p, void *buf)
+{
+	int ret;
+
+	LOCKED(ret, mem_read_locked(ctx, p, buf));
+	return ret;
+}
+
+static int mem_write(void *ctx, uint64_t addr, const void *buf)
+{
+	int ret;
+
+	LOCKED(ret, mem_write_locked(ctx, addr, buf));
+	return ret;
+}
+
+static int mem_alloc(void *ctx, uint64_t *addr)
+{
+	int ret;
+
+	LOCKED(ret, mem_alloc_locked(ctx, addr));
+	return ret;
+}
+
+static void mem_free(void *ctx, uint64_t addr)
+{
+	int ret;
+
+	LOCKED(ret, (mem_free_locked(ctx, addr), 0));
+	(void)ret;
+}
+
+static const struct bstore_ops mem_ops = {
+	.read = mem_read, .write = mem_write, .alloc = mem_alloc, .free = mem_free,
+};
+
+static void mem_init(struct memstore *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->store.ops = &mem_ops;
+	s->store.ctx = s;
+	s->fail_alloc_after = -1;
+	pthread_mutex_init(&s->mu, NULL);
+}
+
+static void mem_destroy(struct memstore *s)
+{
+	for (size_t i = 0; i < s->next; i++)
+		free(s->node[i]);
+	free(s->node);
+	free(s->used);
+	free(s->freelist);
+	pthread_mutex_destroy(&s->mu);
+}
+
+/* ---- helpers ---- */
+
+static void fill(uint8_t *buf, unsigned len, uint64_t seed)
+{
+	for (unsigned i = 0; i < len; i++)
+		buf[i] = (uint8_t)(seed * 131 + i * 7 + (seed >> 9));
+}
+
+/* A compound literal, so &K(...) works. */
+#define K(id, type, off) ((struct bkey){ (id), (uint8_t)(type), (off) })
+
+static void put_val(struct btree *t, struct bkey k, unsigned len, uint64_t seed)
+{
+	uint8_t v[BNODE_MAX_VAL];
+
+	fill(v, len, seed);
+	assert_int_equal(bt_insert(t, &k, v, len), 0);
+}
+
+static void expect_val(struct btree *t, struct bkey k, unsigned len, uint64_t seed)
+{
+	uint8_t v[BNODE_MAX_VAL], want[BNODE_MAX_VAL];
+	unsigned got;
+
+	assert_int_equal(bt_lookup(t, &k, v, sizeof(v), &got), 0);
+	assert_int_equal(got, len);
+	fill(want, len, seed);
+	assert_memory_equal(v, want, len);
+}
+
+static void commit_release(struct btree *t, struct memstore *s, struct broot *root)
+{
+	uint64_t *freed;
+	size_t nfreed;
+
+	assert_int_equal(bt_commit(t, root, &freed, &nfreed), 0);
+	bt_release(t, freed, nfreed);
+	free(freed);
+}
+
+/* ---- node codec ---- */
+
+static void test_bnode(void **state)
+{
+	static uint8_t n[BNODE_SIZE], c[BNODE_SIZE];
+	struct bkey k;
+	unsigned idx, len;
+	char why[128];
+
+	bnode_init(n, 0, 4096, 7, 3, uuid);
+	for (unsigned i = 0; i < 100; i++) {
+		uint8_t v[64];
+
+		fill(v, i % 64, i);
+		k = K(i / 10, (uint8_t)(i % 10), i * 3);
+		assert_false(bnode_search(n, &k, &idx));
+		bnode_leaf_insert(n, idx, &k, v, i % 64);
+	}
+	assert_int_equal(bnode_nritems(n), 100);
+	assert_int_equal(bnode_check(n, why, sizeof(why)), 0);
+	k = K(5, 3, 159);
+	assert_true(bnode_search(n, &k, &idx));
+	assert_int_equal(idx, 53);
+	assert_int_equal(*(const uint8_t *)bnode_val(n, 53, &len) == (uint8_t)(53 * 131), 1);
+	assert_int_equal(len, 53 % 64);
+	bnode_leaf_delete(n, 53);
+	assert_int_equal(bnode_check(n, why, sizeof(why)), 0);
+	assert_false(bnode_search(n, &k, &idx));
+
+	/* Seal: verified only through a pointer naming its address and generation. */
+	uint64_t cs = bnode_seal(n);
+	assert_true(bnode_matches(n, &(struct bptr){ 4096, 7, cs }));
+	assert_false(bnode_matches(n, &(struct bptr){ 4100, 7, cs }));
+	assert_false(bnode_matches(n, &(struct bptr){ 4096, 6, cs }));
+	/* The same bytes written at another address do not verify there. */
+	assert_int_not_equal(bnode_csum(n, 4100), cs);
+	memcpy(c, n, BNODE_SIZE);
+	c[BNODE_SIZE - 1] ^= 1;
+	assert_false(bnode_matches(c, &(struct bptr){ 4096, 7, cs }));
+
+	/* Strict: keys out of order, a nonzero byte in the free space, a value
+	 * running into the heads, reserved header bytes. */
+	memcpy(c, n, BNODE_SIZE);
+	memcpy(c + BNODE_HDR, n + BNODE_HDR + BNODE_ITEM, 16);
+	assert_int_equal(bnode_check(c, why, sizeof(why)), -EUCLEAN);
+	memcpy(c, n, BNODE_SIZE);
+	c[BNODE_HDR + 99 * BNODE_ITEM + 5] = 1;
+	assert_int_equal(bnode_check(c, why, sizeof(why)), -EUCLEAN);
+	memcpy(c, n, BNODE_SIZE);
+	c[BNODE_HDR + 98 * BNODE_ITEM + 17] = 0;	/* item 98's value offset */
+	assert_int_equal(bnode_check(c, why, sizeof(why)), -EUCLEAN);
+	memcpy(c, n, BNODE_SIZE);
+	c[57] = 1;
+	assert_int_equal(bnode_check(c, why, sizeof(why)), -EUCLEAN);
+
+	/* Moving items keeps the node canonical. */
+	bnode_init(c, 0, 8192, 7, 3, uuid);
+	bnode_append(c, n, 50, 99);
+	bnode_truncate(n, 50);
+	assert_int_equal(bnode_check(n, why, sizeof(why)), 0);
+	assert_int_equal(bnode_check(c, why, sizeof(why)), 0);
+	bnode_drop_front(c, 10);
+	assert_int_equal(bnode_check(c, why, sizeof(why)), 0);
+	assert_int_equal(bnode_nritems(c), 39);
+	bnode_key(c, 0, &k);
+	assert_int_equal(k.id, 6);
+	assert_int_equal(k.type, 1);
+
+	/* Internal nodes: a child younger than its parent is refused. */
+	bnode_init(c, 1, 8192, 7, 3, uuid);
+	bnode_ptr_insert(c, 0, &bkey_min, &(struct bptr){ 12, 7, 99 });
+	assert_int_equal(bnode_check(c, why, sizeof(why)), 0);
+	bnode_set_ptr(c, 0, &(struct bptr){ 12, 8, 99 });
+	assert_int_equal(bnode_check(c, why, sizeof(why)), -EUCLEAN);
+	k = bkey_max;
+	assert_false(bkey_succ(&k));
+	k = K(1, 255, BKEY_OFF_MAX);
+	assert_true(bkey_succ(&k));
+	assert_int_equal(k.id, 2);
+}
+
+/* ---- cache ---- */
+
+static void test_bcache(void **state)
+{
+	struct bcache *c;
+	struct bcache_node *n, *pinned;
+	struct bcache_stats st;
+
+	assert_int_equal(bcache_create(4 * BNODE_SIZE, &c), 0);
+	assert_int_equal(bcache_alloc(c, 100, &pinned), 0);
+	pinned->dirty = true;
+	bcache_insert(c, &pinned);
+	bcache_put(c, pinned);
+	for (uint64_t a = 0; a < 10; a++) {
+		assert_int_equal(bcache_alloc(c, 200 + a, &n), 0);
+		bcache_insert(c, &n);
+		bcache_put(c, n);
+	}
+	bcache_stats(c, &st);
+	assert_true(st.bytes <= 4 * BNODE_SIZE);
+	assert_int_equal(st.dirty_bytes, BNODE_SIZE);
+	assert_int_equal(st.evictions, 7);
+	/* The dirty node survived; the oldest clean ones went first. */
+	n = bcache_get(c, 100);
+	assert_non_null(n);
+	bcache_put(c, n);
+	assert_null(bcache_get(c, 200));
+	n = bcache_get(c, 209);
+	assert_non_null(n);
+	/* Referenced: not evicted even far past the budget. */
+	for (uint64_t a = 0; a < 10; a++) {
+		struct bcache_node *m;
+
+		assert_int_equal(bcache_alloc(c, 300 + a, &m), 0);
+		bcache_insert(c, &m);
+		bcache_put(c, m);
+	}
+	assert_ptr_equal(bcache_get(c, 209), n);
+	bcache_put(c, n);
+	bcache_put(c, n);
+	bcache_set_dirty(c, pinned, false);
+	bcache_drop_addr(c, 100);
+	assert_null(bcache_get(c, 100));
+	bcache_destroy(c);
+}
+
+/* ---- tree basics ---- */
+
+struct env {
+	struct memstore ms;
+	struct bcache *cache;
+	struct btree t;
+};
+
+static void env_open(struct env *e, uint64_t budget)
+{
+	mem_init(&e->ms);
+	assert_int_equal(bcache_create(budget, &e->cache), 0);
+	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, uuid, NULL), 0);
+}
+
+static void env_close(struct env *e)
+{
+	bt_close(&e->t);
+	bcache_destroy(e->cache);
+	mem_destroy(&e->ms);
+}
+
+static void test_grow_shrink(void **state)
+{
+	struct env e;
+	struct broot r1, r2;
+	uint64_t items, nodes, gen = 1;
+	const unsigned N = 60000;
+
+	env_open(&e, 1u << 20);
+	assert_int_equal(bt_insert(&e.t, &K(1, 1, 1), "x", 1), -EINVAL);	/* no transaction */
+	assert_int_equal(bt_begin(&e.t, gen++), 0);
+	assert_int_equal(bt_begin(&e.t, gen), -EBUSY);
+	for (unsigned i = 0; i < N; i++)
+		put_val(&e.t, K(i % 7, 1, i), 100 + i % 50, i);
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	assert_int_equal(items, N);
+	assert_true(e.t.root.level >= 2);	/* internal nodes split too */
+	commit_release(&e.t, &e.ms, &r1);
+	assert_int_equal(e.ms.nused, nodes);
+	assert_int_equal(bt_begin(&e.t, 1), -EINVAL);	/* generations only grow */
+
+	/* Delete all but a few: merges and rebalances collapse the tree. */
+	assert_int_equal(bt_begin(&e.t, gen++), 0);
+	for (unsigned i = 0; i < N; i++)
+		if (i % 1000)
+			assert_int_equal(bt_delete(&e.t, &K(i % 7, 1, i)), 0);
+	assert_int_equal(bt_delete(&e.t, &K(9, 9, 9)), -ENOENT);
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	assert_int_equal(items, N / 1000);
+	assert_true(nodes <= 3);	/* each leaf at least a quarter full */
+	assert_true(e.t.merges > 0 && e.t.rebalances > 0);
+	/* Not committed: the old root still reaches everything. */
+	{
+		struct btree old;
+
+		assert_int_equal(bt_open(&old, &e.ms.store, e.cache, 5, uuid, &r1), 0);
+		expect_val(&old, K(1, 1, 1), 101, 1);
+		assert_int_equal(bt_verify(&old, &items, NULL), 0);
+		assert_int_equal(items, N);
+		bt_close(&old);
+	}
+	commit_release(&e.t, &e.ms, &r2);
+	assert_int_equal(e.ms.nused, nodes);
+	for (unsigned i = 0; i < N; i += 1000)
+		expect_val(&e.t, K(i % 7, 1, i), 100 + i % 50, i);
+	/* Deleting the rest leaves one empty leaf. */
+	assert_int_equal(bt_begin(&e.t, gen++), 0);
+	for (unsigned i = 0; i < N; i += 1000)
+		assert_int_equal(bt_delete(&e.t, &K(i % 7, 1, i)), 0);
+	commit_release(&e.t, &e.ms, &r2);
+	assert_int_equal(r2.level, 0);
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	assert_int_equal(items, 0);
+	assert_int_equal(nodes, 1);
+	assert_int_equal(e.ms.nused, 1);
+	env_close(&e);
+}
+
+static void test_commit_abort(void **state)
+{
+	struct env e;
+	struct broot r1, r2;
+	uint64_t *freed, items, writes;
+	size_t nfreed;
+	uint8_t big[BNODE_MAX_VAL + 1];
+
+	env_open(&e, 1u << 20);
+	assert_int_equal(bt_begin(&e.t, 10), 0);
+	for (unsigned i = 0; i < 2000; i++)
+		put_val(&e.t, K(i, 2, 0), 100, i);
+	assert_int_equal(bt_insert(&e.t, &K(1, 1, 1), big, sizeof(big)), -E2BIG);
+	assert_int_equal(bt_insert(&e.t, &K(1, 1, BKEY_OFF_MAX + 1), big, 1), -EINVAL);
+	commit_release(&e.t, &e.ms, &r1);
+	assert_int_equal(r1.ptr.gen, 10);
+
+	/* One change rewrites only its path; the rest is shared. */
+	writes = e.ms.writes;
+	assert_int_equal(bt_begin(&e.t, 11), 0);
+	put_val(&e.t, K(5, 2, 0), 7, 77);
+	assert_int_equal(bt_commit(&e.t, &r2, &freed, &nfreed), 0);
+	assert_int_equal(e.ms.writes - writes, r2.level + 1);
+	assert_int_equal(nfreed, r2.level + 1);
+	/* Until released, the old root is whole next to the new one. */
+	{
+		struct btree old;
+
+		assert_int_equal(bt_open(&old, &e.ms.store, e.cache, 5, uuid, &r1), 0);
+		expect_val(&old, K(5, 2, 0), 100, 5);
+		bt_close(&old);
+	}
+	bt_release(&e.t, freed, nfreed);
+	free(freed);
+	expect_val(&e.t, K(5, 2, 0), 7, 77);
+
+	/* Abort: back to the committed root, the transaction's nodes freed. */
+	uint64_t used = e.ms.nused;
+	assert_int_equal(bt_begin(&e.t, 12), 0);
+	for (unsigned i = 0; i < 2000; i += 2)
+		assert_int_equal(bt_delete(&e.t, &K(i, 2, 0)), 0);
+	put_val(&e.t, K(99999, 1, 0), 10, 1);
+	bt_abort(&e.t);
+	assert_int_equal(e.ms.nused, used);
+	assert_int_equal(bt_verify(&e.t, &items, NULL), 0);
+	assert_int_equal(items, 2000);
+	expect_val(&e.t, K(4, 2, 0), 100, 4);
+	assert_int_equal(bt_lookup(&e.t, &K(99999, 1, 0), big, sizeof(big), &(unsigned){ 0 }),
+			 -ENOENT);
+	assert_int_equal(bt_lookup(&e.t, &K(4, 2, 0), big, 10, &(unsigned){ 0 }), -EOVERFLOW);
+
+	/* An empty transaction commits the same root. */
+	assert_int_equal(bt_begin(&e.t, 13), 0);
+	assert_int_equal(bt_commit(&e.t, &r1, &freed, &nfreed), 0);
+	assert_int_equal(r1.ptr.addr, r2.ptr.addr);
+	assert_int_equal(nfreed, 0);
+	free(freed);
+	env_close(&e);
+}
+
+/* A failed allocation poisons the transaction; abort recovers. */
+static void test_errors(void **state)
+{
+	struct env e;
+	struct broot r;
+	uint64_t items;
+	unsigned len;
+	uint8_t v[16];
+	int ret = 0;
+
+	env_open(&e, 1u << 20);
+	assert_int_equal(bt_begin(&e.t, 1), 0);
+	for (unsigned i = 0; i < 3000; i++)
+		put_val(&e.t, K(i, 0, 0), 100, i);
+	commit_release(&e.t, &e.ms, &r);
+	assert_int_equal(bt_begin(&e.t, 2), 0);
+	e.ms.fail_alloc_after = 1;
+	for (unsigned i = 0; i < 3000 && !ret; i++) {
+		uint8_t b[100];
+
+		fill(b, sizeof(b), i);
+		ret = bt_insert(&e.t, &K(i, 1, 0), b, sizeof(b));
+	}
+	assert_int_equal(ret, -ENOSPC);
+	e.ms.fail_alloc_after = -1;
+	assert_int_equal(bt_insert(&e.t, &K(1, 9, 0), v, 1), -ENOSPC);
+	assert_int_equal(bt_commit(&e.t, &r, &(uint64_t *){ NULL }, &(size_t){ 0 }), -ENOSPC);
+	bt_abort(&e.t);
+	assert_int_equal(bt_verify(&e.t, &items, NULL), 0);
+	assert_int_equal(items, 3000);
+
+	/* A node damaged in the store: -EIO, never other bytes. */
+	{
+		struct bcache *c2;
+		struct btree t2;
+		struct bptr p;
+		uint8_t root[BNODE_SIZE];
+
+		assert_int_equal(mem_read(&e.ms, &r.ptr, root), 0);
+		bnode_ptr(root, 1, &p);
+		((uint8_t *)e.ms.node[addr_slot(&e.ms, p.addr)])[200] ^= 4;
+		assert_int_equal(bcache_create(1u << 20, &c2), 0);
+		assert_int_equal(bt_open(&t2, &e.ms.store, c2, 5, uuid, &r), 0);
+		expect_val(&t2, K(0, 0, 0), 100, 0);
+		assert_int_equal(bt_verify(&t2, NULL, NULL), -EIO);
+		{
+			struct bkey k;
+
+			bnode_key(root, 1, &k);
+			assert_int_equal(bt_lookup(&t2, &k, v, sizeof(v), &len), -EIO);
+		}
+		/* A tree of another owner, or another file system, is refused. */
+		bt_close(&t2);
+		bcache_destroy(c2);
+		assert_int_equal(bcache_create(1u << 20, &c2), 0);
+		assert_int_equal(bt_open(&t2, &e.ms.store, c2, 6, uuid, &r), 0);
+		assert_int_equal(bt_lookup(&t2, &K(0, 0, 0), v, sizeof(v), &len), -EUCLEAN);
+		bt_close(&t2);
+		bcache_destroy(c2);
+	}
+	env_close(&e);
+}
+
+/* A store that hands out an address in use (a store bug): refused, not a
+ * node silently lost. */
+static uint64_t dup_addr;
+
+static int dup_alloc(void *ctx, uint64_t *addr)
+{
+	if (!dup_addr && mem_alloc(ctx, &dup_addr))
+		return -ENOSPC;
+	*addr = dup_addr;
+	return 0;
+}
+
+static void test_store_bug(void **state)
+{
+	static const struct bstore_ops dup_ops = {
+		.read = mem_read, .write = mem_write, .alloc = dup_alloc, .free = mem_free,
+	};
+	struct bstore dup;
+	struct bcache *c;
+	struct btree t;
+	struct memstore ms;
+	int ret = 0;
+
+	mem_init(&ms);
+	dup = (struct bstore){ &dup_ops, &ms };
+	dup_addr = 0;
+	assert_int_equal(bcache_create(1u << 20, &c), 0);
+	assert_int_equal(bt_open(&t, &dup, c, 5, uuid, NULL), 0);
+	assert_int_equal(bt_begin(&t, 1), 0);
+	for (unsigned i = 0; i < 1000 && !ret; i++) {
+		uint8_t v[100];
+
+		fill(v, sizeof(v), i);
+		ret = bt_insert(&t, &K(i, 0, 0), v, sizeof(v));
+	}
+	assert_int_equal(ret, -EUCLEAN);	/* at the first split */
+	bt_abort(&t);
+	assert_int_equal(ms.nused, 0);
+	bt_close(&t);
+	bcache_destroy(c);
+	mem_destroy(&ms);
+}
+
+/* ---- the model test ---- */
+
+struct ment {
+	struct bkey k;
+	unsigned len;
+	uint64_t seed;
+};
+
+struct model {
+	struct ment *e;
+	size_t n, cap;
+};
+
+static size_t m_lower(const struct model *m, const struct bkey *k)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (bkey_cmp(&m->e[mid].k, k) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void m_set(struct model *m, const struct bkey *k, unsigned len, uint64_t seed)
+{
+	size_t i = m_lower(m, k);
+
+	if (i < m->n && !bkey_cmp(&m->e[i].k, k)) {
+		m->e[i].len = len;
+		m->e[i].seed = seed;
+		return;
+	}
+	if (m->n == m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 1024;
+		m->e = realloc(m->e, m->cap * sizeof(*m->e));
+		assert_non_null(m->e);
+	}
+	memmove(m->e + i + 1, m->e + i, (m->n - i) * sizeof(*m->e));
+	m->e[i] = (struct ment){ *k, len, seed };
+	m->n++;
+}
+
+static bool m_del(struct model *m, const struct bkey *k)
+{
+	size_t i = m_lower(m, k);
+
+	if (i == m->n || bkey_cmp(&m->e[i].k, k))
+		return false;
+	memmove(m->e + i, m->e + i + 1, (m->n - i - 1) * sizeof(*m->e));
+	m->n--;
+	return true;
+}
+
+static void m_copy(struct model *dst, const struct model *src)
+{
+	if (dst->cap < src->n) {
+		dst->cap = src->n;
+		dst->e = realloc(dst->e, dst->cap * sizeof(*dst->e));
+		assert_non_null(dst->e);
+	}
+	if (src->n)
+		memcpy(dst->e, src->e, src->n * sizeof(*src->e));
+	dst->n = src->n;
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void check_item(const struct ment *want, const struct bkey *k, const void *v,
+		       unsigned len)
+{
+	uint8_t buf[BNODE_MAX_VAL];
+
+	assert_int_equal(bkey_cmp(k, &want->k), 0);
+	assert_int_equal(len, want->len);
+	fill(buf, len, want->seed);
+	assert_memory_equal(v, buf, len);
+}
+
+/* The whole tree equals the model, forwards. */
+static void check_all(struct btree *t, const struct model *m)
+{
+	struct bt_iter it;
+	struct bkey k;
+	const void *v;
+	unsigned len;
+	uint64_t items;
+
+	assert_int_equal(bt_verify(t, &items, NULL), 0);
+	assert_int_equal(items, m->n);
+	assert_int_equal(bt_iter_init(&it, t, &bkey_min), 0);
+	for (size_t i = 0; i < m->n; i++) {
+		assert_int_equal(bt_iter_next(&it, &k, &v, &len), 0);
+		check_item(&m->e[i], &k, v, len);
+	}
+	assert_int_equal(bt_iter_next(&it, &k, &v, &len), -ENOENT);
+	bt_iter_free(&it);
+}
+
+/* A tree opened on @r (its own cache: reads come from the store) equals @m. */
+static void check_root(struct memstore *ms, const struct broot *r, const struct model *m)
+{
+	struct bcache *c;
+	struct btree t;
+
+	assert_int_equal(bcache_create(8 * BNODE_SIZE, &c), 0);
+	assert_int_equal(bt_open(&t, &ms->store, c, 5, uuid, r), 0);
+	check_all(&t, m);
+	bt_close(&t);
+	bcache_destroy(c);
+}
+
+/* A key that exists with probability pct/100, else most likely a new one. */
+static struct bkey rnd_key_p(const struct model *m, unsigned pct)
+{
+	if (m->n && rnd() % 100 < pct)
+		return m->e[rnd() % m->n].k;
+	return K(rnd() % 5000, (uint8_t)(rnd() % 3), rnd() % 100000);
+}
+
+static struct bkey rnd_key(const struct model *m)
+{
+	return rnd_key_p(m, 75);
+}
+
+static unsigned rnd_len(void)
+{
+	unsigned r = (unsigned)(rnd() % 1000);
+
+	return r < 990 ? r % 400 : BNODE_MAX_VAL - (unsigned)(rnd() % 100);
+}
+
+/* Walk a few items in each direction from a random key, changing the
+ * tree now and then under the iterator. */
+static void walk(struct btree *t, struct model *m, uint64_t *seedc)
+{
+	struct bkey start = rnd_key(m), k;
+	struct bt_iter it;
+	const void *v;
+	unsigned len;
+	int dir = rnd() % 2 ? 1 : -1;
+	size_t i = m_lower(m, &start);
+
+	assert_int_equal(bt_iter_init(&it, t, &start), 0);
+	for (int step = 0; step < 40; step++) {
+		int ret = dir > 0 ? bt_iter_next(&it, &k, &v, &len) : bt_iter_prev(&it, &k, &v, &len);
+
+		if (dir > 0 ? i >= m->n : i == 0) {
+			assert_int_equal(ret, -ENOENT);
+			break;
+		}
+		assert_int_equal(ret, 0);
+		if (dir < 0)
+			i--;
+		check_item(&m->e[i], &k, v, len);
+		if (dir > 0)
+			i++;
+		if (rnd() % 8 == 0) {	/* a change elsewhere: the iterator searches again */
+			struct bkey o = rnd_key(m);
+
+			if (!bkey_cmp(&o, &k))
+				continue;
+			if (rnd() % 2) {
+				unsigned l = rnd_len();
+
+				put_val(t, o, l, ++*seedc);
+				m_set(m, &o, l, *seedc);
+			} else if (m_del(m, &o)) {
+				assert_int_equal(bt_delete(t, &o), 0);
+			}
+			/* Re-anchor the model index on the last returned key. */
+			i = m_lower(m, &k) + (dir > 0);
+		}
+	}
+	bt_iter_free(&it);
+}
+
+static void model_op(struct btree *t, struct model *m, uint64_t *seedc, bool grow)
+{
+	unsigned r = (unsigned)(rnd() % 100), len;
+	unsigned ins = grow ? 85 : 35;
+	/* Inserts mostly add (some replace), deletes mostly hit. */
+	struct bkey k = rnd_key_p(m, r < ins ? (grow ? 20 : 50) : 85);
+	uint8_t v[BNODE_MAX_VAL];
+
+	if (r < ins) {
+		len = rnd_len();
+		put_val(t, k, len, ++*seedc);
+		m_set(m, &k, len, *seedc);
+	} else if (r < 95) {
+		int ret = bt_delete(t, &k);
+
+		assert_int_equal(ret, m_del(m, &k) ? 0 : -ENOENT);
+	} else if (r < 99) {
+		size_t i = m_lower(m, &k);
+		int ret = bt_lookup(t, &k, v, sizeof(v), &len);
+
+		if (i < m->n && !bkey_cmp(&m->e[i].k, &k)) {
+			assert_int_equal(ret, 0);
+			check_item(&m->e[i], &k, v, len);
+		} else {
+			assert_int_equal(ret, -ENOENT);
+		}
+	} else {
+		walk(t, m, seedc);
+	}
+}
+
+static void test_model(void **state)
+{
+	struct model m = { 0 }, committed = { 0 }, prev = { 0 };
+	struct broot root = { 0 }, oldroot = { 0 };
+	uint64_t seedc = 0, gen = 1, *freed;
+	size_t nfreed;
+	unsigned maxlevel = 0, aborts = 0;
+	size_t maxitems = 0;
+	const unsigned OPS = 100000, BATCH = 1000;
+	struct env e;
+
+	/* A small cache: eviction and re-reading run all the time. */
+	env_open(&e, 16 * BNODE_SIZE);
+	for (unsigned done = 0; done < OPS; done += BATCH) {
+		bool grow = done < OPS / 2;
+
+		assert_int_equal(bt_begin(&e.t, gen++), 0);
+		for (unsigned i = 0; i < BATCH; i++)
+			model_op(&e.t, &m, &seedc, grow);
+		/* The uncommitted batch left the committed root whole. */
+		check_root(&e.ms, &root, &committed);
+		if (e.t.root.level > maxlevel)
+			maxlevel = e.t.root.level;
+		if (m.n > maxitems)
+			maxitems = m.n;
+		if (done / BATCH % 7 == 3) {
+			bt_abort(&e.t);
+			m_copy(&m, &committed);
+			check_all(&e.t, &m);
+			aborts++;
+			continue;
+		}
+		oldroot = root;
+		assert_int_equal(bt_commit(&e.t, &root, &freed, &nfreed), 0);
+		/* Until the new root is durable the old one must survive it. */
+		check_root(&e.ms, &oldroot, &committed);
+		bt_release(&e.t, freed, nfreed);
+		free(freed);
+		m_copy(&prev, &committed);
+		m_copy(&committed, &m);
+		/* Every node of the tree and nothing else is allocated, and
+		 * the committed cache is back within its budget. */
+		{
+			struct bcache_stats st;
+			uint64_t nodes;
+
+			assert_int_equal(bt_verify(&e.t, NULL, &nodes), 0);
+			assert_int_equal(e.ms.nused, nodes);
+			bcache_stats(e.cache, &st);
+			assert_int_equal(st.dirty_bytes, 0);
+			assert_true(st.bytes <= st.budget);
+		}
+		if (done / BATCH % 5 == 0) {	/* reopen from the committed root */
+			bt_close(&e.t);
+			bcache_destroy(e.cache);
+			assert_int_equal(bcache_create(16 * BNODE_SIZE, &e.cache), 0);
+			assert_int_equal(bt_open(&e.t, &e.ms.store, e.cache, 5, uuid, &root), 0);
+			check_all(&e.t, &m);
+		}
+	}
+	check_all(&e.t, &m);
+	printf("model: %zu items at most, %zu at the end, max root level %u, %u aborts, %llu node writes\n",
+	       maxitems, m.n, maxlevel, aborts, (unsigned long long)e.ms.writes);
+	assert_true(maxlevel >= 2);
+	free(m.e);
+	free(committed.e);
+	free(prev.e);
+	env_close(&e);
+}
+
+/* ---- readers in parallel with a writer ---- */
+
+struct reader {
+	struct btree *t;
+	_Atomic bool *stop;
+	unsigned checked;
+};
+
+/* Keys (1, 1, i) for even i are never changed: every lookup and every
+ * iteration over them must see exactly them, whatever the writer does. */
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	while (!atomic_load(r->stop)) {
+		for (unsigned i = 0; i < 4000; i += 2 * 37) {
+			uint8_t v[64], want[64];
+			unsigned len;
+
+			assert_int_equal(bt_lookup(r->t, &K(1, 1, i), v, sizeof(v), &len), 0);
+			fill(want, 64, i);
+			assert_int_equal(len, 64);
+			assert_memory_equal(v, want, 64);
+			r->checked++;
+		}
+		struct bt_iter it;
+		struct bkey k;
+		const void *v;
+		unsigned len, n = 0;
+
+		assert_int_equal(bt_iter_init(&it, r->t, &K(1, 1, 0)), 0);
+		while (!bt_iter_next(&it, &k, &v, &len) && k.id == 1)
+			if (k.type == 1 && k.off % 2 == 0)
+				n++;
+		bt_iter_free(&it);
+		assert_int_equal(n, 2000);
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	struct env e;
+	struct broot r;
+	pthread_t th[3];
+	struct reader rd[3];
+	_Atomic bool stop = false;
+	uint64_t gen = 1;
+
+	env_open(&e, 8 * BNODE_SIZE);	/* small: readers miss and read */
+	assert_int_equal(bt_begin(&e.t, gen++), 0);
+	for (unsigned i = 0; i < 4000; i += 2)
+		put_val(&e.t, K(1, 1, i), 64, i);
+	commit_release(&e.t, &e.ms, &r);
+	for (unsigned i = 0; i < 3; i++) {
+		rd[i] = (struct reader){ &e.t, &stop, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+	}
+	for (unsigned round = 0; round < 40; round++) {
+		assert_int_equal(bt_begin(&e.t, gen++), 0);
+		for (unsigned i = 1; i < 4000; i += 2) {
+			if ((i + round) % 3)
+				put_val(&e.t, K(1, 1, i), 64 + (i + round) % 200, round);
+			else
+				(void)bt_delete(&e.t, &K(1, 1, i));
+		}
+		if (round % 4 == 3)
+			bt_abort(&e.t);
+		else
+			commit_release(&e.t, &e.ms, &r);
+	}
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_true(rd[i].checked > 0);
+	}
+	assert_int_equal(bt_verify(&e.t, NULL, NULL), 0);
+	env_close(&e);
+}
+
+/* An argument picks tests by name (cmocka pattern): scripts/sanitizers.sh
+ * runs only test_concurrent under ThreadSanitizer. */
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bnode),
+		cmocka_unit_test(test_bcache),
+		cmocka_unit_test(test_grow_shrink),
+		cmocka_unit_test(test_commit_abort),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_store_bug),
+		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_concurrent),
+	};
+
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
