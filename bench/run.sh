@@ -162,7 +162,9 @@ mkfs_target() {
 	new_devs
 	case "$1" in
 	twinfs) "$MKFS" -f "${LOOPS[0]}" "${LOOPS[1]}" >/dev/null ;;
-	btrfs) mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[0]}" "${LOOPS[1]}" ;;
+	# mkfs.btrfs -q still prints a NOTE on stderr: to the log, unless it fails.
+	btrfs) mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[0]}" "${LOOPS[1]}" 2>"$OUT/mkfs.log" ||
+		{ cat "$OUT/mkfs.log" >&2; return 1; } ;;
 	xfs|passthrough) mkfs.xfs -q -f "${LOOPS[0]}" ;;
 	esac
 }
@@ -414,6 +416,11 @@ wl_Rdeg() {
 	mount_target "$t"; prewrite 1g
 	umount_target "$t"
 	DEGRADED=1 attach_target "$t"
+	# The evidence that only one mirror is there, for the record.
+	{
+		echo "== $t round $R"
+		if [ "$t" = twinfs ]; then "$CTL" status "$MNT"; else btrfs filesystem show "$MNT"; fi
+	} >> "$OUT/degraded.log" 2>&1 || true
 	rseq "$t" Rdeg-
 	r4k "$t" Rdeg-
 	umount_target "$t"
@@ -480,7 +487,8 @@ pg_run() {
 		start >/dev/null || { cat "$log" >&2; return 1; }
 	PG_PID=$(head -1 "$PGDATA/postmaster.pid")
 	echo "  PG on $t (round $R): pgbench -i -s 20" >&2
-	pg "$PGBIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -s 20 -q postgres 2>/dev/null || return 1
+	pg "$PGBIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -i -s 20 -q postgres >"$PGSOCK/init.log" 2>&1 ||
+		{ cat "$PGSOCK/init.log" >&2; return 1; }
 	fio_cpu_pgbench "$t"
 	pg "$PGBIN/pg_ctl" -D "$PGDATA" -w -m fast stop >/dev/null && PG_PID=
 }
