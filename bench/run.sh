@@ -132,6 +132,12 @@ cleanup() {
 	for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null; done
 	mountpoint -q "$TMPFS" && umount "$TMPFS"
 	rm -rf "$WORK"
+	# Stopped early: still report what was measured.
+	if [ ! -s "$OUT/results.md" ] && [ -n "$(ls "$OUT/json")" ]; then
+		{ echo "**Partial run: the harness stopped before the end.**"; echo
+		  python3 "$ROOT/bench/report.py" "$OUT"; } > "$OUT/results.md"
+		echo "partial results: $OUT/results.md" >&2
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -171,8 +177,8 @@ mkfs_target() {
 
 # attach_target TARGET [twinfs -o options]: mount what mkfs_target made;
 # sets DIR (where the workload works) or FILE (raw device).  DEGRADED=1
-# mounts twinfs and btrfs with the second device missing; PT_USER runs
-# passthrough_ll as that user (its files then belong to that user).
+# mounts twinfs and btrfs with the second device missing; PT_OPTS adds
+# options to passthrough_ll's mount.
 attach_target() {
 	local t=$1 opts=${2:-}
 	opts=$opts${TWOPTS:+${opts:+,}$TWOPTS}
@@ -199,13 +205,7 @@ attach_target() {
 	xfs) mount "${LOOPS[0]}" "$MNT" ;;
 	passthrough)
 		mount "${LOOPS[0]}" "$MNT"
-		if [ -n "${PT_USER:-}" ]; then
-			chown "$PT_USER" "$MNT" "$PTMNT"
-			setpriv --reuid="$PT_USER" --regid="$PT_USER" --init-groups \
-				"$PT" -f -o source="$MNT",clone_fd "$PTMNT" 2>>"$OUT/passthrough.log" &
-		else
-			"$PT" -f -o source="$MNT",clone_fd "$PTMNT" 2>>"$OUT/passthrough.log" &
-		fi
+		"$PT" -f -o source="$MNT",clone_fd${PT_OPTS:+,$PT_OPTS} "$PTMNT" 2>>"$OUT/passthrough.log" &
 		PT_PID=$!
 		wait_mount "$PTMNT"
 		DIR=$PTMNT ;;
@@ -481,7 +481,10 @@ pg_kill() {
 pg_run() {
 	local t=$1 log=$PGSOCK/log
 	PGDATA=$DIR/pg
-	mkdir -p "$PGSOCK" && chown postgres "$PGSOCK" "$DIR" || return 1
+	# The data directory made here and given to postgres: passthrough_ll,
+	# running as root, would create it as root's, and postgres refuses a
+	# data directory it does not own (it checks only that one).
+	mkdir -p "$PGSOCK" "$PGDATA" && chown postgres: "$PGSOCK" "$PGDATA" || return 1
 	pg "$PGBIN/initdb" -N -A trust -U postgres -D "$PGDATA" >/dev/null || return 1
 	pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$log" -w -o "-k $PGSOCK -p $PGPORT -c listen_addresses=''" \
 		start >/dev/null || { cat "$log" >&2; return 1; }
@@ -512,7 +515,7 @@ wl_PG() {
 	[ -n "$PGBIN" ] || { echo "  PG: no postgresql installed" >&2; return 0; }
 	case "$t" in
 	twinfs) mount_target "$t" allow_other ;;
-	passthrough) PT_USER=postgres mount_target "$t" ;;
+	passthrough) PT_OPTS=allow_other mount_target "$t" ;;
 	*) mount_target "$t" ;;
 	esac
 	pg_run "$t" || { echo "  failed: PG on $t" >&2; pg_kill; }
