@@ -61,13 +61,29 @@ has() {
 	return 1
 }
 
+for w in ${ONLY//,/ }; do
+	case "$w" in W1|W3|W4|W2|V|R|R4k|Rseq|Rdeg|TAR|SQLITE|PG) ;;
+	*) echo "bench/run.sh: unknown workload $w (--help lists them)" >&2; exit 2 ;; esac
+done
+for t in ${TARGETS//,/ }; do
+	case "$t" in twinfs|btrfs|xfs|passthrough|raw) ;;
+	*) echo "bench/run.sh: unknown target $t" >&2; exit 2 ;; esac
+done
+
+# scripts/deps.sh has fio, gnuplot, btrfs-progs, xfsprogs and sqlite3; the
+# harness itself needs python3, and PG Debian's postgresql (pgbench).
 scripts/deps.sh
-# What the real-program workloads need beyond scripts/deps.sh.
-if has PG && ! [ -x "$(ls -d /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | sort -V | tail -1)" ]; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		postgresql postgresql-contrib >/dev/null
+extra=(python3)
+has PG && extra+=(postgresql)
+missing=()
+for p in "${extra[@]}"; do
+	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "bench: installing ${missing[*]}" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-command -v python3 >/dev/null || apt-get install -y -qq python3 >/dev/null
 [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
 if ! out=$(ninja -C "$BUILD" twinfs mkfs.twinfs twinfs-ctl 2>&1); then echo "$out" >&2; exit 1; fi
 BUILD=$(cd "$BUILD" && pwd)
