@@ -213,22 +213,23 @@ def main():
             out.append(f"- (no target) {lab}: twinfs/btrfs {ratio(tw, stats.get((lab, 'btrfs')))}, "
                        f"twinfs/passthrough {ratio(tw, stats.get((lab, 'passthrough')))}")
 
+    tl = [t for t in TARGETS if any(get(label, t) for label in labels)]
     if rounds > 1:
         out += ["", "## Spread: max/min over the rounds", ""]
-        out.append("| workload | " + " | ".join(TARGETS) + " |")
-        out.append("|---" * (len(TARGETS) + 1) + "|")
+        out.append("| workload | " + " | ".join(tl) + " |")
+        out.append("|---" * (len(tl) + 1) + "|")
         for label in labels:
             cells = [(f"{s.hi / s.lo:.2f}" if (s := get(label, t)) and s.lo > 0 else "—")
-                     for t in TARGETS]
+                     for t in tl]
             out.append(f"| {label} | " + " | ".join(cells) + " |")
     if cpu:
         out += ["", "## Machine CPU busy during each run (% of all cores, median)", ""]
-        out.append("| workload | " + " | ".join(TARGETS) + " |")
-        out.append("|---" * (len(TARGETS) + 1) + "|")
+        out.append("| workload | " + " | ".join(tl) + " |")
+        out.append("|---" * (len(tl) + 1) + "|")
         for label in labels:
             base = label.replace(WT, "")
             cells = [f"{statistics.median(c):.0f}" if (c := cpu.get(((label if t == "twinfs" else base), t)))
-                     else "—" for t in TARGETS]
+                     else "—" for t in tl]
             out.append(f"| {label} | " + " | ".join(cells) + " |")
     if ("V", "twinfs") in samples:
         e = errors.get(("V", "twinfs"), 0)

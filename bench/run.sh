@@ -184,8 +184,8 @@ mkfs_target() {
 	new_devs
 	case "$1" in
 	twinfs) "$MKFS" -f "${LOOPS[0]}" "${LOOPS[1]}" >/dev/null ;;
-	# mkfs.btrfs -q still prints a NOTE on stderr: to the log, unless it fails.
-	btrfs) mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[0]}" "${LOOPS[1]}" 2>"$OUT/mkfs.log" ||
+	# mkfs.btrfs -q still prints a NOTE: to the log, unless it fails.
+	btrfs) mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[0]}" "${LOOPS[1]}" >"$OUT/mkfs.log" 2>&1 ||
 		{ cat "$OUT/mkfs.log" >&2; return 1; } ;;
 	xfs|passthrough) mkfs.xfs -q -f "${LOOPS[0]}" ;;
 	esac
