@@ -32,6 +32,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
+ARGS="$*"
 RUNTIME=15
 REPEAT=3
 ONLY="W1,W3,W4,W2,V,R,TAR,SQLITE,PG"
@@ -95,7 +96,7 @@ TWINFS=$BUILD/twinfs
 MKFS=$BUILD/mkfs.twinfs
 CTL=$BUILD/twinfs-ctl
 {
-	echo "command: bench/run.sh $*"
+	echo "command: bench/run.sh $ARGS"
 	echo "runtime=$RUNTIME repeat=$REPEAT only=$ONLY targets=$TARGETS twinfs-opts=$TWOPTS"
 	echo "kernel: $(uname -r); cpus: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null)"
 } > "$OUT/params.txt"
@@ -436,7 +437,7 @@ wl_Rdeg() {
 	{
 		echo "== $t round $R"
 		if [ "$t" = twinfs ]; then "$CTL" status "$MNT"; else btrfs filesystem show "$MNT"; fi
-	} >> "$OUT/degraded.log" 2>&1 || true
+	} >> "$OUT/degraded.txt" 2>&1 || true
 	rseq "$t" Rdeg-
 	r4k "$t" Rdeg-
 	umount_target "$t"
