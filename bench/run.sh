@@ -17,8 +17,9 @@
 #                [--targets twinfs,btrfs,xfs,passthrough,raw]
 #                [--build DIR] [--twinfs-opts OPTS]
 #
-# Workloads: W1-W4, W2 and V as before (4k/64k direct writes, O_DSYNC
-# overwrites, a 2 GiB sequential write, a fio verify pass); R4k 4k random
+# Workloads: W1 4k random O_DIRECT writes (8 jobs); W3 4k and 64k ones (1
+# job); W4 4k buffered O_DSYNC overwrites (1-8 jobs); W2 a 2 GiB buffered
+# sequential write + fsync; V a fio verify pass (twinfs); R4k 4k random
 # O_DIRECT reads (1 job qd64, 8 jobs qd16, one file); Rseq 1 MiB sequential
 # reads of a cold file, then buffered re-reads of it once cached; Rdeg the
 # same reads with one mirror missing (twinfs and btrfs only, -o degraded);
@@ -48,7 +49,7 @@ while [ $# -gt 0 ]; do
 	--targets) TARGETS=$2; shift 2 ;;
 	--build) BUILD=$2; shift 2 ;;
 	--twinfs-opts) TWOPTS=$2; shift 2 ;;
-	-h|--help) sed -n '3,30p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,31p' "$0"; exit 0 ;;
 	*) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
