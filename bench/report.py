@@ -1,164 +1,279 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Summarize one bench/run.sh run: fio JSON files -> markdown table, ratios
-against each anchor, the issue's targets met or missed, and a gnuplot bar
-chart (results.png).  Usage: report.py RESULTS_DIR"""
+"""Summarize one bench/run.sh run: every workload ran once per round on
+every target; this gives the median and min-max per workload and target,
+ratios of the medians against each anchor, issue 15's targets met or
+missed (on medians), the machine's CPU use, and a gnuplot chart
+(results.png: medians as bars, min-max as error bars).
+
+Input: RESULTS_DIR/json/LABEL@TARGET.rN.{json,val,cpu} (fio JSON; a
+{"value", "unit"} object from the non-fio workloads; CPU busy %).  Results
+of older runs (LABEL@TARGET.json, one round) are read as round 1.
+Usage: report.py RESULTS_DIR"""
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 
 TARGETS = ["twinfs", "btrfs", "xfs", "passthrough", "raw"]
+ANCHORS = ["btrfs", "passthrough", "xfs", "raw"]
+WT = "-writethrough"
 
-# (workload, anchor, factor): twinfs must reach factor x anchor.
-GOALS = [
-    ("W1", "btrfs", 3.0), ("W1", "passthrough", 1.0),
-    ("W3-4k", "btrfs", 3.0), ("W3-64k", "btrfs", 3.0),
-    ("W4-1j", "btrfs", 3.0), ("W2", "btrfs", 1.0),
-]
+# Row order and what each row is; a label not listed here goes last.
+DESCR = {
+    "W1": "4k random O_DIRECT writes, 8 jobs qd64, one file",
+    "W3-4k": "4k random O_DIRECT writes, 1 job qd64",
+    "W3-64k": "64k random O_DIRECT writes, 1 job qd64",
+    **{f"W4-{j}j": f"4k O_DSYNC buffered overwrites, {j} job{'s' if j > 1 else ''} qd32"
+       for j in (1, 2, 4, 8)},
+    "W4qd1-1j": "4k O_DSYNC buffered overwrites, 1 job qd1",
+    "W4qd1-8j": "4k O_DSYNC buffered overwrites, 8 jobs qd1",
+    "W2": "128k buffered sequential write, 2 GiB + fsync",
+    "R4k-1j": "4k random O_DIRECT reads, 1 job qd64",
+    "R4k-8j": "4k random O_DIRECT reads, 8 jobs qd16, one file",
+    "Rseq-cold": "1 MiB sequential reads, cold file (fresh mount)",
+    "Rcached": "1 MiB buffered re-reads of a cached file",
+    "Rdeg-seq-cold": "DEGRADED (one mirror missing): 1 MiB sequential reads, cold",
+    "Rdeg-4k-1j": "DEGRADED (one mirror missing): 4k random O_DIRECT reads, 1 job qd64",
+    "Rdeg-4k-8j": "DEGRADED (one mirror missing): 4k random O_DIRECT reads, 8 jobs qd16",
+    "TAR": "tar -x of 10,000 small files (308 MB) + sync",
+    "SQLITE": "SQLite WAL, synchronous=FULL, 1 insert per transaction",
+    "PG": "PostgreSQL pgbench, scale 20, 4 clients",
+}
+
+# Issue 15's targets on the default mount: (workload, anchor, factor).
+GOALS = ([(w, "btrfs", 1.5) for w in ["W1", "W3-4k", "W3-64k", "W4-1j", "W4-2j", "W4-4j",
+                                       "W4-8j", "W4qd1-1j", "W4qd1-8j", "W2"]]
+         + [(w, "btrfs", 1.0) for w in ["R4k-1j", "R4k-8j", "Rseq-cold", "Rcached",
+                                        "Rdeg-seq-cold", "Rdeg-4k-1j", "Rdeg-4k-8j"]]
+         + [("TAR", "passthrough", 1.25), ("TAR", "btrfs", 0.5)])
+
+NAME = re.compile(r"^(?P<label>[^@]+)@(?P<target>[^.]+)(?:\.r(?P<round>\d+))?\.(?P<ext>json|val|cpu)$")
+
+
+def read_fio(path):
+    """(MiB/s, IOPS, errors) of one fio JSON file (reads and writes summed:
+    a workload does one or the other), or None."""
+    try:
+        with open(path) as f:
+            txt = f.read()
+        # fio may print warnings before the JSON object.
+        j = json.loads(txt[txt.index("{"):])
+    except (ValueError, OSError):
+        return None
+    bw = iops = 0.0
+    err = 0
+    for job in j.get("jobs", []):
+        for d in ("read", "write"):
+            bw += job.get(d, {}).get("bw_bytes", 0)
+            iops += job.get(d, {}).get("iops", 0)
+        err += job.get("error", 0)
+    return bw / 2**20, iops, err
 
 
 def load(d):
-    res = {}
+    """samples[(label, target)] = [(value, iops or None)] over rounds;
+    units[label]; cpu[(label, target)] = [busy %]; errors[(label, target)]."""
+    samples, units, cpu, errors = {}, {}, {}, {}
     for name in sorted(os.listdir(os.path.join(d, "json"))):
-        if not name.endswith(".json"):
+        m = NAME.match(name)
+        if not m:
             continue
-        label, target = name[:-5].split("@")
+        key = (m["label"], m["target"])
         path = os.path.join(d, "json", name)
-        try:
-            with open(path) as f:
-                txt = f.read()
-            # fio may print warnings before the JSON object.
-            j = json.loads(txt[txt.index("{"):])
-        except (ValueError, OSError):
-            continue
-        bw = iops = 0.0
-        err = 0
-        for job in j.get("jobs", []):
-            w = job.get("write", {})
-            bw += w.get("bw_bytes", 0)
-            iops += w.get("iops", 0)
-            err += job.get("error", 0)
-        res[(label, target)] = (bw / 2**20, iops, err)
-    return res
-
-
-def load_cpu(d):
-    """Machine CPU busy % over each run (run.sh writes LABEL@TARGET.cpu)."""
-    cpu = {}
-    for name in os.listdir(os.path.join(d, "json")):
-        if name.endswith(".cpu"):
+        if m["ext"] == "json":
+            r = read_fio(path)
+            if r is None:
+                continue
+            samples.setdefault(key, []).append((r[0], r[1]))
+            errors[key] = errors.get(key, 0) + r[2]
+            units[m["label"]] = "MiB/s"
+        elif m["ext"] == "val":
             try:
-                with open(os.path.join(d, "json", name)) as f:
-                    cpu[tuple(name[:-4].split("@"))] = int(f.read().strip())
+                with open(path) as f:
+                    v = json.load(f)
+                samples.setdefault(key, []).append((float(v["value"]), None))
+                units[m["label"]] = v.get("unit", "")
+            except (ValueError, OSError, KeyError, TypeError):
+                continue
+        else:
+            try:
+                with open(path) as f:
+                    cpu.setdefault(key, []).append(int(f.read().strip()))
             except (ValueError, OSError):
                 pass
-    return cpu
+    return samples, units, cpu, errors
+
+
+class Stat:
+    def __init__(self, vals):
+        self.n = len(vals)
+        self.med = statistics.median(vals)
+        self.lo, self.hi = min(vals), max(vals)
 
 
 def fmt(v):
-    return "—" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}")
+    if v is None:
+        return "—"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def cell(s):
+    if s is None:
+        return "—"
+    if s.n == 1:
+        return fmt(s.med)
+    return f"{fmt(s.med)} ({fmt(s.lo)}–{fmt(s.hi)})"
+
+
+def ratio(a, b):
+    return f"{a.med / b.med:.2f}×" if a and b and b.med > 0 else "—"
+
+
+def row_name(label):
+    base = label[:-len(WT)] if label.endswith(WT) else label
+    name = f"{label} " if not label.endswith(WT) else f"{base} (twinfs -o writethrough) "
+    return f"{name}— {DESCR[base]}" if base in DESCR else name.strip()
 
 
 def main():
     d = sys.argv[1]
-    res = load(d)
-    cpu = load_cpu(d)
-    labels = []
-    for (label, _t) in res:
-        if label not in labels and label != "V":
-            labels.append(label)
-    order = (["W1", "W3-4k", "W3-64k"] + [l for l in labels if l.startswith("W4-")]
-             + [l for l in labels if l.startswith("W4qd1")] + ["W2-writethrough", "W2"])
-    labels = [l for l in order if l in labels]
+    samples, units, cpu, errors = load(d)
+    stats = {k: Stat([v for v, _ in vals]) for k, vals in samples.items()}
+    iops = {k: Stat([i for _, i in vals]) for k, vals in samples.items() if vals[0][1] is not None}
+    order = list(DESCR)
+    labels = sorted({l for (l, _t) in stats if l != "V"},
+                    key=lambda l: (order.index(l.replace(WT, "")) if l.replace(WT, "") in order
+                                   else len(order), l.endswith(WT), l))
+    rounds = max((s.n for s in stats.values()), default=0)
 
-    out = ["## Throughput (MiB/s, IOPS) — one run, side by side", ""]
-    out.append("| workload | " + " | ".join(TARGETS) + " | twinfs/btrfs | twinfs/passthrough | twinfs/xfs | twinfs/raw |")
-    out.append("|---" * (len(TARGETS) + 5) + "|")
-    rows = []
-    for label in labels:
-        base = label.replace("-writethrough", "")
-        cells = []
-        for t in TARGETS:
-            key = (label, t) if t == "twinfs" else (base, t)
-            if key in res:
-                bw, iops, _ = res[key]
-                cells.append(f"{fmt(bw)} / {iops:.0f}")
-            else:
-                cells.append("—")
-        tw = res.get((label, "twinfs"))
-        ratios = []
-        for anchor in ["btrfs", "passthrough", "xfs", "raw"]:
-            a = res.get((base, anchor))
-            ratios.append(f"{tw[0] / a[0]:.2f}×" if tw and a and a[0] > 0 else "—")
-        name = label.replace("-writethrough", " (twinfs -o writethrough)")
-        out.append(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
-        rows.append((label, [res.get(((label if t == "twinfs" else base), t), (0, 0, 0))[0] for t in TARGETS]))
+    def get(label, t):
+        """twinfs's own row; for -o writethrough rows, the anchors' default."""
+        base = label.replace(WT, "")
+        return stats.get((label if t == "twinfs" else base, t))
 
-    out += ["", "## Targets", ""]
+    out = [f"## Results — median (min–max) of {rounds} interleaved round{'s' if rounds != 1 else ''}, "
+           "ratios of medians", ""]
+    groups = [("Throughput (MiB/s)", [l for l in labels if units.get(l) == "MiB/s"]),
+              ("Small files and real programs", [l for l in labels if units.get(l) != "MiB/s"])]
+    plots = []
+    for title, rows in groups:
+        if not rows:
+            continue
+        # Only the targets measured here (no raw device under tar).
+        tl = [t for t in TARGETS if any(get(label, t) for label in rows)]
+        al = [a for a in ANCHORS if a in tl]
+        out += [f"### {title}", ""]
+        out.append("| workload | unit | " + " | ".join(tl) + " | "
+                   + " | ".join(f"twinfs/{a}" for a in al) + " |")
+        out.append("|---" * (len(tl) + len(al) + 2) + "|")
+        for label in rows:
+            cells = [cell(get(label, t)) for t in tl]
+            rat = [ratio(get(label, "twinfs"), get(label, a)) for a in al]
+            out.append(f"| {row_name(label)} | {units.get(label, '')} | " + " | ".join(cells)
+                       + " | " + " | ".join(rat) + " |")
+        out.append("")
+        plots.append((title, rows))
+    k4 = [l for l in labels if ("4k" in l or l.startswith(("W1", "W4"))) and (l, "twinfs") in iops]
+    if k4:
+        out += ["4k workloads in IOPS (median): "
+                + "; ".join(f"{l} twinfs {iops[(l, 'twinfs')].med:,.0f}"
+                            + "".join(f", {t} {iops[(l.replace(WT, ''), t)].med:,.0f}"
+                                      for t in TARGETS[1:] if (l.replace(WT, ""), t) in iops
+                                      and not l.endswith(WT))
+                            for l in k4), ""]
+
+    out += ["## Targets (issue 15, default mount, on medians)", ""]
+    unmeasured = []
     for (label, anchor, k) in GOALS:
-        tw, a = res.get((label, "twinfs")), res.get((label, anchor))
-        best, how = tw, ""
-        if label.startswith("W4") or label == "W2":
-            wt = res.get((label + "-writethrough", "twinfs"))
-            if wt and (not best or wt[0] > best[0]):
-                best = wt
-                how = " with -o writethrough"
-                if tw and a and a[0] > 0:
-                    how += f"; default mount {tw[0] / a[0]:.2f}×"
-        if best and a and a[0] > 0:
-            r = best[0] / a[0]
-            out.append(f"- {label} ≥ {k}× {anchor}: {r:.2f}× — {'met' if r >= k else 'MISSED'}"
-                       + (f" ({how.lstrip('; ').lstrip()})" if how else ""))
+        tw, a = stats.get((label, "twinfs")), stats.get((label, anchor))
+        if tw and a and a.med > 0:
+            r = tw.med / a.med
+            extra = ""
+            wt = stats.get((label + WT, "twinfs"))
+            if wt:
+                extra = f" (-o writethrough: {wt.med / a.med:.2f}×)"
+            out.append(f"- {label} ≥ {k}× {anchor}: {r:.2f}× — {'met' if r >= k else 'MISSED'}{extra}")
         else:
-            out.append(f"- {label} ≥ {k}× {anchor}: not measured")
-    for v in ["", "-writethrough"]:
-        one, eight = res.get(("W4-1j" + v, "twinfs")), res.get(("W4-8j" + v, "twinfs"))
-        if one and eight and one[0] > 0:
-            r = eight[0] / one[0]
-            why = []
-            if ("W4-1j" + v, "twinfs") in cpu:
-                why.append(f"CPU busy {cpu[('W4-1j' + v, 'twinfs')]}% with 1 job")
-            w1 = res.get(("W1", "twinfs"))
-            if r < 1.5 and w1 and 1.5 * one[1] > w1[1]:
-                why.append(f"1.5× one job is {1.5 * one[1]:.0f} IOPS; W1, 4k writes at depth 512, "
-                           f"reached {w1[1]:.0f}")
-            out.append(f"- W4{v} 8 jobs ≥ 1.5× 1 job (twinfs): {r:.2f}× — {'met' if r >= 1.5 else 'MISSED'}"
-                       + (f" ({'; '.join(why)})" if why else ""))
-        one, eight = res.get(("W4qd1-1j" + v, "twinfs")), res.get(("W4qd1-8j" + v, "twinfs"))
-        if one and eight and one[0] > 0:
-            out.append(f"- (not a target) W4{v} at iodepth 1, 8 jobs / 1 job (twinfs): {eight[0] / one[0]:.2f}×")
-    if cpu:
-        out += ["", "## Machine CPU busy during each run (% of both cores)", ""]
-        out.append("| workload | " + " | ".join(TARGETS) + " |")
-        out.append("|---" * (len(TARGETS) + 1) + "|")
-        for label in labels:
-            base = label.replace("-writethrough", "")
-            cells = [str(cpu[k]) if (k := ((label if t == "twinfs" else base), t)) in cpu else "—"
-                     for t in TARGETS]
-            out.append(f"| {label.replace('-writethrough', ' (twinfs -o writethrough)')} | "
-                       + " | ".join(cells) + " |")
-    ver = res.get(("V", "twinfs"))
-    if ver is not None:
-        out.append(f"- fio verify (xxhash) under W1 load: {'no error' if ver[2] == 0 else f'{ver[2]} ERRORS'}")
-    print("\n".join(out))
+            unmeasured.append(f"{label} ≥ {k}× {anchor}")
+    for v in ["", WT]:
+        one, eight = stats.get(("W4-1j" + v, "twinfs")), stats.get(("W4-8j" + v, "twinfs"))
+        if one and eight and one.med > 0:
+            r = eight.med / one.med
+            what = "" if not v else " (not a target: -o writethrough)"
+            out.append(f"- W4 8 jobs ≥ 1.5× 1 job (twinfs){what}: {r:.2f}× — "
+                       f"{'met' if r >= 1.5 else 'MISSED'}")
+    if unmeasured:
+        out.append(f"- not measured in this run: {', '.join(unmeasured)}")
+    for lab in ["SQLITE", "PG"]:
+        tw = stats.get((lab, "twinfs"))
+        if tw:
+            out.append(f"- (no target) {lab}: twinfs/btrfs {ratio(tw, stats.get((lab, 'btrfs')))}, "
+                       f"twinfs/passthrough {ratio(tw, stats.get((lab, 'passthrough')))}")
 
-    dat = os.path.join(d, "results.dat")
-    with open(dat, "w") as f:
-        f.write("workload " + " ".join(TARGETS) + "\n")
-        for label, vals in rows:
-            f.write(label + " " + " ".join(f"{v:.1f}" for v in vals) + "\n")
-    gp = f"""set terminal pngcairo size 1200,600
+    tl = [t for t in TARGETS if any(get(label, t) for label in labels)]
+    if rounds > 1:
+        out += ["", "## Spread: max/min over the rounds", ""]
+        out.append("| workload | " + " | ".join(tl) + " |")
+        out.append("|---" * (len(tl) + 1) + "|")
+        for label in labels:
+            cells = [(f"{s.hi / s.lo:.2f}" if (s := get(label, t)) and s.lo > 0 else "—")
+                     for t in tl]
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+    if cpu:
+        out += ["", "## Machine CPU busy during each run (% of all cores, median)", ""]
+        out.append("| workload | " + " | ".join(tl) + " |")
+        out.append("|---" * (len(tl) + 1) + "|")
+        for label in labels:
+            base = label.replace(WT, "")
+            cells = [f"{statistics.median(c):.0f}" if (c := cpu.get(((label if t == "twinfs" else base), t)))
+                     else "—" for t in tl]
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+    if ("V", "twinfs") in samples:
+        e = errors.get(("V", "twinfs"), 0)
+        out += ["", f"- fio verify (xxhash) under W1 load: {'no error' if e == 0 else f'{e} ERRORS'}"]
+    failed = [f"{l}@{t}" for (l, t), e in errors.items() if e and l != "V"]
+    if failed:
+        out.append(f"- fio reported errors in: {', '.join(failed)}")
+    print("\n".join(out))
+    plot(d, plots, units, get)
+
+
+def plot(d, plots, units, get):
+    """One panel per table: bars at the median, error bars min to max."""
+    if not plots:
+        return
+    parts = []
+    for i, (title, rows) in enumerate(plots):
+        dat = os.path.join(d, f"results{i}.dat" if i else "results.dat")
+        # Only the targets with a figure here (gnuplot fails on a column of NaN).
+        tl = [t for t in TARGETS if any(get(label, t) for label in rows)]
+        with open(dat, "w") as f:
+            f.write("# workload " + " ".join(f"{t} lo hi" for t in tl) + "\n")
+            for label in rows:
+                vals = []
+                for t in tl:
+                    s = get(label, t)
+                    vals += [f"{s.med:.2f} {s.lo:.2f} {s.hi:.2f}" if s else "NaN NaN NaN"]
+                f.write(f"{label} " + " ".join(vals) + "\n")
+        unit = "MiB/s" if i == 0 and units.get(rows[0]) == "MiB/s" else "files/s, tx/s, TPS"
+        parts.append(f"""set title '{title}: median, min-max of the rounds'
+set ylabel '{unit}'
+plot for [i=0:{len(tl) - 1}] '{dat}' using (column(2+3*i)):(column(3+3*i)):(column(4+3*i)):xtic(1) \\
+     title word('{" ".join(tl)}', i+1)
+""")
+    gp = f"""set terminal pngcairo size 1400,{500 * len(parts)}
 set output '{os.path.join(d, "results.png")}'
+set multiplot layout {len(parts)},1
 set style data histogram
-set style histogram cluster gap 1
+set style histogram errorbars gap 1 lw 1
 set style fill solid border -1
-set ylabel 'MiB/s'
 set logscale y
 set xtics rotate by -30
 set key outside
-set title 'twinfs vs kernel anchors (fresh fs per run, RAM-backed loop devices)'
-plot for [i=2:{len(TARGETS) + 1}] '{dat}' using i:xtic(1) title columnheader(i)
+{"".join(parts)}unset multiplot
 """
     try:
         subprocess.run(["gnuplot"], input=gp.encode(), check=True)

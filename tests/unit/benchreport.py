@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Description: bench/report.py turns the rounds of bench/run.sh into the
+# median and min-max per workload and target, takes its ratios and issue
+# 15's targets from the medians, reads fio's read figures as well as its
+# write figures and the {"value", "unit"} results of the non-fio workloads
+# (tar, SQLite, pgbench), and still reads an old one-round results tree.
+#
+# Usage: benchreport.py PATH/TO/bench/report.py
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def fio(path, mib, rw="write"):
+    with open(path, "w") as f:
+        # fio may print a warning before its JSON: report.py must skip it.
+        f.write("fio: warning, ignore me\n")
+        json.dump({"jobs": [{rw: {"bw_bytes": mib * 2**20, "iops": mib * 256}, "error": 0}]}, f)
+
+
+def val(path, v, unit):
+    with open(path, "w") as f:
+        json.dump({"value": v, "unit": unit}, f)
+
+
+def main():
+    report = sys.argv[1]
+    fails = []
+    with tempfile.TemporaryDirectory(prefix="benchreport.") as d:
+        j = os.path.join(d, "json")
+        os.mkdir(j)
+        # Three rounds; the medians are the middle values whatever the order.
+        for r, (tw, bt, rd, tar) in enumerate([(300, 60, 40, 900), (100, 50, 20, 1100),
+                                               (200, 70, 30, 1000)], 1):
+            fio(f"{j}/W1@twinfs.r{r}.json", tw)
+            fio(f"{j}/W1@btrfs.r{r}.json", bt)
+            fio(f"{j}/R4k-1j@twinfs.r{r}.json", rd, "read")
+            fio(f"{j}/R4k-1j@btrfs.r{r}.json", 2 * rd, "read")
+            val(f"{j}/TAR@twinfs.r{r}.val", tar, "files/s")
+            val(f"{j}/TAR@passthrough.r{r}.val", 1000, "files/s")
+            with open(f"{j}/W1@twinfs.r{r}.cpu", "w") as f:
+                f.write(f"{40 + 10 * r}\n")
+        fio(f"{j}/W2@twinfs.json", 123)		# an older run: one round, no .rN
+        out = subprocess.run([sys.executable, report, d], check=True, capture_output=True,
+                             text=True).stdout
+        want = [
+            "median (min–max) of 3 interleaved rounds",
+            "| 200 (100–300) | 60.0 (50.0–70.0) |",	# W1: twinfs, btrfs
+            "| 3.33× |",				# ratio of the medians, not of the means or bests
+            "W1 ≥ 1.5× btrfs: 3.33× — met",
+            "| 30.0 (20.0–40.0) | 60.0 (40.0–80.0) |",	# fio's read figures
+            "R4k-1j ≥ 1.0× btrfs: 0.50× — MISSED",
+            "| files/s | 1,000 (900–1,100) | 1,000 (1,000–1,000) |",
+            "TAR ≥ 1.25× passthrough: 1.00× — MISSED",
+            "| 123 |",					# W2 of the old layout
+            "| W1 | 3.00 | 1.40 |",			# spread max/min: twinfs, btrfs
+            "| W1 | 60 |",					# median CPU busy
+        ]
+        for w in want:
+            if w not in out:
+                fails.append(w)
+    if fails:
+        print(out)
+        for w in fails:
+            print(f"FAIL: report.py output lacks: {w}")
+        sys.exit(1)
+    print(f"benchreport: {len(want)} checks passed")
+
+
+if __name__ == "__main__":
+    main()
