@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * file: the data path.  Open/create/release of regular files, read, write,
- * truncate, fallocate and SEEK_DATA/SEEK_HOLE (copy_file_range: reflink.c).
+ * file: the data path.  Open/release of regular files, read, truncate,
+ * fallocate and SEEK_DATA/SEEK_HOLE, and the copy-on-write placement and
+ * transaction helpers the write pipeline (file_write.c) is built from
+ * (copy_file_range: reflink.c; create: namei.c).
  *
  * Writes are copy-on-write: the caller's bytes are copied once into a bounce
  * buffer (with the old content of partially written edge blocks read around

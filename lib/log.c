@@ -305,6 +305,8 @@ int log_commit(struct log *l, uint64_t seq)
  * reservations alone leave no room (they append without waiting). */
 static int make_room(struct log *l, size_t len)
 {
+	int ret;
+
 	for (;;) {
 		if (l->pending->len + l->reserved + len <= l->max_payload)
 			return 0;
@@ -316,8 +318,7 @@ static int make_room(struct log *l, size_t len)
 			wait_inflight(l);
 			continue;
 		}
-		int ret = commit_round(l);
-
+		ret = commit_round(l);
 		if (ret)
 			return ret;
 	}

@@ -167,7 +167,8 @@ int log_append(struct log *l, struct log_buf *tx, uint64_t *seq);
  * @tx in the pending chunk, so that log_append(tx) cannot run a commit
  * round.  0: reserved (tx->reserved); -EAGAIN: no room now, nothing held.
  * log_unreserve gives a reservation back when the append does not happen
- * (a no-op without one).  The append consumes it.
+ * (a no-op without one).  The append consumes it; @tx must not change
+ * in between.
  */
 int log_reserve(struct log *l, struct log_buf *tx);
 void log_unreserve(struct log *l, struct log_buf *tx);

@@ -126,6 +126,29 @@ static void async_read(struct tfs_file *f, struct waiter *w, const uint8_t *want
 	tfs_read_async(f, off, len, read_cb, r);
 }
 
+/* Bad copies rewritten so far, on every device. */
+static uint64_t repaired(struct tfs *fs)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
+		n += atomic_load(&fs->mirror.ctr[i].repaired);
+	return n;
+}
+
+/* @n asynchronous reads of [0, len) at once, each returning model. */
+static void reads_ok(struct tfs_file *f, const uint8_t *model, size_t len, unsigned n)
+{
+	struct waiter w;
+
+	waiter_init(&w);
+	for (unsigned k = 0; k < n; k++)
+		async_read(f, &w, model, len, 0);
+	waiter_wait(&w, 0);
+	assert_int_equal(w.errors, 0);
+	waiter_fini(&w);
+}
+
 /* One thread, no waiting between writes: several are in flight at once,
  * which only an asynchronous path allows (the range lock counts them). */
 static void test_one_thread_in_flight(void **state)
@@ -239,9 +262,8 @@ static void test_read_repairs(void **state)
 {
 	struct env e;
 	struct tfs_file *f;
-	struct waiter w;
 	uint8_t *model = malloc(8 * BS), *junk = malloc(BS);
-	uint64_t rep0 = 0, rep1 = 0;
+	uint64_t rep0;
 	int fd;
 
 	if (env_init(&e, "uring", 256 * MiB))
@@ -258,18 +280,9 @@ static void test_read_repairs(void **state)
 		assert_true(fd >= 0);
 		assert_int_equal(pwrite(fd, junk, BS, (off_t)(ent(f, 3).phys * BS)), BS);
 		close(fd);
-		for (unsigned i = 0; i < e.fs->mirror.ndevs; i++)
-			rep0 += atomic_load(&e.fs->mirror.ctr[i].repaired);
-		waiter_init(&w);
-		for (int k = 0; k < 2; k++)
-			async_read(f, &w, model, 8 * BS, 0);
-		waiter_wait(&w, 0);
-		assert_int_equal(w.errors, 0);
-		waiter_fini(&w);
-		for (unsigned i = 0; i < e.fs->mirror.ndevs; i++)
-			rep1 += atomic_load(&e.fs->mirror.ctr[i].repaired);
-		assert_true(rep1 > rep0);
-		rep0 = rep1 = 0;
+		rep0 = repaired(e.fs);
+		reads_ok(f, model, 8 * BS, 2);
+		assert_true(repaired(e.fs) > rep0);
 	}
 	assert_int_equal(check_raw(&e, f), 2 * 8);
 	tfs_release(f);
@@ -364,22 +377,12 @@ static void reads_with_repairs(struct env *e, struct tfs_file *f, const uint8_t 
 {
 	struct dev_fault_rule r = { .dev_idx = 0, .op = DEV_READ, .kind = DEV_FAULT_CORRUPT,
 				    .count = -1 };
-	uint64_t rep0 = 0, rep1 = 0;
-	struct waiter w;
+	uint64_t rep0 = repaired(e->fs);
 
-	for (unsigned i = 0; i < e->fs->mirror.ndevs; i++)
-		rep0 += atomic_load(&e->fs->mirror.ctr[i].repaired);
 	assert_int_equal(dev_fault_add_rule(e->fs->be, &r), 0);
-	waiter_init(&w);
-	for (unsigned k = 0; k < 16; k++)
-		async_read(f, &w, model, 64 * BS, 0);
-	waiter_wait(&w, 0);
-	assert_int_equal(w.errors, 0);
-	waiter_fini(&w);
+	reads_ok(f, model, 64 * BS, 16);
 	dev_fault_clear(e->fs->be);
-	for (unsigned i = 0; i < e->fs->mirror.ndevs; i++)
-		rep1 += atomic_load(&e->fs->mirror.ctr[i].repaired);
-	assert_true(rep1 > rep0);
+	assert_true(repaired(e->fs) > rep0);
 }
 
 /* Every data write to device 1 fails: the first fails the device, and no
