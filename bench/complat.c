@@ -15,7 +15,7 @@
  *            completions, and each time a whole log commit round runs
  *
  * Prints the reads of B done and their p50, p99 and p99.9 latency in
- * microseconds.  Run it before and after a change, interleaved, and take
+ * microseconds, and the requests on A done per second.  Run it before and after a change, interleaved, and take
  * medians: the machine is shared.
  *
  *   complat MODE [SECONDS]
@@ -81,14 +81,18 @@ static void flight_done(void)
 	pthread_mutex_unlock(&fl.mu);
 }
 
+static _Atomic unsigned long a_ops;	/* requests on A done */
+
 static void a_read_cb(void *arg, ssize_t res, void *buf, size_t off)
 {
 	tfs_buf_put(fs, buf);
+	a_ops++;
 	flight_done();
 }
 
 static void a_write_cb(void *arg, ssize_t res)
 {
+	a_ops++;
 	flight_done();
 }
 
@@ -246,8 +250,9 @@ int main(int argc, char **argv)
 	stop = 1;
 	pthread_join(th, NULL);
 	qsort(lat, n, sizeof(*lat), cmp_u32);
-	printf("complat %s: %u reads of B, p50 %u us, p99 %u us, p99.9 %u us, repaired %llu\n",
-	       mode, n, lat[n / 2], lat[n * 99 / 100], lat[n * 999 / 1000],
+	printf("complat %s: %u reads of B, p50 %u us, p99 %u us, p99.9 %u us, "
+	       "%.0f requests/s on A, repaired %llu\n",
+	       mode, n, lat[n / 2], lat[n * 99 / 100], lat[n * 999 / 1000], a_ops / secs,
 	       (unsigned long long)(atomic_load(&fs->mirror.ctr[0].repaired) +
 				    atomic_load(&fs->mirror.ctr[1].repaired)));
 	tfs_release(fa);
