@@ -71,6 +71,7 @@ struct wjob {
 	int phase;
 	uint8_t *buf;			/* bounce buffer (stage 1), or the caller's */
 	bool own_buf;
+	bool cached;			/* from (and back to) fs->fa->wjc */
 	uint64_t off;
 	size_t len;
 	bool dsync;
@@ -86,14 +87,18 @@ struct wjob {
 	struct dev_io ios_in[WJOB_RUNS_IN * DEV_MAX];
 };
 
-static struct wjob *wjob_get(struct tfs *fs, struct tfs_inode *ip, size_t len)
+/* Asynchronous jobs come from the cache (one thread makes them, another
+ * frees them); a synchronous one is malloc'ed, which stays in its
+ * thread's arena, without the cache's lock shared by every writer. */
+static struct wjob *wjob_get(struct tfs *fs, struct tfs_inode *ip, size_t len, bool async)
 {
 	/* Not zeroed whole: the cow's tables are large and filled by placement. */
-	struct wjob *j = file_jc_get(&fs->fa->wjc, sizeof(*j));
+	struct wjob *j = async ? file_jc_get(&fs->fa->wjc, sizeof(*j)) : malloc(sizeof(*j));
 
 	if (!j)
 		return NULL;
 	memset(j, 0, offsetof(struct wjob, cw));
+	j->cached = async;
 	j->fs = fs;
 	j->ip = ip;
 	j->len = len;
@@ -109,7 +114,10 @@ static void wjob_put(struct wjob *j)
 		free(j->mw);
 	if (j->ios != j->ios_in)
 		free(j->ios);
-	file_jc_put(&j->fs->fa->wjc, j);
+	if (j->cached)
+		file_jc_put(&j->fs->fa->wjc, j);
+	else
+		free(j);
 }
 
 /* ---- 1. enter ---- */
@@ -449,7 +457,7 @@ static int w_locked(struct wjob *j, tfs_fill_fn fill, void *ctx)
 int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
 		      tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
 {
-	struct wjob *j = wjob_get(fs, ip, len);
+	struct wjob *j = wjob_get(fs, ip, len, false);
 	int ret;
 
 	if (!j)
@@ -467,7 +475,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 		  int flags)
 {
 	struct tfs *fs = f->fs;
-	struct wjob *j = wjob_get(fs, f->ip, len);
+	struct wjob *j = wjob_get(fs, f->ip, len, false);
 	uint64_t t0;
 	int ret;
 
@@ -502,7 +510,7 @@ void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill
 		cb(arg, tfs_write(f, off, len, fill, ctx, flags));
 		return;
 	}
-	j = wjob_get(fs, f->ip, len);
+	j = wjob_get(fs, f->ip, len, true);
 	if (!j) {
 		cb(arg, -ENOMEM);
 		return;
