@@ -287,6 +287,8 @@ static void *emu_main(void *arg)
 	struct dev_backend *be = arg;
 	struct dev_emu *e = be->async;
 
+	dev_on_completion_thread = true;
+
 	pthread_mutex_lock(&e->mu);
 	for (;;) {
 		struct dev_batch *b;
@@ -379,6 +381,17 @@ static void emu_stop(struct dev_backend *be)
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 	be->async = NULL;
+}
+
+_Thread_local bool dev_on_completion_thread;
+_Atomic unsigned long dev_block_violations;
+
+void dev_assert_may_block(const char *what)
+{
+	if (!dev_on_completion_thread)
+		return;
+	atomic_fetch_add(&dev_block_violations, 1);
+	tfs_log(LOG_ERR, "bug: %s on an I/O completion thread", what);
 }
 
 bool dev_async_supported(const struct dev_backend *be)

@@ -157,6 +157,18 @@ void dev_async_drain(struct dev_backend *be);
  * cover the asynchronous write path).  0 or -errno; no-op if it has them. */
 int dev_async_emulate(struct dev_backend *be);
 void dev_backend_destroy(struct dev_backend *be);
+
+/*
+ * The threads that run asynchronous batches' done() (io_uring completion
+ * threads, the emulation thread) only complete I/O and hand work on: a
+ * log commit, a superblock write or a read repair there would hold up
+ * every other request whose I/O that thread completes.  Work that waits
+ * calls dev_assert_may_block(what): on such a thread it counts the
+ * violation (dev_block_violations, for the tests) and logs it.
+ */
+extern _Thread_local bool dev_on_completion_thread;
+extern _Atomic unsigned long dev_block_violations;
+void dev_assert_may_block(const char *what);
 const char *dev_backend_name(const struct dev_backend *be);
 
 /*

@@ -137,6 +137,7 @@ static void *ua_main(void *arg)
 	int ret;
 
 	pthread_setname_np(pthread_self(), "twinfs-io");
+	dev_on_completion_thread = true;	/* see dev_assert_may_block */
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 	ret = io_uring_queue_init_params(UA_RING, &a->ring, &p);

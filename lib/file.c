@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * file: the data path.  Open/create/release of regular files, read, write,
- * truncate, fallocate and SEEK_DATA/SEEK_HOLE (copy_file_range: reflink.c).
+ * file: the data path.  Open/release of regular files, read, truncate,
+ * fallocate and SEEK_DATA/SEEK_HOLE, and the copy-on-write placement and
+ * transaction helpers the write pipeline (file_write.c) is built from
+ * (copy_file_range: reflink.c; create: namei.c).
  *
  * Writes are copy-on-write: the caller's bytes are copied once into a bounce
  * buffer (with the old content of partially written edge blocks read around
@@ -52,18 +54,18 @@ static const uint64_t zero_csums[LOG_EXT_MAX_BLOCKS];	/* unwritten blocks */
  * go through the record, never by hand: meta_tx_commit applies it to memory.
  * @size is the new size if @exact, else a lower bound (max with the current).
  */
-int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
-		      uint64_t size, bool exact, int times, uint64_t *seq)
+/* ip->lock held: add the LR_INODE and commit @tx; with @nowait only into
+ * room reserved in the log beforehand (-EAGAIN, nothing done, if none). */
+static int commit_inode_locked(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+			       uint64_t size, bool exact, int times, uint64_t *s, bool nowait)
 {
 	struct log_rec r;
 	/* Coarse: one probe per write would cost more than the daemon's
 	 * whole metadata update, and on the default mount the kernel keeps
 	 * (and later sends) its own mtime for written files anyway. */
 	int64_t now = fs_ts_ns(ktime_coarse());
-	uint64_t s = 0, t0 = prof_begin();
 	int ret;
 
-	pthread_mutex_lock(&ip->lock);
 	memset(&r, 0, sizeof(r));
 	fs_iencode(ip, &r);
 	if (!exact && r.inode.size > size)
@@ -74,10 +76,42 @@ int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
 	if (times & T_CTIME)
 		r.inode.ctime_ns = now;
 	ret = meta_tx_add(tx, &r);
+	if (!ret && nowait && fs->log && log_reserve(fs->log, &tx->buf))
+		ret = -EAGAIN;
 	if (!ret)
-		ret = meta_tx_commit(fs, tx, &s);
-	if (!ret && s > ip->last_seq)
-		ip->last_seq = s;
+		ret = meta_tx_commit(fs, tx, s);
+	if (fs->log)
+		log_unreserve(fs->log, &tx->buf);	/* if the append did not happen */
+	if (!ret && *s > ip->last_seq)
+		ip->last_seq = *s;
+	return ret;
+}
+
+int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+		      uint64_t size, bool exact, int times, uint64_t *seq)
+{
+	uint64_t s = 0, t0 = prof_begin();
+	int ret;
+
+	pthread_mutex_lock(&ip->lock);
+	ret = commit_inode_locked(fs, ip, tx, size, exact, times, &s, false);
+	pthread_mutex_unlock(&ip->lock);
+	prof_end(PROF_META, t0);
+	if (seq)
+		*seq = s;
+	return ret;
+}
+
+int file_commit_inode_nowait(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+			     uint64_t size, int times, uint64_t *seq)
+{
+	uint64_t s = 0, t0 = prof_begin();
+	int ret;
+
+	/* A holder of ip->lock may be running a log commit. */
+	if (pthread_mutex_trylock(&ip->lock))
+		return -EAGAIN;
+	ret = commit_inode_locked(fs, ip, tx, size, false, times, &s, true);
 	pthread_mutex_unlock(&ip->lock);
 	prof_end(PROF_META, t0);
 	if (seq)
@@ -197,34 +231,16 @@ fail:
 	return ret;
 }
 
-/* Write every run of a placed @cw to every mirror (each run to all mirrors
- * at once).  On error the fresh blocks are given back. */
-static int cow_mirror_write(struct tfs *fs, const uint8_t *buf, struct cow *cw)
-{
-	int ret = 0;
-
-	for (uint32_t i = 0; !ret && i < cw->nruns; i++) {
-		uint64_t t0 = prof_begin();
-
-		ret = mirror_write(&fs->mirror, cw->runs[i].phys,
-				   buf + (size_t)cw->runs[i].off * BS, cw->runs[i].n);
-		prof_end(PROF_DEV_WRITE, t0);
-	}
-	if (ret)
-		file_cow_put(fs, cw);
-	return ret;
-}
-
 /* file_cow_place, then write the blocks to every mirror at once. */
 static int cow_write(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
 		     const uint8_t *buf, struct cow *cw)
 {
 	int ret = file_cow_place(fs, ip, fblk, nblk, buf, cw);
 
-	return ret ? ret : cow_mirror_write(fs, buf, cw);
+	return ret ? ret : file_cow_write(fs, buf, cw);
 }
 
-static int cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
+int file_cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw)
 {
 	for (uint32_t i = 0; i < cw->nruns; i++) {
 		struct log_rec r = { .type = LR_EXT_SET };
@@ -305,9 +321,9 @@ int file_read_blocks(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32
 	return file_read_runs(ip, fblk, nblk, buf, csums, read_run, &c);
 }
 
-/* ---- open / create / release ---- */
+/* ---- open / release ---- */
 
-static int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_file **out)
+int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_file **out)
 {
 	struct tfs_file *f;
 	uint32_t mode;
@@ -354,54 +370,6 @@ int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f)
 	if (!ip)
 		return -ENOENT;
 	return file_open_ip(fs, ip, flags, f);
-}
-
-int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
-	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f)
-{
-	struct tfs_inode *ip;
-	int ret;
-
-	for (int tries = 0; tries < 8; tries++) {
-		struct stat tmp;
-
-		ret = namei_create(fs, parent, name, S_IFREG | (mode & 07777), 0, NULL, c, &ip);
-		if (ret == 0) {
-			/* New and empty: no truncate needed. */
-			ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
-			if (ret) {
-				tfs_forget(fs, ip->ino, 1);
-				return ret;
-			}
-			break;
-		}
-		if (ret != -EEXIST || (flags & O_EXCL))
-			return ret;
-		/* Existing name: open it like open(2) without O_CREAT.  The lookup
-		 * adds the kernel reference create promises. */
-		ret = tfs_lookup(fs, parent, name, &tmp);
-		if (ret == -ENOENT)
-			continue;	/* unlinked meanwhile: create again */
-		if (ret)
-			return ret;
-		ip = fs_iget(fs, tmp.st_ino);
-		if (!ip) {
-			tfs_forget(fs, tmp.st_ino, 1);
-			continue;
-		}
-		ret = file_open_ip(fs, ip, flags, f);
-		if (ret) {
-			tfs_forget(fs, tmp.st_ino, 1);
-			return ret;
-		}
-		break;
-	}
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&ip->lock);
-	fs_istat(ip, st);
-	pthread_mutex_unlock(&ip->lock);
-	return 0;
 }
 
 int tfs_release(struct tfs_file *f)
@@ -500,197 +468,6 @@ ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off)
 	return (ssize_t)done;
 }
 
-/* ---- write ---- */
-
-/*
- * Write [off, off + len) with the range lock already held over its blocks
- * (whole inode exclusively if it extends the file).  buf is a bounce
- * buffer.  Edge blocks are read-modify-written; the payload is filled once.
- */
-int file_write_stage(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-		     tfs_fill_fn fill, void *ctx, uint8_t *buf, struct cow *cw)
-{
-	uint64_t fb0 = off / BS;
-	uint32_t nblk = (uint32_t)(file_div_up(off + len, BS) - fb0);
-	size_t head = off % BS, tail = (off + len) % BS;
-	uint64_t t0 = prof_begin();
-	int ret;
-
-	if (head) {
-		ret = file_read_blocks(fs, ip, fb0, 1, buf);
-		if (ret)
-			return ret;
-	}
-	if (tail && (nblk > 1 || !head)) {
-		ret = file_read_blocks(fs, ip, fb0 + nblk - 1, 1, buf + (size_t)(nblk - 1) * BS);
-		if (ret)
-			return ret;
-	}
-	if (head || tail)
-		prof_end(PROF_RMW_READ, t0);
-	t0 = prof_begin();
-	ret = fill(ctx, buf + head, len);	/* the one copy of the caller's bytes */
-	prof_end(PROF_COPY, t0);
-	if (ret < 0)
-		return ret;
-	return file_cow_place(fs, ip, fb0, nblk, buf, cw);
-}
-
-int file_write_publish(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-		       struct cow *cw, uint64_t *seq)
-{
-	struct meta_tx tx;
-	int ret;
-
-	meta_tx_init(&tx);
-	ret = cow_records(&tx, ip->ino, cw);
-	if (!ret)
-		ret = file_commit_inode(fs, ip, &tx, off + len, false, T_MTIME | T_CTIME, seq);
-	meta_tx_free(&tx);
-	if (ret)
-		file_cow_undo(fs, ip, cw);
-	return ret;
-}
-
-/*
- * Write [off, off + len) with the range lock already held over its blocks
- * (whole inode exclusively if it extends the file).  buf is a bounce
- * buffer.  Edge blocks are read-modify-written; the payload is filled once.
- */
-int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-		      tfs_fill_fn fill, void *ctx, uint8_t *buf, uint64_t *seq)
-{
-	struct cow *cw;
-	int ret;
-
-	cw = malloc(sizeof(*cw));
-	if (!cw)
-		return -ENOMEM;
-	ret = file_write_stage(fs, ip, off, len, fill, ctx, buf, cw);
-	if (!ret)
-		ret = cow_mirror_write(fs, buf, cw);
-	if (!ret)
-		ret = file_write_publish(fs, ip, off, len, cw, seq);
-	free(cw);
-	return ret;
-}
-
-int file_write_enter(struct tfs_file *f, off_t off, size_t len, struct rl_range *r,
-		     uint64_t *uoffp, uint8_t **bufp)
-{
-	struct tfs *fs = f->fs;
-	struct tfs_inode *ip = f->ip;
-	uint64_t uoff, t0;
-	bool excl;
-	uint8_t *buf;
-	int ret;
-
-	if (off < 0 || len > TFS_IO_MAX)
-		return -EINVAL;
-	if (!file_writable(f->flags))
-		return -EBADF;
-	if (fs->readonly)
-		return -EROFS;
-	if (len == 0)
-		return 1;
-	if ((uint64_t)off + len > MAX_BYTES)
-		return -EFBIG;
-	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
-		return -EINVAL;
-
-	/* Before any lock (see the header comment). */
-	t0 = prof_begin();
-	buf = fs_buf_get(fs, len);
-	prof_end(PROF_BOUNCE, t0);
-	t0 = prof_begin();
-	ret = log_wait_space(fs->log);
-	prof_end(PROF_LOGSPACE, t0);
-	if (ret) {
-		fs_buf_put(fs, buf);
-		return ret;
-	}
-
-	t0 = prof_begin();
-	uoff = (uint64_t)off;
-	excl = (f->flags & O_APPEND) || uoff + len > file_isize(ip);
-	for (;;) {
-		if (excl) {
-			rl_lock(&ip->rl, r, 0, RL_EOF, true);
-			if (f->flags & O_APPEND)
-				uoff = file_isize(ip);
-			break;
-		}
-		rl_lock(&ip->rl, r, uoff / BS, file_div_up(uoff + len, BS), true);
-		/* A truncate may have shrunk the file before we got the lock. */
-		if (uoff + len <= file_isize(ip))
-			break;
-		rl_unlock(&ip->rl, r);
-		excl = true;
-	}
-	prof_end(PROF_RANGELOCK, t0);
-	if (uoff + len > MAX_BYTES) {
-		rl_unlock(&ip->rl, r);
-		fs_buf_put(fs, buf);
-		return -EFBIG;
-	}
-	*uoffp = uoff;
-	*bufp = buf;
-	return 0;
-}
-
-ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
-		  int flags)
-{
-	struct tfs *fs = f->fs;
-	struct tfs_inode *ip = f->ip;
-	struct rl_range r;
-	uint64_t seq = 0, uoff, t0;
-	uint8_t *buf;
-	int ret;
-
-	ret = file_write_enter(f, off, len, &r, &uoff, &buf);
-	if (ret)
-		return ret < 0 ? ret : 0;
-	ret = file_write_locked(fs, ip, uoff, len, fill, ctx, buf, &seq);
-	rl_unlock(&ip->rl, &r);
-	/* Wait for durability without the range lock, so other writers
-	 * proceed and join the same group commit. */
-	if (!ret && ((flags | f->flags) & (O_DSYNC | O_SYNC))) {
-		t0 = prof_begin();
-		ret = log_commit(fs->log, seq);
-		prof_end(PROF_SYNC, t0);
-	}
-	fs_buf_put(fs, buf);
-	return ret ? ret : (ssize_t)len;
-}
-
-static int fill_memcpy(void *ctx, void *dst, size_t len)
-{
-	memcpy(dst, ctx, len);
-	return 0;
-}
-
-ssize_t tfs_pwrite(struct tfs_file *f, const void *src, size_t len, off_t off, int flags)
-{
-	size_t done = 0;
-
-	if (len == 0)
-		return tfs_write(f, off, 0, fill_memcpy, (void *)src, flags);
-	while (done < len) {
-		size_t n = len - done;
-		ssize_t ret;
-
-		if (n > TFS_IO_MAX)
-			n = TFS_IO_MAX;
-		ret = tfs_write(f, off + (off_t)done, n, fill_memcpy,
-				(void *)((const uint8_t *)src + done), flags);
-		if (ret < 0)
-			return done ? (ssize_t)done : ret;
-		done += (size_t)ret;
-	}
-	return (ssize_t)done;
-}
-
 /* ---- truncate and punch ---- */
 
 /*
@@ -716,7 +493,7 @@ static int zero_block_range(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk,
 	ret = cow_write(fs, ip, fblk, 1, buf, cw);
 	if (ret)
 		return ret;
-	return cow_records(tx, ip->ino, cw);
+	return file_cow_records(tx, ip->ino, cw);
 }
 
 int file_clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n)

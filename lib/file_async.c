@@ -1,33 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * file_async: the write path without a blocked thread per write.
+ * file_async: the data path's threads, its kept jobs and the asynchronous
+ * read.  The write pipeline itself is file_write.c.
  *
- * tfs_write_async() does on the caller's thread everything tfs_write() does
- * up to the device writes (checks, bounce buffer, log space, range lock,
- * edge reads, the one copy of the caller's bytes, placement and checksums),
- * queues the mirror writes of every run as one asynchronous batch and
- * returns.  The backend's completion thread then runs the rest, in the same
- * order as the synchronous path: the mirror accounting, the metadata
- * commit, the range unlock and the caller's callback.  A FUSE worker thus
- * goes straight back to the next request, and completions are handled in
- * bulk instead of one wakeup per write.
+ * Two queue threads, each started on first use (struct fa_queue):
  *
- * O_DSYNC/O_SYNC writes are handed from the completion thread to one
- * syncer thread, which commits the log up to the highest sequence it holds
- * and only then calls back every write it took: one log write and one pair
- * of flushes per batch (group commit), and the completion thread never
- * waits for a flush.
+ *  - the syncer: O_DSYNC/O_SYNC writes and asynchronous fsyncs wait here
+ *    for the log to be durable.  It commits the log up to the highest
+ *    sequence it holds and only then calls back every item it took: one
+ *    log write and one pair of flushes per batch (group commit).
  *
- * Backends without asynchronous batches (libaio, file, the fault injector)
- * take the synchronous path: the callback runs before tfs_write_async
- * returns.
+ *  - the worker: whatever an I/O completion thread must not wait for
+ *    (dev.h, dev_assert_may_block): a write that found a device out of
+ *    sync (the superblock marking it stale is written before the write is
+ *    acknowledged), a metadata commit that would have to commit the log
+ *    first, a read whose copy failed (fallback reads and the repair).  A
+ *    completion thread thus only completes I/O and hands work on, and an
+ *    unrelated request's completion never waits behind a log commit, a
+ *    superblock write or a repair (bcachefs hands its index update to a
+ *    workqueue the same way).
  *
- * Locks: the range lock is taken on the caller's thread and released on
- * the completion thread (rangelock has no owner).  Nothing here waits for
- * an asynchronous batch while holding a lock one of its continuations
- * needs: continuations take ip->lock, the log lock and the allocator
- * (through the commit), and sbc.mu (on a degraded write), all of which are
- * only ever held around synchronous work.
+ * Reads: tfs_read_async issues one device read per physical run from the
+ * copy mirror_read would pick, and the completion verifies the checksums;
+ * a copy that fails goes to the worker, which runs the rest of
+ * mirror_read (the other copies, the repair) before the callback.
+ *
+ * Backends without asynchronous batches take the synchronous path: the
+ * callback runs before the call returns.
+ *
+ * Locks: every queue's mu and every job cache's mu is a leaf.  The range
+ * lock of an asynchronous read is taken on the caller's thread and released
+ * wherever the read finishes (rangelock has no owner).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,43 +44,11 @@
 #include "csum.h"
 #include "prof.h"
 
-/* Something waiting for the log to be durable up to seq (syncer queue). */
-struct sjob {
-	struct sjob *next;
-	uint64_t seq;
-	void (*finish)(struct sjob *s, int ret);
-};
-
-#define WJOB_RUNS_IN 2u
-
-struct wjob {
-	struct dev_batch b;		/* first: the completion hands it back */
-	struct sjob s;			/* O_DSYNC: queued for the syncer */
-	struct tfs *fs;
-	struct tfs_inode *ip;
-	struct rl_range r;
-	uint8_t *buf;
-	uint64_t off;
-	size_t len;
-	bool dsync;
-	int ret;
-	uint64_t seq;
-	tfs_write_cb cb;
-	void *arg;
-	struct mirror_wr *mw;		/* one per run of cw */
-	struct dev_io *ios;		/* every mirror_wr's I/Os, flattened */
-	struct cow cw;
-	/* mw and ios for the usual one or two runs, without a malloc. */
-	struct mirror_wr mw_in[WJOB_RUNS_IN];
-	struct dev_io ios_in[WJOB_RUNS_IN * DEV_MAX];
-};
-
 /* ---- kept jobs ---- */
 
 #define JCACHE_MAX 256u		/* per kind: about the writes W1 keeps in flight */
 
-/* A job from @c, or malloc'ed; its contents are garbage either way. */
-static void *jc_get(struct jcache *c, size_t size)
+void *file_jc_get(struct jcache *c, size_t size)
 {
 	void *p;
 
@@ -91,7 +62,7 @@ static void *jc_get(struct jcache *c, size_t size)
 	return p ? p : malloc(size);
 }
 
-static void jc_put(struct jcache *c, void *p)
+void file_jc_put(struct jcache *c, void *p)
 {
 	pthread_mutex_lock(&c->mu);
 	if (c->n < JCACHE_MAX) {
@@ -116,109 +87,196 @@ static void jc_free(struct jcache *c)
 	pthread_mutex_destroy(&c->mu);
 }
 
-void file_async_free(struct tfs *fs)
+/* ---- queue threads ---- */
+
+static void *queue_main(void *arg)
 {
-	jc_free(&fs->wjc);
-	jc_free(&fs->rjc);
-}
+	struct fa_queue *q = arg;
 
-static void job_finish(struct wjob *j)
-{
-	struct tfs *fs = j->fs;
-	tfs_write_cb cb = j->cb;
-	void *arg = j->arg;
-	ssize_t res = j->ret ? j->ret : (ssize_t)j->len;
-
-	fs_buf_put(fs, j->buf);
-	if (j->mw != j->mw_in)
-		free(j->mw);
-	if (j->ios != j->ios_in)
-		free(j->ios);
-	jc_put(&fs->wjc, j);
-	cb(arg, res);
-}
-
-/* ---- the syncer: group commit for O_DSYNC writes ---- */
-
-static void *syncer_main(void *arg)
-{
-	struct tfs *fs = arg;
-
-	pthread_setname_np(pthread_self(), "twinfs-sync");
-	pthread_mutex_lock(&fs->ws_mu);
+	pthread_setname_np(pthread_self(), q->name);
+	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		struct sjob *list;
-		uint64_t max = 0, t0;
-		int ret;
+		struct fa_item *list;
 
-		while (!fs->ws_head && !fs->ws_stop)
-			pthread_cond_wait(&fs->ws_cv, &fs->ws_mu);
-		if (!fs->ws_head)
+		while (!q->head && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->head)
 			break;
-		list = fs->ws_head;
-		fs->ws_head = NULL;
-		pthread_mutex_unlock(&fs->ws_mu);
-
-		for (struct sjob *j = list; j; j = j->next)
-			if (j->seq > max)
-				max = j->seq;
-		t0 = prof_begin();
-		ret = log_commit(fs->log, max);
-		prof_end(PROF_SYNC, t0);
-		while (list) {
-			struct sjob *j = list;
-
-			list = j->next;
-			j->finish(j, ret);
-		}
-		pthread_mutex_lock(&fs->ws_mu);
-		fs->ws_busy--;	/* counts rounds, see syncer_add */
-		pthread_cond_broadcast(&fs->ws_cv);
+		list = q->head;
+		q->head = NULL;
+		q->tail = &q->head;
+		pthread_mutex_unlock(&q->mu);
+		q->round(q, list);
+		pthread_mutex_lock(&q->mu);
+		q->busy--;	/* counts rounds, see queue_add */
+		pthread_cond_broadcast(&q->cv);
 	}
-	pthread_mutex_unlock(&fs->ws_mu);
+	pthread_mutex_unlock(&q->mu);
 	return NULL;
 }
 
-/* Queue @j for the syncer, starting it on first use.  If it cannot start,
- * commit here (the caller waits for one flush: slower, correct). */
-static void syncer_add(struct tfs *fs, struct sjob *j)
+/* Queue @it, starting the thread on first use.  If it cannot start, run
+ * the round here (slower, correct). */
+static void queue_add(struct fa_queue *q, struct fa_item *it)
 {
-	pthread_mutex_lock(&fs->ws_mu);
-	if (!fs->ws_running && !fs->ws_stop &&
-	    pthread_create(&fs->ws_thread, NULL, syncer_main, fs) == 0)
-		fs->ws_running = true;
-	if (!fs->ws_running) {
-		pthread_mutex_unlock(&fs->ws_mu);
-		j->finish(j, log_commit(fs->log, j->seq));
+	it->next = NULL;
+	pthread_mutex_lock(&q->mu);
+	if (!q->running && !q->stop && pthread_create(&q->thr, NULL, queue_main, q) == 0)
+		q->running = true;
+	if (!q->running) {
+		pthread_mutex_unlock(&q->mu);
+		q->round(q, it);
 		return;
 	}
-	/* ws_busy counts the syncer's rounds still to run: one per
-	 * transition of the queue from empty. */
-	if (!fs->ws_head)
-		fs->ws_busy++;
-	j->next = fs->ws_head;
-	fs->ws_head = j;
-	pthread_cond_signal(&fs->ws_cv);
-	pthread_mutex_unlock(&fs->ws_mu);
+	/* busy counts the rounds still to run: one per transition of the
+	 * queue from empty. */
+	if (!q->head)
+		q->busy++;
+	*q->tail = it;
+	q->tail = &it->next;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
 }
 
-static void wjob_synced(struct sjob *s, int ret)
+static void queue_drain(struct fa_queue *q)
 {
-	struct wjob *j = (struct wjob *)((char *)s - offsetof(struct wjob, s));
+	pthread_mutex_lock(&q->mu);
+	while (q->busy)
+		pthread_cond_wait(&q->cv, &q->mu);
+	pthread_mutex_unlock(&q->mu);
+}
 
-	j->ret = ret;
-	job_finish(j);
+static void queue_stop(struct fa_queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	if (q->running)
+		pthread_join(q->thr, NULL);
+	q->running = false;
+}
+
+static void queue_init(struct fa_queue *q, struct tfs *fs, const char *name,
+		       void (*round)(struct fa_queue *, struct fa_item *))
+{
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	q->tail = &q->head;
+	q->name = name;
+	q->fs = fs;
+	q->round = round;
+}
+
+static void queue_destroy(struct fa_queue *q)
+{
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+}
+
+/* The syncer's round: one log commit for everything it took. */
+static void sync_round(struct fa_queue *q, struct fa_item *list)
+{
+	uint64_t max = 0, t0;
+	int ret;
+
+	for (struct fa_item *it = list; it; it = it->next)
+		if (it->seq > max)
+			max = it->seq;
+	t0 = prof_begin();
+	ret = log_commit(q->fs->log, max);
+	prof_end(PROF_SYNC, t0);
+	while (list) {
+		struct fa_item *it = list;
+
+		list = it->next;
+		it->fn(it, ret);
+	}
+}
+
+/* The worker's round: each item in turn, in queue order. */
+static void work_round(struct fa_queue *q, struct fa_item *list)
+{
+	while (list) {
+		struct fa_item *it = list;
+
+		list = it->next;
+		it->fn(it, 0);
+	}
+}
+
+void file_sync_add(struct tfs *fs, struct fa_item *it)
+{
+	queue_add(&fs->fa->sync, it);
+}
+
+void file_work_add(struct tfs *fs, struct fa_item *it)
+{
+	queue_add(&fs->fa->work, it);
+}
+
+int file_async_init(struct tfs *fs)
+{
+	struct file_async *fa = calloc(1, sizeof(*fa));
+
+	if (!fa)
+		return -ENOMEM;
+	queue_init(&fa->sync, fs, "twinfs-sync", sync_round);
+	queue_init(&fa->work, fs, "twinfs-work", work_round);
+	pthread_mutex_init(&fa->wjc.mu, NULL);
+	pthread_mutex_init(&fa->rjc.mu, NULL);
+	fs->fa = fa;
+	return 0;
+}
+
+void file_async_free(struct tfs *fs)
+{
+	struct file_async *fa = fs->fa;
+
+	if (!fa)
+		return;
+	queue_destroy(&fa->sync);
+	queue_destroy(&fa->work);
+	jc_free(&fa->wjc);
+	jc_free(&fa->rjc);
+	free(fa);
+	fs->fa = NULL;
+}
+
+void tfs_drain(struct tfs *fs)
+{
+	/* Completions hand on to the worker, the worker to the syncer. */
+	dev_async_drain(fs->be);
+	queue_drain(&fs->fa->work);
+	queue_drain(&fs->fa->sync);
+}
+
+void file_async_stop(struct tfs *fs)
+{
+	tfs_drain(fs);
+	queue_stop(&fs->fa->work);
+	queue_stop(&fs->fa->sync);
+}
+
+/* ---- fsync ---- */
+
+/* Every data write completed before its record was appended, and a commit
+ * flushes the devices before writing the log chunk: committing the log is
+ * all fsync needs. */
+int tfs_fsync(struct tfs *fs, uint64_t ino, bool datasync)
+{
+	return log_commit(fs->log, UINT64_MAX);
 }
 
 struct fjob {
-	struct sjob s;			/* first */
+	struct fa_item it;		/* first */
 	tfs_sync_cb cb;
 	void *arg;
 };
 
-static void fjob_synced(struct sjob *s, int ret)
+static void fjob_synced(struct fa_item *it, int ret)
 {
-	struct fjob *j = (struct fjob *)s;
+	struct fjob *j = (struct fjob *)it;
 	tfs_sync_cb cb = j->cb;
 	void *arg = j->arg;
 
@@ -236,144 +294,18 @@ void tfs_fsync_async(struct tfs *fs, uint64_t ino, bool datasync, tfs_sync_cb cb
 	}
 	/* As tfs_fsync: everything appended so far (every write already
 	 * acknowledged is). */
-	j->s.seq = log_last_seq(fs->log);
-	j->s.finish = fjob_synced;
+	j->it.seq = log_last_seq(fs->log);
+	j->it.fn = fjob_synced;
 	j->cb = cb;
 	j->arg = arg;
-	syncer_add(fs, &j->s);
-}
-
-/* ---- the completion ---- */
-
-static void job_done(struct dev_batch *b)
-{
-	struct wjob *j = (struct wjob *)b;
-	struct tfs *fs = j->fs;
-	unsigned k = 0;
-	int ret = 0;
-
-	for (uint32_t i = 0; i < j->cw.nruns; i++) {
-		struct mirror_wr *w = &j->mw[i];
-		int r;
-
-		for (unsigned d = 0; d < w->n; d++)
-			w->ios[d].res = j->ios[k++].res;
-		r = mirror_write_end(&fs->mirror, w, 0);
-		if (r && !ret)
-			ret = r;
-	}
-	if (ret)
-		file_cow_put(fs, &j->cw);
-	else
-		ret = file_write_publish(fs, j->ip, j->off, j->len, &j->cw, &j->seq);
-	rl_unlock(&j->ip->rl, &j->r);
-	j->ret = ret;
-	if (!ret && j->dsync) {
-		j->s.seq = j->seq;
-		j->s.finish = wjob_synced;
-		syncer_add(fs, &j->s);
-	} else {
-		job_finish(j);
-	}
-}
-
-/* Begin every run's mirror write and flatten their I/Os into one batch.
- * On error every begun write is cancelled and the blocks given back. */
-static int job_prepare(struct wjob *j)
-{
-	struct tfs *fs = j->fs;
-	unsigned total = 0;
-	uint32_t i;
-	int ret = 0;
-
-	if (j->cw.nruns <= WJOB_RUNS_IN) {
-		j->mw = j->mw_in;
-		j->ios = j->ios_in;
-	} else {
-		j->mw = malloc(j->cw.nruns * sizeof(*j->mw));
-		j->ios = malloc((size_t)j->cw.nruns * DEV_MAX * sizeof(*j->ios));
-	}
-	if (!j->mw || !j->ios) {
-		file_cow_put(fs, &j->cw);
-		return -ENOMEM;
-	}
-	for (i = 0; i < j->cw.nruns; i++) {
-		ret = mirror_write_begin(&fs->mirror, j->cw.runs[i].phys,
-					 j->buf + (size_t)j->cw.runs[i].off * BS,
-					 j->cw.runs[i].n, &j->mw[i]);
-		if (ret)
-			break;
-		for (unsigned d = 0; d < j->mw[i].n; d++)
-			j->ios[total++] = j->mw[i].ios[d];
-	}
-	if (ret) {
-		while (i--)
-			mirror_write_cancel(&fs->mirror, &j->mw[i]);
-		file_cow_put(fs, &j->cw);
-		return ret;
-	}
-	j->b.ios = j->ios;
-	j->b.n = total;
-	j->b.done = job_done;
-	return 0;
-}
-
-void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
-		     int flags, tfs_write_cb cb, void *arg)
-{
-	struct tfs *fs = f->fs;
-	struct wjob *j;
-	int ret;
-
-	if (!dev_async_supported(fs->be)) {
-		cb(arg, tfs_write(f, off, len, fill, ctx, flags));
-		return;
-	}
-	/* Not zeroed whole: the cow's tables are large and filled by placement. */
-	j = jc_get(&fs->wjc, sizeof(*j));
-	if (j)
-		memset(j, 0, offsetof(struct wjob, cw));
-	if (!j) {
-		cb(arg, -ENOMEM);
-		return;
-	}
-	j->fs = fs;
-	j->ip = f->ip;
-	j->len = len;
-	j->cb = cb;
-	j->arg = arg;
-	j->dsync = ((flags | f->flags) & (O_DSYNC | O_SYNC)) != 0;
-	ret = file_write_enter(f, off, len, &j->r, &j->off, &j->buf);
-	if (ret) {
-		jc_put(&fs->wjc, j);
-		cb(arg, ret < 0 ? ret : 0);
-		return;
-	}
-	ret = file_write_stage(fs, j->ip, j->off, len, fill, ctx, j->buf, &j->cw);
-	if (!ret)
-		ret = job_prepare(j);
-	if (ret) {
-		rl_unlock(&j->ip->rl, &j->r);
-		j->ret = ret;
-		job_finish(j);
-		return;
-	}
-	/* From here on job_done owns j.  If the engine will not take the
-	 * batch (shutting down), run it here, synchronously. */
-	ret = dev_submit_async(fs->be, &j->b);
-	if (ret) {
-		ret = dev_submit(fs->be, j->b.ios, j->b.n);
-		if (ret)
-			for (unsigned i = 0; i < j->b.n; i++)
-				j->b.ios[i].res = ret;
-		job_done(&j->b);
-	}
+	file_sync_add(fs, &j->it);
 }
 
 /* ---- reads ---- */
 
 struct rjob {
 	struct dev_batch b;		/* first: the completion hands it back */
+	struct fa_item it;		/* a bad copy: handed to the worker */
 	struct tfs *fs;
 	struct tfs_inode *ip;
 	struct rl_range r;
@@ -396,7 +328,7 @@ static void rjob_finish(struct rjob *j, int ret)
 	size_t n = j->n, data_off = j->data_off;
 
 	rl_unlock(&j->ip->rl, &j->r);
-	jc_put(&fs->rjc, j);
+	file_jc_put(&fs->fa->rjc, j);
 	if (ret) {
 		fs_buf_put(fs, buf);
 		cb(arg, ret, NULL, 0);
@@ -405,11 +337,12 @@ static void rjob_finish(struct rjob *j, int ret)
 	}
 }
 
-/* A run whose copy failed to read or verify goes on as in mirror_read:
- * the other copies are tried, the bad one repaired, errors counted. */
-static void rjob_done(struct dev_batch *b)
+/* Verify every run.  A run whose copy failed to read or verify goes on
+ * as in mirror_read (the other copies tried, the bad one repaired, errors
+ * counted): waits for devices, so with @nowait (the completion thread)
+ * -EAGAIN instead. */
+static int rjob_verify(struct rjob *j, bool nowait)
 {
-	struct rjob *j = (struct rjob *)b;
 	int ret = 0;
 
 	for (unsigned i = 0; i < j->nruns && !ret; i++) {
@@ -419,9 +352,34 @@ static void rjob_done(struct dev_batch *b)
 
 		for (uint32_t k = 0; ok && k < j->runs[i].n; k++)
 			ok = csum_block(p + (size_t)k * BS, j->runs[i].phys + k) == cs[k];
-		if (!ok)
-			ret = mirror_read_done(&j->fs->mirror, (unsigned)j->devs[i], j->ios[i].res,
-					       j->runs[i].phys, p, j->runs[i].n, cs, NULL);
+		if (ok)
+			continue;
+		if (nowait)
+			return -EAGAIN;
+		ret = mirror_read_done(&j->fs->mirror, (unsigned)j->devs[i], j->ios[i].res,
+				       j->runs[i].phys, p, j->runs[i].n, cs, NULL);
+	}
+	return ret;
+}
+
+/* On the worker: the rest of a read whose copy failed. */
+static void rjob_repair(struct fa_item *it, int unused)
+{
+	struct rjob *j = (struct rjob *)((char *)it - offsetof(struct rjob, it));
+
+	(void)unused;
+	rjob_finish(j, rjob_verify(j, false));
+}
+
+static void rjob_done(struct dev_batch *b)
+{
+	struct rjob *j = (struct rjob *)b;
+	int ret = rjob_verify(j, true);
+
+	if (ret == -EAGAIN) {
+		j->it.fn = rjob_repair;
+		file_work_add(j->fs, &j->it);
+		return;
 	}
 	rjob_finish(j, ret);
 }
@@ -471,7 +429,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 		cb(arg, 0, NULL, 0);
 		return;
 	}
-	j = jc_get(&fs->rjc, sizeof(*j));
+	j = file_jc_get(&fs->fa->rjc, sizeof(*j));
 	if (!j) {
 		cb(arg, -ENOMEM, NULL, 0);
 		return;
@@ -489,7 +447,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 		j->n = 0;
 		rl_unlock(&ip->rl, &j->r);
 		fs_buf_put(fs, j->buf);
-		jc_put(&fs->rjc, j);
+		file_jc_put(&fs->fa->rjc, j);
 		cb(arg, 0, NULL, 0);
 		return;
 	}
@@ -520,23 +478,3 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	}
 }
 
-void tfs_drain(struct tfs *fs)
-{
-	dev_async_drain(fs->be);
-	pthread_mutex_lock(&fs->ws_mu);
-	while (fs->ws_busy)
-		pthread_cond_wait(&fs->ws_cv, &fs->ws_mu);
-	pthread_mutex_unlock(&fs->ws_mu);
-}
-
-void file_async_stop(struct tfs *fs)
-{
-	tfs_drain(fs);
-	pthread_mutex_lock(&fs->ws_mu);
-	fs->ws_stop = true;
-	pthread_cond_broadcast(&fs->ws_cv);
-	pthread_mutex_unlock(&fs->ws_mu);
-	if (fs->ws_running)
-		pthread_join(fs->ws_thread, NULL);
-	fs->ws_running = false;
-}

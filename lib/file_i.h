@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * file_i.h: private to the data path, shared by file.c (open, read, write,
- * truncate, fallocate, lseek) and reflink.c (copy_file_range).  The block
- * reader, the locked writer and the transaction helpers live in file.c;
- * reflink.c builds its copies from them.  Not for daemon/.
+ * file_i.h: private to the data path, shared by file.c (open, read,
+ * truncate, fallocate, lseek), file_write.c (the write pipeline),
+ * file_async.c (its threads, job caches and the asynchronous read) and
+ * reflink.c (copy_file_range).  The block reader and the transaction
+ * helpers live in file.c, the locked writer in file_write.c; reflink.c
+ * builds its copies from them.  Not for daemon/.
  */
 #ifndef TWINFS_FILE_I_H
 #define TWINFS_FILE_I_H
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -97,27 +100,66 @@ void file_cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw);
 int file_cow_place(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
 		   const uint8_t *buf, struct cow *cw);
 
-/*
- * The halves of file_write_locked around the device writes.  stage: read
- * the edge blocks, copy the caller's bytes in (the one copy), place and
- * checksum (cw then says where buf's blocks go).  publish, once every run of
- * @cw is on the mirrors: the extent and inode records, committed (the
- * blocks are given back on failure).  Both under the range lock.
- */
-int file_write_stage(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-		     tfs_fill_fn fill, void *ctx, uint8_t *buf, struct cow *cw);
-int file_write_publish(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t len,
-		       struct cow *cw, uint64_t *seq);
+/* file_commit_inode for a thread that must not wait (the I/O completion
+ * thread): -EAGAIN, with nothing done, when ip->lock is taken or the log
+ * has no room for @tx without a commit. */
+int file_commit_inode_nowait(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
+			     uint64_t size, int times, uint64_t *seq);
+
+/* Add an LR_EXT_SET per run of a placed @cw to @tx. */
+int file_cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw);
+
+/* Write every run of a placed @cw to every mirror (each run to all mirrors
+ * at once).  On error the fresh blocks are given back. */
+int file_cow_write(struct tfs *fs, const uint8_t *buf, struct cow *cw);
+
+/* ---- the data path's threads and kept jobs (file_async.c) ---- */
+
+/* Work handed to a queue thread: fn(item, ret) runs there. */
+struct fa_item {
+	struct fa_item *next;
+	uint64_t seq;			/* syncer: durable up to this first */
+	void (*fn)(struct fa_item *it, int ret);
+};
 
 /*
- * The start of every write: the argument checks, a bounce buffer and log
- * space (before any lock), then the range lock over the written blocks, or
- * the whole inode exclusively when the write extends the file or appends.
- * 0: locked (@r), *bufp held, *uoffp is where the write goes (EOF for
- * O_APPEND); 1: len is 0, nothing held; -errno: nothing held.
+ * One thread and its FIFO, started on first use: the syncer (group commit
+ * of O_DSYNC writes and fsyncs: one log commit up to the highest seq
+ * queued, then ret is its result) or the worker (everything the I/O
+ * completion thread must not wait for: degraded writes, metadata commits
+ * that need a log commit first, read repair; ret is 0).  mu is a leaf.
  */
-int file_write_enter(struct tfs_file *f, off_t off, size_t len, struct rl_range *r,
-		     uint64_t *uoffp, uint8_t **bufp);
+struct fa_queue {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct fa_item *head, **tail;
+	unsigned long busy;		/* rounds still to run (tfs_drain waits for 0) */
+	bool stop, running;
+	pthread_t thr;
+	const char *name;
+	struct tfs *fs;
+	void (*round)(struct fa_queue *q, struct fa_item *list);
+};
+
+/* Finished jobs kept for reuse: they carry placement tables of 8 to 20
+ * KiB, past malloc's fast path, and W1 makes 30,000 a second.  mu: leaf. */
+struct jcache {
+	pthread_mutex_t mu;
+	void *head;
+	unsigned n;
+};
+
+/* fs->fa: the data path's state (set up by file_async_init). */
+struct file_async {
+	struct fa_queue sync, work;
+	struct jcache wjc, rjc;		/* write and read jobs */
+};
+
+void *file_jc_get(struct jcache *c, size_t size);	/* contents are garbage */
+void file_jc_put(struct jcache *c, void *p);
+/* Queue @it for the syncer / the worker (run here if it cannot start). */
+void file_sync_add(struct tfs *fs, struct fa_item *it);
+void file_work_add(struct tfs *fs, struct fa_item *it);
 
 /* Write [off, off + len) copy-on-write with the range lock already held over
  * its blocks (whole inode exclusively if it extends the file); buf is a

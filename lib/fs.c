@@ -126,8 +126,11 @@ int fs_new(struct tfs **out)
 
 	if (!fs)
 		return -ENOMEM;
-	ret = fs_itable_init(fs);
+	ret = file_async_init(fs);
+	if (!ret)
+		ret = fs_itable_init(fs);
 	if (ret < 0) {
+		file_async_free(fs);
 		free(fs);
 		return ret;
 	}
@@ -135,10 +138,6 @@ int fs_new(struct tfs **out)
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
 	sbc_init(&fs->sbc);
 	pthread_mutex_init(&fs->bg_mu, NULL);
-	pthread_mutex_init(&fs->ws_mu, NULL);
-	pthread_cond_init(&fs->ws_cv, NULL);
-	pthread_mutex_init(&fs->wjc.mu, NULL);
-	pthread_mutex_init(&fs->rjc.mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->bg_cv, &ca);
@@ -169,8 +168,6 @@ void fs_free(struct tfs *fs)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
 	pthread_mutex_destroy(&fs->bg_mu);
-	pthread_cond_destroy(&fs->ws_cv);
-	pthread_mutex_destroy(&fs->ws_mu);
 	file_async_free(fs);
 	sbc_destroy(&fs->sbc);
 	pthread_mutex_destroy(&fs->ckpt_mu);
@@ -1208,11 +1205,6 @@ bool tfs_unusable(struct tfs *fs)
  * flushes the devices before writing the log chunk: committing the log is
  * all fsync and syncfs need. */
 int tfs_syncfs(struct tfs *fs)
-{
-	return log_commit(fs->log, UINT64_MAX);
-}
-
-int tfs_fsync(struct tfs *fs, uint64_t ino, bool datasync)
 {
 	return log_commit(fs->log, UINT64_MAX);
 }

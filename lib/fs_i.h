@@ -120,25 +120,9 @@ struct tfs {
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
-	/* file_async.c: asynchronous O_DSYNC writes wait here for their group
-	 * commit.  One syncer thread, started on first use; ws_head is its
-	 * queue, ws_busy the rounds it still has to run (tfs_drain waits for
-	 * 0).  All under ws_mu, a leaf lock. */
-	pthread_mutex_t ws_mu;
-	pthread_cond_t ws_cv;
-	struct sjob *ws_head;
-	unsigned long ws_busy;
-	bool ws_stop, ws_running;
-	pthread_t ws_thread;
-	/* Finished asynchronous write and read jobs kept for reuse
-	 * (file_async.c): they carry placement tables of 8 to 20 KiB, past
-	 * malloc's fast path, and W1 makes 30,000 a second.  Each under its
-	 * own mutex, a leaf lock; freed by fs_free. */
-	struct jcache {
-		pthread_mutex_t mu;
-		void *head;
-		unsigned n;
-	} wjc, rjc;
+	/* The data path's threads (syncer, worker) and kept jobs: file_i.h,
+	 * set up by file_async_init, freed by fs_free. */
+	struct file_async *fa;
 
 	bool replaying;			/* apply without live side effects */
 	bool readonly;
@@ -158,9 +142,12 @@ struct tfs {
 	bool rescue;			/* tfs_opts.rescue mount: never write */
 };
 
-/* file_async.c: drain asynchronous writes and stop the syncer (unmount). */
+/* file_async.c: the data path's state (fs_new); 0 or -ENOMEM. */
+int file_async_init(struct tfs *fs);
+/* file_async.c: drain asynchronous I/O and stop the data path's threads
+ * (unmount). */
 void file_async_stop(struct tfs *fs);
-/* file_async.c: free the kept jobs and their mutexes (fs_free). */
+/* file_async.c: free the kept jobs and the state (fs_free). */
 void file_async_free(struct tfs *fs);
 
 /* ---- struct tfs setup and teardown (fs.c, shared by mount and format.c) ---- */
@@ -259,6 +246,9 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 /* ---- files (file.c) ---- */
 /* Truncate/extend to size; caller holds nothing; takes the inode exclusively. */
 int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size);
+/* Open @ip as a file (namei.c's tfs_create opens the file it made); the
+ * caller holds a kernel reference. */
+int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_file **out);
 
 /* A bounce buffer for an I/O of @len bytes (blocks until one is free):
  * from the small pool when it fits.  Give it back with fs_buf_put. */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "csum.h"
+#include "dev.h"
 #include "le.h"
 #include "log.h"
 #include "mirror.h"
@@ -77,6 +78,10 @@ struct log {
 	uint64_t commit_gen;		/* commits started */
 	uint64_t done_gen;		/* commits finished */
 	uint64_t inflight_last;		/* last seq of the in-flight chunk */
+	/* Payload bytes promised to log_reserve'd transactions not appended
+	 * yet: pending->len + reserved <= max_payload, so they never commit. */
+	size_t reserved;
+	pthread_cond_t reserve_cv;	/* reserved went down */
 	struct log_stats st;
 };
 
@@ -187,6 +192,7 @@ static int commit_round(struct log *l)
 
 	if (!b->ntx)
 		return 0;
+	dev_assert_may_block("log commit");
 	nb = chunk_blocks(b->len);
 	ret = place_chunk(l, nb, &at);
 	if (ret)
@@ -294,33 +300,56 @@ int log_commit(struct log *l, uint64_t seq)
 	return ret;
 }
 
-int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq)
+/* Make room for @len more unreserved bytes in the pending chunk (mu
+ * held): commit it when full, or wait for the reserved appends when the
+ * reservations alone leave no room (they append without waiting). */
+static int make_room(struct log *l, size_t len)
 {
-	struct chunkbuf *b;
-	uint64_t need;
 	int ret;
 
-	if (tx->len > l->max_payload)
-		return -E2BIG;
-	pthread_mutex_lock(&l->mu);
-	/* The pending chunk is bounded; when this tx does not fit, commit it
-	 * now.  That is not a wait for space: the space exists. */
-	while (l->pending->ntx && l->pending->len + tx->len > l->max_payload) {
+	for (;;) {
+		if (l->pending->len + l->reserved + len <= l->max_payload)
+			return 0;
+		if (!l->pending->ntx) {
+			pthread_cond_wait(&l->reserve_cv, &l->mu);
+			continue;
+		}
 		if (l->committing) {
 			wait_inflight(l);
 			continue;
 		}
 		ret = commit_round(l);
-		if (ret) {
-			pthread_mutex_unlock(&l->mu);
+		if (ret)
 			return ret;
-		}
+	}
+}
+
+int log_append(struct log *l, struct log_buf *tx, uint64_t *seq)
+{
+	struct chunkbuf *b;
+	uint64_t need;
+	int ret = 0;
+
+	if (tx->len > l->max_payload)
+		return -E2BIG;
+	pthread_mutex_lock(&l->mu);
+	/* The pending chunk is bounded; when this tx does not fit, commit it
+	 * now.  That is not a wait for space: the space exists.  A reserved
+	 * tx fits by construction. */
+	if (tx->reserved) {
+		tx->reserved = false;
+		l->reserved -= tx->len;
+		pthread_cond_broadcast(&l->reserve_cv);
+	} else {
+		ret = make_room(l, tx->len);
 	}
 	b = l->pending;
 	need = used_locked(l) - cb_blocks(b) + chunk_blocks(b->len + tx->len);
-	if (need > l->nblocks - 1) {
+	if (!ret && need > l->nblocks - 1)
+		ret = -ENOSPC;
+	if (ret) {
 		pthread_mutex_unlock(&l->mu);
-		return -ENOSPC;
+		return ret;
 	}
 	if (tx->len)
 		memcpy(b->p + CHUNK_HDR + b->len, tx->p, tx->len);
@@ -332,6 +361,31 @@ int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq)
 	l->st.appends++;
 	pthread_mutex_unlock(&l->mu);
 	return 0;
+}
+
+int log_reserve(struct log *l, struct log_buf *tx)
+{
+	int ret = -EAGAIN;
+
+	pthread_mutex_lock(&l->mu);
+	if (!tx->reserved && l->pending->len + l->reserved + tx->len <= l->max_payload) {
+		l->reserved += tx->len;
+		tx->reserved = true;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
+void log_unreserve(struct log *l, struct log_buf *tx)
+{
+	if (!tx->reserved)
+		return;
+	pthread_mutex_lock(&l->mu);
+	tx->reserved = false;
+	l->reserved -= tx->len;
+	pthread_cond_broadcast(&l->reserve_cv);
+	pthread_mutex_unlock(&l->mu);
 }
 
 /* Asks for a checkpoint once per sleep: if the one a wakeup came from did
@@ -459,6 +513,7 @@ int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t 
 	pthread_mutex_init(&l->cb_mu, NULL);
 	pthread_cond_init(&l->commit_cv, NULL);
 	pthread_cond_init(&l->space_cv, NULL);
+	pthread_cond_init(&l->reserve_cv, NULL);
 	*out = l;
 	return 0;
 }
@@ -474,6 +529,7 @@ void log_close(struct log *l)
 	cb_free(l->spare);
 	pthread_cond_destroy(&l->commit_cv);
 	pthread_cond_destroy(&l->space_cv);
+	pthread_cond_destroy(&l->reserve_cv);
 	pthread_mutex_destroy(&l->cb_mu);
 	pthread_mutex_destroy(&l->mu);
 	free(l);

@@ -80,6 +80,7 @@ struct log_rec {
 struct log_buf {
 	uint8_t *p;
 	size_t len, cap;
+	bool reserved;		/* log_reserve'd: appending it never commits */
 };
 
 void log_buf_init(struct log_buf *b);
@@ -160,7 +161,17 @@ int log_wait_space(struct log *l);
 /* Append one transaction (all its records go into the same chunk).  Returns
  * the assigned seq in *seq.  Never waits for space (see log_wait_space);
  * -ENOSPC only if the region is truly full. */
-int log_append(struct log *l, const struct log_buf *tx, uint64_t *seq);
+int log_append(struct log *l, struct log_buf *tx, uint64_t *seq);
+/*
+ * For a caller that must not wait (the I/O completion thread): room for
+ * @tx in the pending chunk, so that log_append(tx) cannot run a commit
+ * round.  0: reserved (tx->reserved); -EAGAIN: no room now, nothing held.
+ * log_unreserve gives a reservation back when the append does not happen
+ * (a no-op without one).  The append consumes it; @tx must not change
+ * in between.
+ */
+int log_reserve(struct log *l, struct log_buf *tx);
+void log_unreserve(struct log *l, struct log_buf *tx);
 /* Make everything up to @seq durable (group commit).  seq = UINT64_MAX
  * means everything appended so far. */
 int log_commit(struct log *l, uint64_t seq);

@@ -153,6 +153,7 @@ void log_buf_init(struct log_buf *b)
 {
 	b->p = NULL;
 	b->len = b->cap = 0;
+	b->reserved = false;
 }
 
 void log_buf_reset(struct log_buf *b)

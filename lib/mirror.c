@@ -455,7 +455,7 @@ int mirror_write_begin(struct mirror *m, uint64_t blk, const void *buf, uint32_t
 	return 0;
 }
 
-int mirror_write_end(struct mirror *m, struct mirror_wr *w, int submit_ret)
+int mirror_write_end_noack(struct mirror *m, struct mirror_wr *w, int submit_ret)
 {
 	unsigned i, ok = 0, failed = 0;
 
@@ -477,9 +477,21 @@ int mirror_write_end(struct mirror *m, struct mirror_wr *w, int submit_ret)
 		busy_add(m, w->r0, w->r1, -1);
 	if (!ok)
 		return -EIO;
+	return m->on_degraded && mirror_healthy(m) < m->ndevs ? MIRROR_ACK_DEGRADED : 0;
+}
+
+int mirror_ack_degraded(struct mirror *m)
+{
+	return ack_degraded(m);
+}
+
+int mirror_write_end(struct mirror *m, struct mirror_wr *w, int submit_ret)
+{
+	int ret = mirror_write_end_noack(m, w, submit_ret);
+
 	/* Outside the busy count: the superblock write must not hold up a
 	 * rebuild window. */
-	return ack_degraded(m);
+	return ret == MIRROR_ACK_DEGRADED ? ack_degraded(m) : ret;
 }
 
 void mirror_write_cancel(struct mirror *m, struct mirror_wr *w)
@@ -718,6 +730,7 @@ static int read_verified(struct mirror *m, uint64_t blk, void *buf, uint32_t nbl
 	}
 	if (!any_bad)
 		goto out;
+	dev_assert_may_block("read repair");
 
 	if (nh > 1 && posix_memalign((void **)&tmp, BLK, (size_t)nblk * BLK)) {
 		ret = -ENOMEM;

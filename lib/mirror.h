@@ -143,6 +143,12 @@ struct mirror_wr {
 int mirror_write_begin(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk,
 		       struct mirror_wr *w);
 int mirror_write_end(struct mirror *m, struct mirror_wr *w, int submit_ret);
+/* mirror_write_end without calling on_degraded, for a thread that must not
+ * wait (the I/O completion thread): MIRROR_ACK_DEGRADED when the write may
+ * only be acknowledged after mirror_ack_degraded() returns 0. */
+#define MIRROR_ACK_DEGRADED 1
+int mirror_write_end_noack(struct mirror *m, struct mirror_wr *w, int submit_ret);
+int mirror_ack_degraded(struct mirror *m);
 /* Instead of end, when the I/O was never issued. */
 void mirror_write_cancel(struct mirror *m, struct mirror_wr *w);
 

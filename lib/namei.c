@@ -17,6 +17,7 @@
  * happens at its forget.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -525,6 +526,56 @@ int tfs_mknod(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, de
 	if (S_ISDIR(mode) || S_ISLNK(mode))
 		return -EINVAL;
 	return create_stat(fs, parent, name, mode, rdev, NULL, c, st);
+}
+
+/* A regular file, opened: O_CREAT of open(2) (and an existing name opened
+ * like open(2) without it, unless O_EXCL). */
+int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
+	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f)
+{
+	struct tfs_inode *ip;
+	int ret;
+
+	for (int tries = 0; tries < 8; tries++) {
+		struct stat tmp;
+
+		ret = namei_create(fs, parent, name, S_IFREG | (mode & 07777), 0, NULL, c, &ip);
+		if (ret == 0) {
+			/* New and empty: no truncate needed. */
+			ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
+			if (ret) {
+				tfs_forget(fs, ip->ino, 1);
+				return ret;
+			}
+			break;
+		}
+		if (ret != -EEXIST || (flags & O_EXCL))
+			return ret;
+		/* Existing name: open it like open(2) without O_CREAT.  The lookup
+		 * adds the kernel reference create promises. */
+		ret = tfs_lookup(fs, parent, name, &tmp);
+		if (ret == -ENOENT)
+			continue;	/* unlinked meanwhile: create again */
+		if (ret)
+			return ret;
+		ip = fs_iget(fs, tmp.st_ino);
+		if (!ip) {
+			tfs_forget(fs, tmp.st_ino, 1);
+			continue;
+		}
+		ret = file_open_ip(fs, ip, flags, f);
+		if (ret) {
+			tfs_forget(fs, tmp.st_ino, 1);
+			return ret;
+		}
+		break;
+	}
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ip->lock);
+	fs_istat(ip, st);
+	pthread_mutex_unlock(&ip->lock);
+	return 0;
 }
 
 int tfs_mkdir(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,

@@ -174,6 +174,7 @@ int sbc_persist_stale(struct tfs *fs)
 
 	if (sbc_mu_held || !(out_of_sync(m) & ~atomic_load(&fs->sbc.stale)))
 		return 0;
+	dev_assert_may_block("superblock write");
 	sb_lock(fs);
 	for (int round = 0; ; round++) {
 		uint32_t need = out_of_sync(m);
@@ -227,6 +228,7 @@ int sbc_commit(struct tfs *fs)
 	 * take its old (same-generation) copy for a healthy one.  Under sbc.mu:
 	 * an emergency write (sbc_persist_stale) never interleaves, and the
 	 * generation keeps growing across both. */
+	dev_assert_may_block("superblock commit");
 	sb_lock(fs);
 	for (int round = 0; ; round++) {
 		bool changed = fill_dev_state(fs);

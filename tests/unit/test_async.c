@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: the asynchronous data path on the real io_uring completion threads (tfs_write_async, tfs_read_async, tfs_fsync_async): one thread keeps many writes in flight, concurrent writers and readers see exactly the model, same-range writes land in call order, a corrupt copy read asynchronously is repaired, and fsync calls back only once the log is durable. */
+/* Description: the asynchronous data path on the real io_uring completion threads (tfs_write_async, tfs_read_async, tfs_fsync_async): one thread keeps many writes in flight, concurrent writers and readers see exactly the model, same-range writes land in call order, a corrupt copy read asynchronously is repaired, fsync calls back only once the log is durable, and the completion thread never runs a log commit, a superblock write or a read repair (they go to the worker) while a write acknowledged under a failed device is durable with the device recorded stale before the acknowledgement. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -126,6 +126,29 @@ static void async_read(struct tfs_file *f, struct waiter *w, const uint8_t *want
 	tfs_read_async(f, off, len, read_cb, r);
 }
 
+/* Bad copies rewritten so far, on every device. */
+static uint64_t repaired(struct tfs *fs)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
+		n += atomic_load(&fs->mirror.ctr[i].repaired);
+	return n;
+}
+
+/* @n asynchronous reads of [0, len) at once, each returning model. */
+static void reads_ok(struct tfs_file *f, const uint8_t *model, size_t len, unsigned n)
+{
+	struct waiter w;
+
+	waiter_init(&w);
+	for (unsigned k = 0; k < n; k++)
+		async_read(f, &w, model, len, 0);
+	waiter_wait(&w, 0);
+	assert_int_equal(w.errors, 0);
+	waiter_fini(&w);
+}
+
 /* One thread, no waiting between writes: several are in flight at once,
  * which only an asynchronous path allows (the range lock counts them). */
 static void test_one_thread_in_flight(void **state)
@@ -239,9 +262,8 @@ static void test_read_repairs(void **state)
 {
 	struct env e;
 	struct tfs_file *f;
-	struct waiter w;
 	uint8_t *model = malloc(8 * BS), *junk = malloc(BS);
-	uint64_t rep0 = 0, rep1 = 0;
+	uint64_t rep0;
 	int fd;
 
 	if (env_init(&e, "uring", 256 * MiB))
@@ -258,18 +280,9 @@ static void test_read_repairs(void **state)
 		assert_true(fd >= 0);
 		assert_int_equal(pwrite(fd, junk, BS, (off_t)(ent(f, 3).phys * BS)), BS);
 		close(fd);
-		for (unsigned i = 0; i < e.fs->mirror.ndevs; i++)
-			rep0 += atomic_load(&e.fs->mirror.ctr[i].repaired);
-		waiter_init(&w);
-		for (int k = 0; k < 2; k++)
-			async_read(f, &w, model, 8 * BS, 0);
-		waiter_wait(&w, 0);
-		assert_int_equal(w.errors, 0);
-		waiter_fini(&w);
-		for (unsigned i = 0; i < e.fs->mirror.ndevs; i++)
-			rep1 += atomic_load(&e.fs->mirror.ctr[i].repaired);
-		assert_true(rep1 > rep0);
-		rep0 = rep1 = 0;
+		rep0 = repaired(e.fs);
+		reads_ok(f, model, 8 * BS, 2);
+		assert_true(repaired(e.fs) > rep0);
 	}
 	assert_int_equal(check_raw(&e, f), 2 * 8);
 	tfs_release(f);
@@ -321,6 +334,141 @@ static void test_fsync_async(void **state)
 	free(buf);
 }
 
+struct dreq {
+	struct waiter *w;
+	struct tfs *fs;
+	size_t len;
+};
+
+/* Acknowledged: the superblock recording device 1 stale is durable. */
+static void degraded_cb(void *arg, ssize_t res)
+{
+	struct dreq *r = arg;
+
+	waiter_done(r->w, res == (ssize_t)r->len && (atomic_load(&r->fs->sbc.stale) & 2u));
+	free(r);
+}
+
+/* Async writes of model's 64 blocks, @rounds times, until the log wrote a
+ * chunk nobody asked for (its pending chunk filled on a completion). */
+static void writes_until_chunk(struct tfs_file *f, const uint8_t *model)
+{
+	struct log_stats st0, st;
+	struct waiter w;
+
+	log_get_stats(f->fs->log, &st0);
+	waiter_init(&w);
+	for (unsigned i = 0; i < 200000; i++) {
+		async_write(f, &w, model + (size_t)(i % 64) * BS, BS, (off_t)(i % 64) * BS, 0);
+		waiter_wait(&w, DEPTH);
+		log_get_stats(f->fs->log, &st);
+		if (st.chunks > st0.chunks)
+			break;
+	}
+	waiter_wait(&w, 0);
+	assert_int_equal(w.errors, 0);
+	assert_true(st.chunks > st0.chunks);
+	waiter_fini(&w);
+}
+
+/* Every read of device 0 returns corrupt bytes: half the reads need the
+ * other copy and a repair, and still return the model. */
+static void reads_with_repairs(struct env *e, struct tfs_file *f, const uint8_t *model)
+{
+	struct dev_fault_rule r = { .dev_idx = 0, .op = DEV_READ, .kind = DEV_FAULT_CORRUPT,
+				    .count = -1 };
+	uint64_t rep0 = repaired(e->fs);
+
+	assert_int_equal(dev_fault_add_rule(e->fs->be, &r), 0);
+	reads_ok(f, model, 64 * BS, 16);
+	dev_fault_clear(e->fs->be);
+	assert_true(repaired(e->fs) > rep0);
+}
+
+/* Every data write to device 1 fails: the first fails the device, and no
+ * write is acknowledged before the superblock saying so is durable. */
+static void degraded_writes(struct env *e, struct tfs_file *f, uint8_t *model)
+{
+	struct dev_fault_rule r = { .dev_idx = 1, .op = DEV_WRITE, .kind = DEV_FAULT_ERROR,
+				    .err = EIO, .count = -1 };
+	struct waiter w;
+
+	r.off = e->fs->sb.data_start * BS;
+	r.len = 256ull * MiB - r.off;
+	assert_int_equal(dev_fault_add_rule(e->fs->be, &r), 0);
+	fill_pattern(model, 64 * BS, 6);
+	waiter_init(&w);
+	for (unsigned i = 0; i < 64; i++) {
+		struct dreq *d = malloc(sizeof(*d));
+
+		assert_non_null(d);
+		*d = (struct dreq){ .w = &w, .fs = e->fs, .len = BS };
+		waiter_add(&w);
+		tfs_write_async(f, (off_t)i * BS, BS, fill_copy, model + (size_t)i * BS,
+				O_DSYNC, degraded_cb, d);
+	}
+	waiter_wait(&w, 0);
+	assert_int_equal(w.errors, 0);
+	waiter_fini(&w);
+	assert_int_not_equal(atomic_load(&e->fs->mirror.state[1]), MDEV_OK);
+}
+
+/*
+ * The completion thread (here the fault backend's emulation thread) only
+ * completes and hands on: the log commits, the read repairs and the
+ * superblock write of a degraded write above all run on the worker
+ * (dev_assert_may_block counts any that does not).  And the O_DSYNC writes
+ * acknowledged under the failed device are there after a crash.
+ */
+static void test_completion_hands_on(void **state)
+{
+	struct env e;
+	struct tfs_file *f;
+	uint8_t *model = malloc(64 * BS);
+	unsigned long v0;
+
+	env_init(&e, "file", 256 * MiB);
+	e.fault = "dev=any,op=read,count=0";	/* the fault backend, idle */
+	env_remount(&e);
+	assert_true(dev_async_supported(e.fs->be));
+	f = mkfile(&e, "f");
+	fill_pattern(model, 64 * BS, 5);
+	pwrite_ok(f, model, 64 * BS, 0);
+	assert_int_equal(tfs_fsync(e.fs, tfs_file_ino(f), false), 0);
+	v0 = atomic_load(&dev_block_violations);
+
+	writes_until_chunk(f, model);
+	reads_with_repairs(&e, f, model);
+	degraded_writes(&e, f, model);
+	assert_int_equal(atomic_load(&dev_block_violations), v0);
+	assert_int_equal(v0, 0);	/* nor in the tests before */
+
+	/* A crash now (nothing committed on the way out): device 1 is
+	 * durably stale (a plain mount refuses it), and what was acknowledged
+	 * reads back from device 0 on a degraded mount. */
+	tfs_release(f);
+	tfs_abandon(e.fs);
+	e.fs = NULL;
+	live_fs = NULL;
+	e.fault = NULL;
+	assert_int_equal(env_mount(&e), -ENODEV);
+	{
+		const char *devs[2] = { e.img[0], e.img[1] };
+		struct tfs_opts o = { .devs = devs, .ndevs = 2, .backend = "file",
+				      .commit_ms = e.commit_ms, .degraded = true };
+		char err[256] = "";
+
+		assert_int_equal(tfs_mount(&o, &e.fs, err, sizeof(err)), 0);
+		live_fs = e.fs;
+	}
+	assert_int_not_equal(atomic_load(&e.fs->mirror.state[1]), MDEV_OK);
+	f = reopen(&e, "f");
+	check_model(f, model, 64 * BS);
+	tfs_release(f);
+	env_fini(&e);
+	free(model);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +476,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_threads_model, teardown),
 		cmocka_unit_test_teardown(test_read_repairs, teardown),
 		cmocka_unit_test_teardown(test_fsync_async, teardown),
+		cmocka_unit_test_teardown(test_completion_hands_on, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -565,6 +565,61 @@ static void test_append_replay(void **state)
 	env_close(&e);
 }
 
+/* A reserved tx appends without a commit round, even after unreserved
+ * ones filled the pending chunk meanwhile (they commit around the room it
+ * holds); a reservation with no room is refused; all of it replays. */
+static void test_reserve(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g;
+	struct log_buf b, r;
+	struct log_stats st0, st;
+	struct ids s = { 0 };
+	uint64_t seq, end, next, id;
+
+	env_open(&e, 1024);
+	g = geom(&e, 78, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, NULL, &l), 0);
+	log_buf_init(&b);
+	log_buf_init(&r);
+	make_tx(&r, 1, 3000);
+	assert_int_equal(log_reserve(l, &r), 0);
+	assert_true(r.reserved);
+	log_get_stats(l, &st0);
+	for (id = 2;; id++) {
+		make_tx(&b, id, 2000);
+		assert_int_equal(log_append(l, &b, &seq), 0);
+		log_get_stats(l, &st);
+		if (st.chunks > st0.chunks)
+			break;
+		assert_true(id < 10000);
+	}
+	/* No room for a chunk's worth beside what is pending now. */
+	b.len = 1024 * 4096 / 16 - 64;
+	if (b.cap < b.len) {
+		b.p = realloc(b.p, b.len);
+		b.cap = b.len;
+	}
+	assert_int_equal(log_reserve(l, &b), -EAGAIN);
+	assert_false(b.reserved);
+	log_unreserve(l, &b);	/* without a reservation: nothing */
+	st0 = st;
+	assert_int_equal(log_append(l, &r, &seq), 0);
+	assert_false(r.reserved);
+	log_get_stats(l, &st);
+	assert_int_equal(st.chunks, st0.chunks);
+	assert_int_equal(log_commit(l, UINT64_MAX), 0);
+	log_close(l);
+	assert_int_equal(replay(&e, 78, 0, 1, &s, &end, &next), 0);
+	assert_int_equal(s.n, id);
+	assert_int_equal(s.v[id - 1], 1);	/* appended last */
+	log_buf_free(&b);
+	log_buf_free(&r);
+	free(s.v);
+	env_close(&e);
+}
+
 /* ---- group commit ---- */
 
 #define GC_THREADS 8
@@ -1105,6 +1160,7 @@ int main(void)
 		cmocka_unit_test(test_barrier),
 		cmocka_unit_test(test_wait_space),
 		cmocka_unit_test(test_commit_error),
+		cmocka_unit_test(test_reserve),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
