@@ -21,6 +21,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "tlog.h"
 
 void meta_tx_init(struct meta_tx *tx)

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * inode: the in-memory inode table (a power-of-two chained hash keyed by
- * inode number), inode life cycle (create, free, stat, encode) and the
- * reference counts that decide when an unlinked inode is deleted.
+ * inode number), the handles in front of it (inode_get/inode_put, a
+ * reference count per inode) and the accessors of inode.h, inode life
+ * cycle in memory (create, free, stat, encode).  When an unlinked inode is
+ * deleted is idelete.c's business; what a record changes is apply.c's.
  *
- * An inode is deleted when it has no name (nlink 0), no kernel reference
- * (nlookup 0) and no open handle (nopen 0).  Every drop of a count to zero
- * happens under fs->ns_lock, and so does every delete: otherwise two
- * droppers (say a forget and a release) could both see "last" and the second
- * would touch an inode the first already freed.  Drops that leave the count
- * above zero need no lock.
+ * The table holds one reference to each inode in it and every handle
+ * another; fs_ifree takes the inode out of the table, drops its blocks and
+ * puts the table's reference, so its memory goes with the last handle.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +18,8 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
+#include "inode_i.h"
 #include "tlog.h"
 
 #define ITABLE_MIN 64
@@ -110,6 +111,7 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 
 static void put_ptr(void *dst, struct tfs_inode *ip)
 {
+	atomic_fetch_add(&ip->refs, 1);	/* a handle: under itable_lock */
 	memcpy(dst, &ip, sizeof(ip));
 }
 
@@ -128,6 +130,13 @@ int fs_isnapshot(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
 	return ret;
 }
 
+void fs_isnapshot_put(struct tfs *fs, struct tfs_inode **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		inode_put(fs, v[i]);
+	free(v);
+}
+
 int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
 {
 	void *v;
@@ -138,18 +147,63 @@ int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
 	return ret;
 }
 
-struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
+/* Caller holds itable_lock. */
+static struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino)
 {
 	struct tfs_inode *ip = NULL;
 
-	pthread_rwlock_rdlock(&fs->itable_lock);
 	if (fs->itable) {
 		ip = fs->itable[ihash(ino, fs->itable_size)];
 		while (ip && ip->ino != ino)
 			ip = ip->hnext;
 	}
+	return ip;
+}
+
+struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+
+	pthread_rwlock_rdlock(&fs->itable_lock);
+	ip = itable_find(fs, ino);
 	pthread_rwlock_unlock(&fs->itable_lock);
 	return ip;
+}
+
+int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+{
+	struct tfs_inode *ip;
+
+	pthread_rwlock_rdlock(&fs->itable_lock);
+	ip = itable_find(fs, ino);
+	if (ip)		/* in the table: it holds a reference, so ours is not the first */
+		atomic_fetch_add(&ip->refs, 1);
+	pthread_rwlock_unlock(&fs->itable_lock);
+	*out = ip;
+	return ip ? 0 : -ENOENT;
+}
+
+bool inode_exists(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+
+	if (inode_get(fs, ino, &ip))
+		return false;
+	inode_put(fs, ip);
+	return true;
+}
+
+struct tfs_inode *inode_grab(struct tfs_inode *ip)
+{
+	atomic_fetch_add(&ip->refs, 1);
+	return ip;
+}
+
+void inode_put(struct tfs *fs, struct tfs_inode *ip)
+{
+	(void)fs;	/* the format v2 cache will write back and evict here */
+	if (ip && atomic_fetch_sub(&ip->refs, 1) == 1)
+		inode_release_mem(ip, NULL, NULL);
 }
 
 /* Double the bucket array; caller holds itable_lock for writing.  Failure
@@ -181,6 +235,7 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
 	if (!ip)
 		return NULL;
 	ip->ino = ino;
+	atomic_store(&ip->refs, 1);	/* the table's */
 	pthread_mutex_init(&ip->lock, NULL);
 	extent_init(&ip->map);
 	rl_init(&ip->rl);
@@ -220,8 +275,13 @@ void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *c
 			atomic_fetch_sub(&fs->ninodes, 1);
 		}
 	}
+	atomic_store(&ip->dead, true);
 	pthread_rwlock_unlock(&fs->itable_lock);
-	inode_release_mem(ip, drop, ctx);
+	/* The blocks go now (into the caller's transaction); a handle still
+	 * held sees an empty map until it is put. */
+	extent_destroy(&ip->map, drop, ctx);
+	extent_init(&ip->map);
+	inode_put(fs, ip);	/* the table's reference */
 }
 
 void fs_istat(struct tfs_inode *ip, struct stat *st)
@@ -281,12 +341,13 @@ uint32_t tfs_fh_gen(struct tfs *fs, uint64_t ino)
 	struct tfs_inode *ip;
 	uint64_t key[2], h;
 
-	if (ino == TFS_ROOT_INO || !(ip = fs_iget(fs, ino)))
+	if (ino == TFS_ROOT_INO || inode_get(fs, ino, &ip))
 		return 0;
 	pthread_mutex_lock(&ip->lock);
 	key[0] = ip->gen;
 	key[1] = (uint64_t)fs_ts_ns(ip->btime);
 	pthread_mutex_unlock(&ip->lock);
+	inode_put(fs, ip);
 	h = XXH3_64bits(key, sizeof(key));
 	return (uint32_t)(h ^ h >> 32);
 }
@@ -296,105 +357,138 @@ uint64_t fs_ialloc(struct tfs *fs)
 	return atomic_fetch_add(&fs->next_ino, 1);
 }
 
-void fs_imaybe_delete_locked(struct tfs *fs, struct tfs_inode *ip)
-{
-	if (ip->ino == TFS_ROOT_INO || fs->readonly)
-		return;
-	/* Under ns_lock nlink cannot change, nlookup cannot rise from 0 (a
-	 * lookup needs a name, and there is none), and opens need a lookup. */
-	pthread_mutex_lock(&ip->lock);
-	bool dead = ip->nlink == 0 && atomic_load(&ip->nlookup) == 0 &&
-		    atomic_load(&ip->nopen) == 0;
-	pthread_mutex_unlock(&ip->lock);
-	if (!dead)
-		return;
 
-	struct meta_tx tx;
-	struct log_rec r = { .type = LR_INODE_DEL };
-	uint64_t seq;
-	uint64_t ino = ip->ino;
+/* ---- accessors (inode.h) ---- */
 
-	r.del.ino = ino;
-	meta_tx_init(&tx);
-	/* The apply frees ip, so no inode lock may be held here; nobody else
-	 * can reach an inode without names, references or opens. */
-	int ret = meta_tx_add(&tx, &r);
-	if (!ret)
-		ret = meta_tx_commit(fs, &tx, &seq);
-	meta_tx_free(&tx);
-	if (ret)
-		tfs_log(LOG_ERR, "deleting inode %llu failed: %s",
-			(unsigned long long)ino, strerror(-ret));
-}
-
-void fs_imaybe_delete(struct tfs *fs, struct tfs_inode *ip)
-{
-	if (fs->log)
-		log_wait_space(fs->log);
-	pthread_mutex_lock(&fs->ns_lock);
-	fs_imaybe_delete_locked(fs, ip);
-	pthread_mutex_unlock(&fs->ns_lock);
-}
-
-/* Drop n from *c without a lock if that leaves it above zero. */
-static bool dec_unless_last64(_Atomic uint64_t *c, uint64_t n)
-{
-	uint64_t v = atomic_load(c);
-	while (v > n)
-		if (atomic_compare_exchange_weak(c, &v, v - n))
-			return true;
-	return false;
-}
-
-static bool dec_unless_last32(_Atomic uint32_t *c)
-{
-	uint32_t v = atomic_load(c);
-	while (v > 1)
-		if (atomic_compare_exchange_weak(c, &v, v - 1))
-			return true;
-	return false;
-}
-
-/* Whether dropping the last count may delete: only for unlinked inodes.
- * A racy read is fine: it only decides whether to wait for log space. */
-static bool maybe_unlinked(struct tfs_inode *ip)
+void inode_lock(struct tfs_inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
-	bool r = ip->nlink == 0;
+}
+
+void inode_unlock(struct tfs_inode *ip)
+{
 	pthread_mutex_unlock(&ip->lock);
-	return r;
 }
 
-void fs_iput_open(struct tfs *fs, struct tfs_inode *ip)
+uint64_t inode_ino(const struct tfs_inode *ip)
 {
-	if (dec_unless_last32(&ip->nopen))
-		return;
-	if (fs->log && maybe_unlinked(ip))
-		log_wait_space(fs->log);
-	pthread_mutex_lock(&fs->ns_lock);
-	/* CAS: a concurrent lock-free change must not be lost. */
-	uint32_t v = atomic_load(&ip->nopen);
-	while (!atomic_compare_exchange_weak(&ip->nopen, &v, v ? v - 1 : 0))
-		;
-	fs_imaybe_delete_locked(fs, ip);
-	pthread_mutex_unlock(&fs->ns_lock);
+	return ip->ino;
 }
 
-void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup)
+uint32_t inode_mode(const struct tfs_inode *ip)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	return ip->mode;
+}
 
-	if (!ip || !nlookup)
-		return;
-	if (dec_unless_last64(&ip->nlookup, nlookup))
-		return;
-	if (fs->log && maybe_unlinked(ip))
-		log_wait_space(fs->log);
-	pthread_mutex_lock(&fs->ns_lock);
-	uint64_t v = atomic_load(&ip->nlookup);
-	while (!atomic_compare_exchange_weak(&ip->nlookup, &v,
-					     v > nlookup ? v - nlookup : 0))
-		;
-	fs_imaybe_delete_locked(fs, ip);
-	pthread_mutex_unlock(&fs->ns_lock);
+uint32_t inode_nlink(const struct tfs_inode *ip)
+{
+	return ip->nlink;
+}
+
+uint32_t inode_uid(const struct tfs_inode *ip)
+{
+	return ip->uid;
+}
+
+uint32_t inode_gid(const struct tfs_inode *ip)
+{
+	return ip->gid;
+}
+
+uint32_t inode_flags(const struct tfs_inode *ip)
+{
+	return ip->flags;
+}
+
+uint64_t inode_rdev(const struct tfs_inode *ip)
+{
+	return ip->rdev;
+}
+
+uint64_t inode_generation(const struct tfs_inode *ip)
+{
+	return ip->gen;
+}
+
+uint64_t inode_parent(const struct tfs_inode *ip)
+{
+	return ip->parent;
+}
+
+uint64_t inode_size(const struct tfs_inode *ip)
+{
+	return atomic_load(&ip->size);
+}
+
+struct timespec inode_atime(const struct tfs_inode *ip)
+{
+	return ip->atime;
+}
+
+struct timespec inode_mtime(const struct tfs_inode *ip)
+{
+	return ip->mtime;
+}
+
+struct timespec inode_ctime(const struct tfs_inode *ip)
+{
+	return ip->ctime;
+}
+
+struct timespec inode_btime(const struct tfs_inode *ip)
+{
+	return ip->btime;
+}
+
+const char *inode_symlink(const struct tfs_inode *ip)
+{
+	return ip->symlink;
+}
+
+struct dir *inode_dir(const struct tfs_inode *ip)
+{
+	return ip->dir;
+}
+
+const struct xattr *inode_xattrs(const struct tfs_inode *ip)
+{
+	return ip->xattrs;
+}
+
+uint64_t inode_mapped(const struct tfs_inode *ip)
+{
+	return extent_mapped(&ip->map);
+}
+
+struct rangelock *inode_rl(struct tfs_inode *ip)
+{
+	return &ip->rl;
+}
+
+void inode_lookup_add(struct tfs_inode *ip, uint64_t n)
+{
+	atomic_fetch_add(&ip->nlookup, n);
+}
+
+void inode_open_add(struct tfs_inode *ip)
+{
+	atomic_fetch_add(&ip->nopen, 1);
+}
+
+/* ---- the block map: the in-memory tables back it, so only holes fail ---- */
+
+int inode_extent_lookup(struct tfs_inode *ip, uint64_t fblk, struct extent_ent *out)
+{
+	return extent_lookup(&ip->map, fblk, out);
+}
+
+uint64_t inode_next_data(struct tfs_inode *ip, uint64_t fblk)
+{
+	return extent_next_data(&ip->map, fblk);
+}
+
+int inode_extent_walk(struct tfs_inode *ip, uint64_t from, uint64_t to, extent_run_fn cb,
+		      void *ctx)
+{
+	return extent_walk(&ip->map, from, to, cb, ctx);
 }

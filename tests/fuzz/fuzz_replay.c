@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "fs_mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
