@@ -154,6 +154,11 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	return 0;
 }
 
+void tfs_log_stats(struct tfs *fs, struct log_stats *st)
+{
+	log_get_stats(fs->log, st);
+}
+
 static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
@@ -173,7 +178,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "alloc_errors", alloc_errors(fs->alloc));
 	jb_obj_end(j);
 	jb_obj_begin(j, "log");
-	log_get_stats(fs->log, &ls);
+	tfs_log_stats(fs, &ls);
 	jb_u64(j, "appends", ls.appends);
 	jb_u64(j, "commits", ls.commits);
 	jb_u64(j, "chunks", ls.chunks);
