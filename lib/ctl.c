@@ -145,7 +145,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_bool(j, "readonly", fs->readonly);
 	jb_str(j, "backend", tfs_backend_name(fs));
 	space_json(fs, j);
-	jb_u64(j, "inodes", atomic_load(&fs->ninodes));
+	jb_u64(j, "inodes", fs_ninodes(fs));
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");
 	scrub_status_json(fs, j);
@@ -168,7 +168,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 		return -ENOMEM;
 	sb_snapshot(fs, sb);
 	jb_str(j, "backend", tfs_backend_name(fs));
-	jb_u64(j, "inodes", atomic_load(&fs->ninodes));
+	jb_u64(j, "inodes", fs_ninodes(fs));
 	jb_u64(j, "next_ino", atomic_load(&fs->next_ino));
 	jb_u64(j, "commit_ms", fs->commit_ms);
 	jb_obj_begin(j, "space");

@@ -1181,7 +1181,7 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	st->f_blocks = total;
 	st->f_bfree = free_;
 	st->f_bavail = free_ > reserve ? free_ - reserve : 0;
-	st->f_files = atomic_load(&fs->ninodes) + free_;
+	st->f_files = fs_ninodes(fs) + free_;
 	st->f_ffree = free_;
 	st->f_favail = free_;
 	st->f_namemax = TFS_NAME_MAX;

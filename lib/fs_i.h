@@ -12,7 +12,7 @@
  *
  * Lock order: fs->ckpt_mu -> fs->ns_lock -> inode rangelock -> inode->lock
  * (parent before child; two unrelated inodes in increasing ino order) ->
- * fs->itable_lock -> log -> alloc.  A checkpoint takes ckpt_mu, then
+ * the inode table's lock (inode.c) -> log -> alloc.  A checkpoint takes ckpt_mu, then
  * ns_lock and every inode's locks in turn, so no one holding any of those
  * may wait for a checkpoint (log_wait_space comes before taking locks).
  * fs->sbc.mu (sbcommit.h) is a leaf below all of these (only device I/O
@@ -85,10 +85,7 @@ struct tfs {
 	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
 	struct discard *discard;	/* discard.c: set up by mount, freed by fs_free */
 
-	pthread_rwlock_t itable_lock;	/* protects itable buckets */
-	struct tfs_inode **itable;
-	size_t itable_size;		/* power of two */
-	_Atomic uint64_t ninodes;
+	struct itable *itab;		/* inode.c: the inode table (inode_i.h) */
 	_Atomic uint64_t next_ino;
 
 	pthread_mutex_t ns_lock;	/* serializes namespace changes */

@@ -32,17 +32,31 @@ static size_t ihash(uint64_t ino, size_t size)
 
 int fs_itable_init(struct tfs *fs)
 {
-	int ret = pthread_rwlock_init(&fs->itable_lock, NULL);
-	if (ret)
+	struct itable *t = calloc(1, sizeof(*t));
+	int ret;
+
+	if (!t)
+		return -ENOMEM;
+	ret = pthread_rwlock_init(&t->lock, NULL);
+	if (ret) {
+		free(t);
 		return -ret;
-	fs->itable = calloc(ITABLE_MIN, sizeof(*fs->itable));
-	if (!fs->itable) {
-		pthread_rwlock_destroy(&fs->itable_lock);
+	}
+	t->b = calloc(ITABLE_MIN, sizeof(*t->b));
+	if (!t->b) {
+		pthread_rwlock_destroy(&t->lock);
+		free(t);
 		return -ENOMEM;
 	}
-	fs->itable_size = ITABLE_MIN;
-	atomic_store(&fs->ninodes, 0);
+	t->size = ITABLE_MIN;
+	atomic_store(&t->n, 0);
+	fs->itab = t;
 	return 0;
+}
+
+uint64_t fs_ninodes(struct tfs *fs)
+{
+	return fs->itab ? atomic_load(&fs->itab->n) : 0;
 }
 
 static void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *ctx)
@@ -63,21 +77,24 @@ static void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *c
 
 void fs_itable_destroy(struct tfs *fs)
 {
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b], *next; ip; ip = next) {
+	struct itable *t = fs->itab;
+
+	if (!t)
+		return;
+	for (size_t b = 0; t->b && b < t->size; b++) {
+		for (struct tfs_inode *ip = t->b[b], *next; ip; ip = next) {
 			next = ip->hnext;
 			inode_release_mem(ip, NULL, NULL);
 		}
 	}
-	free(fs->itable);
-	fs->itable = NULL;
-	fs->itable_size = 0;
-	atomic_store(&fs->ninodes, 0);
-	pthread_rwlock_destroy(&fs->itable_lock);
+	free(t->b);
+	pthread_rwlock_destroy(&t->lock);
+	free(t);
+	fs->itab = NULL;
 }
 
 /* Copies one element per inode (a pointer or a number) into a growing
- * array, under itable_lock shared: the one walk of the table the
+ * array, under the table lock shared: the one walk of the table the
  * snapshots below share. */
 static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct tfs_inode *ip),
 		     void **out, size_t *nout)
@@ -85,15 +102,15 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 	char *v = NULL;
 	size_t n = 0, cap = 0;
 
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	for (size_t b = 0; fs->itab->b && b < fs->itab->size; b++) {
+		for (struct tfs_inode *ip = fs->itab->b[b]; ip; ip = ip->hnext) {
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 256;
 				char *nv = realloc(v, nc * esz);
 
 				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
+					pthread_rwlock_unlock(&fs->itab->lock);
 					free(v);
 					return -ENOMEM;
 				}
@@ -103,7 +120,7 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 			put(v + n++ * esz, ip);
 		}
 	}
-	pthread_rwlock_unlock(&fs->itable_lock);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	*out = v;
 	*nout = n;
 	return 0;
@@ -111,7 +128,7 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 
 static void put_ptr(void *dst, struct tfs_inode *ip)
 {
-	atomic_fetch_add(&ip->refs, 1);	/* a handle: under itable_lock */
+	atomic_fetch_add(&ip->refs, 1);	/* a handle: under the table lock */
 	memcpy(dst, &ip, sizeof(ip));
 }
 
@@ -147,13 +164,13 @@ int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
 	return ret;
 }
 
-/* Caller holds itable_lock. */
+/* Caller holds the table lock. */
 static struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino)
 {
 	struct tfs_inode *ip = NULL;
 
-	if (fs->itable) {
-		ip = fs->itable[ihash(ino, fs->itable_size)];
+	if (fs->itab->b) {
+		ip = fs->itab->b[ihash(ino, fs->itab->size)];
 		while (ip && ip->ino != ino)
 			ip = ip->hnext;
 	}
@@ -164,9 +181,9 @@ struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
 {
 	struct tfs_inode *ip;
 
-	pthread_rwlock_rdlock(&fs->itable_lock);
+	pthread_rwlock_rdlock(&fs->itab->lock);
 	ip = itable_find(fs, ino);
-	pthread_rwlock_unlock(&fs->itable_lock);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	return ip;
 }
 
@@ -174,11 +191,11 @@ int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 {
 	struct tfs_inode *ip;
 
-	pthread_rwlock_rdlock(&fs->itable_lock);
+	pthread_rwlock_rdlock(&fs->itab->lock);
 	ip = itable_find(fs, ino);
 	if (ip)		/* in the table: it holds a reference, so ours is not the first */
 		atomic_fetch_add(&ip->refs, 1);
-	pthread_rwlock_unlock(&fs->itable_lock);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	*out = ip;
 	return ip ? 0 : -ENOENT;
 }
@@ -206,26 +223,26 @@ void inode_put(struct tfs *fs, struct tfs_inode *ip)
 		inode_release_mem(ip, NULL, NULL);
 }
 
-/* Double the bucket array; caller holds itable_lock for writing.  Failure
+/* Double the bucket array; caller holds the table lock for writing.  Failure
  * only leaves the chains longer. */
 static void itable_grow(struct tfs *fs)
 {
-	size_t nsize = fs->itable_size ? fs->itable_size * 2 : ITABLE_MIN;
+	size_t nsize = fs->itab->size ? fs->itab->size * 2 : ITABLE_MIN;
 	struct tfs_inode **nt = calloc(nsize, sizeof(*nt));
 
 	if (!nt)
 		return;
-	for (size_t b = 0; b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b], *next; ip; ip = next) {
+	for (size_t b = 0; b < fs->itab->size; b++) {
+		for (struct tfs_inode *ip = fs->itab->b[b], *next; ip; ip = next) {
 			size_t h = ihash(ip->ino, nsize);
 			next = ip->hnext;
 			ip->hnext = nt[h];
 			nt[h] = ip;
 		}
 	}
-	free(fs->itable);
-	fs->itable = nt;
-	fs->itable_size = nsize;
+	free(fs->itab->b);
+	fs->itab->b = nt;
+	fs->itab->size = nsize;
 }
 
 struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
@@ -240,43 +257,43 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
 	extent_init(&ip->map);
 	rl_init(&ip->rl);
 
-	pthread_rwlock_wrlock(&fs->itable_lock);
-	if (!fs->itable || atomic_load(&fs->ninodes) + 1 > fs->itable_size)
+	pthread_rwlock_wrlock(&fs->itab->lock);
+	if (!fs->itab->b || atomic_load(&fs->itab->n) + 1 > fs->itab->size)
 		itable_grow(fs);
-	if (!fs->itable) {
-		pthread_rwlock_unlock(&fs->itable_lock);
+	if (!fs->itab->b) {
+		pthread_rwlock_unlock(&fs->itab->lock);
 		inode_release_mem(ip, NULL, NULL);
 		return NULL;
 	}
-	size_t h = ihash(ino, fs->itable_size);
-	for (struct tfs_inode *o = fs->itable[h]; o; o = o->hnext) {
+	size_t h = ihash(ino, fs->itab->size);
+	for (struct tfs_inode *o = fs->itab->b[h]; o; o = o->hnext) {
 		if (o->ino == ino) {	/* already there: callers look first */
-			pthread_rwlock_unlock(&fs->itable_lock);
+			pthread_rwlock_unlock(&fs->itab->lock);
 			inode_release_mem(ip, NULL, NULL);
 			return o;
 		}
 	}
-	ip->hnext = fs->itable[h];
-	fs->itable[h] = ip;
-	atomic_fetch_add(&fs->ninodes, 1);
-	pthread_rwlock_unlock(&fs->itable_lock);
+	ip->hnext = fs->itab->b[h];
+	fs->itab->b[h] = ip;
+	atomic_fetch_add(&fs->itab->n, 1);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	return ip;
 }
 
 void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *ctx)
 {
-	pthread_rwlock_wrlock(&fs->itable_lock);
-	if (fs->itable) {
-		struct tfs_inode **pp = &fs->itable[ihash(ip->ino, fs->itable_size)];
+	pthread_rwlock_wrlock(&fs->itab->lock);
+	if (fs->itab->b) {
+		struct tfs_inode **pp = &fs->itab->b[ihash(ip->ino, fs->itab->size)];
 		while (*pp && *pp != ip)
 			pp = &(*pp)->hnext;
 		if (*pp) {
 			*pp = ip->hnext;
-			atomic_fetch_sub(&fs->ninodes, 1);
+			atomic_fetch_sub(&fs->itab->n, 1);
 		}
 	}
 	atomic_store(&ip->dead, true);
-	pthread_rwlock_unlock(&fs->itable_lock);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	/* The blocks go now (into the caller's transaction); a handle still
 	 * held sees an empty map until it is put. */
 	extent_destroy(&ip->map, drop, ctx);

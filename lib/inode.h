@@ -121,16 +121,16 @@ void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *c
 uint64_t fs_ialloc(struct tfs *fs);	/* next free inode number */
 /* Every inode in the table, in table order, as handles in a malloc'ed
  * array: put each with inode_put and free the array (NULL when empty).
- * Takes itable_lock shared.  fs_isnapshot_inos, the numbers only.  0 or
+ * Takes the table lock shared.  fs_isnapshot_inos, the numbers only.  0 or
  * -ENOMEM. */
 int fs_isnapshot(struct tfs *fs, struct tfs_inode ***out, size_t *nout);
 void fs_isnapshot_put(struct tfs *fs, struct tfs_inode **v, size_t n);	/* puts and frees */
 int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout);
-/* Mount/unmount (fs.c): init sets up itable_lock and the buckets (fs_inew
- * also allocates the buckets lazily); destroy frees every inode without
- * dropping blocks and destroys itable_lock. */
+/* Mount/unmount (fs.c): init sets up fs->itab (lock and buckets);
+ * destroy frees every inode without dropping blocks, and the table. */
 int fs_itable_init(struct tfs *fs);
 void fs_itable_destroy(struct tfs *fs);
+uint64_t fs_ninodes(struct tfs *fs);	/* inodes in the table; no lock */
 
 /* ---- deleting (idelete.c) ---- */
 /* Delete an inode whose nlink is 0 once it has no lookups and no opens.

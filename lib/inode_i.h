@@ -27,14 +27,23 @@
 #include "rangelock.h"
 
 struct dir;		/* dir.h */
+
+/* The in-memory inode table: a power-of-two chained hash keyed by inode
+ * number (fs->itab).  Format v2 puts its bounded cache here. */
+struct itable {
+	pthread_rwlock_t lock;		/* protects the buckets and the chains */
+	struct tfs_inode **b;		/* NULL until the first inode */
+	size_t size;			/* power of two */
+	_Atomic uint64_t n;		/* inodes in the table */
+};
 struct xattr;		/* inode.h */
 
 struct tfs_inode {
 	uint64_t ino;
-	struct tfs_inode *hnext;	/* itable chain, protected by fs->itable_lock */
+	struct tfs_inode *hnext;	/* table chain, protected by fs->itab->lock */
 	/* Handles (inode_get/inode_put) plus one for the table while the
 	 * inode is in it: the memory goes when the last one is put.
-	 * dead is set (under itable_lock) when the inode leaves the table. */
+	 * dead is set (under the table lock) when the inode leaves the table. */
 	_Atomic uint32_t refs;
 	_Atomic bool dead;
 
