@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fs_i.h: private structures of the file system layer (fs.c, format.c,
- * inode.c, dir.c, namei.c, xattr.c, apply.c, ckpt.c, sbcommit.c, file.c).  Not for daemon/.
+ * fs_i.h: struct tfs, the mounted file system, and its setup helpers
+ * (fs.c), for lib/ only: not for daemon/, mkfs/, tools/ or bench/, which
+ * use tfs.h.  Subsystems declare their own functions and own their state
+ * behind their own headers: inode.h (handles; the table and the inode
+ * layout are private to inode.c, inode_i.h), apply.h (transactions),
+ * ckpt.h, sbcommit.h, scrub.h, rebuild.h, discard.h, event.h; this header
+ * includes the first three for the files that have always found them here.
  *
  * Every metadata change is a transaction of state records (log.h): the
  * operation builds the records under its locks, meta_tx_commit() applies
@@ -29,7 +34,9 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "apply.h"
 #include "bounce.h"
+#include "ckpt.h"
 #include "csum.h"
 #include "dev.h"
 #include "extent.h"
@@ -167,31 +174,6 @@ int fs_random_u64_nonzero(uint64_t *v);
  * a new log_id at the replay end.  Then tfs_checkpoint/tfs_unmount write
  * the in-memory state as the new checkpoint. */
 int fs_offline_commit(struct tfs *fs, char *err, size_t errlen);
-
-/* ---- transactions (apply.c) ---- */
-struct meta_tx {
-	struct log_buf buf;
-	/* runs of physical blocks the records dropped: freed when durable */
-	struct { uint64_t phys, n; } *drops;
-	size_t ndrops, capdrops;
-};
-void meta_tx_init(struct meta_tx *tx);
-void meta_tx_free(struct meta_tx *tx);
-int meta_tx_add(struct meta_tx *tx, const struct log_rec *r);
-/* Apply every record to memory (collecting dropped blocks), append to the
- * log, defer the drops to the returned seq.  Caller holds the locks of the
- * objects the records touch. */
-int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq);
-/* Apply one record (replay and live). */
-int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
-
-/* ---- checkpoint (ckpt.c) ---- */
-int ckpt_write(struct tfs *fs);			/* serialize + flip superblock */
-int ckpt_load(struct tfs *fs);			/* from fs->sb */
-/* Layout of a checkpoint of @bytes: payload blocks, then a table of one
- * u64 checksum per payload block (fsck and scrub verify copies with it). */
-void ckpt_geom(uint64_t bytes, uint64_t *payload, uint64_t *table);
-uint64_t ckpt_table_seed(const uint8_t fs_uuid[16]);	/* of the table's checksum */
 
 /* ---- namespace helpers (namei.c) ---- */
 /* Create a new inode of @mode (any type) named @name in @parent, with an
