@@ -554,7 +554,7 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 	bytes = fs->sb.ckpt_blocks * BLK;
 	pthread_mutex_unlock(&fs->ckpt_mu);
 
-	/* ns_lock keeps the inodes alive once the table lock is dropped. */
+	/* The handles keep the inodes' memory, ns_lock their fields still. */
 	pthread_mutex_lock(&fs->ns_lock);
 	ret = fs_isnapshot(fs, &v, &n);
 	if (ret < 0) {
