@@ -111,7 +111,8 @@ static void corrupt_a(int fd)
 	for (uint64_t b = 0; b < A_SIZE / BS; b++) {
 		struct extent_ent e;
 
-		extent_get(&fa->ip->map, b, &e);
+		if (inode_extent_lookup(fa->ip, b, &e))
+			continue;
 		if (e.phys && !(e.phys & EXTENT_UNWRITTEN) &&
 		    pwrite(fd, junk, BS, (off_t)(EXTENT_PHYS(e.phys) * BS)) != BS)
 			perror("complat: corrupt");

@@ -29,8 +29,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "log.h"
 #include "prof.h"
+#include "tfs.h"
 
 #define MiB (1024ull * 1024)
 
@@ -106,7 +107,7 @@ static int open_file(struct tfs *fs, const char *name, struct tfs_file **f)
 }
 
 /* Write the whole file once (1 MiB writes) and make it durable. */
-static int prewrite(struct tfs_file *f, uint64_t size)
+static int prewrite(struct tfs *fs, struct tfs_file *f, uint64_t size)
 {
 	uint8_t *b = malloc(MiB);
 	int ret = 0;
@@ -118,7 +119,7 @@ static int prewrite(struct tfs_file *f, uint64_t size)
 		if (tfs_pwrite(f, b, MiB, (off_t)off, 0) != (ssize_t)MiB)
 			ret = -EIO;
 	free(b);
-	return ret ? ret : tfs_fsync(f->fs, tfs_file_ino(f), false);
+	return ret ? ret : tfs_fsync(fs, tfs_file_ino(f), false);
 }
 
 static int run_pattern(struct tfs *fs, const struct pattern *p, int threads, double secs,
@@ -134,7 +135,7 @@ static int run_pattern(struct tfs *fs, const struct pattern *p, int threads, dou
 	if (ret)
 		return ret;
 	if (!p->seq) {
-		ret = prewrite(f, fsize);
+		ret = prewrite(fs, f, fsize);
 		if (ret)
 			goto out_f;
 	}
@@ -145,7 +146,7 @@ static int run_pattern(struct tfs *fs, const struct pattern *p, int threads, dou
 	}
 	prof_reset();
 	prof_enabled = prof;
-	log_get_stats(fs->log, &ls0);
+	tfs_log_stats(fs, &ls0);
 	t0 = prof_now();
 	for (int i = 0; i < nt; i++) {
 		struct job *j = &jobs[i];
@@ -180,7 +181,7 @@ static int run_pattern(struct tfs *fs, const struct pattern *p, int threads, dou
 		ret = tfs_fsync(fs, tfs_file_ino(f), false);
 	t1 = prof_now();
 	prof_enabled = false;
-	log_get_stats(fs->log, &ls1);
+	tfs_log_stats(fs, &ls1);
 	free(jobs);
 	if (ret)
 		goto out_f;

@@ -12,7 +12,7 @@
  *
  * meta_apply() takes no lock: live, the caller holds the locks of the
  * objects the records touch; replay is single-threaded.  Only the itable
- * insert/remove inside fs_inew/fs_ifree locks (itable_lock).
+ * insert/remove inside fs_inew/fs_ifree locks (the table lock).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +21,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "tlog.h"
 
 void meta_tx_init(struct meta_tx *tx)

@@ -31,6 +31,7 @@
 #include "dir.h"
 #include "discard.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "le.h"
 #include "sbcommit.h"
 #include "wib.h"
@@ -191,7 +192,7 @@ static int ckpt_serialize(struct tfs *fs, struct log_buf *out)
 			out->len += rest.len;
 		}
 	}
-	free(v);
+	fs_isnapshot_put(fs, v, n);
 	free(s.csums);
 	log_buf_free(&rest);
 	return ret;

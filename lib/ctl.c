@@ -145,13 +145,18 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_bool(j, "readonly", fs->readonly);
 	jb_str(j, "backend", tfs_backend_name(fs));
 	space_json(fs, j);
-	jb_u64(j, "inodes", atomic_load(&fs->ninodes));
+	jb_u64(j, "inodes", fs_ninodes(fs));
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");
 	scrub_status_json(fs, j);
 	jb_obj_end(j);
 	free(sb);
 	return 0;
+}
+
+void tfs_log_stats(struct tfs *fs, struct log_stats *st)
+{
+	log_get_stats(fs->log, st);
 }
 
 static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
@@ -163,7 +168,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 		return -ENOMEM;
 	sb_snapshot(fs, sb);
 	jb_str(j, "backend", tfs_backend_name(fs));
-	jb_u64(j, "inodes", atomic_load(&fs->ninodes));
+	jb_u64(j, "inodes", fs_ninodes(fs));
 	jb_u64(j, "next_ino", atomic_load(&fs->next_ino));
 	jb_u64(j, "commit_ms", fs->commit_ms);
 	jb_obj_begin(j, "space");
@@ -173,7 +178,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "alloc_errors", alloc_errors(fs->alloc));
 	jb_obj_end(j);
 	jb_obj_begin(j, "log");
-	log_get_stats(fs->log, &ls);
+	tfs_log_stats(fs, &ls);
 	jb_u64(j, "appends", ls.appends);
 	jb_u64(j, "commits", ls.commits);
 	jb_u64(j, "chunks", ls.chunks);

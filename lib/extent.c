@@ -255,7 +255,7 @@ void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx)
 	atomic_store(&m->mapped, 0);
 }
 
-void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out)
+int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *out)
 {
 	struct extent_ent *leaf = NULL;
 
@@ -263,10 +263,17 @@ void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *ou
 		leaf = get_leaf((struct extent_map *)m, fblk, 0);
 	if (leaf) {
 		*out = leaf[slot_of(fblk, 0)];
-	} else {
-		out->phys = 0;
-		out->csum = 0;
+		if (out->phys)
+			return 0;
 	}
+	out->phys = 0;
+	out->csum = 0;
+	return -ENOENT;
+}
+
+void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out)
+{
+	(void)extent_lookup(m, fblk, out);
 }
 
 /*

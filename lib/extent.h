@@ -68,7 +68,12 @@ int extent_set1(struct extent_map *m, uint64_t fblk, const struct extent_ent *e,
  * so the caller must hold the range exclusively (no reader inside it). */
 void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n,
 		  extent_drop_fn drop, void *ctx);
-/* Look up one block; a hole gives phys 0. */
+/* Look up one block: 0, or -ENOENT for a hole (*out zeroed).  In memory
+ * nothing else fails; the format v2 map read from disk will add -EIO, so
+ * callers pass any other error on. */
+int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *out);
+/* The same where a hole is just phys 0 (file.c and file_async.c until they
+ * are converted after the merge with the write pipeline rewrite). */
 void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out);
 
 /* First mapped block >= fblk, or EXTENT_MAX_FBLK. Skips empty subtrees. */

@@ -224,3 +224,51 @@ out_devs:
 	fs_close_devs(d, n);
 	return ret;
 }
+
+_Static_assert(TFS_DEV_MAX == DEV_MAX, "tfs.h and dev.h disagree on the device count");
+_Static_assert(TFS_LABEL_MAX + 1 == sizeof(((struct super *)0)->label),
+	       "tfs.h and super.h disagree on the label size");
+
+int tfs_format_info(const char *path, struct tfs_format_info *out, char *err, size_t errlen)
+{
+	struct dev_backend *be = NULL;
+	struct dev *d = NULL;
+	struct super sb;
+	char why[256] = "";
+	unsigned slot;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = dev_open(path, true, &d, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = dev_backend_create("file", &be);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: cannot create I/O backend: %s", path, strerror(-ret));
+		goto out_close;
+	}
+	ret = dev_backend_attach(be, d);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: cannot attach device: %s", path, strerror(-ret));
+		goto out_be;
+	}
+	memset(&sb, 0, sizeof(sb));
+	ret = super_read_dev(be, d, &sb, &slot, why, sizeof(why));
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: superblock not readable after format: %s", path,
+			   why[0] ? why : strerror(-ret));
+		goto out_be;
+	}
+	memcpy(out->fs_uuid, sb.fs_uuid, sizeof(out->fs_uuid));
+	memcpy(out->label, sb.label, sizeof(out->label));
+	out->label[TFS_LABEL_MAX] = '\0';
+	out->block_size = sb.block_size;
+	out->total_blocks = sb.total_blocks;
+	out->data_start = sb.data_start;
+	out->ndevs = sb.ndevs;
+out_be:
+	dev_backend_destroy(be);
+out_close:
+	dev_close(d);
+	return ret;
+}

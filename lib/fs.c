@@ -364,13 +364,13 @@ static int reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, cha
 		struct log_rec r = { .type = LR_INODE_DEL };
 		uint64_t blocks;
 
-		if (v[i]->nlink != 0 || v[i]->ino == TFS_ROOT_INO)
+		if (inode_nlink(v[i]) != 0 || inode_ino(v[i]) == TFS_ROOT_INO)
 			continue;
-		blocks = S_ISREG(v[i]->mode) ? extent_mapped(&v[i]->map) : 0;
-		r.del.ino = v[i]->ino;
+		blocks = S_ISREG(inode_mode(v[i])) ? inode_mapped(v[i]) : 0;
+		r.del.ino = inode_ino(v[i]);
 		ret = meta_apply(fs, &r, NULL);
 		if (ret < 0) {
-			free(v);
+			fs_isnapshot_put(fs, v, n);
 			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
 				   (unsigned long long)r.del.ino, strerror(-ret));
 			return ret;
@@ -378,7 +378,7 @@ static int reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, cha
 		(*count)++;
 		*bytes += blocks * TFS_BLOCK_SIZE;
 	}
-	free(v);
+	fs_isnapshot_put(fs, v, n);
 	return 0;
 }
 
@@ -401,7 +401,7 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 			(unsigned long long)norph, norph == 1 ? "" : "s",
 			(unsigned long long)obytes);
 
-	if (!fs_iget(fs, TFS_ROOT_INO)) {
+	if (!inode_exists(fs, TFS_ROOT_INO)) {
 		tfs_seterr(err, errlen, "%s: metadata has no root directory",
 			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
 		return -EUCLEAN;
@@ -412,19 +412,19 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	for (size_t i = 0; i < n; i++) {
 		struct tfs_inode *ip = v[i];
 
-		if (ip->ino > max_ino)
-			max_ino = ip->ino;
-		if (!S_ISREG(ip->mode))
+		if (inode_ino(ip) > max_ino)
+			max_ino = inode_ino(ip);
+		if (!S_ISREG(inode_mode(ip)))
 			continue;
-		ret = extent_walk(&ip->map, 0, EXTENT_MAX_FBLK, use_run, fs);
+		ret = inode_extent_walk(ip, 0, EXTENT_MAX_FBLK, use_run, fs);
 		if (ret < 0) {
-			free(v);
 			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
-				   (unsigned long long)ip->ino);
+				   (unsigned long long)inode_ino(ip));
+			fs_isnapshot_put(fs, v, n);
 			return -EUCLEAN;
 		}
 	}
-	free(v);
+	fs_isnapshot_put(fs, v, n);
 	if (atomic_load(&fs->next_ino) <= max_ino)
 		atomic_store(&fs->next_ino, max_ino + 1);
 	if (fs->sb.ckpt_blocks) {
@@ -1178,7 +1178,7 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	st->f_blocks = total;
 	st->f_bfree = free_;
 	st->f_bavail = free_ > reserve ? free_ - reserve : 0;
-	st->f_files = atomic_load(&fs->ninodes) + free_;
+	st->f_files = fs_ninodes(fs) + free_;
 	st->f_ffree = free_;
 	st->f_favail = free_;
 	st->f_namemax = TFS_NAME_MAX;

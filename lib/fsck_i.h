@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "fs_i.h"
+#include "inode_i.h"
 #include "fsck.h"
 
 #define FSCK_RUN_BLOCKS 256u		/* blocks per device read (1 MiB) */

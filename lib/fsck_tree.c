@@ -44,12 +44,12 @@ int fsck_build_index(struct fck *c)
 		return ret;
 	c->iv = calloc(n ? n : 1, sizeof(*c->iv));
 	if (!c->iv) {
-		free(v);
+		fs_isnapshot_put(c->fs, v, n);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
 		c->iv[i] = (struct ient){ .ino = v[i]->ino, .ip = v[i] };
-	free(v);
+	fs_isnapshot_put(c->fs, v, n);	/* the table keeps them (offline) */
 	c->niv = n;
 	qsort(c->iv, n, sizeof(*c->iv), ient_cmp);
 

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * inode: the in-memory inode table (a power-of-two chained hash keyed by
- * inode number), inode life cycle (create, free, stat, encode) and the
- * reference counts that decide when an unlinked inode is deleted.
+ * inode number), the handles in front of it (inode_get/inode_put, a
+ * reference count per inode) and the accessors of inode.h, inode life
+ * cycle in memory (create, free, stat, encode).  When an unlinked inode is
+ * deleted is idelete.c's business; what a record changes is apply.c's.
  *
- * An inode is deleted when it has no name (nlink 0), no kernel reference
- * (nlookup 0) and no open handle (nopen 0).  Every drop of a count to zero
- * happens under fs->ns_lock, and so does every delete: otherwise two
- * droppers (say a forget and a release) could both see "last" and the second
- * would touch an inode the first already freed.  Drops that leave the count
- * above zero need no lock.
+ * The table holds one reference to each inode in it and every handle
+ * another; fs_ifree takes the inode out of the table, drops its blocks and
+ * puts the table's reference, so its memory goes with the last handle.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +18,8 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
+#include "inode_i.h"
 #include "tlog.h"
 
 #define ITABLE_MIN 64
@@ -31,17 +32,31 @@ static size_t ihash(uint64_t ino, size_t size)
 
 int fs_itable_init(struct tfs *fs)
 {
-	int ret = pthread_rwlock_init(&fs->itable_lock, NULL);
-	if (ret)
+	struct itable *t = calloc(1, sizeof(*t));
+	int ret;
+
+	if (!t)
+		return -ENOMEM;
+	ret = pthread_rwlock_init(&t->lock, NULL);
+	if (ret) {
+		free(t);
 		return -ret;
-	fs->itable = calloc(ITABLE_MIN, sizeof(*fs->itable));
-	if (!fs->itable) {
-		pthread_rwlock_destroy(&fs->itable_lock);
+	}
+	t->b = calloc(ITABLE_MIN, sizeof(*t->b));
+	if (!t->b) {
+		pthread_rwlock_destroy(&t->lock);
+		free(t);
 		return -ENOMEM;
 	}
-	fs->itable_size = ITABLE_MIN;
-	atomic_store(&fs->ninodes, 0);
+	t->size = ITABLE_MIN;
+	atomic_store(&t->n, 0);
+	fs->itab = t;
 	return 0;
+}
+
+uint64_t fs_ninodes(struct tfs *fs)
+{
+	return fs->itab ? atomic_load(&fs->itab->n) : 0;
 }
 
 static void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *ctx)
@@ -62,21 +77,24 @@ static void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *c
 
 void fs_itable_destroy(struct tfs *fs)
 {
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b], *next; ip; ip = next) {
+	struct itable *t = fs->itab;
+
+	if (!t)
+		return;
+	for (size_t b = 0; t->b && b < t->size; b++) {
+		for (struct tfs_inode *ip = t->b[b], *next; ip; ip = next) {
 			next = ip->hnext;
 			inode_release_mem(ip, NULL, NULL);
 		}
 	}
-	free(fs->itable);
-	fs->itable = NULL;
-	fs->itable_size = 0;
-	atomic_store(&fs->ninodes, 0);
-	pthread_rwlock_destroy(&fs->itable_lock);
+	free(t->b);
+	pthread_rwlock_destroy(&t->lock);
+	free(t);
+	fs->itab = NULL;
 }
 
 /* Copies one element per inode (a pointer or a number) into a growing
- * array, under itable_lock shared: the one walk of the table the
+ * array, under the table lock shared: the one walk of the table the
  * snapshots below share. */
 static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct tfs_inode *ip),
 		     void **out, size_t *nout)
@@ -84,15 +102,15 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 	char *v = NULL;
 	size_t n = 0, cap = 0;
 
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; fs->itable && b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b]; ip; ip = ip->hnext) {
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	for (size_t b = 0; fs->itab->b && b < fs->itab->size; b++) {
+		for (struct tfs_inode *ip = fs->itab->b[b]; ip; ip = ip->hnext) {
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 256;
 				char *nv = realloc(v, nc * esz);
 
 				if (!nv) {
-					pthread_rwlock_unlock(&fs->itable_lock);
+					pthread_rwlock_unlock(&fs->itab->lock);
 					free(v);
 					return -ENOMEM;
 				}
@@ -102,7 +120,7 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 			put(v + n++ * esz, ip);
 		}
 	}
-	pthread_rwlock_unlock(&fs->itable_lock);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	*out = v;
 	*nout = n;
 	return 0;
@@ -110,6 +128,7 @@ static int isnapshot(struct tfs *fs, size_t esz, void (*put)(void *dst, struct t
 
 static void put_ptr(void *dst, struct tfs_inode *ip)
 {
+	atomic_fetch_add(&ip->refs, 1);	/* a handle: under the table lock */
 	memcpy(dst, &ip, sizeof(ip));
 }
 
@@ -128,6 +147,13 @@ int fs_isnapshot(struct tfs *fs, struct tfs_inode ***out, size_t *nout)
 	return ret;
 }
 
+void fs_isnapshot_put(struct tfs *fs, struct tfs_inode **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		inode_put(fs, v[i]);
+	free(v);
+}
+
 int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
 {
 	void *v;
@@ -138,40 +164,85 @@ int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
 	return ret;
 }
 
-struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
+/* Caller holds the table lock. */
+static struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino)
 {
 	struct tfs_inode *ip = NULL;
 
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	if (fs->itable) {
-		ip = fs->itable[ihash(ino, fs->itable_size)];
+	if (fs->itab->b) {
+		ip = fs->itab->b[ihash(ino, fs->itab->size)];
 		while (ip && ip->ino != ino)
 			ip = ip->hnext;
 	}
-	pthread_rwlock_unlock(&fs->itable_lock);
 	return ip;
 }
 
-/* Double the bucket array; caller holds itable_lock for writing.  Failure
+struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	ip = itable_find(fs, ino);
+	pthread_rwlock_unlock(&fs->itab->lock);
+	return ip;
+}
+
+int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+{
+	struct tfs_inode *ip;
+
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	ip = itable_find(fs, ino);
+	if (ip)		/* in the table: it holds a reference, so ours is not the first */
+		atomic_fetch_add(&ip->refs, 1);
+	pthread_rwlock_unlock(&fs->itab->lock);
+	*out = ip;
+	return ip ? 0 : -ENOENT;
+}
+
+bool inode_exists(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+
+	if (inode_get(fs, ino, &ip))
+		return false;
+	inode_put(fs, ip);
+	return true;
+}
+
+struct tfs_inode *inode_grab(struct tfs_inode *ip)
+{
+	atomic_fetch_add(&ip->refs, 1);
+	return ip;
+}
+
+void inode_put(struct tfs *fs, struct tfs_inode *ip)
+{
+	(void)fs;	/* the format v2 cache will write back and evict here */
+	if (ip && atomic_fetch_sub(&ip->refs, 1) == 1)
+		inode_release_mem(ip, NULL, NULL);
+}
+
+/* Double the bucket array; caller holds the table lock for writing.  Failure
  * only leaves the chains longer. */
 static void itable_grow(struct tfs *fs)
 {
-	size_t nsize = fs->itable_size ? fs->itable_size * 2 : ITABLE_MIN;
+	size_t nsize = fs->itab->size ? fs->itab->size * 2 : ITABLE_MIN;
 	struct tfs_inode **nt = calloc(nsize, sizeof(*nt));
 
 	if (!nt)
 		return;
-	for (size_t b = 0; b < fs->itable_size; b++) {
-		for (struct tfs_inode *ip = fs->itable[b], *next; ip; ip = next) {
+	for (size_t b = 0; b < fs->itab->size; b++) {
+		for (struct tfs_inode *ip = fs->itab->b[b], *next; ip; ip = next) {
 			size_t h = ihash(ip->ino, nsize);
 			next = ip->hnext;
 			ip->hnext = nt[h];
 			nt[h] = ip;
 		}
 	}
-	free(fs->itable);
-	fs->itable = nt;
-	fs->itable_size = nsize;
+	free(fs->itab->b);
+	fs->itab->b = nt;
+	fs->itab->size = nsize;
 }
 
 struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
@@ -181,47 +252,53 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
 	if (!ip)
 		return NULL;
 	ip->ino = ino;
+	atomic_store(&ip->refs, 1);	/* the table's */
 	pthread_mutex_init(&ip->lock, NULL);
 	extent_init(&ip->map);
 	rl_init(&ip->rl);
 
-	pthread_rwlock_wrlock(&fs->itable_lock);
-	if (!fs->itable || atomic_load(&fs->ninodes) + 1 > fs->itable_size)
+	pthread_rwlock_wrlock(&fs->itab->lock);
+	if (!fs->itab->b || atomic_load(&fs->itab->n) + 1 > fs->itab->size)
 		itable_grow(fs);
-	if (!fs->itable) {
-		pthread_rwlock_unlock(&fs->itable_lock);
+	if (!fs->itab->b) {
+		pthread_rwlock_unlock(&fs->itab->lock);
 		inode_release_mem(ip, NULL, NULL);
 		return NULL;
 	}
-	size_t h = ihash(ino, fs->itable_size);
-	for (struct tfs_inode *o = fs->itable[h]; o; o = o->hnext) {
+	size_t h = ihash(ino, fs->itab->size);
+	for (struct tfs_inode *o = fs->itab->b[h]; o; o = o->hnext) {
 		if (o->ino == ino) {	/* already there: callers look first */
-			pthread_rwlock_unlock(&fs->itable_lock);
+			pthread_rwlock_unlock(&fs->itab->lock);
 			inode_release_mem(ip, NULL, NULL);
 			return o;
 		}
 	}
-	ip->hnext = fs->itable[h];
-	fs->itable[h] = ip;
-	atomic_fetch_add(&fs->ninodes, 1);
-	pthread_rwlock_unlock(&fs->itable_lock);
+	ip->hnext = fs->itab->b[h];
+	fs->itab->b[h] = ip;
+	atomic_fetch_add(&fs->itab->n, 1);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	return ip;
 }
 
 void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *ctx)
 {
-	pthread_rwlock_wrlock(&fs->itable_lock);
-	if (fs->itable) {
-		struct tfs_inode **pp = &fs->itable[ihash(ip->ino, fs->itable_size)];
+	pthread_rwlock_wrlock(&fs->itab->lock);
+	if (fs->itab->b) {
+		struct tfs_inode **pp = &fs->itab->b[ihash(ip->ino, fs->itab->size)];
 		while (*pp && *pp != ip)
 			pp = &(*pp)->hnext;
 		if (*pp) {
 			*pp = ip->hnext;
-			atomic_fetch_sub(&fs->ninodes, 1);
+			atomic_fetch_sub(&fs->itab->n, 1);
 		}
 	}
-	pthread_rwlock_unlock(&fs->itable_lock);
-	inode_release_mem(ip, drop, ctx);
+	atomic_store(&ip->dead, true);
+	pthread_rwlock_unlock(&fs->itab->lock);
+	/* The blocks go now (into the caller's transaction); a handle still
+	 * held sees an empty map until it is put. */
+	extent_destroy(&ip->map, drop, ctx);
+	extent_init(&ip->map);
+	inode_put(fs, ip);	/* the table's reference */
 }
 
 void fs_istat(struct tfs_inode *ip, struct stat *st)
@@ -281,12 +358,13 @@ uint32_t tfs_fh_gen(struct tfs *fs, uint64_t ino)
 	struct tfs_inode *ip;
 	uint64_t key[2], h;
 
-	if (ino == TFS_ROOT_INO || !(ip = fs_iget(fs, ino)))
+	if (ino == TFS_ROOT_INO || inode_get(fs, ino, &ip))
 		return 0;
 	pthread_mutex_lock(&ip->lock);
 	key[0] = ip->gen;
 	key[1] = (uint64_t)fs_ts_ns(ip->btime);
 	pthread_mutex_unlock(&ip->lock);
+	inode_put(fs, ip);
 	h = XXH3_64bits(key, sizeof(key));
 	return (uint32_t)(h ^ h >> 32);
 }
@@ -296,105 +374,138 @@ uint64_t fs_ialloc(struct tfs *fs)
 	return atomic_fetch_add(&fs->next_ino, 1);
 }
 
-void fs_imaybe_delete_locked(struct tfs *fs, struct tfs_inode *ip)
-{
-	if (ip->ino == TFS_ROOT_INO || fs->readonly)
-		return;
-	/* Under ns_lock nlink cannot change, nlookup cannot rise from 0 (a
-	 * lookup needs a name, and there is none), and opens need a lookup. */
-	pthread_mutex_lock(&ip->lock);
-	bool dead = ip->nlink == 0 && atomic_load(&ip->nlookup) == 0 &&
-		    atomic_load(&ip->nopen) == 0;
-	pthread_mutex_unlock(&ip->lock);
-	if (!dead)
-		return;
 
-	struct meta_tx tx;
-	struct log_rec r = { .type = LR_INODE_DEL };
-	uint64_t seq;
-	uint64_t ino = ip->ino;
+/* ---- accessors (inode.h) ---- */
 
-	r.del.ino = ino;
-	meta_tx_init(&tx);
-	/* The apply frees ip, so no inode lock may be held here; nobody else
-	 * can reach an inode without names, references or opens. */
-	int ret = meta_tx_add(&tx, &r);
-	if (!ret)
-		ret = meta_tx_commit(fs, &tx, &seq);
-	meta_tx_free(&tx);
-	if (ret)
-		tfs_log(LOG_ERR, "deleting inode %llu failed: %s",
-			(unsigned long long)ino, strerror(-ret));
-}
-
-void fs_imaybe_delete(struct tfs *fs, struct tfs_inode *ip)
-{
-	if (fs->log)
-		log_wait_space(fs->log);
-	pthread_mutex_lock(&fs->ns_lock);
-	fs_imaybe_delete_locked(fs, ip);
-	pthread_mutex_unlock(&fs->ns_lock);
-}
-
-/* Drop n from *c without a lock if that leaves it above zero. */
-static bool dec_unless_last64(_Atomic uint64_t *c, uint64_t n)
-{
-	uint64_t v = atomic_load(c);
-	while (v > n)
-		if (atomic_compare_exchange_weak(c, &v, v - n))
-			return true;
-	return false;
-}
-
-static bool dec_unless_last32(_Atomic uint32_t *c)
-{
-	uint32_t v = atomic_load(c);
-	while (v > 1)
-		if (atomic_compare_exchange_weak(c, &v, v - 1))
-			return true;
-	return false;
-}
-
-/* Whether dropping the last count may delete: only for unlinked inodes.
- * A racy read is fine: it only decides whether to wait for log space. */
-static bool maybe_unlinked(struct tfs_inode *ip)
+void inode_lock(struct tfs_inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
-	bool r = ip->nlink == 0;
+}
+
+void inode_unlock(struct tfs_inode *ip)
+{
 	pthread_mutex_unlock(&ip->lock);
-	return r;
 }
 
-void fs_iput_open(struct tfs *fs, struct tfs_inode *ip)
+uint64_t inode_ino(const struct tfs_inode *ip)
 {
-	if (dec_unless_last32(&ip->nopen))
-		return;
-	if (fs->log && maybe_unlinked(ip))
-		log_wait_space(fs->log);
-	pthread_mutex_lock(&fs->ns_lock);
-	/* CAS: a concurrent lock-free change must not be lost. */
-	uint32_t v = atomic_load(&ip->nopen);
-	while (!atomic_compare_exchange_weak(&ip->nopen, &v, v ? v - 1 : 0))
-		;
-	fs_imaybe_delete_locked(fs, ip);
-	pthread_mutex_unlock(&fs->ns_lock);
+	return ip->ino;
 }
 
-void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup)
+uint32_t inode_mode(const struct tfs_inode *ip)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	return ip->mode;
+}
 
-	if (!ip || !nlookup)
-		return;
-	if (dec_unless_last64(&ip->nlookup, nlookup))
-		return;
-	if (fs->log && maybe_unlinked(ip))
-		log_wait_space(fs->log);
-	pthread_mutex_lock(&fs->ns_lock);
-	uint64_t v = atomic_load(&ip->nlookup);
-	while (!atomic_compare_exchange_weak(&ip->nlookup, &v,
-					     v > nlookup ? v - nlookup : 0))
-		;
-	fs_imaybe_delete_locked(fs, ip);
-	pthread_mutex_unlock(&fs->ns_lock);
+uint32_t inode_nlink(const struct tfs_inode *ip)
+{
+	return ip->nlink;
+}
+
+uint32_t inode_uid(const struct tfs_inode *ip)
+{
+	return ip->uid;
+}
+
+uint32_t inode_gid(const struct tfs_inode *ip)
+{
+	return ip->gid;
+}
+
+uint32_t inode_flags(const struct tfs_inode *ip)
+{
+	return ip->flags;
+}
+
+uint64_t inode_rdev(const struct tfs_inode *ip)
+{
+	return ip->rdev;
+}
+
+uint64_t inode_generation(const struct tfs_inode *ip)
+{
+	return ip->gen;
+}
+
+uint64_t inode_parent(const struct tfs_inode *ip)
+{
+	return ip->parent;
+}
+
+uint64_t inode_size(const struct tfs_inode *ip)
+{
+	return atomic_load(&ip->size);
+}
+
+struct timespec inode_atime(const struct tfs_inode *ip)
+{
+	return ip->atime;
+}
+
+struct timespec inode_mtime(const struct tfs_inode *ip)
+{
+	return ip->mtime;
+}
+
+struct timespec inode_ctime(const struct tfs_inode *ip)
+{
+	return ip->ctime;
+}
+
+struct timespec inode_btime(const struct tfs_inode *ip)
+{
+	return ip->btime;
+}
+
+const char *inode_symlink(const struct tfs_inode *ip)
+{
+	return ip->symlink;
+}
+
+struct dir *inode_dir(const struct tfs_inode *ip)
+{
+	return ip->dir;
+}
+
+const struct xattr *inode_xattrs(const struct tfs_inode *ip)
+{
+	return ip->xattrs;
+}
+
+uint64_t inode_mapped(const struct tfs_inode *ip)
+{
+	return extent_mapped(&ip->map);
+}
+
+struct rangelock *inode_rl(struct tfs_inode *ip)
+{
+	return &ip->rl;
+}
+
+void inode_lookup_add(struct tfs_inode *ip, uint64_t n)
+{
+	atomic_fetch_add(&ip->nlookup, n);
+}
+
+void inode_open_add(struct tfs_inode *ip)
+{
+	atomic_fetch_add(&ip->nopen, 1);
+}
+
+/* ---- the block map: the in-memory tables back it, so only holes fail ---- */
+
+int inode_extent_lookup(struct tfs_inode *ip, uint64_t fblk, struct extent_ent *out)
+{
+	return extent_lookup(&ip->map, fblk, out);
+}
+
+uint64_t inode_next_data(struct tfs_inode *ip, uint64_t fblk)
+{
+	return extent_next_data(&ip->map, fblk);
+}
+
+int inode_extent_walk(struct tfs_inode *ip, uint64_t from, uint64_t to, extent_run_fn cb,
+		      void *ctx)
+{
+	return extent_walk(&ip->map, from, to, cb, ctx);
 }

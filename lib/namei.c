@@ -59,9 +59,9 @@ static void stat_inode(struct tfs_inode *ip, struct stat *st)
 {
 	if (!st)
 		return;
-	pthread_mutex_lock(&ip->lock);
+	inode_lock(ip);
 	fs_istat(ip, st);
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
 }
 
 /* Start a namespace change: wait for log room, then take ns_lock. */
@@ -86,18 +86,17 @@ static void ns_end(struct tfs *fs)
 /*
  * The directory a namespace change works in, looked up under ns_lock (which
  * keeps it from going away): 0, -ENOENT if it is gone, -ENOTDIR if it is not
- * a directory.  *pp is set either way.  It takes no inode lock: the caller
+ * a directory.  *pp is a handle to put (NULL if -ENOENT).  It takes no inode lock: the caller
  * first looks up the children it changes, then locks them with the parent
  * in lock_inodes()'s order.
  */
 static int parent_dir(struct tfs *fs, uint64_t ino, struct tfs_inode **pp)
 {
-	struct tfs_inode *pip = fs_iget(fs, ino);
+	int ret = inode_get(fs, ino, pp);
 
-	*pp = pip;
-	if (!pip)
-		return -ENOENT;
-	return pip->dir ? 0 : -ENOTDIR;
+	if (ret)
+		return ret;
+	return inode_dir(*pp) ? 0 : -ENOTDIR;
 }
 
 /* ---- locking a set of inodes under ns_lock ---- */
@@ -107,10 +106,18 @@ static unsigned depth(struct tfs *fs, struct tfs_inode *ip)
 {
 	unsigned d = 0;
 
-	while (ip && ip->ino != TFS_ROOT_INO && d < (1u << 20)) {
-		ip = fs_iget(fs, ip->parent);
+	ip = inode_grab(ip);
+	while (inode_ino(ip) != TFS_ROOT_INO && d < (1u << 20)) {
+		struct tfs_inode *up;
+		int ret = inode_get(fs, inode_parent(ip), &up);
+
+		inode_put(fs, ip);
 		d++;
+		if (ret)
+			return d;
+		ip = up;
 	}
+	inode_put(fs, ip);
 	return d;
 }
 
@@ -144,14 +151,14 @@ static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *p1
 			continue;
 		ls->ip[ls->n] = in[i];
 		ls->key[ls->n] = (uint64_t)(i >= 2) << 32 |
-				 (in[i]->dir ? depth(fs, in[i]) : UINT32_MAX);
+				 (inode_dir(in[i]) ? depth(fs, in[i]) : UINT32_MAX);
 		ls->n++;
 	}
 	for (unsigned i = 1; i < ls->n; i++) {	/* insertion sort of <= 4 */
 		for (unsigned j = i; j > 0; j--) {
 			struct tfs_inode *x = ls->ip[j - 1], *y = ls->ip[j];
 			bool swap = ls->key[j - 1] > ls->key[j] ||
-				    (ls->key[j - 1] == ls->key[j] && x->ino > y->ino);
+				    (ls->key[j - 1] == ls->key[j] && inode_ino(x) > inode_ino(y));
 			if (!swap)
 				break;
 			uint64_t k = ls->key[j - 1];
@@ -162,13 +169,13 @@ static void lock_inodes(struct tfs *fs, struct lockset *ls, struct tfs_inode *p1
 		}
 	}
 	for (unsigned i = 0; i < ls->n; i++)
-		pthread_mutex_lock(&ls->ip[i]->lock);
+		inode_lock(ls->ip[i]);
 }
 
 static void unlock_inodes(struct lockset *ls)
 {
 	for (unsigned i = ls->n; i-- > 0;)
-		pthread_mutex_unlock(&ls->ip[i]->lock);
+		inode_unlock(ls->ip[i]);
 	ls->n = 0;
 }
 
@@ -249,156 +256,98 @@ int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *s
 		 * holds, so an inode being created (not yet named) or deleted
 		 * is never half seen. */
 		pthread_mutex_lock(&fs->ns_lock);
-		pip = fs_iget(fs, parent);
-		if (!pip || pip->nlink == 0) {
+		ret = inode_get(fs, parent, &pip);
+		if (!ret && inode_nlink(pip) == 0) {
 			ret = -ENOENT;
-		} else {
-			pthread_mutex_lock(&pip->lock);
+		} else if (!ret) {
+			inode_lock(pip);
 			fs_istat(pip, st);
-			atomic_fetch_add(&pip->nlookup, 1);
-			pthread_mutex_unlock(&pip->lock);
+			inode_lookup_add(pip, 1);
+			inode_unlock(pip);
 		}
 		pthread_mutex_unlock(&fs->ns_lock);
+		inode_put(fs, pip);
 		return ret;
 	}
-	pip = fs_iget(fs, parent);
-	if (!pip)
-		return -ENOENT;
+	ret = inode_get(fs, parent, &pip);
+	if (ret)
+		return ret;
 
 	if (is_dotdot(name, len)) {
 		/* The parent's parent: a child-to-parent lock order is not
 		 * allowed, so hold ns_lock to keep it from going away. */
 		pthread_mutex_lock(&fs->ns_lock);
 		ret = -ENOTDIR;
-		if (pip->dir) {
-			cip = fs_iget(fs, pip->ino == TFS_ROOT_INO ? TFS_ROOT_INO : pip->parent);
-			ret = cip ? 0 : -ENOENT;
-			if (cip) {
-				pthread_mutex_lock(&cip->lock);
+		if (inode_dir(pip)) {
+			ret = inode_get(fs, inode_ino(pip) == TFS_ROOT_INO ? TFS_ROOT_INO :
+					inode_parent(pip), &cip);
+			if (!ret) {
+				inode_lock(cip);
 				fs_istat(cip, st);
-				atomic_fetch_add(&cip->nlookup, 1);
-				pthread_mutex_unlock(&cip->lock);
+				inode_lookup_add(cip, 1);
+				inode_unlock(cip);
+				inode_put(fs, cip);
 			}
 		}
 		pthread_mutex_unlock(&fs->ns_lock);
+		inode_put(fs, pip);
 		return ret;
 	}
 
-	pthread_mutex_lock(&pip->lock);
-	if (!pip->dir) {
+	inode_lock(pip);
+	if (!inode_dir(pip)) {
 		ret = -ENOTDIR;
-	} else if (dir_lookup(pip->dir, name, len, &ino)) {
+	} else if (dir_lookup(inode_dir(pip), name, len, &ino)) {
 		ret = -ENOENT;
-	} else if (!(cip = fs_iget(fs, ino)) || cip == pip) {
+	} else if (inode_get(fs, ino, &cip)) {
 		ret = -EUCLEAN;
 	} else {
 		/* Holding the parent keeps the name, so the child cannot be
 		 * deleted before its reference is counted. */
-		pthread_mutex_lock(&cip->lock);
-		fs_istat(cip, st);
-		atomic_fetch_add(&cip->nlookup, 1);
-		pthread_mutex_unlock(&cip->lock);
+		if (cip == pip) {
+			ret = -EUCLEAN;
+		} else {
+			inode_lock(cip);
+			fs_istat(cip, st);
+			inode_lookup_add(cip, 1);
+			inode_unlock(cip);
+		}
+		inode_put(fs, cip);
 	}
-	pthread_mutex_unlock(&pip->lock);
+	inode_unlock(pip);
+	inode_put(fs, pip);
 	return ret;
 }
 
 int tfs_getattr(struct tfs *fs, uint64_t ino, struct stat *st)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
 
-	if (!ip)
-		return -ENOENT;
+	if (ret)
+		return ret;
 	stat_inode(ip, st);
+	inode_put(fs, ip);
 	return 0;
-}
-
-int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
-		struct tfs_file *f, struct stat *out)
-{
-	struct tfs_inode *ip = fs_iget(fs, ino);
-	int ret;
-
-	if (!ip)
-		return -ENOENT;
-	if (!to_set) {
-		stat_inode(ip, out);
-		return 0;
-	}
-	if (fs->readonly)
-		return -EROFS;
-	if (to_set & TFS_SET_SIZE) {
-		pthread_mutex_lock(&ip->lock);
-		uint32_t mode = ip->mode;
-		pthread_mutex_unlock(&ip->lock);
-		if (S_ISDIR(mode))
-			return -EISDIR;
-		if (!S_ISREG(mode))
-			return -EINVAL;
-		if (in->st_size < 0)
-			return -EINVAL;
-		/* Takes the range lock and the inode lock itself. */
-		ret = file_truncate(fs, ip, (uint64_t)in->st_size);
-		if (ret)
-			return ret;
-	}
-	if (fs->log) {
-		ret = log_wait_space(fs->log);
-		if (ret)
-			return ret;
-	}
-
-	struct meta_tx tx;
-	struct log_rec r;
-	int64_t now = fs_ts_ns(fs_now());
-
-	meta_tx_init(&tx);
-	pthread_mutex_lock(&ip->lock);
-	fs_iencode(ip, &r);
-	struct log_inode *li = &r.inode;
-	if (to_set & TFS_SET_MODE)
-		li->mode = (ip->mode & S_IFMT) | (in->st_mode & 07777);
-	if (to_set & TFS_SET_UID)
-		li->uid = in->st_uid;
-	if (to_set & TFS_SET_GID)
-		li->gid = in->st_gid;
-	if (to_set & TFS_SET_ATIME_NOW)
-		li->atime_ns = now;
-	else if (to_set & TFS_SET_ATIME)
-		li->atime_ns = fs_ts_ns(in->st_atim);
-	if (to_set & TFS_SET_MTIME_NOW)
-		li->mtime_ns = now;
-	else if (to_set & TFS_SET_MTIME)
-		li->mtime_ns = fs_ts_ns(in->st_mtim);
-	else if (to_set & TFS_SET_SIZE)
-		li->mtime_ns = now;	/* truncate(2) always sets mtime */
-	li->ctime_ns = (to_set & TFS_SET_CTIME) ? fs_ts_ns(in->st_ctim) : now;
-	ret = meta_tx_add(&tx, &r);
-	if (!ret)
-		ret = commit(fs, &tx);
-	if (!ret && out)
-		fs_istat(ip, out);
-	pthread_mutex_unlock(&ip->lock);
-	meta_tx_free(&tx);
-	return ret;
 }
 
 ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
-	ssize_t ret;
+	struct tfs_inode *ip;
+	ssize_t ret = inode_get(fs, ino, &ip);
 
-	if (!ip)
-		return -ENOENT;
-	pthread_mutex_lock(&ip->lock);
-	if (!S_ISLNK(ip->mode) || !ip->symlink) {
+	if (ret)
+		return ret;
+	inode_lock(ip);
+	if (!S_ISLNK(inode_mode(ip)) || !inode_symlink(ip)) {
 		ret = -EINVAL;
 	} else {
-		size_t len = strlen(ip->symlink);
-		memcpy(buf, ip->symlink, len < size ? len : size);
+		size_t len = strlen(inode_symlink(ip));
+		memcpy(buf, inode_symlink(ip), len < size ? len : size);
 		ret = (ssize_t)len;
 	}
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
+	inode_put(fs, ip);
 	return ret;
 }
 
@@ -437,7 +386,7 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	if (ret)
 		return ret;
 
-	struct tfs_inode *pip;
+	struct tfs_inode *pip = NULL;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
@@ -448,15 +397,15 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	if (ret)
 		goto out;
 	lock_inodes(fs, &ls, pip, NULL, NULL, NULL);
-	if (pip->nlink == 0) {		/* removed while the kernel holds it */
+	if (inode_nlink(pip) == 0) {		/* removed while the kernel holds it */
 		ret = -ENOENT;
 		goto out;
 	}
-	if (!dir_lookup(pip->dir, name, len, &ino)) {
+	if (!dir_lookup(inode_dir(pip), name, len, &ino)) {
 		ret = -EEXIST;
 		goto out;
 	}
-	if (S_ISDIR(mode) && pip->nlink >= TFS_LINK_MAX) {
+	if (S_ISDIR(mode) && inode_nlink(pip) >= TFS_LINK_MAX) {
 		ret = -EMLINK;
 		goto out;
 	}
@@ -469,14 +418,14 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	li->ino = ino;
 	li->uid = c ? c->uid : 0;
 	li->gid = c ? c->gid : 0;
-	if (pip->mode & S_ISGID) {	/* BSD group semantics, inherited by subdirs */
-		li->gid = pip->gid;
+	if (inode_mode(pip) & S_ISGID) {	/* BSD group semantics, inherited by subdirs */
+		li->gid = inode_gid(pip);
 		if (S_ISDIR(mode))
 			mode |= S_ISGID;
 	}
 	li->mode = (uint32_t)mode;
 	li->nlink = S_ISDIR(mode) ? 2 : 1;
-	li->parent = S_ISDIR(mode) ? pip->ino : 0;
+	li->parent = S_ISDIR(mode) ? inode_ino(pip) : 0;
 	li->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? (uint64_t)rdev : 0;
 	li->size = tlen;
 	li->gen = atomic_fetch_add(&gen_counter, 1);
@@ -486,24 +435,29 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 
 	ret = meta_tx_add(&tx, &r);
 	if (!ret)
-		ret = add_dent(&tx, LR_DENT_SET, pip->ino, name, len, ino);
+		ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), name, len, ino);
 	touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
 		ret = commit(fs, &tx);
 	if (!ret) {
-		struct tfs_inode *ip = fs_iget(fs, ino);
-		if (!ip) {
+		struct tfs_inode *ip;
+
+		if (inode_get(fs, ino, &ip)) {
 			ret = -EUCLEAN;
 		} else {
-			atomic_fetch_add(&ip->nlookup, 1);
+			/* The lookup reference, not the handle, keeps it for
+			 * the caller. */
+			inode_lookup_add(ip, 1);
 			*ipp = ip;
+			inode_put(fs, ip);
 		}
 	}
 out:
 	unlock_inodes(&ls);
 	ns_end(fs);
+	inode_put(fs, pip);
 	meta_tx_free(&tx);
 	return ret;
 }
@@ -544,7 +498,7 @@ int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, i
 			/* New and empty: no truncate needed. */
 			ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
 			if (ret) {
-				tfs_forget(fs, ip->ino, 1);
+				tfs_forget(fs, inode_ino(ip), 1);
 				return ret;
 			}
 			break;
@@ -572,9 +526,7 @@ int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, i
 	}
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&ip->lock);
-	fs_istat(ip, st);
-	pthread_mutex_unlock(&ip->lock);
+	stat_inode(ip, st);	/* the open keeps it alive */
 	return 0;
 }
 
@@ -604,30 +556,32 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 	if (ret)
 		return ret;
 
-	struct tfs_inode *ip = fs_iget(fs, ino), *pip = NULL;
+	struct tfs_inode *ip = NULL, *pip = NULL;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
 	uint64_t other;
 
 	meta_tx_init(&tx);
-	ret = ip ? parent_dir(fs, newparent, &pip) : -ENOENT;
+	ret = inode_get(fs, ino, &ip);
+	if (!ret)
+		ret = parent_dir(fs, newparent, &pip);
 	if (ret)
 		goto out;
-	if (ip->dir) {
+	if (inode_dir(ip)) {
 		ret = -EPERM;
 		goto out;
 	}
 	lock_inodes(fs, &ls, pip, NULL, ip, NULL);
-	if (pip->nlink == 0 || ip->nlink == 0) {
+	if (inode_nlink(pip) == 0 || inode_nlink(ip) == 0) {
 		ret = -ENOENT;
 		goto out;
 	}
-	if (!dir_lookup(pip->dir, newname, len, &other)) {
+	if (!dir_lookup(inode_dir(pip), newname, len, &other)) {
 		ret = -EEXIST;
 		goto out;
 	}
-	if (ip->nlink >= TFS_LINK_MAX) {
+	if (inode_nlink(ip) >= TFS_LINK_MAX) {
 		ret = -EMLINK;
 		goto out;
 	}
@@ -638,19 +592,21 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 	li->nlink++;
 	li->ctime_ns = now;
 	touch_dir(&v, pip, now, 0);
-	ret = add_dent(&tx, LR_DENT_SET, pip->ino, newname, len, ip->ino);
+	ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), newname, len, inode_ino(ip));
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
 		ret = commit(fs, &tx);
 	if (!ret) {
-		atomic_fetch_add(&ip->nlookup, 1);
+		inode_lookup_add(ip, 1);
 		if (st)
 			fs_istat(ip, st);
 	}
 out:
 	unlock_inodes(&ls);
 	ns_end(fs);
+	inode_put(fs, ip);
+	inode_put(fs, pip);
 	meta_tx_free(&tx);
 	return ret;
 }
@@ -670,7 +626,7 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 	if (ret)
 		return ret;
 
-	struct tfs_inode *pip, *cip = NULL;
+	struct tfs_inode *pip = NULL, *cip = NULL;
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
@@ -680,24 +636,23 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 	ret = parent_dir(fs, parent, &pip);
 	if (ret)
 		goto out;
-	if (dir_lookup(pip->dir, name, len, &ino)) {
+	if (dir_lookup(inode_dir(pip), name, len, &ino)) {
 		ret = -ENOENT;
 		goto out;
 	}
-	cip = fs_iget(fs, ino);
-	if (!cip) {
+	if (inode_get(fs, ino, &cip)) {
 		ret = -EUCLEAN;
 		goto out;
 	}
-	if (isdir && !cip->dir) {
+	if (isdir && !inode_dir(cip)) {
 		ret = -ENOTDIR;
 		goto out;
 	}
-	if (!isdir && cip->dir) {
+	if (!isdir && inode_dir(cip)) {
 		ret = -EISDIR;
 		goto out;
 	}
-	if (isdir && dir_count(cip->dir)) {
+	if (isdir && dir_count(inode_dir(cip))) {
 		ret = -ENOTEMPTY;
 		goto out;
 	}
@@ -709,7 +664,7 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 	li->nlink = isdir ? 0 : li->nlink - 1;
 	li->ctime_ns = now;
 	touch_dir(&v, pip, now, isdir ? -1 : 0);
-	ret = add_dent(&tx, LR_DENT_DEL, pip->ino, name, len, ino);
+	ret = add_dent(&tx, LR_DENT_DEL, inode_ino(pip), name, len, ino);
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
@@ -720,6 +675,8 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 out:
 	unlock_inodes(&ls);
 	ns_end(fs);
+	inode_put(fs, cip);
+	inode_put(fs, pip);
 	meta_tx_free(&tx);
 	return ret;
 }
@@ -739,14 +696,22 @@ int tfs_rmdir(struct tfs *fs, uint64_t parent, const char *name)
 /* Whether @anc is @ip or one of its ancestors (ns_lock held). */
 static bool is_ancestor(struct tfs *fs, struct tfs_inode *anc, struct tfs_inode *ip)
 {
-	for (unsigned n = 0; ip && n < (1u << 20); n++) {
+	bool found = false;
+
+	ip = inode_grab(ip);
+	for (unsigned n = 0; n < (1u << 20); n++) {
+		struct tfs_inode *up;
+
 		if (ip == anc)
-			return true;
-		if (ip->ino == TFS_ROOT_INO)
-			return false;
-		ip = fs_iget(fs, ip->parent);
+			found = true;
+		if (found || inode_ino(ip) == TFS_ROOT_INO ||
+		    inode_get(fs, inode_parent(ip), &up))
+			break;
+		inode_put(fs, ip);
+		ip = up;
 	}
-	return false;
+	inode_put(fs, ip);
+	return found;
 }
 
 /* The two names of a rename and what they resolve to (ns_lock held). */
@@ -789,17 +754,23 @@ static int rename_resolve(struct tfs *fs, struct rename_op *r, uint64_t parent,
 		ret = ret2;
 	if (ret)
 		return ret;
-	if (dir_lookup(r->p1->dir, r->name, r->len, &ino1))
+	if (dir_lookup(inode_dir(r->p1), r->name, r->len, &ino1))
 		return -ENOENT;
-	r->c1 = fs_iget(fs, ino1);
-	if (!r->c1)
+	if (inode_get(fs, ino1, &r->c1))
 		return -EUCLEAN;
-	if (!dir_lookup(r->p2->dir, r->newname, r->nlen, &ino2)) {
-		r->c2 = fs_iget(fs, ino2);
-		if (!r->c2)
+	if (!dir_lookup(inode_dir(r->p2), r->newname, r->nlen, &ino2)) {
+		if (inode_get(fs, ino2, &r->c2))
 			return -EUCLEAN;
 	}
 	return 0;
+}
+
+static void rename_put(struct tfs *fs, struct rename_op *r)
+{
+	inode_put(fs, r->p1);
+	inode_put(fs, r->p2);
+	inode_put(fs, r->c1);
+	inode_put(fs, r->c2);
 }
 
 /*
@@ -817,15 +788,15 @@ static int rename_check(struct tfs *fs, const struct rename_op *r)
 	if (r->exchange && !c2)
 		return -ENOENT;
 	/* No directory into its own subtree. */
-	if ((c1->dir && is_ancestor(fs, c1, r->p2)) ||
-	    (r->exchange && c2->dir && is_ancestor(fs, c2, r->p1)))
+	if ((inode_dir(c1) && is_ancestor(fs, c1, r->p2)) ||
+	    (r->exchange && inode_dir(c2) && is_ancestor(fs, c2, r->p1)))
 		return -EINVAL;
 	if (c2 && !r->exchange) {
-		if (c1->dir && !c2->dir)
+		if (inode_dir(c1) && !inode_dir(c2))
 			return -ENOTDIR;
-		if (!c1->dir && c2->dir)
+		if (!inode_dir(c1) && inode_dir(c2))
 			return -EISDIR;
-		if (c2->dir && dir_count(c2->dir))
+		if (inode_dir(c2) && dir_count(inode_dir(c2)))
 			return -ENOTEMPTY;
 	}
 	return 0;
@@ -847,28 +818,28 @@ static int rename_changes(const struct rename_op *r, struct meta_tx *tx, struct 
 	if (r->exchange) {
 		l2 = ichange(v, c2);
 		l2->ctime_ns = now;
-		ret = add_dent(tx, LR_DENT_SET, p1->ino, r->name, r->len, c2->ino);
+		ret = add_dent(tx, LR_DENT_SET, inode_ino(p1), r->name, r->len, inode_ino(c2));
 		if (!ret)
-			ret = add_dent(tx, LR_DENT_SET, p2->ino, r->newname, r->nlen, c1->ino);
-		if (cross && c2->dir) {
-			l2->parent = p1->ino;
+			ret = add_dent(tx, LR_DENT_SET, inode_ino(p2), r->newname, r->nlen, inode_ino(c1));
+		if (cross && inode_dir(c2)) {
+			l2->parent = inode_ino(p1);
 			touch_dir(v, p2, now, -1);
 			touch_dir(v, p1, now, 1);
 		}
 	} else {
-		ret = add_dent(tx, LR_DENT_SET, p2->ino, r->newname, r->nlen, c1->ino);
+		ret = add_dent(tx, LR_DENT_SET, inode_ino(p2), r->newname, r->nlen, inode_ino(c1));
 		if (!ret)
-			ret = add_dent(tx, LR_DENT_DEL, p1->ino, r->name, r->len, c1->ino);
+			ret = add_dent(tx, LR_DENT_DEL, inode_ino(p1), r->name, r->len, inode_ino(c1));
 		if (c2) {	/* the replaced inode loses this name */
 			l2 = ichange(v, c2);
-			l2->nlink = c2->dir ? 0 : l2->nlink - 1;
+			l2->nlink = inode_dir(c2) ? 0 : l2->nlink - 1;
 			l2->ctime_ns = now;
-			if (c2->dir)
+			if (inode_dir(c2))
 				touch_dir(v, p2, now, -1);
 		}
 	}
-	if (cross && c1->dir) {
-		l1->parent = p2->ino;
+	if (cross && inode_dir(c1)) {
+		l1->parent = inode_ino(p2);
 		touch_dir(v, p1, now, -1);
 		touch_dir(v, p2, now, 1);
 	}
@@ -898,12 +869,12 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 	if (ret)
 		goto out;
 	lock_inodes(fs, &ls, r.p1, r.p2, r.c1, r.c2);
-	if (r.p2->nlink == 0) {
+	if (inode_nlink(r.p2) == 0) {
 		ret = -ENOENT;
 		goto out;
 	}
-	if (r.p1 != r.p2 && r.c1->dir && !(r.exchange && r.c2->dir) &&
-	    r.p2->nlink >= TFS_LINK_MAX) {
+	if (r.p1 != r.p2 && inode_dir(r.c1) && !(r.exchange && inode_dir(r.c2)) &&
+	    inode_nlink(r.p2) >= TFS_LINK_MAX) {
 		ret = -EMLINK;
 		goto out;
 	}
@@ -918,6 +889,7 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 out:
 	unlock_inodes(&ls);
 	ns_end(fs);
+	rename_put(fs, &r);
 	meta_tx_free(&tx);
 	return ret > 0 ? 0 : ret;	/* 1: nothing to do */
 }
@@ -926,17 +898,18 @@ out:
 
 int tfs_readdir_end(struct tfs *fs, uint64_t ino, uint64_t *end)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
-	int ret = 0;
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
 
-	if (!ip)
-		return -ENOENT;
-	pthread_mutex_lock(&ip->lock);
-	if (ip->dir)
-		*end = dir_end(ip->dir);
+	if (ret)
+		return ret;
+	inode_lock(ip);
+	if (inode_dir(ip))
+		*end = dir_end(inode_dir(ip));
 	else
 		ret = -ENOTDIR;
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
+	inode_put(fs, ip);
 	return ret;
 }
 
@@ -949,14 +922,14 @@ int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, bool plus,
 		      tfs_dirfill_fn fill, void *ctx)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	struct tfs_inode *ip;
 	struct stat st;
-	int ret = 0;
+	int ret = inode_get(fs, ino, &ip);
 
-	if (!ip)
-		return -ENOENT;
-	pthread_mutex_lock(&ip->lock);
-	if (!ip->dir) {
+	if (ret)
+		return ret;
+	inode_lock(ip);
+	if (!inode_dir(ip)) {
 		ret = -ENOTDIR;
 		goto out;
 	}
@@ -970,7 +943,7 @@ int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, 
 	}
 	if (off == 1) {
 		memset(&st, 0, sizeof(st));
-		st.st_ino = ip->ino == TFS_ROOT_INO ? TFS_ROOT_INO : ip->parent;
+		st.st_ino = inode_ino(ip) == TFS_ROOT_INO ? TFS_ROOT_INO : inode_parent(ip);
 		st.st_mode = S_IFDIR;
 		if (fill(ctx, "..", &st, 2))
 			goto out;
@@ -980,24 +953,31 @@ int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, 
 		struct dir_ent e;
 		/* Cookies grow with every new name: stopping at end keeps a
 		 * renamed or new entry from coming round again in this pass. */
-		if (dir_next(ip->dir, cookie, &e) || e.cookie >= end)
+		if (dir_next(inode_dir(ip), cookie, &e) || e.cookie >= end)
 			break;
 		cookie = e.cookie + 1;
-		struct tfs_inode *cip = fs_iget(fs, e.ino);
-		if (!cip || cip == ip)
+		struct tfs_inode *cip;
+		if (inode_get(fs, e.ino, &cip))
 			continue;	/* cannot happen with a sane directory */
+		if (cip == ip) {
+			inode_put(fs, cip);
+			continue;
+		}
 		/* Holding the directory keeps the entry's inode alive.  fill
 		 * runs without the entry's lock: it may ask for its
 		 * generation (tfs_fh_gen). */
-		pthread_mutex_lock(&cip->lock);
+		inode_lock(cip);
 		fs_istat(cip, &st);
-		pthread_mutex_unlock(&cip->lock);
-		if (fill(ctx, e.name, &st, e.cookie + 1))
+		inode_unlock(cip);
+		bool stop = fill(ctx, e.name, &st, e.cookie + 1);
+		if (!stop && plus)
+			inode_lookup_add(cip, 1);
+		inode_put(fs, cip);
+		if (stop)
 			break;
-		if (plus)
-			atomic_fetch_add(&cip->nlookup, 1);
 	}
 out:
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
+	inode_put(fs, ip);
 	return ret;
 }

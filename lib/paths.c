@@ -65,14 +65,14 @@ int path_resolve(struct tfs *fs, struct path_want *want, size_t nwant)
 	qcap = 16;
 	q[qn++] = (struct dir_q){ .ino = TFS_ROOT_INO, .path = strdup("") };
 	for (size_t qi = 0; qi < qn && left; qi++) {
-		struct tfs_inode *dp = fs_iget(fs, q[qi].ino);
+		struct tfs_inode *dp;
 		struct dir_ent e;
 		uint64_t c = 2;
 
-		if (!dp || !q[qi].path)
+		if (!q[qi].path || inode_get(fs, q[qi].ino, &dp))
 			continue;
-		pthread_mutex_lock(&dp->lock);
-		while (dp->dir && dir_next(dp->dir, c, &e) == 0 && left) {
+		inode_lock(dp);
+		while (inode_dir(dp) && dir_next(inode_dir(dp), c, &e) == 0 && left) {
 			struct path_want key = { .ino = e.ino }, *hit;
 			struct tfs_inode *cp;
 			size_t plen = strlen(q[qi].path) + 1 + e.namelen + 1;
@@ -97,12 +97,12 @@ int path_resolve(struct tfs *fs, struct path_want *want, size_t nwant)
 					left--;
 				}
 			}
-			cp = fs_iget(fs, e.ino);
-			if (cp) {
+			if (!inode_get(fs, e.ino, &cp)) {
 				/* parent before child */
-				pthread_mutex_lock(&cp->lock);
-				isdir = S_ISDIR(cp->mode);
-				pthread_mutex_unlock(&cp->lock);
+				inode_lock(cp);
+				isdir = S_ISDIR(inode_mode(cp));
+				inode_unlock(cp);
+				inode_put(fs, cp);
 			}
 			if (!isdir) {
 				free(p);
@@ -121,7 +121,8 @@ int path_resolve(struct tfs *fs, struct path_want *want, size_t nwant)
 			}
 			q[qn++] = (struct dir_q){ .ino = e.ino, .path = p };
 		}
-		pthread_mutex_unlock(&dp->lock);
+		inode_unlock(dp);
+		inode_put(fs, dp);
 		if (ret)
 			break;
 	}

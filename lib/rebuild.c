@@ -349,11 +349,12 @@ static int verify_pass(struct tfs *fs, struct rebuild *rb, unsigned target)
 
 		/* Pinned like an open file: it cannot be freed under us. */
 		pthread_mutex_lock(&fs->ns_lock);
-		ip = fs_iget(fs, inos[i]);
-		if (ip && !S_ISREG(ip->mode))
+		if (!inode_get(fs, inos[i], &ip) && !S_ISREG(inode_mode(ip))) {
+			inode_put(fs, ip);
 			ip = NULL;
+		}
 		if (ip)
-			atomic_fetch_add(&ip->nopen, 1);
+			inode_open_add(ip);
 		pthread_mutex_unlock(&fs->ns_lock);
 		if (!ip)
 			continue;
@@ -361,15 +362,16 @@ static int verify_pass(struct tfs *fs, struct rebuild *rb, unsigned target)
 		for (uint64_t f = 0; ret == 0 && f < EXTENT_MAX_FBLK; f = end) {
 			struct rl_range r;
 
-			f = extent_next_data(&ip->map, f);
+			f = inode_next_data(ip, f);
 			if (f >= EXTENT_MAX_FBLK)
 				break;
 			end = f + RB_VERIFY_PIECE;
-			rl_lock(&ip->rl, &r, f, end, false);
-			ret = extent_walk(&ip->map, f, end, verify_run, &v);
-			rl_unlock(&ip->rl, &r);
+			rl_lock(inode_rl(ip), &r, f, end, false);
+			ret = inode_extent_walk(ip, f, end, verify_run, &v);
+			rl_unlock(inode_rl(ip), &r);
 		}
 		fs_iput_open(fs, ip);
+		inode_put(fs, ip);
 	}
 	free(inos);
 	free(v.buf);

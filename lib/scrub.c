@@ -486,17 +486,20 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 	/* An open reference keeps the inode alive without ns_lock, even if
 	 * it is unlinked meanwhile (it is deleted by our fs_iput_open). */
 	pthread_mutex_lock(&fs->ns_lock);
-	ip = fs_iget(fs, ino);
-	if (ip) {
-		pthread_mutex_lock(&ip->lock);
-		reg = S_ISREG(ip->mode);
-		pthread_mutex_unlock(&ip->lock);
+	if (!inode_get(fs, ino, &ip)) {
+		inode_lock(ip);
+		reg = S_ISREG(inode_mode(ip));
+		inode_unlock(ip);
 		if (reg)
-			atomic_fetch_add(&ip->nopen, 1);
+			inode_open_add(ip);
+	} else {
+		ip = NULL;
 	}
 	pthread_mutex_unlock(&fs->ns_lock);
-	if (!ip || !reg)
+	if (!ip || !reg) {
+		inode_put(fs, ip);
 		return 0;
+	}
 
 	while (!should_end(sc)) {
 		struct rl_range r;
@@ -504,19 +507,22 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 
 		/* Shared from fblk on: no truncate frees map nodes under the
 		 * search. */
-		rl_lock(&ip->rl, &r, fblk, RL_EOF, false);
-		next = extent_next_data(&ip->map, fblk);
-		rl_unlock(&ip->rl, &r);
+		rl_lock(inode_rl(ip), &r, fblk, RL_EOF, false);
+		next = inode_next_data(ip, fblk);
+		rl_unlock(inode_rl(ip), &r);
 		if (next >= EXTENT_MAX_FBLK)
 			break;
 		end = next + SCRUB_CHUNK;
 		/* Shared over the chunk: the entries and the blocks they name
 		 * cannot change or be freed (CoW writers and truncate take the
 		 * range exclusively) while we read and repair. */
-		rl_lock(&ip->rl, &r, next, end, false);
+		rl_lock(inode_rl(ip), &r, next, end, false);
 		w.bytes = 0;
-		extent_walk(&ip->map, next, end, file_run, &w);
-		rl_unlock(&ip->rl, &r);
+		ret = inode_extent_walk(ip, next, end, file_run, &w);
+		rl_unlock(inode_rl(ip), &r);
+		if (ret < 0 && !w.err)
+			w.err = ret;	/* the map could not be read (format v2) */
+		ret = 0;
 		if (w.err) {
 			ret = w.err;
 			break;
@@ -525,6 +531,7 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 		fblk = end;
 	}
 	fs_iput_open(fs, ip);
+	inode_put(fs, ip);
 	return ret;
 }
 
@@ -547,7 +554,7 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 	bytes = fs->sb.ckpt_blocks * BLK;
 	pthread_mutex_unlock(&fs->ckpt_mu);
 
-	/* ns_lock keeps the inodes alive once itable_lock is dropped. */
+	/* The handles keep the inodes' memory, ns_lock their fields still. */
 	pthread_mutex_lock(&fs->ns_lock);
 	ret = fs_isnapshot(fs, &v, &n);
 	if (ret < 0) {
@@ -557,22 +564,22 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 	inos = malloc((n ? n : 1) * sizeof(*inos));
 	if (!inos) {
 		pthread_mutex_unlock(&fs->ns_lock);
-		free(v);
+		fs_isnapshot_put(fs, v, n);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
 		bool reg;
 
-		pthread_mutex_lock(&v[i]->lock);
-		reg = S_ISREG(v[i]->mode);
-		pthread_mutex_unlock(&v[i]->lock);
+		inode_lock(v[i]);
+		reg = S_ISREG(inode_mode(v[i]));
+		inode_unlock(v[i]);
 		if (!reg)
 			continue;
-		inos[k++] = v[i]->ino;
-		bytes += extent_mapped(&v[i]->map) * BLK;
+		inos[k++] = inode_ino(v[i]);
+		bytes += inode_mapped(v[i]) * BLK;
 	}
 	pthread_mutex_unlock(&fs->ns_lock);
-	free(v);
+	fs_isnapshot_put(fs, v, n);
 	qsort(inos, k, sizeof(*inos), cmp_u64);
 	*out = inos;
 	*nout = k;

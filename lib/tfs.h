@@ -22,6 +22,8 @@
 #define TFS_ROOT_INO 1
 #define TFS_IO_MAX (1u << 20)		/* largest read or write */
 #define TFS_NAME_MAX 255
+#define TFS_DEV_MAX 8			/* devices of one file system */
+#define TFS_LABEL_MAX 63		/* bytes of a label */
 
 struct tfs;
 struct tfs_file;
@@ -67,6 +69,16 @@ struct tfs_format_opts {
 int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
 	       char *err, size_t errlen);
 
+/* What a formatted device holds, from its superblock (mkfs's summary). */
+struct tfs_format_info {
+	uint8_t fs_uuid[16];
+	char label[TFS_LABEL_MAX + 1];	/* NUL-terminated, "" if none */
+	uint64_t block_size, total_blocks, data_start;
+	unsigned ndevs;			/* copies */
+};
+/* Read @dev's superblock back: 0 or -errno with one line naming @dev in err. */
+int tfs_format_info(const char *dev, struct tfs_format_info *out, char *err, size_t errlen);
+
 /* Mount: open devices, read superblocks, load checkpoint, replay the log,
  * reclaim orphans, write a fresh checkpoint.  err gets one line. */
 int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen);
@@ -76,6 +88,10 @@ int tfs_unmount(struct tfs *fs);
 void tfs_abandon(struct tfs *fs);
 
 const char *tfs_backend_name(struct tfs *fs);
+/* The log's counters since mount (struct log_stats in log.h): what
+ * twinfs-ctl status reports, for the benchmark (bench/micro.c). */
+struct log_stats;
+void tfs_log_stats(struct tfs *fs, struct log_stats *st);
 
 /* ---- namespace ---- */
 

@@ -32,9 +32,9 @@ static int check_xname(const char *name, size_t *lenp)
 	return 0;
 }
 
-static struct xattr *xfind(struct tfs_inode *ip, const char *name, size_t len)
+static const struct xattr *xfind(struct tfs_inode *ip, const char *name, size_t len)
 {
-	for (struct xattr *x = ip->xattrs; x; x = x->next)
+	for (const struct xattr *x = inode_xattrs(ip); x; x = x->next)
 		if (strlen(x->name) == len && !memcmp(x->name, name, len))
 			return x;
 	return NULL;
@@ -45,14 +45,14 @@ static struct xattr *xfind(struct tfs_inode *ip, const char *name, size_t len)
  * adding a name if NULL) keeps the inode's name list within XATTR_LIST_MAX,
  * the most listxattr(2) can ever return: past it every listxattr fails
  * with E2BIG and the names cannot even be found to remove them; and its
- * values within XATTR_VALUES_MAX.  Caller holds ip->lock.
+ * values within XATTR_VALUES_MAX.  Caller holds the inode lock.
  */
-static int xattr_room(const struct tfs_inode *ip, const struct xattr *old, size_t namelen,
+static int xattr_room(struct tfs_inode *ip, const struct xattr *old, size_t namelen,
 		      size_t vallen)
 {
 	size_t names = old ? 0 : namelen + 1, vals = vallen;
 
-	for (const struct xattr *x = ip->xattrs; x; x = x->next) {
+	for (const struct xattr *x = inode_xattrs(ip); x; x = x->next) {
 		names += strlen(x->name) + 1;
 		if (x != old)
 			vals += x->vallen;
@@ -60,7 +60,7 @@ static int xattr_room(const struct tfs_inode *ip, const struct xattr *old, size_
 	return names > XATTR_LIST_MAX || vals > XATTR_VALUES_MAX ? -ENOSPC : 0;
 }
 
-/* One xattr change and the inode's ctime; caller holds ip->lock. */
+/* One xattr change and the inode's ctime; caller holds the inode lock. */
 static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *xr)
 {
 	struct meta_tx tx;
@@ -88,15 +88,12 @@ static int xattr_begin(struct tfs *fs)
 	return fs->log ? log_wait_space(fs->log) : 0;
 }
 
-int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val,
-		 size_t size, int flags)
+static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const char *name,
+		       const void *val, size_t size, int flags)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
 	size_t len;
 	int ret;
 
-	if (!ip)
-		return -ENOENT;
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return -EINVAL;
 	ret = check_xname(name, &len);
@@ -118,8 +115,8 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 	if (ret)
 		return ret;
 
-	pthread_mutex_lock(&ip->lock);
-	struct xattr *x = xfind(ip, name, len);
+	inode_lock(ip);
+	const struct xattr *x = xfind(ip, name, len);
 	if (x && (flags & XATTR_CREATE)) {
 		ret = -EEXIST;
 	} else if (!x && (flags & XATTR_REPLACE)) {
@@ -133,7 +130,20 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 		r.xattr.val = size ? val : "";
 		ret = xattr_commit(fs, ip, &r);
 	}
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
+	return ret;
+}
+
+int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val,
+		 size_t size, int flags)
+{
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	ret = setxattr_ip(fs, ip, ino, name, val, size, flags);
+	inode_put(fs, ip);
 	return ret;
 }
 
@@ -152,14 +162,16 @@ static ssize_t max_writers_xattr(struct tfs_inode *ip, void *buf, size_t size)
 	uint32_t mode;
 	int n;
 
-	pthread_mutex_lock(&ip->lock);
-	mode = ip->mode;
-	pthread_mutex_unlock(&ip->lock);
+	inode_lock(ip);
+	mode = inode_mode(ip);
+	inode_unlock(ip);
 	if (!S_ISREG(mode))
 		return -ENODATA;
-	pthread_mutex_lock(&ip->rl.mu);	/* a leaf lock: nothing is taken under it */
-	n = snprintf(v, sizeof(v), "%u", ip->rl.max_writers);
-	pthread_mutex_unlock(&ip->rl.mu);
+	struct rangelock *rl = inode_rl(ip);
+
+	pthread_mutex_lock(&rl->mu);	/* a leaf lock: nothing is taken under it */
+	n = snprintf(v, sizeof(v), "%u", rl->max_writers);
+	pthread_mutex_unlock(&rl->mu);
 	if (size == 0)
 		return n;
 	if (size < (size_t)n)
@@ -168,21 +180,19 @@ static ssize_t max_writers_xattr(struct tfs_inode *ip, void *buf, size_t size)
 	return n;
 }
 
-ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, size_t size)
+static ssize_t getxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino,
+			   const char *name, void *buf, size_t size)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
 	size_t len;
 	ssize_t ret;
 
-	if (!ip)
-		return -ENOENT;
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
 	if (!strcmp(name, TFS_XATTR_MAX_WRITERS))
 		return max_writers_xattr(ip, buf, size);
-	pthread_mutex_lock(&ip->lock);
-	struct xattr *x = xfind(ip, name, len);
+	inode_lock(ip);
+	const struct xattr *x = xfind(ip, name, len);
 	if (!x) {
 		ret = -ENODATA;
 	} else if (size == 0) {
@@ -193,20 +203,30 @@ ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, 
 		memcpy(buf, x->val, x->vallen);
 		ret = x->vallen;
 	}
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
 	return ret;
 }
 
-ssize_t tfs_listxattr(struct tfs *fs, uint64_t ino, char *buf, size_t size)
+ssize_t tfs_getxattr(struct tfs *fs, uint64_t ino, const char *name, void *buf, size_t size)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	struct tfs_inode *ip;
+	ssize_t ret = inode_get(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	ret = getxattr_ip(fs, ip, ino, name, buf, size);
+	inode_put(fs, ip);
+	return ret;
+}
+
+static ssize_t listxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, char *buf,
+			    size_t size)
+{
 	size_t total = 0;
 	ssize_t ret;
 
-	if (!ip)
-		return -ENOENT;
-	pthread_mutex_lock(&ip->lock);
-	for (struct xattr *x = ip->xattrs; x; x = x->next)
+	inode_lock(ip);
+	for (const struct xattr *x = inode_xattrs(ip); x; x = x->next)
 		total += strlen(x->name) + 1;
 	if (size == 0) {
 		ret = (ssize_t)total;
@@ -214,32 +234,42 @@ ssize_t tfs_listxattr(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 		ret = -ERANGE;
 	} else {
 		char *p = buf;
-		for (struct xattr *x = ip->xattrs; x; x = x->next) {
+		for (const struct xattr *x = inode_xattrs(ip); x; x = x->next) {
 			size_t n = strlen(x->name) + 1;
 			memcpy(p, x->name, n);
 			p += n;
 		}
 		ret = (ssize_t)total;
 	}
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
 	return ret;
 }
 
-int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name)
+ssize_t tfs_listxattr(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	struct tfs_inode *ip;
+	ssize_t ret = inode_get(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	ret = listxattr_ip(fs, ip, ino, buf, size);
+	inode_put(fs, ip);
+	return ret;
+}
+
+static int removexattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino,
+			  const char *name)
+{
 	size_t len;
 	int ret;
 
-	if (!ip)
-		return -ENOENT;
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
 	ret = xattr_begin(fs);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&ip->lock);
+	inode_lock(ip);
 	if (!xfind(ip, name, len)) {
 		ret = -ENODATA;
 	} else {
@@ -249,6 +279,18 @@ int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name)
 		r.xattr.name = name;
 		ret = xattr_commit(fs, ip, &r);
 	}
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
+	return ret;
+}
+
+int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name)
+{
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	ret = removexattr_ip(fs, ip, ino, name);
+	inode_put(fs, ip);
 	return ret;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * mkfs.twinfs: command-line front end of tfs_format().  Parses the options,
- * formats 1..DEV_MAX devices as one file system (one copy of every block per
+ * formats 1..TFS_DEV_MAX devices as one file system (one copy of every block per
  * device) and prints a summary read back from the first device's superblock,
  * so what the user sees is what is on disk, not what we meant to write.
  *
@@ -15,15 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dev.h"
-#include "super.h"
 #include "tfs.h"
 
 #define PROG "mkfs.twinfs"
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: " PROG " [-L label] [-f] DEV...   (1 to %d devices)\n", DEV_MAX);
+	fprintf(out, "usage: " PROG " [-L label] [-f] DEV...   (1 to %d devices)\n",
+		TFS_DEV_MAX);
 }
 
 static void help(void)
@@ -59,41 +58,7 @@ static void format_size(uint64_t bytes, char *out, size_t len)
 		snprintf(out, len, "%.2f MiB", (double)bytes / (double)(1ull << 20));
 }
 
-/* Read back the superblock the format left on @path.  Returns 0 or -errno
- * with a one-line reason in err. */
-static int read_back(const char *path, struct super *sb, char *err, size_t errlen)
-{
-	struct dev_backend *be = NULL;
-	struct dev *d = NULL;
-	char why[256] = "";
-	unsigned slot;
-	int ret;
-
-	ret = dev_open(path, true, &d, err, errlen);
-	if (ret < 0)
-		return ret;
-	ret = dev_backend_create("file", &be);
-	if (ret < 0) {
-		snprintf(err, errlen, "%s: cannot create I/O backend: %s", path, strerror(-ret));
-		goto out_close;
-	}
-	ret = dev_backend_attach(be, d);
-	if (ret < 0) {
-		snprintf(err, errlen, "%s: cannot attach device: %s", path, strerror(-ret));
-		goto out_be;
-	}
-	ret = super_read_dev(be, d, sb, &slot, why, sizeof(why));
-	if (ret < 0)
-		snprintf(err, errlen, "%s: superblock not readable after format: %s", path,
-			 why[0] ? why : strerror(-ret));
-out_be:
-	dev_backend_destroy(be);
-out_close:
-	dev_close(d);
-	return ret;
-}
-
-static void print_summary(const struct super *sb, const char *const *devs, unsigned n)
+static void print_summary(const struct tfs_format_info *sb, const char *const *devs, unsigned n)
 {
 	char uuid[37], usable[32], total[32];
 	uint64_t bs = sb->block_size ? sb->block_size : 4096;
@@ -122,7 +87,7 @@ int main(int argc, char **argv)
 {
 	struct tfs_format_opts o = { .label = NULL, .force = false, .backend = NULL };
 	char err[512] = "";
-	struct super sb;
+	struct tfs_format_info sb;
 	int opt, ret;
 
 	static const struct option longopts[] = {
@@ -135,9 +100,9 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "L:fh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'L':
-			if (strlen(optarg) >= sizeof(sb.label)) {
-				fprintf(stderr, PROG ": label longer than %zu bytes\n",
-					sizeof(sb.label) - 1);
+			if (strlen(optarg) > TFS_LABEL_MAX) {
+				fprintf(stderr, PROG ": label longer than %d bytes\n",
+					TFS_LABEL_MAX);
 				usage(stderr);
 				return 2;
 			}
@@ -156,9 +121,9 @@ int main(int argc, char **argv)
 	}
 
 	unsigned n = (unsigned)(argc - optind);
-	if (n < 1 || n > DEV_MAX) {
-		if (n > DEV_MAX)
-			fprintf(stderr, PROG ": at most %d devices\n", DEV_MAX);
+	if (n < 1 || n > TFS_DEV_MAX) {
+		if (n > TFS_DEV_MAX)
+			fprintf(stderr, PROG ": at most %d devices\n", TFS_DEV_MAX);
 		usage(stderr);
 		return 2;
 	}
@@ -170,8 +135,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	memset(&sb, 0, sizeof(sb));
-	ret = read_back(devs[0], &sb, err, sizeof(err));
+	ret = tfs_format_info(devs[0], &sb, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-ret));
 		return 1;

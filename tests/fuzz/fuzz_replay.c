@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "fs_mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -73,11 +74,11 @@ static void walk(struct tfs *fs)
 	size_t n = 0;
 
 	/* every inode the table holds (bounded), as mount_rebuild sees them */
-	pthread_rwlock_rdlock(&fs->itable_lock);
-	for (size_t b = 0; b < fs->itable_size && n < 256; b++)
-		for (struct tfs_inode *ip = fs->itable[b]; ip && n < 256; ip = ip->hnext)
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	for (size_t b = 0; fs->itab->b && b < fs->itab->size && n < 256; b++)
+		for (struct tfs_inode *ip = fs->itab->b[b]; ip && n < 256; ip = ip->hnext)
 			inos[n++] = ip->ino;
-	pthread_rwlock_unlock(&fs->itable_lock);
+	pthread_rwlock_unlock(&fs->itab->lock);
 	assert(next > TFS_ROOT_INO);
 
 	for (size_t i = 0; i < n; i++) {

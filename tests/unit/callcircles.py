@@ -29,10 +29,6 @@ GROUPS = [("dev", re.compile(r"^dev")), ("fsck", re.compile(r"^fsck")),
 # these sets, so a new module joining a circle, or a new circle, fails.
 # Shrink this list; never grow it without a reason written here.
 ALLOWED = [
-    # inode.c commits a log transaction (fs_imaybe_delete_locked builds and
-    # commits the delete through apply.c), while apply.c creates and finds
-    # inodes in inode.c's table.  Goes with inode handles (issue 12 item 3/4).
-    {"apply", "inode"},
     # event.c (landed in parallel, issue 14) names a missing device by
     # rebuild_slot_path while rebuild.c emits its end events: the slot
     # paths want a home below both (the mirror, or the event itself).

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "fs_i.h"
+#include "inode_i.h"	/* tests look inside inodes */
 
 #define BS 4096u
 #define MiB (1024u * 1024u)

@@ -70,6 +70,19 @@ static void test_set_get(void **state)
 	assert_int_equal(e.csum, 0);
 	assert_int_equal(extent_mapped(&m), 11);
 
+	/* The fallible lookup: 0 for a mapped block, -ENOENT and a zeroed
+	 * entry for a hole (inside a leaf, in no leaf, past the end). */
+	assert_int_equal(extent_lookup(&m, 105, &e), 0);
+	assert_int_equal(e.phys, 5005);
+	assert_int_equal(e.csum, 0xabc0005);
+	e.phys = e.csum = 9;
+	assert_int_equal(extent_lookup(&m, 110, &e), -ENOENT);
+	assert_int_equal(e.phys, 0);
+	assert_int_equal(e.csum, 0);
+	assert_int_equal(extent_lookup(&m, 1ull << 30, &e), -ENOENT);
+	assert_int_equal(extent_lookup(&m, EXTENT_MAX_FBLK + 5, &e), -ENOENT);
+	assert_int_equal(extent_lookup(&m, EXTENT_MAX_FBLK - 1, &e), 0);
+
 	struct drops d = { 0 };
 	extent_destroy(&m, rec_drop, &d);
 	assert_int_equal(d.total, 11);

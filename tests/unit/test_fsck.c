@@ -16,6 +16,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "fsck.h"
 #include "testlib.h"
 

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "inode.h"
 #include "testlib.h"
 
 #define IMG_SIZE (64ull << 20)
@@ -1003,6 +1004,53 @@ static void run_persist(enum persist how)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/*
+ * Inode handles (inode.h): inode_get counts a reference and fails with
+ * -ENOENT for a missing inode; a handle keeps a deleted inode's memory (not
+ * the inode: the unlink deletes it at once, later gets fail) until its
+ * inode_put, which frees it (ASan reports a leak or a use after free).
+ */
+static void test_handles(void **state)
+{
+	struct tfs *fs = fresh();
+	struct tfs_inode *ip, *ip2;
+	uint64_t ino = mk(fs, ROOT, "f", S_IFREG | 0640);
+
+	ip = (struct tfs_inode *)1;
+	assert_int_equal(inode_get(fs, 1u << 30, &ip), -ENOENT);
+	assert_null(ip);
+	assert_int_equal(inode_get(fs, ino, &ip), 0);
+	assert_int_equal(inode_get(fs, ino, &ip2), 0);
+	assert_ptr_equal(ip, ip2);
+	inode_put(fs, ip2);
+	inode_lock(ip);
+	assert_int_equal(inode_ino(ip), ino);
+	assert_int_equal(inode_mode(ip), S_IFREG | 0640);
+	assert_int_equal(inode_nlink(ip), 1);
+	assert_int_equal(inode_uid(ip), cr.uid);
+	assert_int_equal(inode_gid(ip), cr.gid);
+	assert_null(inode_dir(ip));
+	inode_unlock(ip);
+	assert_true(inode_exists(fs, ino));
+
+	/* No lookup, no open: the unlink deletes it under our handle. */
+	assert_int_equal(tfs_unlink(fs, ROOT, "f"), 0);
+	assert_false(inode_exists(fs, ino));
+	assert_int_equal(inode_get(fs, ino, &ip2), -ENOENT);
+	assert_int_equal(inode_ino(ip), ino);
+	assert_int_equal(inode_nlink(ip), 0);
+	assert_int_equal(inode_mapped(ip), 0);
+	inode_put(fs, ip);
+
+	/* A directory's handle sees its entries. */
+	uint64_t d = mk(fs, ROOT, "d", S_IFDIR | 0755);
+	assert_int_equal(inode_get(fs, d, &ip), 0);
+	assert_non_null(inode_dir(ip));
+	assert_int_equal(inode_parent(ip), ROOT);
+	inode_put(fs, ip);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 static void test_persist_unmount(void **state)
 {
 	run_persist(P_UNMOUNT);
@@ -1030,6 +1078,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_xattr_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_handles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_unmount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_crash_ckpt, setup, teardown),

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "fs_i.h"
+#include "inode_i.h"
 #include "rebuild.h"
 #include "testlib.h"
 #include "tlog.h"

@@ -18,6 +18,7 @@
 
 #include "ctl.h"
 #include "fs_i.h"
+#include "inode_i.h"
 #include "json.h"
 #include "scrub.h"
 #include "testlib.h"

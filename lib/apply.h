@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * apply.h: metadata transactions (apply.c).  meta_apply() is the only
+ * mutator of the metadata, live (meta_tx_commit) and in replay alike.
+ */
+#ifndef TWINFS_APPLY_H
+#define TWINFS_APPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+struct tfs;
+
+struct meta_tx {
+	struct log_buf buf;
+	/* runs of physical blocks the records dropped: freed when durable */
+	struct { uint64_t phys, n; } *drops;
+	size_t ndrops, capdrops;
+};
+void meta_tx_init(struct meta_tx *tx);
+void meta_tx_free(struct meta_tx *tx);
+int meta_tx_add(struct meta_tx *tx, const struct log_rec *r);
+/* Apply every record to memory (collecting dropped blocks), append to the
+ * log, defer the drops to the returned seq.  Caller holds the locks of the
+ * objects the records touch. */
+int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq);
+/* Apply one record (replay and live). */
+int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
+
+#endif

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * attr: setattr, the one operation that spans the namespace's metadata and
+ * the data path: a size change truncates or extends the file (file.c)
+ * before the attributes are logged.  It sits above both, so namei.c does
+ * not call into the data path.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fs_i.h"
+
+/* The size part of a setattr: 0 or -errno. */
+static int set_size(struct tfs *fs, struct tfs_inode *ip, const struct stat *in,
+		    int to_set)
+{
+	uint32_t mode;
+
+	if (!(to_set & TFS_SET_SIZE))
+		return 0;
+	inode_lock(ip);
+	mode = inode_mode(ip);
+	inode_unlock(ip);
+	if (S_ISDIR(mode))
+		return -EISDIR;
+	if (!S_ISREG(mode))
+		return -EINVAL;
+	if (in->st_size < 0)
+		return -EINVAL;
+	/* Takes the range lock and the inode lock itself. */
+	return file_truncate(fs, ip, (uint64_t)in->st_size);
+}
+
+/* Everything else, as one LR_INODE; the new attributes into *out. */
+static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in,
+		     int to_set, struct stat *out)
+{
+	struct meta_tx tx;
+	uint64_t seq;
+	struct log_rec r;
+	int64_t now = fs_ts_ns(fs_now());
+	int ret;
+
+	meta_tx_init(&tx);
+	inode_lock(ip);
+	fs_iencode(ip, &r);
+	struct log_inode *li = &r.inode;
+	if (to_set & TFS_SET_MODE)
+		li->mode = (inode_mode(ip) & S_IFMT) | (in->st_mode & 07777);
+	if (to_set & TFS_SET_UID)
+		li->uid = in->st_uid;
+	if (to_set & TFS_SET_GID)
+		li->gid = in->st_gid;
+	if (to_set & TFS_SET_ATIME_NOW)
+		li->atime_ns = now;
+	else if (to_set & TFS_SET_ATIME)
+		li->atime_ns = fs_ts_ns(in->st_atim);
+	if (to_set & TFS_SET_MTIME_NOW)
+		li->mtime_ns = now;
+	else if (to_set & TFS_SET_MTIME)
+		li->mtime_ns = fs_ts_ns(in->st_mtim);
+	else if (to_set & TFS_SET_SIZE)
+		li->mtime_ns = now;	/* truncate(2) always sets mtime */
+	li->ctime_ns = (to_set & TFS_SET_CTIME) ? fs_ts_ns(in->st_ctim) : now;
+	ret = meta_tx_add(&tx, &r);
+	if (!ret)
+		ret = meta_tx_commit(fs, &tx, &seq);
+	if (!ret && out)
+		fs_istat(ip, out);
+	inode_unlock(ip);
+	meta_tx_free(&tx);
+	return ret;
+}
+
+int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
+		struct tfs_file *f, struct stat *out)
+{
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	if (!to_set) {
+		if (out) {
+			inode_lock(ip);
+			fs_istat(ip, out);
+			inode_unlock(ip);
+		}
+	} else if (fs->readonly) {
+		ret = -EROFS;
+	} else {
+		ret = set_size(fs, ip, in, to_set);
+		if (!ret && fs->log)
+			ret = log_wait_space(fs->log);
+		if (!ret)
+			ret = set_attrs(fs, ip, in, to_set, out);
+	}
+	inode_put(fs, ip);
+	return ret;
+}
