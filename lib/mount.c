@@ -133,23 +133,15 @@ nomem:
 	return ret;
 }
 
-/* Read and cross-check the superblocks of the opened devices, place them
- * by dev_index into mdevs and decide each slot's state. */
-static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
-			struct dev **mdevs, int *state, const char **paths, char *err,
-			size_t errlen)
+/* Read the superblock of every opened device into sbs[] (by position in
+ * o->devs), check it fits the device and belongs with the others, and find
+ * the newest.  With -o degraded a damaged or unreadable one is skipped. */
+static int read_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
+		       struct super *sbs, bool *skip, int *newestp, char *err, size_t errlen)
 {
-	struct super *sbs = calloc(o->ndevs, sizeof(*sbs));
-	bool skip[DEV_MAX] = { 0 };
-	const char *gone = NULL;
-	unsigned ngone = 0, nmiss = 0;
-	int first = -1, newest = -1, ret = 0;
+	int first = -1, newest = -1, ret;
 	char u[37];
 
-	if (!sbs) {
-		tfs_seterr(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		char why[200] = "";
 		unsigned slot;
@@ -163,23 +155,21 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			tfs_log(LOG_WARNING, "%s: %s; treating it as missing", o->devs[i],
 				why[0] ? why : strerror(-ret));
 			skip[i] = true;
-			ret = 0;
 			continue;
 		}
 		if (ret == -ENOENT) {
 			tfs_seterr(err, errlen, "%s: not a twinfs device", o->devs[i]);
-			ret = -EINVAL;
-			goto out;
+			return -EINVAL;
 		}
 		if (ret == -EUCLEAN) {
 			tfs_seterr(err, errlen, "%s: %s", o->devs[i],
 				   why[0] ? why : "superblock checksum mismatch");
-			goto out;
+			return ret;
 		}
 		if (ret < 0) {
 			tfs_seterr(err, errlen, "%s: %s", o->devs[i],
 				   why[0] ? why : strerror(-ret));
-			goto out;
+			return ret;
 		}
 		if (opened[i]->size / TFS_BLOCK_SIZE < sbs[i].total_blocks) {
 			/* A shortened image would turn reads of its tail into
@@ -189,8 +179,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 				   "(leave it out and mount with -o degraded)", o->devs[i],
 				   (unsigned long long)(opened[i]->size / TFS_BLOCK_SIZE),
 				   (unsigned long long)sbs[i].total_blocks);
-			ret = -EUCLEAN;
-			goto out;
+			return -EUCLEAN;
 		}
 		if (first < 0)
 			first = (int)i;
@@ -199,47 +188,61 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			tfs_seterr(err, errlen,
 				   "%s: belongs to another twinfs (uuid %s, not the one on %s)",
 				   o->devs[i], u, o->devs[first]);
-			ret = -EINVAL;
-			goto out;
+			return -EINVAL;
 		}
 		if (newest < 0 || sbs[i].generation > sbs[newest].generation)
 			newest = (int)i;
 	}
 	if (newest < 0) {
 		tfs_seterr(err, errlen, "no device of the file system could be opened");
-		ret = -ENODEV;
-		goto out;
+		return -ENODEV;
 	}
-	fs->sb = sbs[newest];
-	if (fs->sb.ndevs == 0 || fs->sb.ndevs > DEV_MAX) {
-		tfs_seterr(err, errlen, "%s: superblock names %u devices", o->devs[newest],
-			   fs->sb.ndevs);
-		ret = -EUCLEAN;
-		goto out;
-	}
+	*newestp = newest;
+	return 0;
+}
+
+/* Place each device read by its dev_index into mdevs (paths alike); the
+ * ones not opened or skipped are counted in *ngone, the last in *gone. */
+static int place_devs(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
+		      const struct super *sbs, const bool *skip, struct dev **mdevs,
+		      const char **paths, const char **gone, unsigned *ngone, char *err,
+		      size_t errlen)
+{
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		uint32_t idx = sbs[i].dev_index;
 
 		if (!opened[i] || skip[i]) {
-			gone = o->devs[i];
-			ngone++;
+			*gone = o->devs[i];
+			(*ngone)++;
 			continue;
 		}
 		if (idx >= fs->sb.ndevs ||
 		    memcmp(sbs[i].dev_uuid, fs->sb.dev_uuids[idx], 16) != 0) {
 			tfs_seterr(err, errlen, "%s: no longer a member of this twinfs",
 				   o->devs[i]);
-			ret = -EINVAL;
-			goto out;
+			return -EINVAL;
 		}
 		if (mdevs[idx]) {
 			tfs_seterr(err, errlen, "%s: same device as %s", o->devs[i], paths[idx]);
-			ret = -EINVAL;
-			goto out;
+			return -EINVAL;
 		}
 		mdevs[idx] = opened[i];
 		paths[idx] = o->devs[i];
 	}
+	return 0;
+}
+
+/* Each slot's state: missing, stale (missed writes) or in sync; without
+ * -o degraded only a full, current set mounts.  @gone is the one path given
+ * that did not open, if @ngone is 1. */
+static int slot_states(struct tfs *fs, const struct tfs_opts *o, struct dev **mdevs,
+		       int *state, const char **paths, const char *gone, unsigned ngone,
+		       char *err, size_t errlen)
+{
+	unsigned nmiss = 0;
+	int ret;
+	char u[37];
+
 	for (unsigned i = 0; i < fs->sb.ndevs; i++)
 		nmiss += !mdevs[i];
 	for (unsigned i = 0; i < fs->sb.ndevs; i++) {
@@ -259,8 +262,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 				else
 					tfs_seterr(err, errlen, "device %u (uuid %s) is missing "
 						   "(mount with -o degraded to use the others)", i, u);
-				ret = -ENODEV;
-				goto out;
+				return -ENODEV;
 			}
 			tfs_log(LOG_WARNING, "%s%sdevice %u (uuid %s) is missing: mounted degraded",
 				paths[i] ? paths[i] : "", paths[i] ? ": " : "", i, u);
@@ -275,8 +277,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 				tfs_seterr(err, errlen,
 					   "%s: stale (it missed writes while failed or "
 					   "missing); mount with -o degraded", paths[i]);
-				ret = -ENODEV;
-				goto out;
+				return -ENODEV;
 			}
 		} else {
 			state[i] = MDEV_OK;
@@ -288,6 +289,38 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 			ret = 0;
 	if (ret < 0)
 		tfs_seterr(err, errlen, "no device holds a current copy of the file system");
+	return ret;
+}
+
+/* Read and cross-check the superblocks of the opened devices, place them
+ * by dev_index into mdevs and decide each slot's state. */
+static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
+			struct dev **mdevs, int *state, const char **paths, char *err,
+			size_t errlen)
+{
+	struct super *sbs = calloc(o->ndevs, sizeof(*sbs));
+	bool skip[DEV_MAX] = { 0 };
+	const char *gone = NULL;
+	unsigned ngone = 0;
+	int newest = -1, ret;
+
+	if (!sbs) {
+		tfs_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = read_supers(fs, o, opened, sbs, skip, &newest, err, errlen);
+	if (ret < 0)
+		goto out;
+	fs->sb = sbs[newest];
+	if (fs->sb.ndevs == 0 || fs->sb.ndevs > DEV_MAX) {
+		tfs_seterr(err, errlen, "%s: superblock names %u devices", o->devs[newest],
+			   fs->sb.ndevs);
+		ret = -EUCLEAN;
+		goto out;
+	}
+	ret = place_devs(fs, o, opened, sbs, skip, mdevs, paths, &gone, &ngone, err, errlen);
+	if (ret == 0)
+		ret = slot_states(fs, o, mdevs, state, paths, gone, ngone, err, errlen);
 out:
 	free(sbs);
 	return ret;
@@ -372,24 +405,12 @@ static int previous_super(struct tfs *fs, struct super *prev)
 	return ret;
 }
 
-int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
+/* An empty fs carrying the mount's options. */
+static int mount_new(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
 {
-	struct dev *opened[DEV_MAX] = { 0 };
-	struct dev *mdevs[DEV_MAX] = { 0 };
-	const char *spaths[DEV_MAX] = { 0 };
-	int state[DEV_MAX] = { 0 };
-	struct apply_ctx ac;
-	struct dev_backend *be;
-	struct tfs *fs = NULL;
-	uint64_t end_pos = 0, next_seq = 0;
-	const char *name0 = "twinfs";	/* names the fs in messages: first device */
+	struct tfs *fs;
 	int ret;
 
-	*out = NULL;
-	if (!o || o->ndevs == 0 || o->ndevs > DEV_MAX) {
-		tfs_seterr(err, errlen, "need 1 to %d devices", DEV_MAX);
-		return -EINVAL;
-	}
 	ret = fs_new(&fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
@@ -398,6 +419,16 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
 	fs->on_unusable = o->on_unusable;
 	fs->cb_ctx = o->cb_ctx;
+	*out = fs;
+	return 0;
+}
+
+/* Open (and lock) every device given; a missing path stays NULL unless
+ * offline.  On error the caller closes what was opened. */
+static int mount_open_devs(const struct tfs_opts *o, struct dev **opened, char *err,
+			   size_t errlen)
+{
+	int ret;
 
 	/* Before opening: the exclusive lock would turn the second open of
 	 * one device into "in use by another twinfs process", after a wait. */
@@ -410,8 +441,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 			if (dev_id_path(o->devs[j], &dj) == 0 && dev_id_eq(&di, &dj)) {
 				tfs_seterr(err, errlen, "%s: same device as %s (given twice)",
 					   o->devs[i], o->devs[j]);
-				ret = -EINVAL;
-				goto out_devs;
+				return -EINVAL;
 			}
 		}
 	}
@@ -427,11 +457,16 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		if (ret == -ENOENT)
 			tfs_seterr(err, errlen, "%s: %s", o->devs[i], strerror(ENOENT));
 		if (ret < 0)
-			goto out_devs;
+			return ret;
 	}
-	ret = fs_backend_create(o->backend, o->fault, &fs->be, err, errlen);
-	if (ret < 0)
-		goto out_devs;
+	return 0;
+}
+
+static int mount_attach(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
+			char *err, size_t errlen)
+{
+	int ret;
+
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		if (!opened[i])
 			continue;
@@ -439,22 +474,32 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		if (ret < 0) {
 			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
 				   o->devs[i], strerror(-ret));
-			goto out_fs;
+			return ret;
 		}
 	}
+	return 0;
+}
+
+/* The superblocks say which device is which slot and each slot's state;
+ * the mirror is set up from them, its counters as the last mount left
+ * them. */
+static int mount_mirror(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
+			const char **spaths, char *err, size_t errlen)
+{
+	struct dev *mdevs[DEV_MAX] = { 0 };
+	int state[DEV_MAX] = { 0 };
+	int ret;
+
 	ret = mount_supers(fs, o, opened, mdevs, state, spaths, err, errlen);
 	if (ret < 0)
-		goto out_fs;
+		return ret;
 	fs->ndevs = fs->sb.ndevs;
 	memcpy(fs->devs, mdevs, sizeof(mdevs));
-	for (unsigned i = DEV_MAX; i-- > 0; )
-		if (mdevs[i])
-			name0 = mdevs[i]->path;
 
 	ret = mirror_init(&fs->mirror, fs->be, mdevs, fs->ndevs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 	for (unsigned i = 0; i < fs->ndevs; i++) {
 		struct mirror_counters *c = &fs->mirror.ctr[i];
@@ -478,31 +523,56 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	/* From the first write on, a device failing (or found missing) is
 	 * recorded stale in the superblocks before the write is acknowledged. */
 	sbc_mount(fs);
+	return 0;
+}
+
+/* Names the fs in messages: its first device present. */
+static const char *mount_name(const struct tfs *fs)
+{
+	for (unsigned i = 0; i < DEV_MAX; i++)
+		if (fs->devs[i])
+			return fs->devs[i]->path;
+	return "twinfs";
+}
+
+/* Rebuild, scrub, events and the allocator, before anything is loaded. */
+static int mount_services(struct tfs *fs, const struct tfs_opts *o, const char **spaths,
+			  char *err, size_t errlen)
+{
+	int ret;
+
 	/* Before anything is written: a device whose rebuild was running
 	 * must get this mount's writes from the first one on. */
 	ret = rebuild_mount_init(fs, spaths, err, errlen);
 	if (ret < 0)
-		goto out_fs;
+		return ret;
 	ret = scrub_init(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
-		goto out_fs;
+		return ret;
 	}
 	ret = o->offline ? 0 : event_open(fs, o->event_cmd, o->mountpoint, o->event_timeout_s);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot set up events: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 
 	ret = fs_alloc_create(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 	if (fs->sb.next_ino > TFS_ROOT_INO)
 		atomic_store(&fs->next_ino, fs->sb.next_ino);
+	return 0;
+}
 
-	fs->replaying = true;
+/* Load the checkpoint the superblock names; a rescue whose checkpoint is
+ * damaged falls back to the previous superblock's. */
+static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t errlen)
+{
+	int ret;
+
 	ret = ckpt_load(fs);
 	if ((ret == -EUCLEAN || ret == -EIO) && fs->rescue) {
 		struct super prev = { 0 };
@@ -530,46 +600,62 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		tfs_seterr(err, errlen, "%s: the checkpoint is damaged on every device%s%s "
 			   "(run fsck.twinfs -n to see the damage; -o rescue tries the previous "
 			   "checkpoint, read-only)", name0, fs->damage[0] ? "; " : "", fs->damage);
-		goto out_fs;
+		return ret;
 	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot load the checkpoint: %s", name0,
 			   strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
-	{
-		struct log_geom g;
+	return 0;
+}
 
-		fs_log_geom(fs, &g);
-		ac.fs = fs;
-		meta_tx_init(&ac.drops);
-		ret = log_replay(&fs->mirror, &g, replay_rec, &ac, &end_pos, &next_seq);
-		meta_tx_free(&ac.drops);
-	}
+/* Replay the log from the checkpoint's head; *end_pos and *next_seq say
+ * where it ended.  Damage that leaves later records unreachable is noted,
+ * not an error: the verdict is mount_verdict's. */
+static int mount_replay(struct tfs *fs, const char *name0, uint64_t *end_pos,
+			uint64_t *next_seq, char *err, size_t errlen)
+{
+	struct apply_ctx ac;
+	struct log_geom g;
+	int ret;
+
+	fs_log_geom(fs, &g);
+	ac.fs = fs;
+	meta_tx_init(&ac.drops);
+	ret = log_replay(&fs->mirror, &g, replay_rec, &ac, end_pos, next_seq);
+	meta_tx_free(&ac.drops);
 	if (ret == -EBADMSG) {
 		note_damage(fs, "metadata log chunk at block %llu (transaction %llu) is damaged "
 			    "on every device and later transactions exist",
-			    (unsigned long long)(fs->sb.log_start + end_pos),
-			    (unsigned long long)next_seq);
+			    (unsigned long long)(fs->sb.log_start + *end_pos),
+			    (unsigned long long)*next_seq);
 		ret = 0;
 	} else if (ret == -ESTALE) {
 		note_damage(fs, "the metadata log goes on past what the superblock knows "
 			    "(transaction %llu on): the newest superblock or checkpoint is lost",
-			    (unsigned long long)next_seq);
+			    (unsigned long long)*next_seq);
 		ret = 0;
 	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot replay the metadata log: %s", name0,
 			   strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
+	return 0;
+}
+
+/* Damaged metadata refuses a mount, unless rescue (read-only) is asked
+ * for; offline (fsck) takes it as it is and reports it. */
+static int mount_verdict(struct tfs *fs, const struct tfs_opts *o, const char *name0,
+			 char *err, size_t errlen)
+{
 	if (fs->damage[0] && !o->offline) {
 		if (!o->rescue) {
 			tfs_seterr(err, errlen, "%s: %s; refusing to mount (run fsck.twinfs -n "
 				   "DEVICES to see it, or mount with -o rescue to read what is "
 				   "left, read-only)", name0, fs->damage);
-			ret = -EUCLEAN;
-			goto out_fs;
+			return -EUCLEAN;
 		}
 		tfs_log(LOG_WARNING, "RESCUE MOUNT, READ-ONLY: %s: %s; what the metadata still "
 			"reaches is mounted, recent changes may be missing; copy it off, then "
@@ -578,68 +664,80 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		tfs_log(LOG_WARNING, "rescue mount, read-only: no damaged metadata found on %s",
 			name0);
 	}
-	if (o->offline) {
-		/* fsck looks at the state exactly as loaded; it must not be
-		 * changed through the API (no log to write it to). */
-		fs->replaying = false;
-		fs->readonly = true;
-		fs->replay_end_pos = end_pos;
-		fs->replay_next_seq = next_seq;
-		*out = fs;
-		return 0;
-	}
-	ret = mount_rebuild(fs, err, errlen);
-	if (ret == 0)
-		ret = wib_mount_load(fs, err, errlen);
-	if (ret < 0)
-		goto out_fs;
+	return 0;
+}
+
+/* fsck looks at the state exactly as loaded; it must not be changed
+ * through the API (no log to write it to) until fs_offline_commit. */
+static void mount_stop_offline(struct tfs *fs, uint64_t end_pos, uint64_t next_seq)
+{
 	fs->replaying = false;
-	if (fs->rescue) {
-		/* Serve reads only: no new log_id, no checkpoint, no background
-		 * thread, no scrub or rebuild.  The log is opened in memory so
-		 * the read paths find one; nothing is ever appended to it. */
-		fs->readonly = true;
-		ret = fs_log_open(fs, end_pos, next_seq);
-		if (ret == 0)
-			ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
-						 o->bounce_bufs ? o->bounce_bufs
-								: FS_DEFAULT_BOUNCE, &fs->bounce);
-		if (ret == 0)
-			ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE,
-						 &fs->bounce_small);
-		if (ret < 0) {
-			tfs_seterr(err, errlen, "%s: rescue mount: %s", name0, strerror(-ret));
-			goto out_fs;
-		}
-		*out = fs;
-		return 0;
+	fs->readonly = true;
+	fs->replay_end_pos = end_pos;
+	fs->replay_next_seq = next_seq;
+}
+
+/* The buffer pools: whole bounce buffers and the small ones. */
+static int mount_bounce(struct tfs *fs, const struct tfs_opts *o)
+{
+	int ret;
+
+	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
+				 o->bounce_bufs ? o->bounce_bufs : FS_DEFAULT_BOUNCE, &fs->bounce);
+	if (ret == 0)
+		ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE, &fs->bounce_small);
+	return ret;
+}
+
+/* Serve reads only: no new log_id, no checkpoint, no background thread,
+ * no scrub or rebuild.  The log is opened in memory so the read paths find
+ * one; nothing is ever appended to it. */
+static int mount_rescue(struct tfs *fs, const struct tfs_opts *o, const char *name0,
+			uint64_t end_pos, uint64_t next_seq, char *err, size_t errlen)
+{
+	int ret;
+
+	fs->readonly = true;
+	ret = fs_log_open(fs, end_pos, next_seq);
+	if (ret == 0)
+		ret = mount_bounce(fs, o);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: rescue mount: %s", name0, strerror(-ret));
+		return ret;
 	}
+	return 0;
+}
+
+/* A new log_id, the log, the pools and the discard thread; the first
+ * checkpoint of this mount; then the background thread and the services
+ * that go on from where the last mount stopped. */
+static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name0,
+		      uint64_t end_pos, uint64_t next_seq, char *err, size_t errlen)
+{
+	int ret;
 
 	ret = fs_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 	ret = fs_log_open(fs, end_pos, next_seq);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot open the metadata log: %s", name0,
 			   strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
-	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
-				 o->bounce_bufs ? o->bounce_bufs : FS_DEFAULT_BOUNCE, &fs->bounce);
-	if (ret == 0)
-		ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE, &fs->bounce_small);
+	ret = mount_bounce(fs, o);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot create the buffer pool: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 
 	/* Before the first free: the checkpoint below frees the old one. */
 	ret = discard_start(fs, !o->nodiscard);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot start the discard thread: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 
 	/* The first write of this mount.  The new superblock names the new
@@ -652,17 +750,84 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0,
 			   strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 
 	ret = fs_bg_start(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot start the background thread: %s", strerror(-ret));
-		goto out_fs;
+		return ret;
 	}
 	/* A scrub running at unmount (or crash) goes on from its cursor. */
 	scrub_mount_resume(fs);
 	rebuild_mount_resume(fs);
+	return 0;
+}
+
+/*
+ * Mount: the phases in order.  Up to the replay nothing is written; an
+ * offline mount (fsck) stops after it, a rescue mount after rebuilding the
+ * allocator, read-only; a normal one goes live with its first checkpoint.
+ */
+int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errlen)
+{
+	struct dev *opened[DEV_MAX] = { 0 };
+	const char *spaths[DEV_MAX] = { 0 };
+	struct dev_backend *be;
+	struct tfs *fs = NULL;
+	uint64_t end_pos = 0, next_seq = 0;
+	const char *name0;	/* names the fs in messages: first device */
+	int ret;
+
+	*out = NULL;
+	if (!o || o->ndevs == 0 || o->ndevs > DEV_MAX) {
+		tfs_seterr(err, errlen, "need 1 to %d devices", DEV_MAX);
+		return -EINVAL;
+	}
+	ret = mount_new(o, &fs, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = mount_open_devs(o, opened, err, errlen);
+	if (ret == 0)
+		ret = fs_backend_create(o->backend, o->fault, &fs->be, err, errlen);
+	if (ret < 0)
+		goto out_devs;
+	ret = mount_attach(fs, o, opened, err, errlen);
+	if (ret == 0)
+		ret = mount_mirror(fs, o, opened, spaths, err, errlen);
+	if (ret < 0)
+		goto out_fs;
+	name0 = mount_name(fs);
+	ret = mount_services(fs, o, spaths, err, errlen);
+	if (ret < 0)
+		goto out_fs;
+
+	fs->replaying = true;
+	ret = mount_ckpt_load(fs, name0, err, errlen);
+	if (ret == 0)
+		ret = mount_replay(fs, name0, &end_pos, &next_seq, err, errlen);
+	if (ret == 0)
+		ret = mount_verdict(fs, o, name0, err, errlen);
+	if (ret < 0)
+		goto out_fs;
+	if (o->offline) {
+		mount_stop_offline(fs, end_pos, next_seq);
+		*out = fs;
+		return 0;
+	}
+
+	ret = mount_rebuild(fs, err, errlen);
+	if (ret == 0)
+		ret = wib_mount_load(fs, err, errlen);
+	if (ret < 0)
+		goto out_fs;
+	fs->replaying = false;
+	if (fs->rescue)
+		ret = mount_rescue(fs, o, name0, end_pos, next_seq, err, errlen);
+	else
+		ret = mount_live(fs, o, name0, end_pos, next_seq, err, errlen);
+	if (ret < 0)
+		goto out_fs;
 	*out = fs;
 	return 0;
 
