@@ -251,6 +251,45 @@ uint64_t fs_next_log_id(const struct tfs *fs, uint64_t log_id)
 	return id;
 }
 
+/* Before opening: the exclusive lock dev_open takes would turn the second
+ * open of one device into a vaguer EBUSY (or "in use by another twinfs
+ * process", after a wait). */
+bool fs_same_paths(const char *const *devs, unsigned n, unsigned *a, unsigned *b)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct dev_id di, dj;
+
+		if (dev_id_path(devs[i], &di) < 0)
+			continue;
+		for (unsigned j = 0; j < i; j++) {
+			if (dev_id_path(devs[j], &dj) == 0 && dev_id_eq(&di, &dj)) {
+				*a = i;
+				*b = j;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+int fs_attach_devs(struct dev_backend *be, struct dev **d, const char *const *paths,
+		   unsigned n, char *err, size_t errlen)
+{
+	int ret;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (!d[i])
+			continue;
+		ret = dev_backend_attach(be, d[i]);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
+				   paths[i], strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,
 		      char *err, size_t errlen)
 {

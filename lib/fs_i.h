@@ -180,6 +180,12 @@ int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq);	/* from fs->sb */
  * @fault is a specification; the error line goes to err. */
 int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,
 		      char *err, size_t errlen);
+/* Two paths naming one device: true, *a the later one, *b the earlier. */
+bool fs_same_paths(const char *const *devs, unsigned n, unsigned *a, unsigned *b);
+/* Attach every opened device d[i] (NULL: skipped) to be; the error line
+ * names paths[i]. */
+int fs_attach_devs(struct dev_backend *be, struct dev **d, const char *const *paths,
+		   unsigned n, char *err, size_t errlen);
 int fs_fill_random(void *buf, size_t len);	/* getrandom, all of it */
 int fs_random_u64_nonzero(uint64_t *v);
 

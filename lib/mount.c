@@ -428,22 +428,13 @@ static int mount_new(const struct tfs_opts *o, struct tfs **out, char *err, size
 static int mount_open_devs(const struct tfs_opts *o, struct dev **opened, char *err,
 			   size_t errlen)
 {
+	unsigned a, b;
 	int ret;
 
-	/* Before opening: the exclusive lock would turn the second open of
-	 * one device into "in use by another twinfs process", after a wait. */
-	for (unsigned i = 0; i < o->ndevs; i++) {
-		struct dev_id di, dj;
-
-		if (dev_id_path(o->devs[i], &di) < 0)
-			continue;
-		for (unsigned j = 0; j < i; j++) {
-			if (dev_id_path(o->devs[j], &dj) == 0 && dev_id_eq(&di, &dj)) {
-				tfs_seterr(err, errlen, "%s: same device as %s (given twice)",
-					   o->devs[i], o->devs[j]);
-				return -EINVAL;
-			}
-		}
+	if (fs_same_paths(o->devs, o->ndevs, &a, &b)) {
+		tfs_seterr(err, errlen, "%s: same device as %s (given twice)", o->devs[a],
+			   o->devs[b]);
+		return -EINVAL;
 	}
 	for (unsigned i = 0; i < o->ndevs; i++) {
 		ret = dev_open(o->devs[i], (o->offline && o->readonly) || o->rescue, &opened[i],
@@ -458,24 +449,6 @@ static int mount_open_devs(const struct tfs_opts *o, struct dev **opened, char *
 			tfs_seterr(err, errlen, "%s: %s", o->devs[i], strerror(ENOENT));
 		if (ret < 0)
 			return ret;
-	}
-	return 0;
-}
-
-static int mount_attach(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
-			char *err, size_t errlen)
-{
-	int ret;
-
-	for (unsigned i = 0; i < o->ndevs; i++) {
-		if (!opened[i])
-			continue;
-		ret = dev_backend_attach(fs->be, opened[i]);
-		if (ret < 0) {
-			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
-				   o->devs[i], strerror(-ret));
-			return ret;
-		}
 	}
 	return 0;
 }
@@ -792,7 +765,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = fs_backend_create(o->backend, o->fault, &fs->be, err, errlen);
 	if (ret < 0)
 		goto out_devs;
-	ret = mount_attach(fs, o, opened, err, errlen);
+	ret = fs_attach_devs(fs->be, opened, o->devs, o->ndevs, err, errlen);
 	if (ret == 0)
 		ret = mount_mirror(fs, o, opened, spaths, err, errlen);
 	if (ret < 0)
