@@ -373,6 +373,33 @@ int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *e
 	return 0;
 }
 
+/* Fail in-sync devices whose image file was deleted or truncated: an
+ * image deleted or truncated under us fails no I/O (deleted) or only reads
+ * (truncated). */
+static void check_images(struct tfs *fs)
+{
+	struct mirror *m = &fs->mirror;
+
+	for (unsigned i = 0; i < m->ndevs; i++) {
+		struct dev *d = m->devs[i];
+		struct stat st;
+
+		if (!d || d->is_blk || atomic_load(&m->state[i]) != MDEV_OK)
+			continue;
+		if (fstat(d->fd, &st) < 0)
+			continue;
+		/* An open image keeps working after rm, but it is gone at
+		 * unmount: treat it as a vanished device now. */
+		if (st.st_nlink == 0) {
+			tfs_log(LOG_ERR, "%s: image file was deleted", d->path);
+			mirror_fail_dev(m, i, -ENODEV);
+		} else if ((uint64_t)st.st_size < fs->sb.total_blocks * TFS_BLOCK_SIZE) {
+			tfs_log(LOG_ERR, "%s: image file was truncated", d->path);
+			mirror_fail_dev(m, i, -EIO);
+		}
+	}
+}
+
 static void *bg_main(void *arg)
 {
 	struct tfs *fs = arg;
@@ -402,9 +429,7 @@ static void *bg_main(void *arg)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		commit = now.tv_sec > due.tv_sec ||
 			 (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec);
-		/* An image deleted or truncated under us fails no I/O
-		 * (deleted) or only reads (truncated): look for it. */
-		rebuild_health_check(fs);
+		check_images(fs);
 		event_space_check(fs);	/* frees land here, as commits make them durable */
 		if (ckpt)
 			ckpt_write(fs);

@@ -75,8 +75,4 @@ bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen);
 /* Wait until no rebuild runs; returns the final state. */
 int rebuild_wait(struct tfs *fs);
 
-/* ---- health (fs.c background thread) ---- */
-/* Fail in-sync devices whose image file was deleted or truncated. */
-void rebuild_health_check(struct tfs *fs);
-
 #endif
