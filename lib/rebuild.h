@@ -44,7 +44,7 @@ struct rebuild_status {
 	char error[512];
 };
 
-/* ---- mount / unmount (fs.c) ---- */
+/* ---- mount / unmount (mount.c, fs.c) ---- */
 /* After mirror_init and the device states: set up tracking, record the
  * device paths (for messages), and take back a device whose rebuild was
  * running (REBUILDING from the saved cursor). */
