@@ -7,7 +7,6 @@
  * (fs_i.h).
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +24,6 @@
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
-#include "wib.h"
 
 #define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
 

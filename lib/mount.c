@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dir.h"
 #include "event.h"
 #include "discard.h"
 #include "fs_i.h"
