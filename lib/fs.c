@@ -474,7 +474,6 @@ static void bg_stop(struct tfs *fs)
 	fs->bg_running = false;
 }
 
-
 static void fs_teardown(struct tfs *fs)
 {
 	struct dev_backend *be = fs->be;

@@ -73,7 +73,6 @@ static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
 }
 
-
 /* Unlinked inodes that were still open at the crash: delete them now and
  * say so once. Then mark every block the metadata references, and the
  * checkpoint's. */
