@@ -516,175 +516,249 @@ static int add_fixed_opts(struct fuse_args *args, const char *devs, bool ro)
 	return ret;
 }
 
-int main(int argc, char *argv[])
-{
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct fuse_cmdline_opts cmd = { 0 };
-	/* writeback_cache by default: measured in bench/ (README), it makes
-	 * large buffered writes ~8x faster (1 MiB writeback requests sent in
-	 * parallel instead of one synchronous request per write(2)) and costs
-	 * O_DSYNC writers nothing (they call fsync either way). */
-	struct cfg cfg = { .writeback_cache = 1 };
-	unsigned threads = THREADS_DEFAULT, commit_ms = 0, bufs = 0, event_timeout = 0;
-	static char abs_store[DEVS_MAX][PATH_MAX];
-	struct tfsd d = { 0 };
-	struct tfs_opts to = { 0 };
-	struct fuse_session *se = NULL;
+/* What main parses from its arguments and hands from phase to phase. */
+struct startup {
+	struct cfg cfg;
+	struct fuse_cmdline_opts cmd;
+	unsigned threads, commit_ms, bufs, event_timeout;
 	const char *devs[DEVS_MAX];
-	char *devlist = NULL;
-	char mnt[PATH_MAX];
-	char err[512] = "";
-	int report_fd = -1, ndevs, ret, loop_ret, exit_code = 1;
+	int ndevs;
+	char *devlist;		/* the device list as given, for messages */
+	char mnt[PATH_MAX];	/* the mountpoint, resolved */
+	int report_fd;		/* to the waiting parent; -1: none */
+};
 
-	fuse_set_log_func(fuse_log_cb);
-	tfsd_ctl_log_init();	/* the lib's lines go where ours go */
-	if (fuse_opt_parse(&args, &cfg, cfg_opts, cfg_proc) < 0)
+/* Every option and argument, into s and d.  Returns -1 to go on, or the
+ * exit code (help or version shown, or an error, with usage if it is
+ * one). */
+static int parse_args(struct fuse_args *args, const char *prog, struct startup *s,
+		      struct tfsd *d)
+{
+	static char abs_store[DEVS_MAX][PATH_MAX];
+	struct cfg *cfg = &s->cfg;
+
+	if (fuse_opt_parse(args, cfg, cfg_opts, cfg_proc) < 0)
 		goto out_usage;
 	/* Before fuse_parse_cmdline, which adds subtype=<program name>
 	 * unless it sees a subtype or fsname. */
-	if (cfg.devs && add_fixed_opts(&args, cfg.devs, cfg.rescue) < 0)
-		goto out_args;
-	if (fuse_parse_cmdline(&args, &cmd) < 0)
+	if (cfg->devs && add_fixed_opts(args, cfg->devs, cfg->rescue) < 0)
+		return 1;
+	if (fuse_parse_cmdline(args, &s->cmd) < 0)
 		goto out_usage;
-	if (cfg.help || cmd.show_help) {
-		usage(stdout, argv[0]);
+	if (cfg->help || s->cmd.show_help) {
+		usage(stdout, prog);
 		printf("\nFUSE options:\n");
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
-		exit_code = 0;
-		goto out_args;
+		return 0;
 	}
-	if (cfg.version || cmd.show_version) {
+	if (cfg->version || s->cmd.show_version) {
 		printf("twinfs %s\nFUSE library version %s\n", TWINFS_VERSION,
 		       fuse_pkgversion());
-		exit_code = 0;
-		goto out_args;
+		return 0;
 	}
-	if (!cfg.devs || !cfg.mountpoint)
+	if (!cfg->devs || !cfg->mountpoint)
 		goto out_usage;
-	devlist = strdup(cfg.devs);	/* split_devs cuts cfg.devs */
-	ndevs = devlist ? split_devs(cfg.devs, devs) : -1;
-	if (ndevs < 0) {
-		fprintf(stderr, "twinfs: bad device list '%s'\n", cfg.devs);
+	s->devlist = strdup(cfg->devs);	/* split_devs cuts cfg->devs */
+	s->ndevs = s->devlist ? split_devs(cfg->devs, s->devs) : -1;
+	if (s->ndevs < 0) {
+		fprintf(stderr, "twinfs: bad device list '%s'\n", cfg->devs);
 		goto out_usage;
 	}
-	if (parse_num("threads", cfg.threads, 1, THREADS_MAX, &threads) < 0 ||
-	    parse_num("commit", cfg.commit_ms, 1, COMMIT_MAX_MS, &commit_ms) < 0 ||
-	    parse_num("bufs", cfg.bufs, 1, BUFS_MAX, &bufs) < 0 ||
-	    parse_num("event_timeout", cfg.event_timeout, 1, EVENT_TIMEOUT_MAX_S,
-		      &event_timeout) < 0 || check_event_cmd(cfg.event_cmd) < 0) {
-		exit_code = 2;
-		goto out_args;
-	}
-	if (abs_devs(devs, ndevs, abs_store) < 0)
-		goto out_args;
-	log_debug = cmd.debug;
-	d.writethrough = cfg.writethrough;
+	if (parse_num("threads", cfg->threads, 1, THREADS_MAX, &s->threads) < 0 ||
+	    parse_num("commit", cfg->commit_ms, 1, COMMIT_MAX_MS, &s->commit_ms) < 0 ||
+	    parse_num("bufs", cfg->bufs, 1, BUFS_MAX, &s->bufs) < 0 ||
+	    parse_num("event_timeout", cfg->event_timeout, 1, EVENT_TIMEOUT_MAX_S,
+		      &s->event_timeout) < 0 || check_event_cmd(cfg->event_cmd) < 0)
+		return 2;
+	if (abs_devs(s->devs, s->ndevs, abs_store) < 0)
+		return 1;
+	log_debug = s->cmd.debug;
+	d->writethrough = cfg->writethrough;
 	/* With writethrough every open is direct: the page cache holds no file
 	 * data, and a writeback cache would only make the kernel keep its own
 	 * mtime, which direct writes do not advance. */
-	d.writeback_cache = cfg.writeback_cache && !cfg.writethrough;
-	if (cfg.space_reserve && (ctl_parse_size(cfg.space_reserve, &d.space_reserve_opt) < 0 ||
-				  !d.space_reserve_opt)) {
+	d->writeback_cache = cfg->writeback_cache && !cfg->writethrough;
+	if (cfg->space_reserve && (ctl_parse_size(cfg->space_reserve, &d->space_reserve_opt) < 0 ||
+				   !d->space_reserve_opt)) {
 		fprintf(stderr, "twinfs: space_reserve=%s: expected a size such as 64M or 1G\n",
-			cfg.space_reserve);
+			cfg->space_reserve);
 		goto out_usage;
 	}
-	tfsd_files_init(&d);
+	tfsd_files_init(d);
+	return -1;
 
-	/* Parses (and rejects) the FUSE options but starts nothing, so a bad
-	 * option is a usage error before we fork. */
-	se = fuse_session_new(&args, &tfsd_ops, sizeof(tfsd_ops), &d);
-	if (!se)
-		goto out_usage;
-	d.se = se;
-	if (check_mountpoint(cfg.mountpoint, mnt) < 0)
-		goto out_session;
+out_usage:
+	usage(stderr, prog);
+	return 2;
+}
 
-	/* Fork before tfs_mount: it starts threads, which fork does not copy. */
-	if (!cmd.foreground) {
-		int pfd[2];
-		pid_t pid;
+static void free_cfg(struct cfg *cfg)
+{
+	free(cfg->devs);
+	free(cfg->mountpoint);
+	free(cfg->backend);
+	free(cfg->fault);
+	free(cfg->commit_ms);
+	free(cfg->threads);
+	free(cfg->bufs);
+	free(cfg->space_reserve);
+	free(cfg->event_cmd);
+	free(cfg->event_timeout);
+}
 
-		if (pipe2(pfd, O_CLOEXEC) < 0) {
-			tlog(LOG_ERR, "pipe: %s", strerror(errno));
-			goto out_session;
-		}
-		pid = fork();
-		if (pid < 0) {
-			tlog(LOG_ERR, "fork: %s", strerror(errno));
-			close(pfd[0]);
-			close(pfd[1]);
-			goto out_session;
-		}
-		if (pid > 0) {
-			close(pfd[1]);
-			exit_code = parent_wait(pfd[0], pid);
-			goto out_session;
-		}
+/* Fork: the parent waits for the child's startup line and exits with
+ * *exit_code (1 here too when the fork fails); the child, with
+ * s->report_fd set, goes on.  Returns 0 in the child, -1 in the parent. */
+static int go_background(struct startup *s, int *exit_code)
+{
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		tlog(LOG_ERR, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		tlog(LOG_ERR, "fork: %s", strerror(errno));
 		close(pfd[0]);
-		report_fd = pfd[1];
-		setsid();
-		openlog("twinfs", LOG_PID, LOG_DAEMON);
+		close(pfd[1]);
+		return -1;
 	}
+	if (pid > 0) {
+		close(pfd[1]);
+		*exit_code = parent_wait(pfd[0], pid);
+		return -1;
+	}
+	close(pfd[0]);
+	s->report_fd = pfd[1];
+	setsid();
+	openlog("twinfs", LOG_PID, LOG_DAEMON);
+	return 0;
+}
 
-	to.devs = devs;
-	to.ndevs = (unsigned)ndevs;
-	to.backend = cfg.backend;
-	to.fault = cfg.fault;
-	to.degraded = cfg.degraded;
-	to.rescue = cfg.rescue;
-	to.nodiscard = cfg.nodiscard;
-	to.commit_ms = commit_ms;
-	to.bounce_bufs = bufs;
+static int mount_fs(struct startup *s, struct tfsd *d)
+{
+	struct tfs_opts to = { 0 };
+	char err[512] = "";
+	int ret;
+
+	to.devs = s->devs;
+	to.ndevs = (unsigned)s->ndevs;
+	to.backend = s->cfg.backend;
+	to.fault = s->cfg.fault;
+	to.degraded = s->cfg.degraded;
+	to.rescue = s->cfg.rescue;
+	to.nodiscard = s->cfg.nodiscard;
+	to.commit_ms = s->commit_ms;
+	to.bounce_bufs = s->bufs;
 	to.on_unusable = tfsd_space_dead;
-	to.cb_ctx = &d;
-	to.event_cmd = cfg.event_cmd;
-	to.mountpoint = mnt;
-	to.event_timeout_s = event_timeout;
-	ret = tfs_mount(&to, &d.fs, err, sizeof(err));
-	if (ret < 0) {
-		startup_report(&report_fd, "%s", err[0] ? err : strerror(-ret));
-		goto out_session;
-	}
+	to.cb_ctx = d;
+	to.event_cmd = s->cfg.event_cmd;
+	to.mountpoint = s->mnt;
+	to.event_timeout_s = s->event_timeout;
+	ret = tfs_mount(&to, &d->fs, err, sizeof(err));
+	if (ret < 0)
+		startup_report(&s->report_fd, "%s", err[0] ? err : strerror(-ret));
+	return ret;
+}
+
+/* Signals, the kernel mount and the hooks; then the waiting parent hears
+ * "mounted".  On error what this started is undone. */
+static int start_session(struct startup *s, struct tfsd *d, struct fuse_session *se)
+{
+	int ret;
+
 	/* libfuse only takes over signals left at SIG_DFL, and a script's
 	 * "twinfs -f ... &" starts with SIGINT ignored: both must end the
 	 * session. */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	if (fuse_set_signal_handlers(se) < 0) {
-		startup_report(&report_fd, "cannot set signal handlers");
-		goto out_tfs;
+		startup_report(&s->report_fd, "cannot set signal handlers");
+		return -1;
 	}
-	if (fuse_session_mount(se, mnt) < 0) {
+	if (fuse_session_mount(se, s->mnt) < 0) {
 		/* libfuse (or fusermount3) printed why just before. */
-		startup_report(&report_fd, "cannot mount on %s", mnt);
-		goto out_signals;
+		startup_report(&s->report_fd, "cannot mount on %s", s->mnt);
+		fuse_remove_signal_handlers(se);
+		return -1;
 	}
 	ret = tfsd_io_install(se);
 	if (ret < 0)
 		tlog(LOG_WARNING, "cannot install the /dev/fuse I/O hooks (%s): shared mmap of "
 		     "direct-I/O opens will fail with ENODEV", strerror(-ret));
-	tfsd_space_init(&d, mnt);
-	startup_report(&report_fd, NULL);
-	if (!cmd.foreground)
+	tfsd_space_init(d, s->mnt);
+	startup_report(&s->report_fd, NULL);
+	if (!s->cmd.foreground)
 		detach_stdio();
-	tlog(LOG_INFO, "mounted %s on %s, %d device(s), backend %s", devlist, mnt, ndevs,
-	     tfs_backend_name(d.fs));
+	tlog(LOG_INFO, "mounted %s on %s, %d device(s), backend %s", s->devlist, s->mnt,
+	     s->ndevs, tfs_backend_name(d->fs));
+	return 0;
+}
 
-	loop_ret = serve(se, &cmd, threads);
+/* Serve until unmounted or signalled; the exit code. */
+static int run_session(struct startup *s, struct tfsd *d, struct fuse_session *se)
+{
+	int loop_ret = serve(se, &s->cmd, s->threads);
+
 	/* Writes still completing reply through the session: let them
 	 * finish before it goes away. */
-	tfs_drain(d.fs);
-	tfsd_slow_drain(&d);
-	tfsd_space_fini(&d);
-	exit_code = 0;
+	tfs_drain(d->fs);
+	tfsd_slow_drain(d);
+	tfsd_space_fini(d);
 	if (loop_ret < 0) {
 		tlog(LOG_ERR, "session loop: %s", strerror(-loop_ret));
-		exit_code = 1;
+		return 1;
 	}
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	/* writeback_cache by default: measured in bench/ (README), it makes
+	 * large buffered writes ~8x faster (1 MiB writeback requests sent in
+	 * parallel instead of one synchronous request per write(2)) and costs
+	 * O_DSYNC writers nothing (they call fsync either way). */
+	struct startup s = {
+		.cfg = { .writeback_cache = 1 },
+		.threads = THREADS_DEFAULT,
+		.report_fd = -1,
+	};
+	struct tfsd d = { 0 };
+	struct fuse_session *se;
+	int ret, exit_code;
+
+	fuse_set_log_func(fuse_log_cb);
+	tfsd_ctl_log_init();	/* the lib's lines go where ours go */
+	exit_code = parse_args(&args, argv[0], &s, &d);
+	if (exit_code >= 0)
+		goto out_args;
+
+	/* Parses (and rejects) the FUSE options but starts nothing, so a bad
+	 * option is a usage error before we fork. */
+	se = fuse_session_new(&args, &tfsd_ops, sizeof(tfsd_ops), &d);
+	if (!se) {
+		usage(stderr, argv[0]);
+		exit_code = 2;
+		goto out_args;
+	}
+	d.se = se;
+	exit_code = 1;
+	if (check_mountpoint(s.cfg.mountpoint, s.mnt) < 0)
+		goto out_session;
+	/* Fork before tfs_mount: it starts threads, which fork does not copy. */
+	if (!s.cmd.foreground && go_background(&s, &exit_code) < 0)
+		goto out_session;
+	if (mount_fs(&s, &d) < 0)
+		goto out_session;
+	if (start_session(&s, &d, se) < 0)
+		goto out_tfs;
+
+	exit_code = run_session(&s, &d, se);
 	fuse_session_unmount(se);
-out_signals:
 	fuse_remove_signal_handlers(se);
 out_tfs:
 	/* Handles the kernel never released (aborted connection, lazy
@@ -695,29 +769,14 @@ out_tfs:
 		tlog(LOG_ERR, "unmount: final checkpoint failed: %s", strerror(-ret));
 		exit_code = 1;
 	} else if (exit_code == 0) {
-		tlog(LOG_INFO, "unmounted %s", mnt);
+		tlog(LOG_INFO, "unmounted %s", s.mnt);
 	}
 out_session:
-	if (se)
-		fuse_session_destroy(se);
+	fuse_session_destroy(se);
 out_args:
 	fuse_opt_free_args(&args);
-	free(cmd.mountpoint);
-	free(cfg.devs);
-	free(cfg.mountpoint);
-	free(cfg.backend);
-	free(cfg.fault);
-	free(cfg.commit_ms);
-	free(cfg.threads);
-	free(cfg.bufs);
-	free(cfg.space_reserve);
-	free(cfg.event_cmd);
-	free(cfg.event_timeout);
-	free(devlist);
+	free(s.cmd.mountpoint);
+	free_cfg(&s.cfg);
+	free(s.devlist);
 	return exit_code;
-
-out_usage:
-	usage(stderr, argv[0]);
-	exit_code = 2;
-	goto out_session;
 }

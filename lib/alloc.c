@@ -102,12 +102,12 @@ static inline uint64_t word_mask(uint64_t from, uint64_t to)
 	return m;
 }
 
-/* First clear bit in [pos, end), or end. */
-static uint64_t bm_next_zero(const uint64_t *bm, uint64_t pos, uint64_t end)
+/* First bit in [pos, end) that is set once xor-ed with @flip, or end. */
+static inline uint64_t bm_next(const uint64_t *bm, uint64_t pos, uint64_t end, uint64_t flip)
 {
 	while (pos < end) {
 		uint64_t w = pos >> 6;
-		uint64_t bits = ~bm[w] & (~0ull << (pos & 63));
+		uint64_t bits = (bm[w] ^ flip) & (~0ull << (pos & 63));
 		if (bits) {
 			uint64_t r = (w << 6) + (uint64_t)__builtin_ctzll(bits);
 			return r < end ? r : end;
@@ -117,19 +117,16 @@ static uint64_t bm_next_zero(const uint64_t *bm, uint64_t pos, uint64_t end)
 	return end;
 }
 
+/* First clear bit in [pos, end), or end. */
+static uint64_t bm_next_zero(const uint64_t *bm, uint64_t pos, uint64_t end)
+{
+	return bm_next(bm, pos, end, ~0ull);
+}
+
 /* First set bit in [pos, end), or end. */
 static uint64_t bm_next_one(const uint64_t *bm, uint64_t pos, uint64_t end)
 {
-	while (pos < end) {
-		uint64_t w = pos >> 6;
-		uint64_t bits = bm[w] & (~0ull << (pos & 63));
-		if (bits) {
-			uint64_t r = (w << 6) + (uint64_t)__builtin_ctzll(bits);
-			return r < end ? r : end;
-		}
-		pos = (w + 1) << 6;
-	}
-	return end;
+	return bm_next(bm, pos, end, 0);
 }
 
 /* Last set bit in [lo, pos) plus one, or lo: the start of the free run ending at pos. */
@@ -576,55 +573,6 @@ static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 	return 0;
 }
 
-static void area_put(struct alloc *a, uint64_t blk, uint64_t n)
-{
-	if (blk < a->start || blk > a->end || n > a->end - blk) {
-		atomic_fetch_add(&a->errors, 1);
-		return;
-	}
-	uint64_t pos = blk - a->start, end = pos + n;
-
-	while (pos < end) {
-		struct ag *g = &a->groups[group_of(a, pos)];
-		uint64_t gend = g->gend < end ? g->gend : end;
-		uint64_t freed = 0, bad = 0;
-
-		pthread_mutex_lock(&g->mu);
-		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
-			uint64_t m = word_mask(p, gend), *w = &a->bm[p >> 6];
-			uint64_t used = *w & m;
-			bad += (uint64_t)__builtin_popcountll(~*w & m);
-			if (!g->nrefs) {
-				/* Fast path: nothing shared in this group. */
-				*w &= ~used;
-				freed += (uint64_t)__builtin_popcountll(used);
-				continue;
-			}
-			while (used) {
-				uint64_t bit = (uint64_t)__builtin_ctzll(used);
-				used &= used - 1;
-				struct ref_ent *e = ref_find(g, a->start + ((p & ~63ull) | bit));
-				if (e) {
-					if (!--e->extra)
-						ref_remove(g, e);
-				} else {
-					*w &= ~(1ull << bit);
-					freed++;
-				}
-			}
-		}
-		if (freed) {
-			g->free += freed;
-			group_widen(a, g, pos, gend);
-		}
-		pthread_mutex_unlock(&g->mu);
-		atomic_fetch_add(&a->nfree, freed);
-		if (bad)
-			atomic_fetch_add(&a->errors, bad);
-		pos = gend;
-	}
-}
-
 static uint32_t area_refs(struct alloc *a, uint64_t blk)
 {
 	if (blk < a->start || blk >= a->end)
@@ -660,9 +608,12 @@ static uint64_t hold_run(struct alloc *top, struct alloc *a, uint64_t rs, uint64
 	return n;
 }
 
-/* area_put, except that blocks losing their last reference are held for
- * a discard (hold_run) instead of being freed. */
-static void area_put_hold(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t n)
+/*
+ * Drop a reference to every block of [blk, blk + n) in area @a.  A block
+ * losing its last is freed, or, when @top is given (its discard hook set),
+ * held for a discard (hold_run).  A block not in use counts an error.
+ */
+static void area_put(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t n)
 {
 	if (blk < a->start || blk > a->end || n > a->end - blk) {
 		atomic_fetch_add(&a->errors, 1);
@@ -677,10 +628,10 @@ static void area_put_hold(struct alloc *top, struct alloc *a, uint64_t blk, uint
 
 		pthread_mutex_lock(&g->mu);
 		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
-			uint64_t m = word_mask(p, gend), w = a->bm[p >> 6];
-			uint64_t last = w & m;
+			uint64_t m = word_mask(p, gend), *w = &a->bm[p >> 6];
+			uint64_t last = *w & m;
 
-			bad += (uint64_t)__builtin_popcountll(~w & m);
+			bad += (uint64_t)__builtin_popcountll(~*w & m);
 			for (uint64_t u = last; u && g->nrefs; u &= u - 1) {
 				uint64_t bit = (uint64_t)__builtin_ctzll(u);
 				struct ref_ent *e = ref_find(g, a->start + ((p & ~63ull) | bit));
@@ -690,6 +641,11 @@ static void area_put_hold(struct alloc *top, struct alloc *a, uint64_t blk, uint
 						ref_remove(g, e);
 					last &= ~(1ull << bit);
 				}
+			}
+			if (!top) {
+				*w &= ~last;
+				freed += (uint64_t)__builtin_popcountll(last);
+				continue;
 			}
 			while (last) {
 				uint64_t b = (p & ~63ull) | (uint64_t)__builtin_ctzll(last);
@@ -808,18 +764,18 @@ static int alloc_get_now(struct alloc *a, uint64_t want, uint64_t hint, int kind
 	ret = area_get(a, want, hint, ALLOC_META, blk, got);
 	if (!ret && *got >= want) {
 		if (tg)
-			area_put(a->tail, tb, tg);
+			area_put(NULL, a->tail, tb, tg);
 		return 0;
 	}
 	if (tg && (ret || tg > *got)) {
 		if (!ret)
-			area_put(a, *blk, *got);
+			area_put(NULL, a, *blk, *got);
 		*blk = tb;
 		*got = tg;
 		return 0;
 	}
 	if (tg)
-		area_put(a->tail, tb, tg);
+		area_put(NULL, a->tail, tb, tg);
 	return ret;
 }
 
@@ -890,20 +846,25 @@ void alloc_set_discard(struct alloc *a, int (*fn)(void *ctx, uint64_t blk, uint6
 	a->discard_ctx = ctx;
 }
 
-void alloc_put_discard(struct alloc *a, uint64_t blk, uint64_t n)
+/* area_put on the top area and the tail, [blk, blk + n) split between
+ * them; @top as for area_put. */
+static void put_split(struct alloc *a, struct alloc *top, uint64_t blk, uint64_t n)
 {
 	uint64_t ts = tail_start(a);
 
-	if (!a->discard_fn || n > UINT64_MAX - blk) {
-		alloc_put(a, blk, n);
-	} else if (blk + n <= ts) {
-		area_put_hold(a, a, blk, n);
+	if (n > UINT64_MAX - blk || blk + n <= ts) {
+		area_put(top, a, blk, n);
 	} else if (blk >= ts) {
-		area_put_hold(a, a->tail, blk, n);
+		area_put(top, a->tail, blk, n);
 	} else {
-		area_put_hold(a, a, blk, ts - blk);
-		area_put_hold(a, a->tail, ts, blk + n - ts);
+		area_put(top, a, blk, ts - blk);
+		area_put(top, a->tail, ts, blk + n - ts);
 	}
+}
+
+void alloc_put_discard(struct alloc *a, uint64_t blk, uint64_t n)
+{
+	put_split(a, a->discard_fn ? a : NULL, blk, n);
 }
 
 int alloc_hold_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t *blk, uint64_t *n)
@@ -962,16 +923,7 @@ int alloc_use(struct alloc *a, uint64_t blk, uint64_t n)
 
 void alloc_put(struct alloc *a, uint64_t blk, uint64_t n)
 {
-	uint64_t ts = tail_start(a);
-
-	if (n > UINT64_MAX - blk || blk + n <= ts) {
-		area_put(a, blk, n);
-	} else if (blk >= ts) {
-		area_put(a->tail, blk, n);
-	} else {
-		area_put(a, blk, ts - blk);
-		area_put(a->tail, ts, blk + n - ts);
-	}
+	put_split(a, NULL, blk, n);
 }
 
 uint32_t alloc_refs(struct alloc *a, uint64_t blk)

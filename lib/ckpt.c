@@ -268,6 +268,50 @@ static int write_blocks(struct mirror *m, uint64_t blk, const uint8_t *buf, uint
 	return 0;
 }
 
+/* The checkpoint as written at @start: the checksum table (@table blocks)
+ * then the serialized records, zero-padded; a buffer the caller frees. */
+static int ckpt_image(const struct log_buf *lb, uint64_t start, uint64_t table,
+		      uint64_t payload, uint8_t **out)
+{
+	uint64_t total = table + payload;
+	uint8_t *buf;
+
+	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, total * TFS_BLOCK_SIZE))
+		return -ENOMEM;
+	memset(buf, 0, total * TFS_BLOCK_SIZE);
+	memcpy(buf + table * TFS_BLOCK_SIZE, lb->p, lb->len);
+	for (uint64_t i = 0; i < payload; i++) {
+		uint64_t phys = start + table + i;
+
+		le64_put(buf + i * 8,
+			 csum_block(buf + (table + i) * TFS_BLOCK_SIZE, phys));
+	}
+	*out = buf;
+	return 0;
+}
+
+/* This file's superblock fields: where the checkpoint @buf (written at
+ * @start, @bytes of records) and the bitmap are, and where the log goes on
+ * after @seq. */
+static void ckpt_fill_sb(struct tfs *fs, uint64_t start, uint64_t table, uint64_t payload,
+			 uint64_t bytes, const uint8_t *buf, uint64_t seq, uint64_t pos,
+			 const struct wib_loc *wib)
+{
+	fs->sb.ckpt_start = start;
+	fs->sb.ckpt_blocks = table + payload;
+	fs->sb.ckpt_bytes = bytes;
+	fs->sb.ckpt_table_csum = csum_buf(buf, table * TFS_BLOCK_SIZE,
+					  ckpt_table_seed(fs->sb.fs_uuid));
+	fs->sb.ckpt_seq = seq;
+	fs->sb.log_head_pos = pos;
+	fs->sb.log_head_seq = seq + 1;
+	fs->sb.next_ino = atomic_load(&fs->next_ino);
+	fs->sb.wib_start = wib->start;
+	fs->sb.wib_blocks = wib->blocks;
+	fs->sb.wib_shift = wib->start ? wib->shift : 0;
+	fs->sb.wib_csum = wib->csum;
+}
+
 int ckpt_write(struct tfs *fs)
 {
 	struct log_buf lb;
@@ -301,20 +345,9 @@ int ckpt_write(struct tfs *fs)
 	ret = ckpt_alloc(fs, total, &start);
 	if (ret < 0)
 		goto out;
-	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, total * TFS_BLOCK_SIZE)) {
-		ret = -ENOMEM;
-		goto out_put;
-	}
-	memset(buf, 0, total * TFS_BLOCK_SIZE);
-	memcpy(buf + table * TFS_BLOCK_SIZE, lb.p, lb.len);
-	for (uint64_t i = 0; i < payload; i++) {
-		uint64_t phys = start + table + i;
-
-		le64_put(buf + i * 8,
-			 csum_block(buf + (table + i) * TFS_BLOCK_SIZE, phys));
-	}
-
-	ret = write_blocks(&fs->mirror, start, buf, total);
+	ret = ckpt_image(&lb, start, table, payload, &buf);
+	if (ret == 0)
+		ret = write_blocks(&fs->mirror, start, buf, total);
 	if (ret < 0)
 		goto out_put;
 	/* The write-intent bitmap as of the barrier: later writes are in log
@@ -331,19 +364,7 @@ int ckpt_write(struct tfs *fs)
 	old = fs->sb;
 	prev_start = fs->sb.ckpt_start;
 	prev_blocks = fs->sb.ckpt_blocks;
-	fs->sb.ckpt_start = start;
-	fs->sb.ckpt_blocks = total;
-	fs->sb.ckpt_bytes = lb.len;
-	fs->sb.ckpt_table_csum = csum_buf(buf, table * TFS_BLOCK_SIZE,
-					  ckpt_table_seed(fs->sb.fs_uuid));
-	fs->sb.ckpt_seq = seq;
-	fs->sb.log_head_pos = pos;
-	fs->sb.log_head_seq = seq + 1;
-	fs->sb.next_ino = atomic_load(&fs->next_ino);
-	fs->sb.wib_start = wib.start;
-	fs->sb.wib_blocks = wib.blocks;
-	fs->sb.wib_shift = wib.start ? wib.shift : 0;
-	fs->sb.wib_csum = wib.csum;
+	ckpt_fill_sb(fs, start, table, payload, lb.len, buf, seq, pos, &wib);
 	/* The other fields belong to the services that registered with the
 	 * superblock commit; it fills them, the device states and the
 	 * generation, and writes and flushes the superblock. */

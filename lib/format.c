@@ -68,20 +68,12 @@ static int format_root(struct tfs *fs, uint64_t now_ns)
 	return ret;
 }
 
-int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
-	       char *err, size_t errlen)
+/* What can be checked before opening anything. */
+static int format_check_args(const char *const *devs, unsigned n,
+			     const struct tfs_format_opts *o, char *err, size_t errlen)
 {
-	static const struct tfs_format_opts defopts;
-	struct dev *d[DEV_MAX] = { 0 };
-	struct dev_backend *be = NULL;
-	struct tfs *fs = NULL;
-	uint64_t total = UINT64_MAX, zero_blocks;
-	void *buf = NULL;
-	struct timespec now;
-	int ret;
+	unsigned a, b;
 
-	if (!o)
-		o = &defopts;
 	if (n == 0 || n > DEV_MAX) {
 		tfs_seterr(err, errlen, "need 1 to %d devices, got %u", DEV_MAX, n);
 		return -EINVAL;
@@ -91,40 +83,153 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 			   sizeof(((struct super *)0)->label) - 1);
 		return -EINVAL;
 	}
-	/* Checked on the paths before opening: the exclusive lock dev_open
-	 * takes would turn the second open of one device into a vaguer EBUSY. */
-	for (unsigned i = 0; i < n; i++) {
-		struct dev_id di, dj;
-
-		if (dev_id_path(devs[i], &di) < 0)
-			continue;
-		for (unsigned j = 0; j < i; j++) {
-			if (dev_id_path(devs[j], &dj) == 0 && dev_id_eq(&di, &dj)) {
-				tfs_seterr(err, errlen, "%s: same device as %s", devs[i], devs[j]);
-				return -EINVAL;
-			}
-		}
+	if (fs_same_paths(devs, n, &a, &b)) {
+		tfs_seterr(err, errlen, "%s: same device as %s", devs[a], devs[b]);
+		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Open (and lock) every device; *total becomes the smallest one's size
+ * in blocks.  On error the caller closes what was opened. */
+static int format_open_devs(const char *const *devs, unsigned n, struct dev **d,
+			    uint64_t *total, char *err, size_t errlen)
+{
+	int ret;
 
 	for (unsigned i = 0; i < n; i++) {
 		ret = dev_open(devs[i], false, &d[i], err, errlen);
 		if (ret < 0)
-			goto out_devs;
-		ret = size_check(d[i], &total, err, errlen);
+			return ret;
+		ret = size_check(d[i], total, err, errlen);
 		if (ret < 0)
-			goto out_devs;
+			return ret;
 	}
+	return 0;
+}
+
+/* The new superblock in fs->sb: layout for @total blocks, fresh uuids and
+ * log_id, label, creation time @now. */
+static int format_super(struct tfs *fs, unsigned n, uint64_t total,
+			const struct tfs_format_opts *o, struct timespec now, char *err,
+			size_t errlen)
+{
+	int ret;
+
+	memset(&fs->sb, 0, sizeof(fs->sb));
+	super_layout(&fs->sb, total);
+	fs->sb.version = SUPER_VERSION;
+	fs->sb.block_size = TFS_BLOCK_SIZE;
+	fs->sb.ndevs = n;
+	ret = fs_fill_random(fs->sb.fs_uuid, sizeof(fs->sb.fs_uuid));
+	for (unsigned i = 0; ret == 0 && i < n; i++)
+		ret = fs_fill_random(fs->sb.dev_uuids[i], 16);
+	if (ret == 0)
+		ret = fs_random_u64_nonzero(&fs->sb.log_id);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
+		return ret;
+	}
+	if (o->label)
+		snprintf(fs->sb.label, sizeof(fs->sb.label), "%s", o->label);
+	fs->sb.ctime_ns = (uint64_t)fs_ts_ns(now);
+	fs->sb.generation = 0;		/* ckpt_write makes it 1 */
+	fs->sb.state = SUPER_CLEAN;
+	fs->sb.log_head_pos = 0;
+	fs->sb.log_head_seq = 1;
+	fs->sb.next_ino = TFS_ROOT_INO + 1;
+	return 0;
+}
+
+/* The in-memory file system the first checkpoint is written from: the
+ * mirror, the allocator and the root directory. */
+static int format_meta(struct tfs *fs, struct dev **d, unsigned n, struct timespec now,
+		       char *err, size_t errlen)
+{
+	int ret;
+
+	ret = mirror_init(&fs->mirror, fs->be, d, n);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		return ret;
+	}
+	ret = fs_alloc_create(fs);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
+		return ret;
+	}
+	ret = format_root(fs, (uint64_t)fs_ts_ns(now));
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+/* Every check passed: from here on we write.  Clear the superblock slots
+ * and reserved blocks (an older file system's superblock in the slot we do
+ * not write would otherwise win by its generation), and the start of the
+ * log (a foreign btrfs superblock lives there), through @buf
+ * (FS_PROBE_BYTES).  Then the first checkpoint. */
+static int format_write(struct tfs *fs, void *buf, unsigned n, char *err, size_t errlen)
+{
+	uint64_t zero_blocks;
+	int ret;
+
+	zero_blocks = FS_ZERO_LOG_BLOCKS < fs->sb.log_blocks ? FS_ZERO_LOG_BLOCKS
+							      : fs->sb.log_blocks;
+	zero_blocks += fs->sb.log_start;
+	if (zero_blocks * TFS_BLOCK_SIZE > FS_PROBE_BYTES)
+		zero_blocks = FS_PROBE_BYTES / TFS_BLOCK_SIZE;
+	memset(buf, 0, FS_PROBE_BYTES);
+	ret = mirror_write(&fs->mirror, 0, buf, (uint32_t)zero_blocks);
+	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+		ret = -EIO;
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
+		return ret;
+	}
+	ret = fs_log_open(fs, 0, 1);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
+		return ret;
+	}
+	/* The first checkpoint holds the root directory; it and superblock
+	 * generation 1 on every device are written and flushed by ckpt_write. */
+	ret = ckpt_write(fs);
+	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+		ret = -EIO;
+	if (ret < 0)
+		tfs_seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
+	return ret;
+}
+
+int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts *o,
+	       char *err, size_t errlen)
+{
+	static const struct tfs_format_opts defopts;
+	struct dev *d[DEV_MAX] = { 0 };
+	struct dev_backend *be = NULL;
+	struct tfs *fs = NULL;
+	uint64_t total = UINT64_MAX;
+	void *buf = NULL;
+	struct timespec now;
+	int ret;
+
+	if (!o)
+		o = &defopts;
+	ret = format_check_args(devs, n, o, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = format_open_devs(devs, n, d, &total, err, errlen);
+	if (ret < 0)
+		goto out_devs;
 	ret = fs_backend_create(o->backend, NULL, &be, err, errlen);
 	if (ret < 0)
 		goto out_devs;
-	for (unsigned i = 0; i < n; i++) {
-		ret = dev_backend_attach(be, d[i]);
-		if (ret < 0) {
-			tfs_seterr(err, errlen, "%s: cannot attach to the I/O backend: %s",
-				   devs[i], strerror(-ret));
-			goto out_be;
-		}
-	}
+	ret = fs_attach_devs(be, d, devs, n, err, errlen);
+	if (ret < 0)
+		goto out_be;
 	if (posix_memalign(&buf, TFS_BLOCK_SIZE, FS_PROBE_BYTES)) {
 		ret = -ENOMEM;
 		tfs_seterr(err, errlen, "out of memory");
@@ -144,77 +249,13 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 	fs->be = be;
 	fs->ndevs = n;
 	memcpy(fs->devs, d, sizeof(d));
-	memset(&fs->sb, 0, sizeof(fs->sb));
-	super_layout(&fs->sb, total);
-	fs->sb.version = SUPER_VERSION;
-	fs->sb.block_size = TFS_BLOCK_SIZE;
-	fs->sb.ndevs = n;
-	ret = fs_fill_random(fs->sb.fs_uuid, sizeof(fs->sb.fs_uuid));
-	for (unsigned i = 0; ret == 0 && i < n; i++)
-		ret = fs_fill_random(fs->sb.dev_uuids[i], 16);
-	if (ret == 0)
-		ret = fs_random_u64_nonzero(&fs->sb.log_id);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
-		goto out_fs;
-	}
-	if (o->label)
-		snprintf(fs->sb.label, sizeof(fs->sb.label), "%s", o->label);
 	now = fs_now();		/* also the root directory's times */
-	fs->sb.ctime_ns = (uint64_t)fs_ts_ns(now);
-	fs->sb.generation = 0;		/* ckpt_write makes it 1 */
-	fs->sb.state = SUPER_CLEAN;
-	fs->sb.log_head_pos = 0;
-	fs->sb.log_head_seq = 1;
-	fs->sb.next_ino = TFS_ROOT_INO + 1;
+	ret = format_super(fs, n, total, o, now, err, errlen);
+	if (ret == 0)
+		ret = format_meta(fs, d, n, now, err, errlen);
+	if (ret == 0)
+		ret = format_write(fs, buf, n, err, errlen);
 
-	ret = mirror_init(&fs->mirror, be, d, n);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
-		goto out_fs;
-	}
-	ret = fs_alloc_create(fs);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot create the allocator: %s", strerror(-ret));
-		goto out_fs;
-	}
-	ret = format_root(fs, (uint64_t)fs_ts_ns(now));
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot create the root directory: %s", strerror(-ret));
-		goto out_fs;
-	}
-
-	/* Every check passed: from here on we write.  Clear the superblock
-	 * slots and reserved blocks (an older file system's superblock in the
-	 * slot we do not write would otherwise win by its generation), and the
-	 * start of the log (a foreign btrfs superblock lives there). */
-	zero_blocks = FS_ZERO_LOG_BLOCKS < fs->sb.log_blocks ? FS_ZERO_LOG_BLOCKS
-							      : fs->sb.log_blocks;
-	zero_blocks += fs->sb.log_start;
-	if (zero_blocks * TFS_BLOCK_SIZE > FS_PROBE_BYTES)
-		zero_blocks = FS_PROBE_BYTES / TFS_BLOCK_SIZE;
-	memset(buf, 0, FS_PROBE_BYTES);
-	ret = mirror_write(&fs->mirror, 0, buf, (uint32_t)zero_blocks);
-	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
-		ret = -EIO;
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
-		goto out_fs;
-	}
-	ret = fs_log_open(fs, 0, 1);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
-		goto out_fs;
-	}
-	/* The first checkpoint holds the root directory; it and superblock
-	 * generation 1 on every device are written and flushed by ckpt_write. */
-	ret = ckpt_write(fs);
-	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
-		ret = -EIO;
-	if (ret < 0)
-		tfs_seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
-
-out_fs:
 	fs_free(fs);
 out_buf:
 	free(buf);

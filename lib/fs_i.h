@@ -151,10 +151,25 @@ int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq);	/* from fs->sb */
  * @fault is a specification; the error line goes to err. */
 int fs_backend_create(const char *name, const char *fault, struct dev_backend **out,
 		      char *err, size_t errlen);
+/* Two paths naming one device: true, *a the later one, *b the earlier. */
+bool fs_same_paths(const char *const *devs, unsigned n, unsigned *a, unsigned *b);
+/* Attach every opened device d[i] (NULL: skipped) to be; the error line
+ * names paths[i]. */
+int fs_attach_devs(struct dev_backend *be, struct dev **d, const char *const *paths,
+		   unsigned n, char *err, size_t errlen);
 int fs_fill_random(void *buf, size_t len);	/* getrandom, all of it */
 int fs_random_u64_nonzero(uint64_t *v);
 
-/* ---- offline load (fs.c, for fsck) ---- */
+/* ---- mounted fs life (fs.c, for mount.c) ---- */
+/* mirror.on_state: a device changed state (read-only when none is left). */
+void fs_on_mirror_state(void *ctx, unsigned dev, int state, int err);
+/* Delete the inodes without a name (files unlinked while open), unlogged;
+ * *count and *bytes say what went.  0 or -errno, the line in err. */
+int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
+		       size_t errlen);
+int fs_bg_start(struct tfs *fs);	/* the commit/checkpoint thread; 0 or -errno */
+
+/* ---- offline load (mount.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one
  * without a background thread: rebuild the allocator from the metadata as
  * it is now (extents outside the data area: -EUCLEAN), open the log under

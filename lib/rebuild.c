@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * rebuild: online rebuild of a returning device and replacement of a device
- * by a new one, and the check for image files that vanished under a mounted
- * file system.  The write-intent bitmap that says which regions a returning
- * device missed is kept on disk by wib.c.
+ * by a new one.  The write-intent bitmap that says which regions a returning
+ * device missed is kept on disk by wib.c.  (The check for image files that
+ * vanished under a mounted file system is the background thread's, fs.c.)
  *
  * A run: the target is installed in its slot as MDEV_REBUILDING (it gets
  * every write from then on: mirror.c), then the thread walks the regions in
@@ -950,34 +950,26 @@ static int replace_probe(struct tfs *fs, struct dev *d, bool force, char *err, s
 	return -EEXIST;
 }
 
-int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bool force,
-		    char *err, size_t errlen)
+/* The slot @oldname names, if another in-sync device can fill it and
+ * @newpath is not one of ours. */
+static int replace_slot(struct tfs *fs, const char *oldname, const char *newpath, int *slotp,
+			char *err, size_t errlen)
 {
 	struct mirror *m = &fs->mirror;
-	struct dev *d = NULL;
-	struct super nsb;
-	uint8_t uuid[16];
-	void *zero = NULL;
-	int slot, j, ret;
+	int slot, j;
 
-	ret = claim(fs, err, errlen);
-	if (ret < 0)
-		return ret;
 	slot = find_slot(fs, oldname);
 	if (slot == -ERANGE) {
 		no_slot(fs, oldname, err, errlen);
-		ret = -ENOENT;
-		goto out;
+		return -ENOENT;
 	}
 	if (slot < 0) {
 		snprintf(err, errlen, "%s: not a device of this file system", oldname);
-		ret = -ENOENT;
-		goto out;
+		return -ENOENT;
 	}
 	if (mirror_insync(m) - (atomic_load(&m->state[slot]) == MDEV_OK) == 0) {
 		snprintf(err, errlen, "no other in-sync device to copy from");
-		ret = -EIO;
-		goto out;
+		return -EIO;
 	}
 	/* Never one of ours in use, forced or not: it would overwrite a
 	 * mirror (and our own lock on it reads as "in use"). */
@@ -985,48 +977,54 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	if (j >= 0) {
 		snprintf(err, errlen, "%s: already a member of this file system (device %d, %s)",
 			 newpath, j, mirror_state_name(atomic_load(&m->state[j])));
-		ret = -EEXIST;
-		goto out;
+		return -EEXIST;
 	}
 	if (j == -2) {
 		retired_msg(newpath, err, errlen);
-		ret = -EBUSY;
-		goto out;
+		return -EBUSY;
 	}
-	ret = dev_open(newpath, false, &d, err, errlen);
-	if (ret < 0)
-		goto out;
+	*slotp = slot;
+	return 0;
+}
+
+/* The new device, opened: check its size and what is on it, attach it; a
+ * new device uuid in @uuid. */
+static int replace_check(struct tfs *fs, struct dev *d, const char *newpath, bool force,
+			 uint8_t *uuid, char *err, size_t errlen)
+{
+	int ret;
+
 	if (d->size / BS < fs->sb.total_blocks) {
 		snprintf(err, errlen, "%s: too small (%llu MiB; the file system needs %llu MiB)",
 			 newpath, (unsigned long long)(d->size >> 20),
 			 (unsigned long long)((fs->sb.total_blocks * BS) >> 20));
-		ret = -ENOSPC;
-		goto out_close;
+		return -ENOSPC;
 	}
-	do {
-		if (getrandom(uuid, sizeof(uuid), 0) != sizeof(uuid)) {
-			ret = -EIO;
-			goto out_close;
-		}
-		uuid[6] = (uuid[6] & 0x0f) | 0x40;
-		uuid[8] = (uuid[8] & 0x3f) | 0x80;
-	} while (0);
+	if (getrandom(uuid, 16, 0) != 16)
+		return -EIO;
+	uuid[6] = (uuid[6] & 0x0f) | 0x40;
+	uuid[8] = (uuid[8] & 0x3f) | 0x80;
 	/* Before attaching: a refused device must not take a backend slot. */
 	ret = replace_probe(fs, d, force, err, errlen);
 	if (ret < 0)
-		goto out_close;
+		return ret;
 	ret = dev_backend_attach(fs->be, d);
-	if (ret < 0) {
+	if (ret < 0)
 		snprintf(err, errlen, "%s: cannot attach: %s", newpath, strerror(-ret));
-		goto out_close;
-	}
+	return ret;
+}
 
-	/* The new member's superblock first (both slots: an old file system's
-	 * slot must not win), then the others learn its uuid. */
-	if (posix_memalign(&zero, BS, 2 * BS)) {
-		ret = -ENOMEM;
-		goto out_close;
-	}
+/* The new member's superblock first (both slots: an old file system's
+ * slot must not win), then the others learn its uuid. */
+static int replace_write_super(struct tfs *fs, struct dev *d, int slot, const uint8_t *uuid,
+			       const char *newpath, char *err, size_t errlen)
+{
+	struct super nsb;
+	void *zero = NULL;
+	int ret;
+
+	if (posix_memalign(&zero, BS, 2 * BS))
+		return -ENOMEM;
 	memset(zero, 0, 2 * BS);
 	pthread_mutex_lock(&fs->ckpt_mu);
 	nsb = fs->sb;
@@ -1049,10 +1047,35 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	}
 	pthread_mutex_unlock(&fs->ckpt_mu);
 	free(zero);
-	if (ret < 0) {
+	if (ret < 0)
 		snprintf(err, errlen, "%s: cannot write the superblock: %s", newpath,
 			 strerror(-ret));
-		goto out_close;
+	return ret;
+}
+
+int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bool force,
+		    char *err, size_t errlen)
+{
+	struct mirror *m = &fs->mirror;
+	struct dev *d = NULL;
+	char *np, *op;
+	uint8_t uuid[16];
+	int slot = -1, ret;
+
+	ret = claim(fs, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = replace_slot(fs, oldname, newpath, &slot, err, errlen);
+	if (ret == 0)
+		ret = dev_open(newpath, false, &d, err, errlen);
+	if (ret < 0)
+		goto out;
+	ret = replace_check(fs, d, newpath, force, uuid, err, errlen);
+	if (ret == 0)
+		ret = replace_write_super(fs, d, slot, uuid, newpath, err, errlen);
+	if (ret < 0) {
+		dev_close(d);
+		goto out;
 	}
 	/* The old device leaves the mirror; I/O that already picked it may
 	 * still be in flight, so it stays open until unmount. */
@@ -1061,19 +1084,14 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	if (atomic_load(&m->state[slot]) != MDEV_MISSING)
 		mirror_mark_all(m);	/* not read: the bits only matter for rebuild */
 	retire(fs->rb, m->devs[slot]);
-	{
-		char *np = strdup(newpath), *op;
-
-		pthread_mutex_lock(&fs->rb->mu);
-		op = fs->rb->slot_path[slot];
-		fs->rb->slot_path[slot] = np;
-		pthread_mutex_unlock(&fs->rb->mu);
-		free(op);
-	}
+	np = strdup(newpath);
+	pthread_mutex_lock(&fs->rb->mu);
+	op = fs->rb->slot_path[slot];
+	fs->rb->slot_path[slot] = np;
+	pthread_mutex_unlock(&fs->rb->mu);
+	free(op);
 	return begin(fs, (unsigned)slot, d, SUPER_RB_REPLACE, err, errlen);
 
-out_close:
-	dev_close(d);
 out:
 	release(fs->rb, RB_FAILED);
 	pthread_mutex_lock(&fs->rb->mu);
@@ -1160,30 +1178,4 @@ int rebuild_wait(struct tfs *fs)
 		usleep(10000);
 	}
 	return state;
-}
-
-/* ---- health ---- */
-
-void rebuild_health_check(struct tfs *fs)
-{
-	struct mirror *m = &fs->mirror;
-
-	for (unsigned i = 0; i < m->ndevs; i++) {
-		struct dev *d = m->devs[i];
-		struct stat st;
-
-		if (!d || d->is_blk || atomic_load(&m->state[i]) != MDEV_OK)
-			continue;
-		if (fstat(d->fd, &st) < 0)
-			continue;
-		/* An open image keeps working after rm, but it is gone at
-		 * unmount: treat it as a vanished device now. */
-		if (st.st_nlink == 0) {
-			tfs_log(LOG_ERR, "%s: image file was deleted", d->path);
-			mirror_fail_dev(m, i, -ENODEV);
-		} else if ((uint64_t)st.st_size < fs->sb.total_blocks * BS) {
-			tfs_log(LOG_ERR, "%s: image file was truncated", d->path);
-			mirror_fail_dev(m, i, -EIO);
-		}
-	}
 }

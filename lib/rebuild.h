@@ -44,7 +44,7 @@ struct rebuild_status {
 	char error[512];
 };
 
-/* ---- mount / unmount (fs.c) ---- */
+/* ---- mount / unmount (mount.c, fs.c) ---- */
 /* After mirror_init and the device states: set up tracking, record the
  * device paths (for messages), and take back a device whose rebuild was
  * running (REBUILDING from the saved cursor). */
@@ -74,9 +74,5 @@ void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);
 bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen);
 /* Wait until no rebuild runs; returns the final state. */
 int rebuild_wait(struct tfs *fs);
-
-/* ---- health (fs.c background thread) ---- */
-/* Fail in-sync devices whose image file was deleted or truncated. */
-void rebuild_health_check(struct tfs *fs);
 
 #endif

@@ -16,7 +16,7 @@ struct tfs;
  * 1 MiB, larger only when the bitmap would exceed its block budget. */
 unsigned wib_region_shift(uint64_t data_blocks);
 
-/* ---- mount (fs.c) ---- */
+/* ---- mount (mount.c) ---- */
 /* Mark a replayed extent's blocks dirty when a device is out of sync. */
 void wib_note_replay(struct tfs *fs, uint64_t phys, uint64_t n);
 /* After the allocator is rebuilt: hold the bitmap blocks, load the bitmap. */

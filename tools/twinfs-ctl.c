@@ -629,6 +629,69 @@ static void prom_dev(const struct jv *devs, const char *base, const char *name,
 	}
 }
 
+/* A metric read straight from one number of a reply. */
+struct prom_metric {
+	const char *name, *type, *help, *key;
+};
+
+/* Each of @n metrics, its sample the number at its key in @o (0 if absent). */
+static void prom_table(const struct jv *o, const char *base, const struct prom_metric *m,
+		       size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		prom_head(m[i].name, m[i].type, m[i].help);
+		prom_val(m[i].name, base, jv_num(o, m[i].key, 0));
+	}
+}
+
+#define PROM_TABLE(o, base, m) prom_table(o, base, m, sizeof(m) / sizeof((m)[0]))
+
+static const struct prom_metric prom_space[] = {
+	{ "size_bytes", "gauge", "Data area size.", "size_bytes" },
+	{ "used_bytes", "gauge", "Bytes in use (data and metadata).", "used_bytes" },
+	{ "free_bytes", "gauge", "Free bytes, the metadata reserve included.", "free_bytes" },
+	{ "available_bytes", "gauge", "Bytes available to files (statfs f_bavail).",
+	  "available_bytes" },
+	{ "inodes", "gauge", "Inodes in use.", "inodes" },
+};
+
+static const struct prom_metric prom_scrub[] = {
+	{ "scrub_bytes_done", "gauge", "Bytes verified by the current or last scrub.",
+	  "scrub.bytes_done" },
+	{ "scrub_bytes_total", "gauge", "Bytes the current or last scrub verifies.",
+	  "scrub.bytes_total" },
+	{ "scrub_csum_errors", "gauge", "Bad copies the current or last scrub found.",
+	  "scrub.csum_errors" },
+	{ "scrub_repaired", "gauge", "Bad copies the current or last scrub rewrote.",
+	  "scrub.repaired" },
+	{ "scrub_unrecoverable", "gauge",
+	  "Blocks without a good copy found by the current or last scrub.",
+	  "scrub.unrecoverable" },
+};
+
+static const struct prom_metric prom_rebuild[] = {
+	{ "rebuild_bytes_done", "gauge", "Bytes copied by the current or last rebuild/replace.",
+	  "bytes_done" },
+	{ "rebuild_bytes_total", "gauge", "Bytes the current or last rebuild/replace copies.",
+	  "bytes_total" },
+};
+
+static const struct prom_metric prom_log[] = {
+	{ "log_records_total", "counter", "Metadata records appended to the log.",
+	  "log.appends" },
+	{ "log_errors_total", "counter", "Metadata log write errors.", "log.errors" },
+	{ "log_space_waits_total", "counter", "Times a writer waited for log space.",
+	  "log.space_waits" },
+};
+
+static const struct prom_metric prom_ckpt[] = {
+	{ "checkpoint_generation", "gauge", "Generation of the last checkpoint.",
+	  "checkpoint.generation" },
+	{ "checkpoint_bytes", "gauge", "Size of the last checkpoint.", "checkpoint.bytes" },
+	{ "deferred_free_bytes", "gauge", "Freed bytes waiting for a durable commit.",
+	  "space.deferred_free_bytes" },
+};
+
 /*
  * Everything a dashboard or an alert rule wants, from status, stats and
  * rebuild status: for node_exporter's textfile collector (docs/prometheus/).
@@ -680,30 +743,11 @@ static void prom_print(const char *mnt, const struct jv *st, const struct jv *sx
 	for (size_t i = 0; i < sizeof(dc) / sizeof(dc[0]); i++)
 		prom_dev(devs, base, dc[i].name, "counter", dc[i].help, dc[i].key);
 
-	prom_head("size_bytes", "gauge", "Data area size.");
-	prom_val("size_bytes", base, jv_num(st, "size_bytes", 0));
-	prom_head("used_bytes", "gauge", "Bytes in use (data and metadata).");
-	prom_val("used_bytes", base, jv_num(st, "used_bytes", 0));
-	prom_head("free_bytes", "gauge", "Free bytes, the metadata reserve included.");
-	prom_val("free_bytes", base, jv_num(st, "free_bytes", 0));
-	prom_head("available_bytes", "gauge", "Bytes available to files (statfs f_bavail).");
-	prom_val("available_bytes", base, jv_num(st, "available_bytes", 0));
-	prom_head("inodes", "gauge", "Inodes in use.");
-	prom_val("inodes", base, jv_num(st, "inodes", 0));
+	PROM_TABLE(st, base, prom_space);
 
 	prom_head("scrub_running", "gauge", "1 while a scrub runs.");
 	prom_val("scrub_running", base, !strcmp(jv_str(st, "scrub.state", ""), "running"));
-	prom_head("scrub_bytes_done", "gauge", "Bytes verified by the current or last scrub.");
-	prom_val("scrub_bytes_done", base, jv_num(st, "scrub.bytes_done", 0));
-	prom_head("scrub_bytes_total", "gauge", "Bytes the current or last scrub verifies.");
-	prom_val("scrub_bytes_total", base, jv_num(st, "scrub.bytes_total", 0));
-	prom_head("scrub_csum_errors", "gauge", "Bad copies the current or last scrub found.");
-	prom_val("scrub_csum_errors", base, jv_num(st, "scrub.csum_errors", 0));
-	prom_head("scrub_repaired", "gauge", "Bad copies the current or last scrub rewrote.");
-	prom_val("scrub_repaired", base, jv_num(st, "scrub.repaired", 0));
-	prom_head("scrub_unrecoverable", "gauge",
-		  "Blocks without a good copy found by the current or last scrub.");
-	prom_val("scrub_unrecoverable", base, jv_num(st, "scrub.unrecoverable", 0));
+	PROM_TABLE(st, base, prom_scrub);
 	prom_head("scrub_last_finished_timestamp_seconds", "gauge",
 		  "When the last scrub ended (0: never).");
 	prom_val("scrub_last_finished_timestamp_seconds", base,
@@ -711,29 +755,16 @@ static void prom_print(const char *mnt, const struct jv *st, const struct jv *sx
 
 	prom_head("rebuild_running", "gauge", "1 while a rebuild or replace runs.");
 	prom_val("rebuild_running", base, rb && !strcmp(jv_str(rb, "state", ""), "running"));
-	prom_head("rebuild_bytes_done", "gauge", "Bytes copied by the current or last rebuild/replace.");
-	prom_val("rebuild_bytes_done", base, rb ? jv_num(rb, "bytes_done", 0) : 0);
-	prom_head("rebuild_bytes_total", "gauge", "Bytes the current or last rebuild/replace copies.");
-	prom_val("rebuild_bytes_total", base, rb ? jv_num(rb, "bytes_total", 0) : 0);
+	PROM_TABLE(rb, base, prom_rebuild);	/* no reply: 0 */
 
 	prom_head("log_commits_total", "counter", "Metadata log group commits.");
 	prom_val("log_commits_total", base, (double)commits);
-	prom_head("log_records_total", "counter", "Metadata records appended to the log.");
-	prom_val("log_records_total", base, jv_num(sx, "log.appends", 0));
-	prom_head("log_errors_total", "counter", "Metadata log write errors.");
-	prom_val("log_errors_total", base, jv_num(sx, "log.errors", 0));
-	prom_head("log_space_waits_total", "counter", "Times a writer waited for log space.");
-	prom_val("log_space_waits_total", base, jv_num(sx, "log.space_waits", 0));
+	PROM_TABLE(sx, base, prom_log);
 	/* records per commit: the group-commit size, as sum and count */
 	prom_head("log_group_commit_records", "summary", "Records per group commit.");
 	prom_val("log_group_commit_records_sum", base, jv_num(sx, "log.appends", 0));
 	prom_val("log_group_commit_records_count", base, (double)commits);
-	prom_head("checkpoint_generation", "gauge", "Generation of the last checkpoint.");
-	prom_val("checkpoint_generation", base, jv_num(sx, "checkpoint.generation", 0));
-	prom_head("checkpoint_bytes", "gauge", "Size of the last checkpoint.");
-	prom_val("checkpoint_bytes", base, jv_num(sx, "checkpoint.bytes", 0));
-	prom_head("deferred_free_bytes", "gauge", "Freed bytes waiting for a durable commit.");
-	prom_val("deferred_free_bytes", base, jv_num(sx, "space.deferred_free_bytes", 0));
+	PROM_TABLE(sx, base, prom_ckpt);
 }
 
 /* status and stats: one reply, or (--prometheus) the three a scrape needs.

@@ -13,20 +13,7 @@
 # closing them just before, or killed right before) leaves none.
 source "$(dirname "$0")/harness.sh"
 
-FSCK=${FSCK:-$(dirname "$TWINFS")/fsck.twinfs}
-[[ -x $FSCK ]] || h_fail "fsck.twinfs not found at $FSCK"
-
-# run_fsck WANT_RC ARGS...: runs fsck, keeps its output in FOUT.
-run_fsck() {
-	local want=$1 rc=0
-	shift
-	FOUT=$("$FSCK" "$@" 2>&1) || rc=$?
-	h_log "fsck.twinfs $* -> $rc"
-	if ((rc != want)); then
-		echo "$FOUT" | tail -n 30 >&2
-		h_fail "fsck.twinfs $* exited $rc, expected $want"
-	fi
-}
+h_need_fsck
 
 # sb_u64 IMG SLOT OFFSET: a superblock field (docs/FORMAT.md).
 sb_u64() {
@@ -90,7 +77,7 @@ head_pos=$(sb_u64 "${IMGS[0]}" "$slot" 344)
 off=$(((16 + head_pos) * 4096 + 64 + 40))
 for img in "${IMGS[@]}"; do flip_bit "$img" "$off"; done
 expect_refused "log chunk" "log damaged on both images"
-run_fsck 4 -n "${IMGS[@]}"
+h_fsck 4 -n "${IMGS[@]}"
 grep -q "metadata damaged on every device: metadata log chunk" <<<"$FOUT" ||
 	h_fail "fsck -n does not report the damaged log chunk: $FOUT"
 sums=$(h_sums "${IMGS[@]}")
@@ -99,14 +86,14 @@ rescue_mount "log damage"
 rescue_umount "$sums" "log damage"
 # -y accepts the loss; the old log's later chunks must not be taken for
 # damage again once the new log reaches them (fsynced writes, then a kill).
-run_fsck 1 -y "${IMGS[@]}"
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 1 -y "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 h_mount
 for i in $(seq 1 24); do
 	head -c $((i * 3000)) /dev/urandom | dd of="$MNT/g$i" bs=64k conv=fsync status=none
 done
 kill_daemon
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 h_mount
 [[ -f $MNT/g24 ]] || h_fail "fsynced file lost after fsck -y and a kill"
 h_umount
@@ -122,7 +109,7 @@ cp "${IMGS[0]}" "$T/clean0.img"
 cp "${IMGS[1]}" "$T/clean1.img"
 for img in "${IMGS[@]}"; do garble "$img" 0; done
 expect_refused "superblock slot 0 is damaged on every device" "superblock slot 0"
-run_fsck 4 -n "${IMGS[@]}"
+h_fsck 4 -n "${IMGS[@]}"
 grep -q "newest superblock generation may be lost" <<<"$FOUT" ||
 	h_fail "fsck -n does not report the lost superblock: $FOUT"
 sums=$(h_sums "${IMGS[@]}")
@@ -130,8 +117,8 @@ rescue_mount "superblock damage"
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "rescue mount: files differ"
 rescue_umount "$sums" "superblock damage"
 # -y accepts what is left and writes it as the new state.
-run_fsck 1 -y "${IMGS[@]}"
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 1 -y "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 h_mount
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "files differ after fsck -y"
 h_umount
@@ -145,9 +132,9 @@ kill_daemon
 slot=$(newest_slot "${IMGS[0]}")
 for img in "${IMGS[@]}"; do garble "$img" "$slot"; done
 expect_refused "superblock slot $slot is damaged on every device" "later mount's superblock"
-run_fsck 4 -n "${IMGS[@]}"
-run_fsck 1 -y "${IMGS[@]}"
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 4 -n "${IMGS[@]}"
+h_fsck 1 -y "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 h_mount
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "files differ after fsck -y"
 h_umount
@@ -164,7 +151,7 @@ for img in "${IMGS[@]}"; do
 	garble "$img" $((16 + old_head))
 done
 expect_refused "superblock slot $slot is damaged on every device" "two metadata blocks"
-run_fsck 4 -n "${IMGS[@]}"
+h_fsck 4 -n "${IMGS[@]}"
 # The checkpoint's two blocks (table and payload).
 cp "$T/clean0.img" "${IMGS[0]}"
 cp "$T/clean1.img" "${IMGS[1]}"
@@ -172,7 +159,7 @@ slot=$(newest_slot "${IMGS[0]}")
 ck=$(sb_u64 "${IMGS[0]}" "$slot" 304)
 for img in "${IMGS[@]}"; do garble "$img" "$ck" 2; done
 expect_refused "checkpoint is damaged on every device" "checkpoint blocks"
-run_fsck 4 -n "${IMGS[@]}"
+h_fsck 4 -n "${IMGS[@]}"
 # The previous checkpoint and the log after it still hold every file.
 sums=$(h_sums "${IMGS[@]}")
 rescue_mount "checkpoint damage"
@@ -203,7 +190,7 @@ start_holder() {
 	h_fail "the holder did not open its files"
 }
 expect_no_orphans() {
-	run_fsck 0 -n "${IMGS[@]}"
+	h_fsck 0 -n "${IMGS[@]}"
 	if grep -q "orphan" <<<"$FOUT"; then
 		h_fail "$1: $(grep -c orphan <<<"$FOUT") orphans on a cleanly unmounted fs"
 	fi
@@ -233,7 +220,7 @@ sync "$MNT/anchor"	# fsync commits the whole log (syncfs may not reach FUSE)
 kill_daemon
 kill -9 "$HOLDER"
 wait "$HOLDER" 2>/dev/null || true
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 n=$(grep -c "note: orphan file inode" <<<"$FOUT" || true)
 ((n == 300)) || h_fail "fsck -n noted $n orphans, expected 300: $(tail -n 3 <<<"$FOUT")"
 grep -q "^0 errors found" <<<"$FOUT" || h_fail "fsck -n calls orphans errors: $(tail -n 1 <<<"$FOUT")"

@@ -7,20 +7,7 @@
 # refused with one clear line (exit 8).
 source "$(dirname "$0")/harness.sh"
 
-FSCK=${FSCK:-$(dirname "$TWINFS")/fsck.twinfs}
-[[ -x $FSCK ]] || h_fail "fsck.twinfs not found at $FSCK"
-
-# run_fsck WANT_RC ARGS...: runs fsck, keeps its output in FOUT.
-run_fsck() {
-	local want=$1 rc=0
-	shift
-	FOUT=$("$FSCK" "$@" 2>&1) || rc=$?
-	h_log "fsck.twinfs $* -> $rc"
-	if ((rc != want)); then
-		echo "$FOUT" | tail -n 30 >&2
-		h_fail "fsck.twinfs $* exited $rc, expected $want"
-	fi
-}
+h_need_fsck
 
 h_setup 2 256M
 h_mount
@@ -35,48 +22,48 @@ ln -s ../a/file3 "$MNT/c/sym"
 (cd "$MNT" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$T/sums"
 
 # Mounted: refused, nothing touched.
-run_fsck 8 -n "${IMGS[@]}"
+h_fsck 8 -n "${IMGS[@]}"
 h_expect_one_line "$FOUT" "in use (mounted?)" "fsck while mounted"
 h_umount
 
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 grep -q "0 errors found" <<<"$FOUT" || h_fail "clean fsck: $FOUT"
 
 # Garble the first 24 MiB of the data area of the first image (checkpoint
 # and file blocks).  Layout (docs/FORMAT.md): 256 MiB = 65536 blocks, log
 # 4096 blocks from block 16, data from block 4112.
 dd if=/dev/urandom of="${IMGS[0]}" bs=4096 seek=4112 count=6144 conv=notrunc status=none
-run_fsck 4 -n "${IMGS[@]}"
+h_fsck 4 -n "${IMGS[@]}"
 grep -qE '^/a/file[0-9]: offset [0-9]+ \(block [0-9]+\): bad copy on .*disk0' <<<"$FOUT" ||
 	{ echo "$FOUT" | head -n 20 >&2; h_fail "fsck -n does not name the damaged files"; }
 grep -q "^/a/b/deep: offset" <<<"$FOUT" || h_fail "fsck -n does not name /a/b/deep"
 nbad=$(grep -c "bad copy on" <<<"$FOUT" || true)
 h_log "fsck -n reported $nbad bad copies"
-run_fsck 1 -y "${IMGS[@]}"
+h_fsck 1 -y "${IMGS[@]}"
 grep -v "bad copy on" <<<"$FOUT"
 grep -q "rewritten from a good copy" <<<"$FOUT" || h_fail "fsck -y: $FOUT"
 grep -q " 0 left" <<<"$FOUT" || h_fail "fsck -y left errors: $(tail -n 3 <<<"$FOUT")"
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 
 # The repaired image alone holds every file.
 h_mount "${IMGS[0]}" degraded
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "files differ on the repaired image"
 h_umount
 # (that degraded mount marked the other image stale: -p brings it up to date)
-run_fsck 1 -p "${IMGS[@]}"
+h_fsck 1 -p "${IMGS[@]}"
 echo "$FOUT"
-run_fsck 0 -n "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
 h_mount "" ""	# not degraded: both images in sync again
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "files differ after fsck"
 h_umount
 
 # Not twinfs: one clear line, exit 8.
 junk=$(h_mkimg junk.img 80M)
-run_fsck 8 -n "$junk"
+h_fsck 8 -n "$junk"
 h_expect_one_line "$FOUT" "$junk: not a twinfs device" "fsck of a blank image"
 mkfs.ext4 -q -F "$junk" >/dev/null 2>&1 && {
-	run_fsck 8 -n "$junk"
+	h_fsck 8 -n "$junk"
 	h_expect_one_line "$FOUT" "not a twinfs device" "fsck of an ext4 image"
 }
-run_fsck 8 -n
+h_fsck 8 -n
 echo "fsck: clean, $nbad bad copies found and repaired, refusals ok"

@@ -303,6 +303,26 @@ h_expect_one_line() {
 	grep -qF -- "$what" <<<"$text" || h_fail "$ctx: error does not name $what: $text"
 }
 
+# h_need_fsck: FSCK names fsck.twinfs (meson sets it; else the one built
+# next to the daemon), or the test fails.
+h_need_fsck() {
+	FSCK=${FSCK:-$(dirname "$TWINFS")/fsck.twinfs}
+	[[ -x $FSCK ]] || h_fail "fsck.twinfs not found at $FSCK"
+}
+
+# h_fsck WANT_RC ARGS...: runs fsck.twinfs, keeps its output in FOUT; the
+# test fails unless it exits WANT_RC.
+h_fsck() {
+	local want=$1 rc=0
+	shift
+	FOUT=$("$FSCK" "$@" 2>&1) || rc=$?
+	h_log "fsck.twinfs $* -> $rc"
+	if ((rc != want)); then
+		echo "$FOUT" | tail -n 30 >&2
+		h_fail "fsck.twinfs $* exited $rc, expected $want"
+	fi
+}
+
 # h_sums FILE...: one fingerprint per file, to prove files were not modified
 # (CRC32 + size: accidental changes are what we look for, and it is fast).
 h_sums() {

@@ -50,31 +50,44 @@ def module(fname):
     return stem
 
 
+def _breaks(s):
+    """The line breaks in s, as strip() keeps them for a dropped piece."""
+    return "".join(c for c in s if c in "\n\x00")
+
+
 def strip(src):
-    """Drop comments, string and char literals and preprocessor lines."""
-    src = re.sub(r"\\\n", " ", src)
+    """Drop comments, string and char literals and preprocessor lines.
+
+    Every newline stays, so an offset in the result is on the same line as
+    in the source (funclen.py reports line numbers)."""
+    src = re.sub(r"\\\n", " \x00", src)
     out, i, n = [], 0, len(src)
     while i < n:
         c = src[i]
         if src.startswith("/*", i):
             j = src.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append("\n" * src.count("\n", i, j))
+            out.append(_breaks(src[i:j]))
             i = j
         elif src.startswith("//", i):
             j = src.find("\n", i)
-            i = n if j < 0 else j
+            j = n if j < 0 else j
+            out.append(_breaks(src[i:j]))
+            i = j
         elif c in "\"'":
             j = i + 1
             while j < n and src[j] != c:
                 j += 2 if src[j] == "\\" else 1
-            out.append(c + c)
+            out.append(c + c + _breaks(src[i:j]))
             i = j + 1
         else:
             out.append(c)
             i += 1
-    return "\n".join(l for l in "".join(out).split("\n")
-                     if not l.lstrip().startswith("#"))
+    # A continued line's \x00 marks become newlines again, those of a
+    # dropped preprocessor line empty lines.
+    return "\n".join("\n" * l.count("\x00") if l.lstrip().startswith("#")
+                     else l.replace("\x00", "\n")
+                     for l in "".join(out).split("\n"))
 
 
 DEF_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
@@ -82,6 +95,12 @@ DEF_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 def functions(text):
     """Yield (name, is_static, body) for every top-level function definition."""
+    for name, static, body_start, end in spans(text):
+        yield name, static, text[body_start:end]
+
+
+def spans(text):
+    """Yield (name, is_static, offset of the body's "{", offset of its "}")."""
     depth, i, n, start = 0, 0, len(text), 0
     while i < n:
         c = text[i]
@@ -107,7 +126,7 @@ def functions(text):
                                     break
                             j += 1
                         yield (names[0], re.search(r"\bstatic\b", head) is not None,
-                               text[body_start:j])
+                               body_start, j)
                         i = j + 1
                         start = i
                         continue
