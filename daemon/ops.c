@@ -9,8 +9,9 @@
  * fuse_file_info field for FOPEN_PARALLEL_DIRECT_WRITES, and without that
  * flag the kernel holds the inode lock exclusively for every direct write,
  * so writers to one file reach us one at a time however many threads we
- * run.  For direct opens (O_DIRECT, every open with -o writethrough, and
- * writable opens on a nearly full file system: space.c) we therefore build
+ * run.  For direct opens (O_DIRECT, writable O_DSYNC/O_SYNC opens, every
+ * open with -o writethrough, and writable opens on a nearly full file
+ * system: space.c) we therefore build
  * the reply ourselves from <linux/fuse.h>: a struct
  * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
  * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
@@ -402,9 +403,22 @@ static int open_flags(const struct tfsd *d, int flags)
 	return flags;
 }
 
+/*
+ * Direct opens: O_DIRECT, every open under -o writethrough, and writable
+ * O_DSYNC/O_SYNC opens.  A synchronous write through the page cache costs
+ * the kernel a WRITE of the page and then an FSYNC, one writer at a time
+ * (inode lock); a direct one is a single WRITE we make durable before we
+ * reply, with writers in parallel (FOPEN_PARALLEL_DIRECT_WRITES).  Kernel
+ * 6.9+ keeps such opens coherent with cached opens and mappings of the
+ * same file (fs/fuse/iomode.c); mapping a direct open needs
+ * FUSE_DIRECT_IO_ALLOW_MMAP (fuseio.c), so without it these stay cached.
+ */
 static bool open_is_direct(const struct tfsd *d, int flags)
 {
-	return d->writethrough || (flags & O_DIRECT);
+	if (d->writethrough || (flags & O_DIRECT))
+		return true;
+	return (flags & O_DSYNC) && (flags & O_ACCMODE) != O_RDONLY &&
+	       atomic_load_explicit(&d->dio_mmap, memory_order_relaxed);
 }
 
 static void fill_open_out(struct fuse_open_out *o, const struct tfsd_file *df)
