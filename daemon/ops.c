@@ -659,11 +659,12 @@ static int write_fill(void *ctx, void *dst, size_t len)
 }
 
 /*
- * Clear suid/sgid before a direct write (or after an open with O_TRUNC) by
- * the kernel's rules (privs.c).  The kernel asks for it with a SETATTR for
- * buffered writes, but not for direct ones (FOPEN_DIRECT_IO skips
- * file_remove_privs), and libfuse 3.14 cannot ask for
- * FUSE_HANDLE_KILLPRIV_V2, under which the kernel would flag them.  For the
+ * Clear suid/sgid before a write or fallocate (or after an open with
+ * O_TRUNC) by the kernel's rules (privs.c).  Without
+ * FUSE_HANDLE_KILLPRIV_V2 the kernel asks for it with a SETATTR for
+ * buffered writes and fallocate, but not for direct writes (FOPEN_DIRECT_IO
+ * skips file_remove_privs); with it (fuseio.c) it asks for nothing and
+ * sends writes that must clear bits through, from the writer.  For the
  * writeback cache's WRITEs (from the kernel, pid 0) it is nothing.
  */
 static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
@@ -767,7 +768,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			 struct fuse_file_info *fi)
 {
 	struct tfsd *d = req_d(req);
-	int ret = 1;
+	int ret = 1, err;
 
 	tfsd_space_check(d);
 	/* Allocating modes take space the low-space gate promised away. */
@@ -777,7 +778,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		reply_err(req, ret);
 		return;
 	}
-	reply_err(req, tfs_fallocate(fi_file(fi)->f, mode, off, len));
+	/* Under FUSE_HANDLE_KILLPRIV_V2 no SETATTR came first (privs.c). */
+	err = write_kill_privs(req, ino);
+	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
 	if (ret == 0)
 		tfsd_space_done(d, (uint64_t)len);
 }
