@@ -112,17 +112,14 @@ static int one_op(struct views *v, long op)
 
 	if (off + len > FSX_SIZE)
 		len = FSX_SIZE - off;
-	switch (rnd(8)) {
+	unsigned what = (unsigned)rnd(8);
+
+	switch (what) {
 	case 0: case 1:		/* O_DSYNC write */
-		memset(v->tmp, fillb, len);
-		if (pwrite(v->sfd, v->tmp, len, (off_t)off) != (ssize_t)len)
-			return fail("O_DSYNC write", op, (long)off);
-		memset(v->model + off, fillb, len);
-		break;
 	case 2: case 3:		/* buffered write */
 		memset(v->tmp, fillb, len);
-		if (pwrite(v->bfd, v->tmp, len, (off_t)off) != (ssize_t)len)
-			return fail("buffered write", op, (long)off);
+		if (pwrite(what < 2 ? v->sfd : v->bfd, v->tmp, len, (off_t)off) != (ssize_t)len)
+			return fail(what < 2 ? "O_DSYNC write" : "buffered write", op, (long)off);
 		memset(v->model + off, fillb, len);
 		break;
 	case 4: case 5:		/* store through the map */
