@@ -64,7 +64,12 @@ struct tfsd {
 	 * patched; dio_mmap says the kernel took FUSE_DIRECT_IO_ALLOW_MMAP. */
 	_Atomic bool init_done;
 	_Atomic uint64_t init_unique;
+	bool init_mmap, init_killpriv;	/* offered; written before init_unique */
 	_Atomic bool dio_mmap;
+	/* The kernel took FUSE_HANDLE_KILLPRIV_V2 (fuseio.c): it leaves
+	 * clearing suid/sgid on write, truncate, fallocate and chown to us
+	 * (privs.c) and skips the security.capability check per write(2). */
+	_Atomic bool killpriv_v2;
 	/* space.c: low-space mode.  Lock order: files_lock, then space_mu. */
 	uint64_t space_reserve_opt;	/* -o space_reserve (0: from the bdi) */
 	char bdi_max_bytes[80];		/* sysfs path, "" when unknown */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * fuseio: the daemon's own read and writev on /dev/fuse (libfuse's
- * fuse_session_custom_io), there for one thing: to ask the kernel for
- * FUSE_DIRECT_IO_ALLOW_MMAP, which libfuse 3.14 cannot name.
+ * fuse_session_custom_io), there to ask the kernel in INIT for two flags
+ * libfuse 3.14 cannot name: FUSE_DIRECT_IO_ALLOW_MMAP and
+ * FUSE_HANDLE_KILLPRIV_V2.
  *
  * Without that INIT flag the kernel refuses shared mmap (ENODEV) of every
  * file opened with FOPEN_DIRECT_IO: O_DIRECT opens, and every open under
@@ -11,9 +12,19 @@
  * files through the page cache and keeps the two coherent (the file
  * switches to cached I/O mode while mapped: fs/fuse/iomode.c).
  *
- * How: read() notes the INIT request's unique id when the kernel offers
- * the flag (flags2, under FUSE_INIT_EXT); writev() adds the flag to
- * libfuse's reply to that request and sends a copy.  Every other message
+ * FUSE_HANDLE_KILLPRIV_V2 makes the mount SB_NOSEC: without it every
+ * write(2) on the page cache first asked us for security.capability
+ * (file_remove_privs; a GETXATTR per 128 KiB of a sequential write), and
+ * every chown sent a GETATTR before its SETATTR.  In return the kernel
+ * sends no SETATTR to clear suid/sgid: the daemon clears them itself on
+ * every WRITE, truncate, fallocate and open(O_TRUNC) by a user without
+ * CAP_FSETID, and on chown (privs.c, ops.c write_kill_privs).  The
+ * kernel sends buffered writes to such files through to us (not the
+ * writeback cache), from the writer.
+ *
+ * How: read() notes the INIT request's unique id and which of the flags
+ * the kernel offers (ALLOW_MMAP in flags2, under FUSE_INIT_EXT);
+ * writev() adds them to libfuse's reply to that request and sends a copy.  Every other message
  * passes through unchanged, with read(2) and writev(2) as libfuse would
  * call them (it already reads without splice: ops.c turns splice off, the
  * write path wants memory buffers for its one copy).
@@ -45,21 +56,26 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	    in->opcode != FUSE_INIT)
 		return n;
 	atomic_store(&d->init_done, true);
-	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, unused)) &&
-	    init->major == FUSE_KERNEL_VERSION && (init->flags & FUSE_INIT_EXT) &&
-	    (init->flags2 & TFSD_DIRECT_IO_ALLOW_MMAP_FLAGS2))
-		atomic_store(&d->init_unique, in->unique);
-	else
+	if (n < (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, unused)) ||
+	    init->major != FUSE_KERNEL_VERSION)
+		return n;
+	d->init_mmap = (init->flags & FUSE_INIT_EXT) &&
+		       (init->flags2 & TFSD_DIRECT_IO_ALLOW_MMAP_FLAGS2);
+	d->init_killpriv = init->flags & FUSE_HANDLE_KILLPRIV_V2;
+	if (!d->init_mmap)
 		tlog(LOG_WARNING, "the kernel does not offer FUSE_DIRECT_IO_ALLOW_MMAP: shared "
 		     "mmap of files opened O_DIRECT, and of every file with -o writethrough, "
 		     "fails with ENODEV");
+	if (d->init_mmap || d->init_killpriv)
+		atomic_store(&d->init_unique, in->unique);
 	return n;
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct tfsd *d = userdata;
-	uint64_t unique = atomic_load_explicit(&d->init_unique, memory_order_relaxed);
+	/* Acquire: init_mmap and init_killpriv were written before it. */
+	uint64_t unique = atomic_load_explicit(&d->init_unique, memory_order_acquire);
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct fuse_init_out init;
 	struct iovec v[2];
@@ -72,13 +88,23 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	if (out->error || iov[1].iov_len != sizeof(init))
 		return writev(fd, iov, count);
 	memcpy(&init, iov[1].iov_base, sizeof(init));
-	init.flags |= FUSE_INIT_EXT;
-	init.flags2 |= TFSD_DIRECT_IO_ALLOW_MMAP_FLAGS2;
+	if (d->init_mmap) {
+		init.flags |= FUSE_INIT_EXT;
+		init.flags2 |= TFSD_DIRECT_IO_ALLOW_MMAP_FLAGS2;
+	}
+	/* Instead of v1 (which the kernel would then ignore); ops.c never
+	 * asks libfuse for v1. */
+	if (d->init_killpriv)
+		init.flags = (init.flags & ~FUSE_HANDLE_KILLPRIV) | FUSE_HANDLE_KILLPRIV_V2;
 	v[0] = iov[0];
 	v[1] = (struct iovec){ .iov_base = &init, .iov_len = sizeof(init) };
 	ssize_t n = writev(fd, v, 2);
-	if (n >= 0)
-		atomic_store(&d->dio_mmap, true);
+	if (n >= 0) {
+		atomic_store(&d->dio_mmap, d->init_mmap);
+		atomic_store(&d->killpriv_v2, d->init_killpriv);
+		tlog(LOG_DEBUG, "init: DIRECT_IO_ALLOW_MMAP %s, HANDLE_KILLPRIV_V2 %s",
+		     d->init_mmap ? "on" : "off", d->init_killpriv ? "on" : "off");
+	}
 	return n;
 }
 

@@ -9,8 +9,9 @@
  * fuse_file_info field for FOPEN_PARALLEL_DIRECT_WRITES, and without that
  * flag the kernel holds the inode lock exclusively for every direct write,
  * so writers to one file reach us one at a time however many threads we
- * run.  For direct opens (O_DIRECT, every open with -o writethrough, and
- * writable opens on a nearly full file system: space.c) we therefore build
+ * run.  For direct opens (O_DIRECT, writable O_DSYNC/O_SYNC opens, every
+ * open with -o writethrough, and writable opens on a nearly full file
+ * system: space.c) we therefore build
  * the reply ourselves from <linux/fuse.h>: a struct
  * fuse_open_out (open), or a struct fuse_entry_out followed by a struct
  * fuse_open_out (create), filled exactly as libfuse's fill_entry/fill_open
@@ -402,9 +403,22 @@ static int open_flags(const struct tfsd *d, int flags)
 	return flags;
 }
 
+/*
+ * Direct opens: O_DIRECT, every open under -o writethrough, and writable
+ * O_DSYNC/O_SYNC opens.  A synchronous write through the page cache costs
+ * the kernel a WRITE of the page and then an FSYNC, one writer at a time
+ * (inode lock); a direct one is a single WRITE we make durable before we
+ * reply, with writers in parallel (FOPEN_PARALLEL_DIRECT_WRITES).  Kernel
+ * 6.9+ keeps such opens coherent with cached opens and mappings of the
+ * same file (fs/fuse/iomode.c); mapping a direct open needs
+ * FUSE_DIRECT_IO_ALLOW_MMAP (fuseio.c), so without it these stay cached.
+ */
 static bool open_is_direct(const struct tfsd *d, int flags)
 {
-	return d->writethrough || (flags & O_DIRECT);
+	if (d->writethrough || (flags & O_DIRECT))
+		return true;
+	return (flags & O_DSYNC) && (flags & O_ACCMODE) != O_RDONLY &&
+	       atomic_load_explicit(&d->dio_mmap, memory_order_relaxed);
 }
 
 static void fill_open_out(struct fuse_open_out *o, const struct tfsd_file *df)
@@ -645,11 +659,12 @@ static int write_fill(void *ctx, void *dst, size_t len)
 }
 
 /*
- * Clear suid/sgid before a direct write (or after an open with O_TRUNC) by
- * the kernel's rules (privs.c).  The kernel asks for it with a SETATTR for
- * buffered writes, but not for direct ones (FOPEN_DIRECT_IO skips
- * file_remove_privs), and libfuse 3.14 cannot ask for
- * FUSE_HANDLE_KILLPRIV_V2, under which the kernel would flag them.  For the
+ * Clear suid/sgid before a write or fallocate (or after an open with
+ * O_TRUNC) by the kernel's rules (privs.c).  Without
+ * FUSE_HANDLE_KILLPRIV_V2 the kernel asks for it with a SETATTR for
+ * buffered writes and fallocate, but not for direct writes (FOPEN_DIRECT_IO
+ * skips file_remove_privs); with it (fuseio.c) it asks for nothing and
+ * sends writes that must clear bits through, from the writer.  For the
  * writeback cache's WRITEs (from the kernel, pid 0) it is nothing.
  */
 static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
@@ -753,7 +768,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			 struct fuse_file_info *fi)
 {
 	struct tfsd *d = req_d(req);
-	int ret = 1;
+	int ret = 1, err;
 
 	tfsd_space_check(d);
 	/* Allocating modes take space the low-space gate promised away. */
@@ -763,7 +778,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		reply_err(req, ret);
 		return;
 	}
-	reply_err(req, tfs_fallocate(fi_file(fi)->f, mode, off, len));
+	/* Under FUSE_HANDLE_KILLPRIV_V2 no SETATTR came first (privs.c). */
+	err = write_kill_privs(req, ino);
+	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
 	if (ret == 0)
 		tfsd_space_done(d, (uint64_t)len);
 }

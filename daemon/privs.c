@@ -7,9 +7,10 @@
  * CAP_FSETID.  Whoever has CAP_FSETID keeps both; uid 0 stands in for it,
  * since the daemon cannot see capabilities.
  *
- * The kernel decides this itself at write(2), truncate, fallocate and chown
- * time, with the writer's credentials, and asks the file system with a
- * SETATTR.  But FUSE (fuse_setattr without handle_killpriv) only turns the
+ * Without FUSE_HANDLE_KILLPRIV_V2 (fuseio.c asks for it; older kernels
+ * lack it) the kernel decides this itself at write(2), truncate, fallocate
+ * and chown time, with the writer's credentials, and asks the file system
+ * with a SETATTR.  But FUSE (fuse_setattr without handle_killpriv) only turns the
  * request into a mode change for suid, and for sgid together with group
  * execute: for a 2666 file written by an outsider it sends a SETATTR with
  * nothing to set (or only the size, for a truncate; or the owner, for a
@@ -18,6 +19,11 @@
  * writeback cache's WRITEs come from the kernel (pid 0) with no writer
  * behind them: the SETATTR at write(2) time has done the work.  Direct
  * WRITEs and O_TRUNC opens carry the writer and apply the rules themselves.
+ * With FUSE_HANDLE_KILLPRIV_V2 the kernel sends no such SETATTR: every
+ * WRITE and FALLOCATE from a writer applies the rules (ops.c
+ * write_kill_privs; buffered writes to a file with bits to clear come
+ * through, not from the writeback cache), a truncate or chown SETATTR as
+ * before, and a privileged chown clears what the kernel would have.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -86,13 +92,40 @@ mode_t privs_kill_bits(fuse_req_t req, const struct stat *st)
 	return kill;
 }
 
+/*
+ * chown by a privileged user: the kernel (chown_common) clears suid always
+ * and sgid with group execute, root's chown included.  Without
+ * FUSE_HANDLE_KILLPRIV_V2 FUSE sent that as a mode change; with it the
+ * SETATTR carries the owner only and the rest is ours.
+ */
+static void chown_kill_privileged(fuse_req_t req, const struct stat *cur, struct stat *attr,
+				  int *to_set)
+{
+	const struct tfsd *d = fuse_req_userdata(req);
+	mode_t kill = cur->st_mode & S_ISUID;
+
+	if (!atomic_load(&d->killpriv_v2) || (*to_set & FUSE_SET_ATTR_MODE) ||
+	    !(*to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		return;
+	if ((cur->st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	if (kill) {
+		attr->st_mode = cur->st_mode & ~kill;
+		*to_set |= FUSE_SET_ATTR_MODE;
+	}
+}
+
 void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set)
 {
 	const int kills = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID;
 	mode_t kill;
 
-	if (!unprivileged(req) || !S_ISREG(cur->st_mode))
+	if (!S_ISREG(cur->st_mode))
 		return;
+	if (!unprivileged(req)) {
+		chown_kill_privileged(req, cur, attr, to_set);
+		return;
+	}
 	if (*to_set & FUSE_SET_ATTR_MODE) {
 		/*
 		 * A mode the kernel computed to kill suid (and sgid with group

@@ -5,12 +5,15 @@
  *       some odd-sized appends), fsync/fdatasync every few records, and after
  *       each sync append "acked N" to ACKFILE (outside the mount); runs until
  *       an I/O error (the daemon was killed).
+ *   killwriter write-dsync FILE ACKFILE SEED   the same through an O_DSYNC
+ *       open, with no fsync: every write is acknowledged when it returns.
  *   killwriter check FILE ACKFILE SEED   every record up to the last acked
  *       one must read back exactly.
  * Record i lives at offset i * 4096 and is a pure function of (SEED, i).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +36,10 @@ static void fill(uint8_t *p, uint64_t seed, uint64_t i)
 		 (unsigned long long)i);
 }
 
-static int do_write(const char *path, const char *ack, uint64_t seed)
+static int do_write(const char *path, const char *ack, uint64_t seed, bool dsync)
 {
 	static uint8_t buf[REC * 8];
-	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	int fd = open(path, O_RDWR | O_CREAT | (dsync ? O_DSYNC : 0), 0644);
 	FILE *a = fopen(ack, "a");
 	uint64_t i = 0, acked = 0, x = seed | 1;
 	unsigned maxn = 8;
@@ -80,9 +83,11 @@ static int do_write(const char *path, const char *ack, uint64_t seed)
 			goto stop;
 		}
 		i += n;
-		if ((x >> 20) % 3 == 0)
+		if (dsync)
+			;	/* durable when pwrite returned */
+		else if ((x >> 20) % 3 == 0)
 			continue;	/* not synced yet */
-		if (((x >> 24) & 1 ? fsync(fd) : fdatasync(fd)) != 0) {
+		else if (((x >> 24) & 1 ? fsync(fd) : fdatasync(fd)) != 0) {
 			what = "fsync";
 			goto stop;
 		}
@@ -142,10 +147,11 @@ static int do_check(const char *path, const char *ack, uint64_t seed)
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
-		fprintf(stderr, "usage: %s write|check FILE ACKFILE SEED\n", argv[0]);
+		fprintf(stderr, "usage: %s write|write-dsync|check FILE ACKFILE SEED\n", argv[0]);
 		return 2;
 	}
-	if (!strcmp(argv[1], "write"))
-		return do_write(argv[2], argv[3], strtoull(argv[4], NULL, 0));
+	if (!strcmp(argv[1], "write") || !strcmp(argv[1], "write-dsync"))
+		return do_write(argv[2], argv[3], strtoull(argv[4], NULL, 0),
+				!strcmp(argv[1], "write-dsync"));
 	return do_check(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 }

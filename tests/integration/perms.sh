@@ -6,8 +6,9 @@
 # directories, sticky directories, setgid directories passing their group
 # (and the bit to subdirectories), suid/sgid cleared by the kernel's rules
 # (sgid also without group execute for a user outside the file's group) on
-# a write by anyone but root (buffered and O_DIRECT), fallocate, truncate
-# and chown, the utimes
+# a write by anyone but root (buffered, O_DIRECT, O_DSYNC; also a second
+# write of an open file whose bits came back), fallocate, truncate
+# and chown (the daemon asks for FUSE_HANDLE_KILLPRIV_V2), the utimes
 # rules, chmod/chown rules; then allow_other: without it nobody but the
 # mounter enters (root included), with it (user_allow_other in
 # /etc/fuse.conf for a user's mount) others do.
@@ -169,6 +170,23 @@ for m in 6666 2666; do
 	u_ok "$C" "open O_TRUNC $m" sh -c ': >"$1/s"' sh "$M"
 	expect_mode "$M/s" -rw-rw-rw- "open(O_TRUNC) of $m by a user outside the group"
 done
+# O_DSYNC opens are direct opens (no page cache): the daemon clears them.
+for m in 6666 2666; do
+	privs $m
+	u_ok "$C" "O_DSYNC write to $m" dd if=/dev/zero of="$M/s" bs=4096 count=1 oflag=dsync conv=notrunc status=none
+	expect_mode "$M/s" -rw-rw-rw- "O_DSYNC write to $m by a user outside the group"
+done
+# With FUSE_HANDLE_KILLPRIV_V2 the mount is SB_NOSEC: the kernel stops
+# checking an inode once a write found nothing to clear, until its
+# attributes change.  A writer keeps its file open across root's chmod:
+# its next write must clear the new bits.
+privs 0666
+u_ok "$B" "write, wait, write" sh -c 'exec 3>>"$1/s"; echo 1 >&3; sleep 2; echo 2 >&3' sh "$M" &
+upid=$!
+sleep 1
+chmod 6777 "$M/s"
+wait "$upid" || h_fail "the writer across chmod failed"
+expect_mode "$M/s" -rwxrwxrwx "second write of an open file after chmod 6777"
 # In the group: only suid goes.
 privs 6666
 u_ok "$B" "write to 6666" sh -c 'echo b >>"$1/s"' sh "$M"
