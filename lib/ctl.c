@@ -90,7 +90,7 @@ static void devices_json(struct tfs *fs, const struct super *sb, struct jbuf *j)
 		jb_obj_begin(j, NULL);
 		jb_u64(j, "index", i);
 		/* A missing device by the path it is expected at. */
-		jb_str(j, "path", d ? d->path : rebuild_slot_path(fs, i, p, sizeof(p)) ? p : NULL);
+		jb_str(j, "path", d ? d->path : mirror_slot_path(&fs->mirror, i, p, sizeof(p)) ? p : NULL);
 		super_uuid_str(sb->dev_uuids[i], u);
 		jb_str(j, "uuid", u);
 		jb_str(j, "state", dev_state_name(atomic_load(&fs->mirror.state[i])));

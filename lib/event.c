@@ -30,7 +30,6 @@
 
 #include "event.h"
 #include "fs_i.h"
-#include "rebuild.h"
 #include "tlog.h"
 
 extern char **environ;
@@ -428,7 +427,7 @@ static void fill_device(struct tfs *fs, struct ev_item *it)
 	d = fs->mirror.devs[i];
 	if (d && d->path)
 		snprintf(it->device, sizeof(it->device), "%s", d->path);
-	else if (!rebuild_slot_path(fs, i, it->device, sizeof(it->device)))
+	else if (!mirror_slot_path(&fs->mirror, i, it->device, sizeof(it->device)))
 		it->device[0] = '\0';
 	/* Unlocked copy: the superblock lock is not for an I/O completion
 	 * thread, and a uuid changes only when a replace ends, which emits

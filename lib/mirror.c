@@ -110,6 +110,7 @@ int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, uns
 	m->be = be;
 	m->ndevs = n;
 	pthread_mutex_init(&m->sync_mu, NULL);
+	pthread_mutex_init(&m->path_mu, NULL);
 	pthread_cond_init(&m->sync_cv, NULL);
 	atomic_init(&m->sync_dev, -1);
 	atomic_init(&m->win, UINT64_MAX);
@@ -118,6 +119,43 @@ int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, uns
 		atomic_init(&m->state[i], devs[i] ? MDEV_OK : MDEV_MISSING);
 	}
 	return 0;
+}
+
+int mirror_slot_path_set(struct mirror *m, unsigned dev, const char *path)
+{
+	char *np = NULL, *op;
+
+	if (dev >= DEV_MAX)
+		return -EINVAL;
+	if (path && !(np = strdup(path)))
+		return -ENOMEM;
+	pthread_mutex_lock(&m->path_mu);
+	op = m->slot_path[dev];
+	m->slot_path[dev] = np;
+	pthread_mutex_unlock(&m->path_mu);
+	free(op);
+	return 0;
+}
+
+bool mirror_slot_path(struct mirror *m, unsigned dev, char *out, size_t outlen)
+{
+	bool have = false;
+
+	if (dev >= DEV_MAX)
+		return false;
+	pthread_mutex_lock(&m->path_mu);
+	if (m->slot_path[dev]) {
+		snprintf(out, outlen, "%s", m->slot_path[dev]);
+		have = true;
+	}
+	pthread_mutex_unlock(&m->path_mu);
+	return have;
+}
+
+void mirror_slot_paths_free(struct mirror *m)
+{
+	for (unsigned i = 0; i < DEV_MAX; i++)
+		mirror_slot_path_set(m, i, NULL);
 }
 
 unsigned mirror_healthy(const struct mirror *m)

@@ -93,6 +93,16 @@ struct mirror {
 	bool no_repair;
 	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */
 
+	/* The path each slot was mounted from (absolute when the daemon
+	 * mounted it; a replace swaps in the new one): it
+	 * names a missing device in events and status and is where rebuild
+	 * reopens it.  Kept here, below both the events and the rebuild
+	 * service, so neither calls the other for it.  path_mu (a leaf
+	 * lock) guards the pointers: a replace swaps one while an event or
+	 * status copies it. */
+	pthread_mutex_t path_mu;
+	char *slot_path[DEV_MAX];		/* NULL: not known */
+
 	/* Write-intent bitmap; trk_bits == NULL: not tracking (mkfs, tests). */
 	uint64_t trk_base, trk_end;		/* tracked blocks [base, end) */
 	unsigned trk_shift;			/* log2(blocks per region) */
@@ -116,6 +126,13 @@ struct mirror {
  * non-NULL device attached. */
 int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, unsigned n);
 unsigned mirror_healthy(const struct mirror *m);
+
+/* Slot paths (see struct mirror).  set stores a copy of @path (NULL:
+ * forget it), 0 or -ENOMEM; get copies it into @out, false when none is
+ * known; free forgets them all (unmount). */
+int mirror_slot_path_set(struct mirror *m, unsigned dev, const char *path);
+bool mirror_slot_path(struct mirror *m, unsigned dev, char *out, size_t outlen);
+void mirror_slot_paths_free(struct mirror *m);
 
 /* Write nblk blocks at physical block blk to every healthy device at once.
  * 0 when every device still healthy afterwards has the data (and, through

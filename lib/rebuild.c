@@ -70,7 +70,6 @@ struct rebuild {
 	struct timespec t0;
 	char error[512];
 
-	char *slot_path[DEV_MAX];	/* for messages and to reopen; changed under mu */
 	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
 	unsigned nretired;
 };
@@ -112,9 +111,13 @@ int rebuild_mount_init(struct tfs *fs, const char *const *slot_paths, char *err,
 			 strerror(-ret));
 		return ret;
 	}
-	for (unsigned i = 0; i < fs->ndevs; i++)
-		if (slot_paths && slot_paths[i])
-			rb->slot_path[i] = strdup(slot_paths[i]);
+	for (unsigned i = 0; i < fs->ndevs && slot_paths; i++) {
+		ret = mirror_slot_path_set(&fs->mirror, i, slot_paths[i]);
+		if (ret < 0) {
+			snprintf(err, errlen, "out of memory");
+			return ret;
+		}
+	}
 	/* A bitmap written with another region size keeps its own. */
 	shift = sb->wib_start ? sb->wib_shift : wib_region_shift(sb->total_blocks - sb->data_start);
 	ret = mirror_track_init(&fs->mirror, sb->data_start, sb->total_blocks, shift);
@@ -602,14 +605,21 @@ void rebuild_free(struct tfs *fs)
 		return;
 	for (unsigned i = 0; i < rb->nretired; i++)
 		dev_close(rb->retired[i]);
-	for (unsigned i = 0; i < DEV_MAX; i++)
-		free(rb->slot_path[i]);
+	mirror_slot_paths_free(&fs->mirror);
 	pthread_mutex_destroy(&rb->mu);
 	free(rb);
 	fs->rb = NULL;
 }
 
 /* ---- commands ---- */
+
+/* Slot @i was mounted from (or replaced with) @path. */
+static bool slot_path_is(struct tfs *fs, unsigned i, const char *path)
+{
+	char p[PATH_MAX];
+
+	return mirror_slot_path(&fs->mirror, i, p, sizeof(p)) && strcmp(p, path) == 0;
+}
 
 /* Slot named by @name: a number, the path it was mounted from (or another
  * name of that file), or its dev uuid.  -ERANGE for a number that is no
@@ -630,7 +640,7 @@ static int find_slot(struct tfs *fs, const char *name)
 	for (unsigned i = 0; i < fs->ndevs; i++) {
 		if (m->devs[i] && m->devs[i]->path && strcmp(m->devs[i]->path, name) == 0)
 			return (int)i;
-		if (fs->rb->slot_path[i] && strcmp(fs->rb->slot_path[i], name) == 0)
+		if (slot_path_is(fs, i, name))
 			return (int)i;
 		super_uuid_str(fs->sb.dev_uuids[i], u);
 		if (strcasecmp(u, name) == 0)
@@ -645,7 +655,7 @@ static int find_slot(struct tfs *fs, const char *name)
 	/* ...or of the path a missing one was mounted from (stored resolved). */
 	if (dev_abspath(name, real, sizeof(real)) == 0)
 		for (unsigned i = 0; i < fs->ndevs; i++)
-			if (fs->rb->slot_path[i] && strcmp(fs->rb->slot_path[i], real) == 0)
+			if (slot_path_is(fs, i, real))
 				return (int)i;
 	return -ENOENT;
 }
@@ -883,9 +893,9 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 	if (!d && !still_there(m->devs[slot])) {
 		/* Named by slot, uuid or path: whatever is at the path now
 		 * passes the same check as a device named by its path. */
-		const char *p = fs->rb->slot_path[slot];
+		char p[PATH_MAX];
 
-		if (!p) {
+		if (!mirror_slot_path(m, slot, p, sizeof(p))) {
 			snprintf(err, errlen, "device %d is missing: name its path", slot);
 			ret = -ENODEV;
 			goto out;
@@ -1058,7 +1068,6 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 {
 	struct mirror *m = &fs->mirror;
 	struct dev *d = NULL;
-	char *np, *op;
 	uint8_t uuid[16];
 	int slot = -1, ret;
 
@@ -1084,12 +1093,8 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	if (atomic_load(&m->state[slot]) != MDEV_MISSING)
 		mirror_mark_all(m);	/* not read: the bits only matter for rebuild */
 	retire(fs->rb, m->devs[slot]);
-	np = strdup(newpath);
-	pthread_mutex_lock(&fs->rb->mu);
-	op = fs->rb->slot_path[slot];
-	fs->rb->slot_path[slot] = np;
-	pthread_mutex_unlock(&fs->rb->mu);
-	free(op);
+	/* Out of memory: the slot keeps its old path, which only names it. */
+	(void)mirror_slot_path_set(m, slot, newpath);
 	return begin(fs, (unsigned)slot, d, SUPER_RB_REPLACE, err, errlen);
 
 out:
@@ -1145,23 +1150,6 @@ void rebuild_get_status(struct tfs *fs, struct rebuild_status *st)
 		st->rate = (uint64_t)(st->bytes_done / el);
 	if (st->rate)
 		st->eta_s = (st->bytes_total - st->bytes_done) / st->rate;
-}
-
-bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen)
-{
-	struct rebuild *rb = fs->rb;
-	bool have = false;
-
-	if (!rb || i >= DEV_MAX)
-		return false;
-	/* Under mu: a replace swaps the string while status runs. */
-	pthread_mutex_lock(&rb->mu);
-	if (rb->slot_path[i]) {
-		snprintf(out, outlen, "%s", rb->slot_path[i]);
-		have = true;
-	}
-	pthread_mutex_unlock(&rb->mu);
-	return have;
 }
 
 int rebuild_wait(struct tfs *fs)

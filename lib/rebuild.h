@@ -68,10 +68,6 @@ int rebuild_cancel(struct tfs *fs);
 /* Limit the pace (bytes of regions visited per second; 0: none). */
 void rebuild_set_rate(struct tfs *fs, uint64_t bytes_per_s);
 void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);
-/* The path slot @i was mounted from (absolute when the daemon mounted it)
- * or last replaced with, copied into out; false if none.  For the status
- * of a missing device. */
-bool rebuild_slot_path(struct tfs *fs, unsigned i, char *out, size_t outlen);
 /* Wait until no rebuild runs; returns the final state. */
 int rebuild_wait(struct tfs *fs);
 

@@ -446,6 +446,33 @@ static void test_bad_bitmap_long(void **state)
 	free(buf);
 }
 
+/* Slot paths: the name of a missing device outlives it, and a replace
+ * swaps it; events, status and rebuild read it from here. */
+static void test_slot_path(void **state)
+{
+	struct dev *devs[2] = { NULL, NULL };
+	struct mirror m;
+	char p[64], small[4];
+
+	(void)state;
+	assert_int_equal(mirror_init(&m, NULL, devs, 2), 0);
+	assert_false(mirror_slot_path(&m, 1, p, sizeof(p)));
+	assert_int_equal(mirror_slot_path_set(&m, 1, "/dev/old"), 0);
+	assert_true(mirror_slot_path(&m, 1, p, sizeof(p)));
+	assert_string_equal(p, "/dev/old");
+	assert_false(mirror_slot_path(&m, 0, p, sizeof(p)));
+	assert_int_equal(mirror_slot_path_set(&m, 1, "/dev/new"), 0);
+	assert_true(mirror_slot_path(&m, 1, small, sizeof(small)));
+	assert_string_equal(small, "/de");
+	assert_int_equal(mirror_slot_path_set(&m, DEV_MAX, "/x"), -EINVAL);
+	assert_false(mirror_slot_path(&m, DEV_MAX, p, sizeof(p)));
+	assert_int_equal(mirror_slot_path_set(&m, 1, NULL), 0);
+	assert_false(mirror_slot_path(&m, 1, p, sizeof(p)));
+	assert_int_equal(mirror_slot_path_set(&m, 0, "/dev/a"), 0);
+	mirror_slot_paths_free(&m);
+	assert_false(mirror_slot_path(&m, 0, p, sizeof(p)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -458,6 +485,7 @@ int main(void)
 		cmocka_unit_test(spread_all),
 		cmocka_unit_test(test_degraded),
 		cmocka_unit_test(test_bad_bitmap_long),
+		cmocka_unit_test(test_slot_path),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
