@@ -518,12 +518,12 @@ bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df)
 	return true;
 }
 
-int tfsd_space_admit(struct tfsd *d, uint64_t len)
+/* Admits @len bytes if the free space the grants and the writes in flight
+ * leave covers them. */
+static int admit_now(struct tfsd *d, uint64_t len)
 {
 	int ret = 0;
 
-	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed))
-		return 1;
 	pthread_mutex_lock(&d->space_mu);
 	if (tfs_avail_bytes(d->fs) < d->space_pending + grants_except(d, 0) + len)
 		ret = -ENOSPC;
@@ -531,6 +531,25 @@ int tfsd_space_admit(struct tfsd *d, uint64_t len)
 		d->space_pending += len;
 	pthread_mutex_unlock(&d->space_mu);
 	return ret;
+}
+
+/*
+ * ENOSPC only once no deferred frees are left to reclaim: otherwise the
+ * next log commit (at most commit_ms later) would show free space in
+ * statfs that this write was refused.  Other writers may defer more
+ * meanwhile: a few rounds, then the answer stands.
+ */
+int tfsd_space_admit(struct tfsd *d, uint64_t len)
+{
+	int ret;
+
+	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed))
+		return 1;
+	for (int round = 0;; round++) {
+		ret = admit_now(d, len);
+		if (ret != -ENOSPC || round == 4 || tfs_reclaim_deferred(d->fs) != 1)
+			return ret;
+	}
 }
 
 void tfsd_space_done(struct tfsd *d, uint64_t len)

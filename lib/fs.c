@@ -572,6 +572,17 @@ uint64_t tfs_avail_bytes(struct tfs *fs)
 	return free_ > reserve ? (free_ - reserve) * TFS_BLOCK_SIZE : 0;
 }
 
+int tfs_reclaim_deferred(struct tfs *fs)
+{
+	int ret;
+
+	if (!alloc_deferred_blocks(fs->alloc))
+		return 0;
+	/* The durable callback (cb_durable) releases them. */
+	ret = log_commit(fs->log, UINT64_MAX);
+	return ret < 0 ? ret : 1;
+}
+
 bool tfs_unusable(struct tfs *fs)
 {
 	return atomic_load(&fs->unusable);

@@ -239,6 +239,12 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st);
 /* Bytes a data write can still take (statfs's f_bavail, cheap: two atomic
  * loads), for the daemon's low-space mode. */
 uint64_t tfs_avail_bytes(struct tfs *fs);
+/* Blocks freed by transactions not yet durable (deferred frees) are free
+ * space one log commit away, not counted by tfs_avail_bytes or statfs.
+ * Before answering ENOSPC, commit to get them back, as btrfs commits its
+ * transaction to unpin extents: returns 1 if some were pending (now
+ * released), 0 if none were, or a negative errno. */
+int tfs_reclaim_deferred(struct tfs *fs);
 /* No device can take writes any more: the file system turned read-only
  * and every change fails with -EROFS until unmount. */
 bool tfs_unusable(struct tfs *fs);

@@ -168,26 +168,34 @@ rescue_umount "$sums" "checkpoint damage"
 
 # ---- 8 and 17: files deleted while open ------------------------------------
 # holder DIR N: opens N files, deletes them, keeps them open until TERM
-# (closes them, then exits) or KILL.
+# (closes them, then exits) or KILL.  One rm for all of them: a fork per
+# file is what makes it slow on a loaded machine.
 holder() {
 	local dir=$1 n=$2 i fd
-	local -a fds=()
+	local -a fds=() names=()
 	trap 'for fd in "${fds[@]}"; do exec {fd}>&-; done; exit 0' TERM
 	for ((i = 0; i < n; i++)); do
 		exec {fd}<>"$dir/open$i"
 		fds+=("$fd")
+		names+=("$dir/open$i")
 		printf '%s' "some bytes to give it a block" >&"$fd"
-		rm "$dir/open$i"
 	done
+	rm "${names[@]}"
 	touch "$T/held"
 	while :; do sleep 0.1; done
 }
+# start_holder N: wait until the holder has done so, as long as it runs
+# (the bound only catches a hang: 400 opens take seconds at load 20).
 start_holder() {
 	rm -f "$T/held"
 	holder "$MNT" "$1" &
 	HOLDER=$!
-	for ((i = 0; i < 300; i++)); do [[ -f $T/held ]] && return 0; sleep 0.1; done
-	h_fail "the holder did not open its files"
+	for ((i = 0; i < 1200; i++)); do
+		[[ -f $T/held ]] && return 0
+		kill -0 "$HOLDER" 2>/dev/null || h_fail "the holder exited before opening its files"
+		sleep 0.1
+	done
+	h_fail "the holder did not open its $1 files within 120 s"
 }
 expect_no_orphans() {
 	h_fsck 0 -n "${IMGS[@]}"

@@ -130,6 +130,29 @@ h_devspec() {
 	echo "$*"
 }
 
+# h_daemon_pids MNT: pids of the daemons serving MNT, found by pid and
+# argv, never by name (other twinfs daemons run on the same machine): the
+# processes holding /dev/fuse open whose argument list has MNT as one
+# whole argument.  For daemons the test did not start itself (background
+# mounts, mount.fuse3); MNT must be the test's own unique mount point.
+h_daemon_pids() {
+	local d p a fd
+	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		[[ $p != "$BASHPID" ]] || continue
+		while IFS= read -r -d '' a; do
+			[[ $a == "$1" ]] || continue
+			for fd in "$d"/fd/*; do
+				if [[ $(readlink "$fd" 2>/dev/null) == /dev/fuse ]]; then
+					echo "$p"
+					break
+				fi
+			done
+			break
+		done <"$d/cmdline" 2>/dev/null
+	done
+}
+
 h_is_mounted() {
 	# mountinfo field 5 is the mount point.
 	awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo

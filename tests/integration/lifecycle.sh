@@ -150,12 +150,10 @@ rm "$MNT/underneath"
 # ---- mount(8) and fstab -----------------------------------------------------------------
 # daemon_pid: the daemon mount.fuse3 started in the background for $MNT.
 daemon_pid() {
-	local p a
-	for p in $(pgrep -x twinfs); do
-		while IFS= read -r -d '' a; do
-			[[ $a == "$MNT" ]] && { echo "$p"; return; }
-		done <"/proc/$p/cmdline" 2>/dev/null
-	done
+	local pids
+	mapfile -t pids < <(h_daemon_pids "$MNT")
+	((${#pids[@]} <= 1)) || h_fail "more than one daemon serves $MNT: ${pids[*]}"
+	echo "${pids[0]:-}"
 }
 # umount_and_wait WHAT: umount(8) $MNT, wait for the daemon, check clean.
 umount_and_wait() {

@@ -165,19 +165,9 @@ u_wait_gone() {
 	return 1
 }
 
-# u_daemon_pids MNT: pids of twinfs daemons whose argument list holds MNT
-# (daemons started in the background by twinfs itself or mount.fuse3).
-u_daemon_pids() {
-	local p a
-	for p in $(pgrep -x twinfs); do
-		while IFS= read -r -d '' a; do
-			if [[ $a == "$1" ]]; then
-				echo "$p"
-				break
-			fi
-		done <"/proc/$p/cmdline" 2>/dev/null
-	done
-}
+# u_daemon_pids MNT: pids of the daemons serving MNT (daemons started in
+# the background by twinfs itself or mount.fuse3): see h_daemon_pids.
+u_daemon_pids() { h_daemon_pids "$1"; }
 
 # u_sb_state IMG: superblock state of IMG's newest valid slot by generation
 # (docs/FORMAT.md: generation at 296, state at 260): "clean" or "dirty".
