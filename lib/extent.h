@@ -72,8 +72,9 @@ void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n,
  * nothing else fails; the format v2 map read from disk will add -EIO, so
  * callers pass any other error on. */
 int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *out);
-/* The same where a hole is just phys 0 (file.c and file_async.c until they
- * are converted after the merge with the write pipeline rewrite). */
+/* The same where a hole is just phys 0 and nothing can fail: for the unit
+ * tests' look at an in-memory map only; lib/ goes through extent_lookup
+ * (the data path through inode_extent_lookup, file_extent in file_i.h). */
 void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out);
 
 /* First mapped block >= fblk, or EXTENT_MAX_FBLK. Skips empty subtrees. */

@@ -18,9 +18,9 @@
  * fs->ns_lock or any other global lock.  A non-extending write locks only its
  * blocks in the inode's range lock, so disjoint writers to one file run fully
  * in parallel; extending writes, truncate, fallocate and the destination of
- * copy_range lock the whole inode exclusively.  ip->size only changes under
+ * copy_range lock the whole inode exclusively.  The size only changes under
  * a whole-inode exclusive range lock, so any range-lock holder sees a stable
- * size.  ip->lock is held only around meta_tx_commit().  Bounce buffers and
+ * size.  The inode lock is held only around meta_tx_commit().  Bounce buffers and
  * log space are obtained BEFORE any lock: a holder of a range lock waiting
  * for a bounce buffer held by a thread queued on that range lock would
  * deadlock, and log_wait_space() may need a checkpoint, which takes inode
@@ -50,11 +50,11 @@ static const uint64_t zero_csums[LOG_EXT_MAX_BLOCKS];	/* unwritten blocks */
 /* ---- transactions ---- */
 
 /*
- * Add an LR_INODE for @ip and commit @tx under ip->lock.  The size and times
+ * Add an LR_INODE for @ip and commit @tx under the inode lock.  The size and times
  * go through the record, never by hand: meta_tx_commit applies it to memory.
  * @size is the new size if @exact, else a lower bound (max with the current).
  */
-/* ip->lock held: add the LR_INODE and commit @tx; with @nowait only into
+/* Inode lock held: add the LR_INODE and commit @tx; with @nowait only into
  * room reserved in the log beforehand (-EAGAIN, nothing done, if none). */
 static int commit_inode_locked(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
 			       uint64_t size, bool exact, int times, uint64_t *s, bool nowait)
@@ -82,8 +82,8 @@ static int commit_inode_locked(struct tfs *fs, struct tfs_inode *ip, struct meta
 		ret = meta_tx_commit(fs, tx, s);
 	if (fs->log)
 		log_unreserve(fs->log, &tx->buf);	/* if the append did not happen */
-	if (!ret && *s > ip->last_seq)
-		ip->last_seq = *s;
+	if (!ret)
+		inode_note_seq(ip, *s);
 	return ret;
 }
 
@@ -93,9 +93,9 @@ int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
 	uint64_t s = 0, t0 = prof_begin();
 	int ret;
 
-	pthread_mutex_lock(&ip->lock);
+	inode_lock(ip);
 	ret = commit_inode_locked(fs, ip, tx, size, exact, times, &s, false);
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
 	prof_end(PROF_META, t0);
 	if (seq)
 		*seq = s;
@@ -108,28 +108,28 @@ int file_commit_inode_nowait(struct tfs *fs, struct tfs_inode *ip, struct meta_t
 	uint64_t s = 0, t0 = prof_begin();
 	int ret;
 
-	/* A holder of ip->lock may be running a log commit. */
-	if (pthread_mutex_trylock(&ip->lock))
+	/* A holder of the inode lock may be running a log commit. */
+	if (inode_trylock(ip))
 		return -EAGAIN;
 	ret = commit_inode_locked(fs, ip, tx, size, false, times, &s, true);
-	pthread_mutex_unlock(&ip->lock);
+	inode_unlock(ip);
 	prof_end(PROF_META, t0);
 	if (seq)
 		*seq = s;
 	return ret;
 }
 
-/* Commit @tx (extent records only) under ip->lock. */
+/* Commit @tx (extent records only) under the inode lock. */
 static int commit_plain(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx)
 {
 	uint64_t s = 0;
 	int ret;
 
-	pthread_mutex_lock(&ip->lock);
+	inode_lock(ip);
 	ret = meta_tx_commit(fs, tx, &s);
-	if (!ret && s > ip->last_seq)
-		ip->last_seq = s;
-	pthread_mutex_unlock(&ip->lock);
+	if (!ret)
+		inode_note_seq(ip, s);
+	inode_unlock(ip);
 	return ret;
 }
 
@@ -146,7 +146,9 @@ void file_cow_put(struct tfs *fs, struct cow *cw)
 /*
  * After a failed commit: give back the new blocks the map does not point to
  * (if the records were applied before the failure, the map owns them).
- * Caller holds the range lock, so the map entries are stable.
+ * Caller holds the range lock, so the map entries are stable.  A block
+ * whose entry cannot be read is kept: leaked space (fsck finds it) rather
+ * than a block freed under the map.
  */
 void file_cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
 {
@@ -157,7 +159,8 @@ void file_cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
 			struct extent_ent e;
 			uint64_t phys = cw->runs[i].phys + j;
 
-			extent_get(&ip->map, cw->fblk + cw->runs[i].off + j, &e);
+			if (file_extent(ip, cw->fblk + cw->runs[i].off + j, &e))
+				continue;
 			if (e.phys != phys)
 				alloc_put(fs->alloc, phys, 1);
 		}
@@ -165,12 +168,15 @@ void file_cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw)
 	cw->nruns = 0;
 }
 
-static uint64_t unwritten_at(struct tfs_inode *ip, uint64_t fblk)
+/* The unwritten block behind file block @fblk in *blk, 0 if none: 0 or the
+ * lookup's error. */
+static int unwritten_at(struct tfs_inode *ip, uint64_t fblk, uint64_t *blk)
 {
 	struct extent_ent e;
+	int ret = file_extent(ip, fblk, &e);
 
-	extent_get(&ip->map, fblk, &e);
-	return (e.phys & EXTENT_UNWRITTEN) ? EXTENT_PHYS(e.phys) : 0;
+	*blk = (e.phys & EXTENT_UNWRITTEN) ? EXTENT_PHYS(e.phys) : 0;
+	return ret;
 }
 
 /* Place 1 <= nblk <= IO_BLOCKS staged blocks (new blocks, or their own
@@ -188,18 +194,34 @@ int file_cow_place(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t
 	cw->nblk = nblk;
 	cw->nruns = 0;
 	while (done < nblk) {
-		uint64_t blk = unwritten_at(ip, fblk + done), got = 1, want = 1;
-		bool fresh = !blk;
+		uint64_t blk, next, got = 1, want = 1;
+		bool fresh;
 
+		ret = unwritten_at(ip, fblk + done, &blk);
+		if (ret)
+			goto fail;
+		fresh = !blk;
 		if (!fresh) {
-			while (done + got < nblk && unwritten_at(ip, fblk + done + got) == blk + got)
+			while (done + got < nblk) {
+				ret = unwritten_at(ip, fblk + done + got, &next);
+				if (ret)
+					goto fail;
+				if (next != blk + got)
+					break;
 				got++;
+			}
 		} else {
 			/* Allocate for the stretch up to the next unwritten block. */
-			while (done + want < nblk && !unwritten_at(ip, fblk + done + want))
+			while (done + want < nblk) {
+				ret = unwritten_at(ip, fblk + done + want, &next);
+				if (ret)
+					goto fail;
+				if (next)
+					break;
 				want++;
+			}
 			t0 = prof_begin();
-			ret = alloc_get(fs->alloc, want, ip->ino, ALLOC_DATA, &blk, &got);
+			ret = alloc_get(fs->alloc, want, inode_ino(ip), ALLOC_DATA, &blk, &got);
 			prof_end(PROF_ALLOC, t0);
 			if (ret == -ENOSPC && !retried) {
 				/* Deferred frees wait for a durable commit: force
@@ -273,7 +295,9 @@ int file_read_runs(struct tfs_inode *ip, uint64_t fblk, uint32_t nblk, uint8_t *
 		uint64_t phys;
 		int ret;
 
-		extent_get(&ip->map, fblk + i, &e);
+		ret = file_extent(ip, fblk + i, &e);
+		if (ret)
+			return ret;
 		if (e.phys == 0 || (e.phys & EXTENT_UNWRITTEN)) {
 			memset(buf + (size_t)i * BS, 0, BS);
 			i++;
@@ -282,7 +306,9 @@ int file_read_runs(struct tfs_inode *ip, uint64_t fblk, uint32_t nblk, uint8_t *
 		phys = e.phys;
 		csums[i] = e.csum;
 		while (i + n < nblk && n < IO_BLOCKS) {
-			extent_get(&ip->map, fblk + i + n, &e);
+			ret = file_extent(ip, fblk + i + n, &e);
+			if (ret)
+				return ret;
 			if (e.phys != phys + n)	/* also stops at holes and unwritten */
 				break;
 			csums[i + n++] = e.csum;
@@ -329,9 +355,9 @@ int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_fil
 	uint32_t mode;
 	int ret;
 
-	pthread_mutex_lock(&ip->lock);
-	mode = ip->mode;
-	pthread_mutex_unlock(&ip->lock);
+	inode_lock(ip);
+	mode = inode_mode(ip);
+	inode_unlock(ip);
 	if (S_ISDIR(mode))
 		return -EISDIR;
 	if (S_ISLNK(mode))
@@ -345,11 +371,11 @@ int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_fil
 	if (!f)
 		return -ENOMEM;
 	f->fs = fs;
-	f->ip = ip;
+	f->ip = inode_grab(ip);	/* the memory, for as long as f lives */
 	f->flags = flags;
 	/* Count the open before truncating so a concurrent unlink + forget
-	 * cannot free the inode under us. */
-	atomic_fetch_add(&ip->nopen, 1);
+	 * cannot delete the inode under us. */
+	inode_open_add(ip);
 	/* Also for O_RDONLY: Linux truncates then (the kernel has checked
 	 * write permission), and under atomic_o_trunc nobody else will. */
 	if (flags & O_TRUNC) {
@@ -365,11 +391,14 @@ int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_fil
 
 int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f)
 {
-	struct tfs_inode *ip = fs_iget(fs, ino);
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
 
-	if (!ip)
-		return -ENOENT;
-	return file_open_ip(fs, ip, flags, f);
+	if (ret)
+		return ret;
+	ret = file_open_ip(fs, ip, flags, f);
+	inode_put(fs, ip);
+	return ret;
 }
 
 int tfs_release(struct tfs_file *f)
@@ -378,13 +407,17 @@ int tfs_release(struct tfs_file *f)
 	struct tfs_inode *ip = f->ip;
 
 	free(f);
-	fs_iput_open(fs, ip);	/* nopen-- and delete if unlinked, under ns_lock */
+	/* The open first (nopen--, and the delete of an unlinked inode under
+	 * ns_lock), then the handle: if the delete took the inode out of the
+	 * table, ours is the last reference and frees its memory. */
+	fs_iput_open(fs, ip);
+	inode_put(fs, ip);
 	return 0;
 }
 
 uint64_t tfs_file_ino(const struct tfs_file *f)
 {
-	return f->ip->ino;
+	return inode_ino(f->ip);
 }
 
 /* ---- read ---- */
@@ -418,7 +451,7 @@ ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *
 
 	b = fs_buf_get(fs, len);
 	fb0 = (uint64_t)off / BS;
-	rl_lock(&ip->rl, &r, fb0, file_div_up((uint64_t)off + len, BS), false);
+	rl_lock(inode_rl(ip), &r, fb0, file_div_up((uint64_t)off + len, BS), false);
 	size = file_isize(ip);
 	if ((uint64_t)off < size) {
 		n = len;
@@ -427,7 +460,7 @@ ssize_t tfs_read(struct tfs_file *f, off_t off, size_t len, void **buf, size_t *
 		nblk = file_div_up((uint64_t)off + n, BS) - fb0;
 		ret = file_read_blocks(fs, ip, fb0, (uint32_t)nblk, b);
 	}
-	rl_unlock(&ip->rl, &r);
+	rl_unlock(inode_rl(ip), &r);
 	if (ret || n == 0) {
 		fs_buf_put(fs, b);
 		return ret;
@@ -483,9 +516,9 @@ static int zero_block_range(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk,
 	int ret;
 
 	cw->nruns = 0;
-	extent_get(&ip->map, fblk, &e);
-	if (e.phys == 0 || (e.phys & EXTENT_UNWRITTEN) || from >= to)
-		return 0;
+	ret = file_extent(ip, fblk, &e);
+	if (ret || e.phys == 0 || (e.phys & EXTENT_UNWRITTEN) || from >= to)
+		return ret;
 	ret = file_read_blocks(fs, ip, fblk, 1, buf);
 	if (ret)
 		return ret;
@@ -493,7 +526,7 @@ static int zero_block_range(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk,
 	ret = cow_write(fs, ip, fblk, 1, buf, cw);
 	if (ret)
 		return ret;
-	return file_cow_records(tx, ip->ino, cw);
+	return file_cow_records(tx, inode_ino(ip), cw);
 }
 
 int file_clear_rec(struct meta_tx *tx, uint64_t ino, uint64_t fblk, uint64_t n)
@@ -519,8 +552,8 @@ static int truncate_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t size, 
 		/* Keep the invariant: bytes past EOF in the last block are 0. */
 		if (size % BS)
 			ret = zero_block_range(fs, ip, size / BS, size % BS, BS, buf, &tx, &cw);
-		if (!ret && extent_next_data(&ip->map, keep) < EXTENT_MAX_FBLK)
-			ret = file_clear_rec(&tx, ip->ino, keep, EXTENT_MAX_FBLK - keep);
+		if (!ret && inode_next_data(ip, keep) < EXTENT_MAX_FBLK)
+			ret = file_clear_rec(&tx, inode_ino(ip), keep, EXTENT_MAX_FBLK - keep);
 	}
 	/* Growing is a hole: the old tail past EOF is already zero, and
 	 * blocks kept past EOF (KEEP_SIZE) are unwritten, so read as zeros. */
@@ -545,9 +578,9 @@ int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size)
 	buf = bounce_get(fs->bounce);
 	ret = log_wait_space(fs->log);
 	if (!ret) {
-		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		ret = truncate_locked(fs, ip, size, buf);
-		rl_unlock(&ip->rl, &r);
+		rl_unlock(inode_rl(ip), &r);
 	}
 	bounce_put(fs->bounce, buf);
 	return ret;
@@ -572,7 +605,7 @@ static int punch_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, uint
 	if (!ret && end % BS && (eb != sb || off % BS == 0))
 		ret = zero_block_range(fs, ip, eb, 0, end % BS, buf, &tx, &cw[1]);
 	if (!ret && full0 < full1)
-		ret = file_clear_rec(&tx, ip->ino, full0, full1 - full0);
+		ret = file_clear_rec(&tx, inode_ino(ip), full0, full1 - full0);
 	if (!ret)
 		ret = file_commit_inode(fs, ip, &tx, 0, false, T_MTIME | T_CTIME, NULL);
 	if (ret) {
@@ -610,14 +643,16 @@ static int runlist_add(struct runlist *l, uint64_t fblk, uint64_t phys, uint64_t
 	return 0;
 }
 
-/* Give back blocks of a failed piece the map does not own. */
+/* Give back blocks of a failed piece the map does not own (a block whose
+ * entry cannot be read is kept, as in file_cow_undo). */
 static void runlist_undo(struct tfs *fs, struct tfs_inode *ip, struct runlist *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		for (uint64_t j = 0; j < l->v[i].n; j++) {
 			struct extent_ent e;
 
-			extent_get(&ip->map, l->v[i].fblk + j, &e);
+			if (file_extent(ip, l->v[i].fblk + j, &e))
+				continue;
 			if (e.phys != ((l->v[i].phys + j) | EXTENT_UNWRITTEN))
 				alloc_put(fs->alloc, l->v[i].phys + j, 1);
 		}
@@ -628,15 +663,15 @@ static void runlist_undo(struct tfs *fs, struct tfs_inode *ip, struct runlist *l
 /* Holes in blocks [fb, fe). */
 static uint64_t count_holes(struct tfs_inode *ip, uint64_t fb, uint64_t fe)
 {
-	uint64_t need = 0, b = extent_next_hole(&ip->map, fb);
+	uint64_t need = 0, b = inode_next_hole(ip, fb);
 
 	while (b < fe) {
-		uint64_t e = extent_next_data(&ip->map, b);
+		uint64_t e = inode_next_data(ip, b);
 
 		if (e > fe)
 			e = fe;
 		need += e - b;
-		b = e < fe ? extent_next_hole(&ip->map, e) : fe;
+		b = e < fe ? inode_next_hole(ip, e) : fe;
 	}
 	return need;
 }
@@ -666,13 +701,13 @@ static int space_check(struct tfs *fs, uint64_t need)
 static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, uint64_t fe)
 {
 	struct runlist l = { 0 };
-	uint64_t b = extent_next_hole(&ip->map, *fb), piece = 0;
+	uint64_t b = inode_next_hole(ip, *fb), piece = 0;
 	struct meta_tx tx;
 	int ret = 0;
 
 	meta_tx_init(&tx);
 	while (b < fe && piece < FALLOC_PIECE_BLOCKS && !ret) {
-		uint64_t e = extent_next_data(&ip->map, b);
+		uint64_t e = inode_next_data(ip, b);
 
 		if (e > fe)
 			e = fe;
@@ -682,7 +717,7 @@ static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, ui
 
 			if (want > LOG_EXT_MAX_BLOCKS)
 				want = LOG_EXT_MAX_BLOCKS;
-			ret = alloc_get(fs->alloc, want, ip->ino, ALLOC_DATA, &blk, &got);
+			ret = alloc_get(fs->alloc, want, inode_ino(ip), ALLOC_DATA, &blk, &got);
 			if (ret)
 				break;
 			if (got > want)
@@ -692,7 +727,7 @@ static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, ui
 				alloc_put(fs->alloc, blk, got);
 				break;
 			}
-			r.ext.ino = ip->ino;
+			r.ext.ino = inode_ino(ip);
 			r.ext.fblk = b;
 			r.ext.phys = blk | EXTENT_UNWRITTEN;
 			r.ext.n = (uint32_t)got;
@@ -704,7 +739,7 @@ static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, ui
 			piece += got;
 		}
 		if (!ret && b < fe && piece < FALLOC_PIECE_BLOCKS)
-			b = extent_next_hole(&ip->map, b);
+			b = inode_next_hole(ip, b);
 	}
 	if (!ret)
 		ret = commit_plain(fs, ip, &tx);
@@ -730,7 +765,7 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 		struct rl_range r;
 		bool done;
 
-		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		if (first)	/* ENOSPC up front rather than half way */
 			ret = space_check(fs, count_holes(ip, fb, fe));
 		first = false;
@@ -748,7 +783,7 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 						grow ? T_MTIME | T_CTIME : T_CTIME, NULL);
 			meta_tx_free(&tx);
 		}
-		rl_unlock(&ip->rl, &r);
+		rl_unlock(inode_rl(ip), &r);
 		if (done)
 			return ret;
 		ret = log_wait_space(fs->log);
@@ -800,12 +835,12 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	if (!ret) {
 		uint64_t pend = end;
 
-		rl_lock(&ip->rl, &r, 0, RL_EOF, true);
+		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		if ((mode & FALLOC_FL_ZERO_RANGE) && pend > file_isize(ip))
 			pend = file_isize(ip);
 		if (start < pend)
 			ret = punch_locked(fs, ip, start, pend, buf);
-		rl_unlock(&ip->rl, &r);
+		rl_unlock(inode_rl(ip), &r);
 	}
 	bounce_put(fs->bounce, buf);
 	if (!ret && (mode & FALLOC_FL_ZERO_RANGE)) {
@@ -837,26 +872,26 @@ off_t tfs_lseek(struct tfs_file *f, off_t off, int whence)
 	}
 	if (off < 0)
 		return -ENXIO;
-	rl_lock(&ip->rl, &r, 0, RL_EOF, false);
+	rl_lock(inode_rl(ip), &r, 0, RL_EOF, false);
 	size = file_isize(ip);
 	if ((uint64_t)off >= size) {
-		rl_unlock(&ip->rl, &r);
+		rl_unlock(inode_rl(ip), &r);
 		return -ENXIO;
 	}
 	/* Unwritten (fallocated) blocks count as data: lseek(2) allows
 	 * reporting a hole as data. */
 	if (whence == SEEK_DATA) {
-		b = extent_next_data(&ip->map, (uint64_t)off / BS);
+		b = inode_next_data(ip, (uint64_t)off / BS);
 		pos = b >= EXTENT_MAX_FBLK ? size : b * BS;
 		if (pos < (uint64_t)off)
 			pos = (uint64_t)off;
-		rl_unlock(&ip->rl, &r);
+		rl_unlock(inode_rl(ip), &r);
 		return pos >= size ? -ENXIO : (off_t)pos;
 	}
-	b = extent_next_hole(&ip->map, (uint64_t)off / BS);
+	b = inode_next_hole(ip, (uint64_t)off / BS);
 	pos = b >= EXTENT_MAX_FBLK ? size : b * BS;
 	if (pos < (uint64_t)off)
 		pos = (uint64_t)off;
-	rl_unlock(&ip->rl, &r);
+	rl_unlock(inode_rl(ip), &r);
 	return pos > size ? (off_t)size : (off_t)pos;	/* EOF is a hole */
 }

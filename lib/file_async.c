@@ -327,7 +327,7 @@ static void rjob_finish(struct rjob *j, int ret)
 	void *arg = j->arg, *buf = j->buf;
 	size_t n = j->n, data_off = j->data_off;
 
-	rl_unlock(&j->ip->rl, &j->r);
+	rl_unlock(inode_rl(j->ip), &j->r);
 	file_jc_put(&fs->fa->rjc, j);
 	if (ret) {
 		fs_buf_put(fs, buf);
@@ -441,11 +441,11 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	j->nruns = 0;
 	j->buf = fs_buf_get(fs, len);
 	fb0 = (uint64_t)off / BS;
-	rl_lock(&ip->rl, &j->r, fb0, file_div_up((uint64_t)off + len, BS), false);
+	rl_lock(inode_rl(ip), &j->r, fb0, file_div_up((uint64_t)off + len, BS), false);
 	size = file_isize(ip);
 	if ((uint64_t)off >= size) {	/* truncated before we got the lock */
 		j->n = 0;
-		rl_unlock(&ip->rl, &j->r);
+		rl_unlock(inode_rl(ip), &j->r);
 		fs_buf_put(fs, j->buf);
 		file_jc_put(&fs->fa->rjc, j);
 		cb(arg, 0, NULL, 0);

@@ -10,12 +10,14 @@
 #ifndef TWINFS_FILE_I_H
 #define TWINFS_FILE_I_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fs_i.h"
 
@@ -38,7 +40,24 @@ static inline uint64_t file_div_up(uint64_t a, uint64_t b)
 
 static inline uint64_t file_isize(const struct tfs_inode *ip)
 {
-	return atomic_load(&ip->size);
+	return inode_size(ip);
+}
+
+/*
+ * The map entry of file block @fblk with a hole as a zeroed entry (caller
+ * holds a range lock over it): 0, or the lookup's error (-EIO once the map
+ * is on disk), which the caller passes on: a block that cannot be looked up
+ * is never read as a hole.  *e is zeroed on error too.
+ */
+static inline int file_extent(struct tfs_inode *ip, uint64_t fblk, struct extent_ent *e)
+{
+	int ret = inode_extent_lookup(ip, fblk, e);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		memset(e, 0, sizeof(*e));
+	return ret;
 }
 
 static inline bool file_writable(int flags)
@@ -47,7 +66,7 @@ static inline bool file_writable(int flags)
 }
 
 /*
- * Add an LR_INODE for @ip and commit @tx under ip->lock.  The size and times
+ * Add an LR_INODE for @ip and commit @tx under the inode lock.  The size and times
  * go through the record, never by hand: meta_tx_commit applies it to memory.
  * @size is the new size if @exact, else a lower bound (max with the current).
  */
@@ -101,7 +120,7 @@ int file_cow_place(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t
 		   const uint8_t *buf, struct cow *cw);
 
 /* file_commit_inode for a thread that must not wait (the I/O completion
- * thread): -EAGAIN, with nothing done, when ip->lock is taken or the log
+ * thread): -EAGAIN, with nothing done, when the inode lock is taken or the log
  * has no room for @tx without a commit. */
 int file_commit_inode_nowait(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
 			     uint64_t size, int times, uint64_t *seq);

@@ -29,7 +29,7 @@
  * Stages 1-3 run on the caller's thread.  In the asynchronous path stages
  * 4 and 5 run on the completion thread only while nothing there would
  * wait: a failed device write, a device out of sync (the superblock write
- * of stage 4), a busy ip->lock or a log without room for the records (a
+ * of stage 4), a busy inode lock or a log without room for the records (a
  * commit round) hand the job to the data path's worker thread
  * (file_async.c), which carries on from the same stage (w_after_io).  A
  * completion thread thus never waits for a device or the log, and the
@@ -162,21 +162,21 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 	excl = (f->flags & O_APPEND) || uoff + len > file_isize(ip);
 	for (;;) {
 		if (excl) {
-			rl_lock(&ip->rl, &j->r, 0, RL_EOF, true);
+			rl_lock(inode_rl(ip), &j->r, 0, RL_EOF, true);
 			if (f->flags & O_APPEND)
 				uoff = file_isize(ip);
 			break;
 		}
-		rl_lock(&ip->rl, &j->r, uoff / BS, file_div_up(uoff + len, BS), true);
+		rl_lock(inode_rl(ip), &j->r, uoff / BS, file_div_up(uoff + len, BS), true);
 		/* A truncate may have shrunk the file before we got the lock. */
 		if (uoff + len <= file_isize(ip))
 			break;
-		rl_unlock(&ip->rl, &j->r);
+		rl_unlock(inode_rl(ip), &j->r);
 		excl = true;
 	}
 	prof_end(PROF_RANGELOCK, t0);
 	if (uoff + len > MAX_BYTES) {
-		rl_unlock(&ip->rl, &j->r);
+		rl_unlock(inode_rl(ip), &j->r);
 		return -EFBIG;
 	}
 	j->locked = true;
@@ -362,7 +362,7 @@ static int w_publish(struct wjob *j, bool nowait)
 	int ret;
 
 	meta_tx_init(&tx);
-	ret = file_cow_records(&tx, j->ip->ino, &j->cw);
+	ret = file_cow_records(&tx, inode_ino(j->ip), &j->cw);
 	if (!ret && nowait)
 		ret = file_commit_inode_nowait(fs, j->ip, &tx, end, T_MTIME | T_CTIME, &j->seq);
 	else if (!ret)
@@ -402,7 +402,7 @@ static void w_synced(struct fa_item *it, int ret)
 static void w_ack(struct wjob *j)
 {
 	if (j->locked)
-		rl_unlock(&j->ip->rl, &j->r);
+		rl_unlock(inode_rl(j->ip), &j->r);
 	j->locked = false;
 	if (!j->ret && j->dsync) {
 		j->it.seq = j->seq;
@@ -484,7 +484,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	ret = w_enter(j, f, off);
 	if (!ret) {
 		ret = w_locked(j, fill, ctx);
-		rl_unlock(&j->ip->rl, &j->r);
+		rl_unlock(inode_rl(j->ip), &j->r);
 	}
 	/* Wait for durability without the range lock, so other writers
 	 * proceed and join the same group commit. */

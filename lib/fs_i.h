@@ -59,14 +59,6 @@ struct dir;		/* dir.h */
 #define FS_SMALL_IO (56u << 10)
 #define FS_SMALL_BUF (64u << 10)
 
-/* Transitional: the data path (file.c, file_async.c, anything including
- * file_i.h, which defines TWINFS_FILE_I_H before it includes this header)
- * still reaches into struct tfs_inode.  They go through inode.h after the
- * merge with the write pipeline rewrite; tests/unit/inodeseam.py lists them. */
-#ifdef TWINFS_FILE_I_H
-#include "inode_i.h"
-#endif
-
 struct tfs_file {
 	struct tfs *fs;
 	struct tfs_inode *ip;

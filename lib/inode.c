@@ -382,9 +382,20 @@ void inode_lock(struct tfs_inode *ip)
 	pthread_mutex_lock(&ip->lock);
 }
 
+int inode_trylock(struct tfs_inode *ip)
+{
+	return pthread_mutex_trylock(&ip->lock) ? -EBUSY : 0;
+}
+
 void inode_unlock(struct tfs_inode *ip)
 {
 	pthread_mutex_unlock(&ip->lock);
+}
+
+void inode_note_seq(struct tfs_inode *ip, uint64_t seq)
+{
+	if (seq > ip->last_seq)
+		ip->last_seq = seq;
 }
 
 uint64_t inode_ino(const struct tfs_inode *ip)
@@ -502,6 +513,11 @@ int inode_extent_lookup(struct tfs_inode *ip, uint64_t fblk, struct extent_ent *
 uint64_t inode_next_data(struct tfs_inode *ip, uint64_t fblk)
 {
 	return extent_next_data(&ip->map, fblk);
+}
+
+uint64_t inode_next_hole(struct tfs_inode *ip, uint64_t fblk)
+{
+	return extent_next_hole(&ip->map, fblk);
 }
 
 int inode_extent_walk(struct tfs_inode *ip, uint64_t from, uint64_t to, extent_run_fn cb,

@@ -66,7 +66,12 @@ void inode_put(struct tfs *fs, struct tfs_inode *ip);
 
 /* ---- lock and fields ---- */
 void inode_lock(struct tfs_inode *ip);
+/* inode_lock unless another thread holds it: 0, or -EBUSY (not taken), for
+ * a thread that must not wait (the I/O completion thread). */
+int inode_trylock(struct tfs_inode *ip);
 void inode_unlock(struct tfs_inode *ip);
+/* Log record @seq touched the inode (lock held): the newest one is kept. */
+void inode_note_seq(struct tfs_inode *ip, uint64_t seq);
 uint64_t inode_ino(const struct tfs_inode *ip);		/* no lock: fixed */
 uint32_t inode_mode(const struct tfs_inode *ip);
 uint32_t inode_nlink(const struct tfs_inode *ip);
@@ -100,6 +105,8 @@ void fs_iencode(struct tfs_inode *ip, struct log_rec *r); /* LR_INODE of current
 int inode_extent_lookup(struct tfs_inode *ip, uint64_t fblk, struct extent_ent *out);
 /* First mapped block >= fblk, or EXTENT_MAX_FBLK. */
 uint64_t inode_next_data(struct tfs_inode *ip, uint64_t fblk);
+/* First unmapped block >= fblk, or EXTENT_MAX_FBLK. */
+uint64_t inode_next_hole(struct tfs_inode *ip, uint64_t fblk);
 /* extent_walk() over the inode's map; 0, cb's value, or -errno. */
 int inode_extent_walk(struct tfs_inode *ip, uint64_t from, uint64_t to, extent_run_fn cb,
 		      void *ctx);
@@ -110,8 +117,7 @@ void inode_open_add(struct tfs_inode *ip);			/* an open handle */
 
 /* ---- the table (inode.c): metadata core only ---- */
 /* The inode without a handle, NULL if absent: for apply.c and the holders
- * of locks that keep it alive (converted to inode_get after the merge with
- * the write pipeline: file.c). */
+ * of locks that keep it alive (replay, checkpoint, fsck). */
 struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino);
 /* Create an empty in-memory inode and insert it (apply of LR_INODE). */
 struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino);

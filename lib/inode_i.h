@@ -9,10 +9,6 @@
  * without touching the callers.  tests/unit/inodeseam.py (suite unit)
  * fails when another lib/ or daemon/ file includes this header or
  * dereferences an inode.
- *
- * Transitional: file.c and file_async.c (and whatever includes file_i.h)
- * still see the layout through fs_i.h; they are converted after the merge
- * with the write pipeline rewrite.
  */
 #ifndef TWINFS_INODE_I_H
 #define TWINFS_INODE_I_H

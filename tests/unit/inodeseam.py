@@ -10,8 +10,7 @@
 #     variable, parameter or member, here or in a lib/ header) is followed
 #     by "->" and a field of struct tfs_inode (read from inode_i.h).
 # The compiler backs rule 2 up where the struct is incomplete; the rule
-# catches files that see the layout anyway (through file_i.h, see
-# TRANSITIONAL) and a new include.
+# catches a file that sees the layout anyway through a new include.
 #
 # Usage: inodeseam.py SRCROOT [-v]
 import os
@@ -25,12 +24,9 @@ from callcircles import strip  # noqa: E402  (same comment/string stripping)
 # serialization, the delete transaction, the offline checker.
 CORE = {"inode.c", "apply.c", "ckpt.c", "idelete.c", "fsck.c", "fsck_tree.c",
         "fsck_data.c", "fsck_i.h", "inode_i.h"}
-# Converted after merge with pipe: the write path (file.c, file_async.c)
-# still reaches into inodes; fs_i.h includes inode_i.h for whoever
-# includes file_i.h.  Shrink this, never grow it.
-TRANSITIONAL = {"file.c", "file_write.c", "file_async.c", "file_i.h", "fs_i.h"}
-INCLUDE_OK = CORE | TRANSITIONAL
-DEREF_OK = CORE | {"file.c", "file_write.c", "file_async.c", "file_i.h"}
+# Never grow these without a reason in docs/MODULES.md ("The inode seam").
+INCLUDE_OK = CORE
+DEREF_OK = CORE
 
 DECL_RE = re.compile(r"\bstruct\s+tfs_inode\s*((?:\*+\s*(?:const\s+)?\w+\s*(?:\[[^\]]*\])?"
                      r"\s*(?:=[^,;){]*)?,?\s*)+)")
