@@ -142,7 +142,7 @@ out=$(box "$A" --uid 0 --gid 0 --cap-add CAP_SYS_ADMIN --dev-bind /dev/fuse /dev
 	# The daemon by its argv (the mount point), never by name.
 	left() {
 		for p in /proc/[0-9]*; do
-			tr "\0" "\n" <$p/cmdline 2>/dev/null | grep -qxF /tmp/m && echo ${p#/proc/}
+			{ tr "\0" "\n" <$p/cmdline; } 2>/dev/null | grep -qxF /tmp/m && echo ${p#/proc/}
 		done
 	}
 	[ -n "$(left)" ] || echo no-daemon

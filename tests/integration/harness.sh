@@ -149,7 +149,7 @@ h_daemon_pids() {
 				fi
 			done
 			break
-		done <"$d/cmdline" 2>/dev/null
+		done 2>/dev/null <"$d/cmdline"
 	done
 }
 
