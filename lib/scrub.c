@@ -720,6 +720,12 @@ end:
 	free(inos);
 	pthread_mutex_lock(&sc->mu);
 	stopped = sc->stop;
+	pthread_mutex_unlock(&sc->mu);
+	/* Named before the pass says it is over: whoever sees it finished
+	 * (twinfs-ctl scrub --wait) reads the paths, not "?". */
+	if (!stopped)
+		name_bad(sc);
+	pthread_mutex_lock(&sc->mu);
 	if (!stopped) {
 		sc->ps.state = sc->cancel || failed ? SCRUB_CANCELED : SCRUB_FINISHED;
 		sc->ps.finished_ns = real_ns();
@@ -727,7 +733,6 @@ end:
 	sc->run_end_ns = mono_ns();
 	pthread_mutex_unlock(&sc->mu);
 	if (!stopped) {
-		name_bad(sc);
 		log_summary(sc);
 		/* Persist the outcome now, not at the next checkpoint. */
 		ckpt_write(fs);
