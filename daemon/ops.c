@@ -570,12 +570,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 }
 
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	/* Every write reached lib before its reply; durability is fsync's. */
-	fuse_reply_err(req, 0);
-}
-
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tfsd_space_release(req_d(req), fi_file(fi));
@@ -1110,7 +1104,13 @@ const struct fuse_lowlevel_ops tfsd_ops = {
 	.create = op_create,
 	.read = op_read,
 	.write_buf = op_write_buf,
-	.flush = op_flush,
+	/* No .flush: libfuse answers the first FLUSH with ENOSYS and the
+	 * kernel sends no more (fc->no_flush), one round trip less per
+	 * close(2).  The kernel still writes dirty pages back and reports
+	 * their errors at close (fuse_flush does that before it looks at
+	 * no_flush); the FLUSH itself had nothing to do here: every write
+	 * reached lib before its reply, durability is fsync's, and POSIX
+	 * locks are the kernel's own (no .getlk/.setlk). */
 	.release = op_release,
 	.fsync = op_fsync,
 	.opendir = op_opendir,
