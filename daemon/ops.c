@@ -508,6 +508,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	tfsd_space_check(d);	/* decides whether this open is direct */
+	if (fi->flags & O_TRUNC)
+		tfsd_wb_wait(d, ino, false);	/* truncate after them */
 	ret = tfs_open(d->fs, ino, open_flags(d, fi->flags), &df->f);
 	/* Under atomic_o_trunc the kernel skips its truncate setattr, and
 	 * with it the suid/sgid clearing do_truncate asks for. */
@@ -824,6 +826,8 @@ static void lseek_run(struct lseek_job *j)
 
 	if (j->inval)
 		fuse_lowlevel_notify_inval_inode(d->se, j->ino, j->off, 0);
+	/* The extents of what was written, also of what that wrote back. */
+	tfsd_wb_wait(d, j->ino, false);
 	ret = tfs_lseek(j->f, j->off, j->whence);
 	if (ret < 0)
 		reply_err(j->req, ret);
@@ -862,7 +866,6 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	 * them.  Under -o writethrough every open is direct, and only a
 	 * shared mapping leaves dirty pages: only when the kernel allows
 	 * those (fuseio.c). */
-	tfsd_wb_wait(d, ino, false);	/* the extents of what was written */
 	j.inval = (!d->writethrough || atomic_load(&d->dio_mmap)) &&
 		  (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
 	if (!j.inval) {
