@@ -11,15 +11,6 @@ source "$(dirname "$0")/harness.sh"
 : "${CTL:?CTL must name the twinfs-ctl binary}"
 command -v python3 >/dev/null || h_fail "python3 is needed"
 
-kill9_remount() {
-	kill -9 "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null || true
-	DAEMON_PID=""
-	rm -f "$T/daemon.pid"
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
-	h_mount
-}
-
 # ---- 1: durable through fsync and twinfs-ctl sync --------------------------
 h_setup 2 256M
 h_mount "" commit=600000
@@ -35,7 +26,8 @@ for i in $(seq 1 50); do
 done
 (cd "$MNT/b" && cksum f*) >"$T/b"
 "$CTL" sync "$MNT" || h_fail "twinfs-ctl sync failed"
-kill9_remount
+h_crash
+h_mount
 (cd "$MNT/a" && cksum f7) | diff -q - "$T/f7" >/dev/null || h_fail "fsynced file differs after kill -9"
 (cd "$MNT/b" && cksum f*) | diff -q - "$T/b" >/dev/null || h_fail "synced files differ after kill -9"
 h_umount
