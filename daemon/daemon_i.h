@@ -3,7 +3,8 @@
  * daemon_i.h: private interface between the daemon's files.  main.c owns
  * option parsing, the process lifecycle and logging; ops.c owns the FUSE
  * low-level ops table that turns requests into lib/tfs.h calls; privs.c
- * the suid/sgid rules.
+ * the suid/sgid rules; wbehind.c the writes answered before their device
+ * writes, and who waits for them.
  */
 #ifndef TWINFS_DAEMON_I_H
 #define TWINFS_DAEMON_I_H
