@@ -3,7 +3,8 @@
  * daemon_i.h: private interface between the daemon's files.  main.c owns
  * option parsing, the process lifecycle and logging; ops.c owns the FUSE
  * low-level ops table that turns requests into lib/tfs.h calls; privs.c
- * the suid/sgid rules.
+ * the suid/sgid rules; wbehind.c the writes answered before their device
+ * writes, and who waits for them.
  */
 #ifndef TWINFS_DAEMON_I_H
 #define TWINFS_DAEMON_I_H
@@ -39,6 +40,7 @@ struct tfsd_file {
 };
 
 struct space_ent;
+struct wb_ent;
 
 /* The daemon's state, the session's userdata.  Everything except the file
  * list and the INIT fields is written before the session loop starts and
@@ -81,6 +83,11 @@ struct tfsd {
 	struct space_ent *sents;	/* per inode with writable cached opens */
 	size_t nsents, sentcap;
 	uint64_t space_pending;		/* bytes of admitted direct writes in flight */
+	/* wbehind.c: inodes with writes behind; lock order: leaf. */
+	pthread_mutex_t wb_mu;
+	pthread_cond_t wb_cv;		/* broadcast when a write behind ends */
+	struct wb_ent *wb_tab[256];	/* hash chains, protected by wb_mu */
+	_Atomic uint64_t wb_total;	/* writes behind in flight */
 };
 
 /* ops.c */
@@ -124,6 +131,23 @@ void tfsd_space_release(struct tfsd *d, struct tfsd_file *df);
 bool tfsd_slow_spawn(struct tfsd *d, void *(*fn)(void *), void *arg);
 /* The end of such a thread. */
 void tfsd_slow_done(struct tfsd *d);
+
+/* wbehind.c: writeback WRITEs answered before their device writes.
+ * tfsd_wb_init before the session.  A write
+ * of @ino goes behind between tfsd_wb_begin (false: do not reply early)
+ * and tfsd_wb_end with its result; tfsd_wb_wait waits until @ino has
+ * none and, with take_err, returns (and forgets) the first failure since
+ * the last such call; tfsd_wb_wait_all waits for every inode's. */
+void tfsd_wb_init(struct tfsd *d);
+bool tfsd_wb_begin(struct tfsd *d, uint64_t ino);
+void tfsd_wb_end(struct tfsd *d, uint64_t ino, int err);
+int tfsd_wb_wait(struct tfsd *d, uint64_t ino, bool take_err);
+void tfsd_wb_wait_all(struct tfsd *d);
+/* The kernel's writeback WRITE of a page-cache open: replied once lib
+ * holds the payload (@fill copies it from @in), written behind.  False
+ * (nothing done) when it must be answered after its device writes. */
+bool tfsd_write_behind(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df, tfs_fill_fn fill,
+		       struct fuse_bufvec *in, off_t off, size_t len, int flags);
 
 /* ctl.c: the control-channel ioctl (TWINFS_IOC_CTL on the root), and
  * the route of the lib's log lines into tlog (call before mounting). */

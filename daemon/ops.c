@@ -103,6 +103,7 @@ void tfsd_files_init(struct tfsd *d)
 	pthread_mutex_init(&d->slow_mu, NULL);
 	pthread_cond_init(&d->slow_cv, NULL);
 	pthread_mutex_init(&d->space_mu, NULL);
+	tfsd_wb_init(d);
 }
 
 void tfsd_slow_drain(struct tfsd *d)
@@ -220,6 +221,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int ret = tfs_lookup(req_fs(req), parent, name, &st);
 
+	/* An inode the kernel dropped with writes still behind: their size
+	 * and blocks.  Our lookup reference keeps it. */
+	if (ret == 0 && atomic_load(&req_d(req)->wb_total)) {
+		tfsd_wb_wait(req_d(req), st.st_ino, false);
+		ret = tfs_getattr(req_fs(req), st.st_ino, &st);
+		if (ret < 0)
+			tfs_forget(req_fs(req), st.st_ino, 1);
+	}
 	if (ret == -ENOENT) {
 		/* Names only change through this mount: cache the miss. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = ENTRY_TIMEOUT };
@@ -256,6 +265,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	 * cached open, the low-space gate. */
 	if (fi && fi->fh && tfsd_space_gate(req, ino, fi_file(fi)))
 		return;
+	tfsd_wb_wait(req_d(req), ino, false);	/* st_blocks */
 	ret = tfs_getattr(req_fs(req), ino, &st);
 	if (ret < 0)
 		reply_err(req, ret);
@@ -295,7 +305,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	/* A directory handle has no tfs_file: path-based then. */
 	struct tfs_file *f = fi && fi->fh ? fi_file(fi)->f : NULL;
 	struct stat st;
-	int ret = tfs_getattr(req_fs(req), ino, &st);
+	int ret;
+
+	tfsd_wb_wait(req_d(req), ino, false);
+	ret = tfs_getattr(req_fs(req), ino, &st);
 
 	if (ret == 0) {
 		privs_setattr(req, &st, attr, &to_set);
@@ -495,6 +508,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	tfsd_space_check(d);	/* decides whether this open is direct */
+	if (fi->flags & O_TRUNC)
+		tfsd_wb_wait(d, ino, false);	/* truncate after them */
 	ret = tfs_open(d->fs, ino, open_flags(d, fi->flags), &df->f);
 	/* Under atomic_o_trunc the kernel skips its truncate setattr, and
 	 * with it the suid/sgid clearing do_truncate asks for. */
@@ -570,14 +585,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 }
 
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	/* Every write reached lib before its reply; durability is fsync's. */
-	fuse_reply_err(req, 0);
-}
-
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	/* A write behind may be using this open file. */
+	tfsd_wb_wait(req_d(req), ino, false);
 	tfsd_space_release(req_d(req), fi_file(fi));
 	reply_err(req, file_drop(req_d(req), fi_file(fi)));
 }
@@ -609,8 +620,16 @@ static void fsync_done(void *arg, int ret)
  * write without holding a worker each. */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	struct fsync_ctx *c = malloc(sizeof(*c));
+	struct fsync_ctx *c;
+	/* The writes behind first: on the mirrors and published before the
+	 * commit, and one that failed fails this fsync. */
+	int err = tfsd_wb_wait(req_d(req), ino, true);
 
+	if (err < 0) {
+		reply_err(req, err);
+		return;
+	}
+	c = malloc(sizeof(*c));
 	if (!c) {
 		reply_err(req, -ENOMEM);
 		return;
@@ -640,6 +659,9 @@ static void read_done(void *arg, ssize_t n, void *buf, size_t data_off)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	/* A write behind holds its range lock, but lib checks the size
+	 * first, and an extending write publishes the size with it. */
+	tfsd_wb_wait(req_d(req), ino, false);
 	tfs_read_async(fi_file(fi)->f, off, size, read_done, req);
 }
 
@@ -744,6 +766,8 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		}
 	}
 	n = write_kill_privs(req, ino);
+	if (n == 0 && !a && tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags))
+		return;
 	if (n < 0) {
 		if (a) {
 			tfsd_space_done(d, len);
@@ -778,6 +802,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		reply_err(req, ret);
 		return;
 	}
+	tfsd_wb_wait(d, ino, false);
 	/* Under FUSE_HANDLE_KILLPRIV_V2 no SETATTR came first (privs.c). */
 	err = write_kill_privs(req, ino);
 	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
@@ -801,6 +826,8 @@ static void lseek_run(struct lseek_job *j)
 
 	if (j->inval)
 		fuse_lowlevel_notify_inval_inode(d->se, j->ino, j->off, 0);
+	/* The extents of what was written, also of what that wrote back. */
+	tfsd_wb_wait(d, j->ino, false);
 	ret = tfs_lseek(j->f, j->off, j->whence);
 	if (ret < 0)
 		reply_err(j->req, ret);
@@ -874,6 +901,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		reply_err(req, -EINVAL);
 		return;
 	}
+	tfsd_wb_wait(req_d(req), ino_in, false);
+	tfsd_wb_wait(req_d(req), ino_out, false);
 	n = tfs_copy_range(fi_file(fi_in)->f, off_in, fi_file(fi_out)->f, off_out, len);
 	if (n < 0)
 		reply_err(req, n);
@@ -1017,6 +1046,8 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
+	/* twinfs-ctl sync: everything written so far, also what went behind. */
+	tfsd_wb_wait_all(req_d(req));
 	reply_err(req, tfs_fsync(req_fs(req), ino, datasync != 0));
 }
 
@@ -1110,7 +1141,13 @@ const struct fuse_lowlevel_ops tfsd_ops = {
 	.create = op_create,
 	.read = op_read,
 	.write_buf = op_write_buf,
-	.flush = op_flush,
+	/* No .flush: libfuse answers the first FLUSH with ENOSYS and the
+	 * kernel sends no more (fc->no_flush), one round trip less per
+	 * close(2).  The kernel still writes dirty pages back and reports
+	 * their errors at close (fuse_flush does that before it looks at
+	 * no_flush); the FLUSH itself had nothing to do here: every write
+	 * reached lib before its reply, durability is fsync's, and POSIX
+	 * locks are the kernel's own (no .getlk/.setlk). */
 	.release = op_release,
 	.fsync = op_fsync,
 	.opendir = op_opendir,

@@ -24,6 +24,8 @@
 #define EXTENT_MAX_FBLK (1ull << 51)
 /* Blocks below this live in the shallow tree (see extent.c). */
 #define EXTENT_LOW_FBLK (1ull << 36)
+/* Blocks below this live in one small leaf of their own (see extent.c). */
+#define EXTENT_TINY_FBLK 32u
 
 /* An allocated block that has never been written (fallocate): reads as
  * zeros without touching the device; its csum is 0.  The flag is part of
@@ -37,6 +39,7 @@ struct extent_ent {
 };
 
 struct extent_map {
+	void *tiny;		/* leaf of blocks below EXTENT_TINY_FBLK, installed with CAS */
 	void *root;		/* radix root below EXTENT_LOW_FBLK, installed with CAS */
 	void *high;		/* radix root from EXTENT_LOW_FBLK on (usually NULL) */
 	_Atomic uint64_t mapped;	/* number of non-hole blocks (st_blocks) */
@@ -85,9 +88,9 @@ uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk);
 /* Visit mapped blocks in [from, to) in file order as runs where both file
  * and physical blocks are consecutive and the EXTENT_UNWRITTEN flag is the
  * same (phys carries the flag): cb(ctx, fblk, phys, n, ents) with
- * ents[0..n) the entries.  A run never crosses a 512-block leaf boundary
- * (ents is contiguous), so callers merging runs must not assume maximal
- * ones.  Stops and returns cb's value if nonzero. */
+ * ents[0..n) the entries.  A run never crosses a leaf boundary (block
+ * EXTENT_TINY_FBLK, then every 512 blocks: ents is contiguous), so callers
+ * merging runs must not assume maximal ones.  Stops and returns cb's value if nonzero. */
 typedef int (*extent_run_fn)(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 			     const struct extent_ent *ents);
 int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to,

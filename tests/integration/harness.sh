@@ -231,6 +231,15 @@ h_umount() {
 	h_check_log "$DAEMON_LOG" || { h_dump_log; exit 1; }
 }
 
+# h_crash: kill -9 the daemon and drop its mount, as a crash would leave it.
+h_crash() {
+	kill -9 "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	DAEMON_PID=""
+	rm -f "$T/daemon.pid"
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+}
+
 h_remount() {
 	local spec=$DEVSPEC opts=$MOUNT_OPTS
 	h_umount

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Description: write-behind of the kernel's writeback: the WRITE of a page
+# written through the page cache is answered before its device writes
+# (close(2) does not wait for them), and a write behind that failed on
+# every device is not lost silently: the next fsync(2) of the file fails
+# with EIO.  Files
+# written behind read back, fsync and twinfs-ctl sync make them durable
+# (kill -9 after each, then a remount).
+source "$(dirname "$0")/harness.sh"
+: "${CTL:?CTL must name the twinfs-ctl binary}"
+command -v python3 >/dev/null || h_fail "python3 is needed"
+
+# ---- 1: durable through fsync and twinfs-ctl sync --------------------------
+h_setup 2 256M
+h_mount "" commit=600000
+mkdir "$MNT/a" "$MNT/b"
+for i in $(seq 1 50); do
+	head -c $(((i * 7919) % 200000 + 1)) /dev/urandom >"$MNT/a/f$i"
+done
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.close(fd)' "$MNT/a/f7"
+(cd "$MNT/a" && cksum f7) >"$T/f7"
+for i in $(seq 1 50); do
+	head -c $(((i * 104729) % 100000 + 1)) /dev/urandom >"$MNT/b/f$i"
+done
+(cd "$MNT/b" && cksum f*) >"$T/b"
+"$CTL" sync "$MNT" || h_fail "twinfs-ctl sync failed"
+h_crash
+h_mount
+(cd "$MNT/a" && cksum f7) | diff -q - "$T/f7" >/dev/null || h_fail "fsynced file differs after kill -9"
+(cd "$MNT/b" && cksum f*) | diff -q - "$T/b" >/dev/null || h_fail "synced files differ after kill -9"
+h_umount
+
+# ---- 2: a write behind that fails is reported by fsync ---------------------
+# 128 MiB images: the data area starts at block 16 + 4096 (devloss.sh).
+h_setup 2 128M
+data_off=$(((16 + 4096) * 4096))
+LOG_ALLOW='write behind failed|no device can take writes|device .* failed|write error|I/O error|unusable|stale'
+h_mount "" "fault=op=write\\,off=$data_off\\,len=67108864\\,kind=error\\,err=5\\,count=-1"
+out=$(python3 -c 'import errno, os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"x" * 8192)
+try:
+    os.close(fd)
+    print("close ok")
+except OSError as e:
+    print("close", errno.errorcode[e.errno])
+fd = os.open(p, os.O_RDONLY)
+try:
+    os.fsync(fd)
+    print("fsync ok")
+except OSError as e:
+    print("fsync", errno.errorcode[e.errno])' "$MNT/lost" 2>&1)
+h_log "$(tr '\n' ' ' <<<"$out")"
+# close(2) may fail with EROFS: after the pages it writes the kernel's
+# mtime, and the failure behind may have made the mount read-only first.
+grep -qx "close ok\|close EROFS" <<<"$out" || h_fail "close: $out"
+grep -q "inode [0-9]*: a write behind failed" "$DAEMON_LOG" ||
+	h_fail "the page cache's WRITE was not answered before its device writes"
+grep -qx "fsync EIO" <<<"$out" || h_fail "fsync did not report the failed write behind: $out"
+fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+wait "$DAEMON_PID" 2>/dev/null || true
+DAEMON_PID=""
+rm -f "$T/daemon.pid"
+h_log "ok"
