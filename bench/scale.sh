@@ -136,6 +136,8 @@ WATCH_PID=
 NLOG=0
 STOPPED=()
 
+report() { python3 "$ROOT/bench/scale_report.py" "$OUTP" ${STOPPED[@]+"${STOPPED[@]}"}; }
+
 # Everything this run started, by pid, also after a failure or Ctrl-C.
 cleanup() {
 	set +e
@@ -146,6 +148,11 @@ cleanup() {
 	fi
 	mountpoint -q "$MNT" && umount -l "$MNT"
 	rm -rf "$IMGDIR" "$WORK"
+	# Stopped early (error, Ctrl-C): still report the steps measured.
+	if [ ! -s "$OUTP.md" ] && [ -s "$TSV" ]; then
+		{ echo "**Partial run: bench/scale.sh stopped before the end.**"; echo; report; } > "$OUTP.md"
+		echo "partial results: $OUTP.md" >&2
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -413,5 +420,6 @@ if has sparse; then
 fi
 has files && files_run
 
-python3 "$ROOT/bench/scale_report.py" "$OUTP" "${STOPPED[@]}" | tee "$OUTP.md"
+report | tee "$OUTP.md.new"
+mv "$OUTP.md.new" "$OUTP.md"
 echo "results: $OUTP.md" >&2
