@@ -253,7 +253,7 @@ stats() {
 	"$CTL" stats "$MNT" --prometheus | awk -v want="$*" '
 		BEGIN { n = split(want, w, " ") }
 		/^twinfs_/ { name = $1; sub(/\{.*/, "", name); v[name] = $NF }
-		END { for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), v["twinfs_" w[i]] + 0; print "" }'
+		END { for (i = 1; i <= n; i++) printf "%s%.0f", (i > 1 ? " " : ""), v["twinfs_" w[i]]; print "" }'
 }
 
 # predict_ok SCENARIO STEP X: the peak RSS at X, extrapolated (a line
@@ -318,7 +318,7 @@ new_images() {
 sparse_step() {
 	local s=$1 sb total per ow need avail t0 fa_s ow_mibs files=() i
 	sb=$(bytes "$s")
-	predict_ok sparse "$s" "$sb" || return 1
+	predict_ok sparse "$s" "$sb" || { STOP=1; return 0; }
 	# What the images really hold: the overwrites, the log and (v1) up to
 	# two checkpoints of 16 bytes per fallocated 4 KiB block; each mirror.
 	ow=$((OWB < sb / 8 ? OWB : sb / 8))
@@ -327,7 +327,8 @@ sparse_step() {
 	if ((avail - need < 2 << 30)); then
 		STOPPED+=("sparse $s: needs about $((need >> 30)) GiB of disk in $DIR, $((avail >> 30)) GiB free")
 		echo "stopped: ${STOPPED[-1]}" >&2
-		return 1
+		STOP=1
+		return 0
 	fi
 	echo "== sparse $s: two $s images, fallocate, $((ow >> 20)) MiB of 4k overwrites" >&2
 	new_images "$sb"
@@ -341,7 +342,7 @@ sparse_step() {
 		fallocate -l "$per" "$MNT/f$i" 2>"$WORK/err" || break
 	done
 	fa_s=$(since "$t0")
-	watched_stop sparse "$s" && return 1
+	watched_stop sparse "$s" && { STOP=1; return 0; }
 	[ -s "$WORK/err" ] && fail "fallocate: $(cat "$WORK/err")"
 	watch_start
 	t0=$(now)
@@ -350,9 +351,9 @@ sparse_step() {
 		--rw=randwrite --bs=4k --direct=1 --ioengine=io_uring --iodepth=32 \
 		--norandommap --randrepeat=0 --file_service_type=random \
 		--allow_file_create=0 --output="$WORK/fio.out" >/dev/null 2>&1 ||
-		{ watched_stop sparse "$s" && return 1; cat "$WORK/fio.out" >&2; fail "fio failed"; }
+		{ watched_stop sparse "$s" && { STOP=1; return 0; }; cat "$WORK/fio.out" >&2; fail "fio failed"; }
 	ow_mibs=$(awk -v b="$ow" -v s="$(since "$t0")" 'BEGIN { printf "%.1f", b / 1048576 / s }')
-	watched_stop sparse "$s" && return 1
+	watched_stop sparse "$s" && { STOP=1; return 0; }
 	measure sparse "$s" "$sb" "fallocated=$((per * NFALLOC))" "falloc_s=$fa_s" \
 		"overwritten=$ow" "overwrite_mibs=$ow_mibs"
 	stop_daemon
@@ -414,8 +415,12 @@ files_run() {
 } > "$OUTP.params"
 
 if has sparse; then
+	STOP=
 	for s in ${SIZES//,/ }; do
-		sparse_step "$s" || break
+		# not "sparse_step || break": set -e does not act inside a
+		# function called as the left side of ||
+		sparse_step "$s"
+		[ -z "$STOP" ] || break
 	done
 fi
 has files && files_run
