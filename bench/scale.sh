@@ -237,7 +237,14 @@ watch_stop() {
 # watched_stop SCENARIO STEP: after a workload, true (and the reason in
 # STOPPED) when the guard killed the daemon.
 watched_stop() {
+	local hwm
 	watch_stop
+	# over the limit between two looks of the guard
+	hwm=$(status_kb "$DAEMON_PID" VmHWM 2>/dev/null) || hwm=
+	if [ ! -f "$WORK/stop" ] && [ -n "$hwm" ] && ((hwm > MAXRSSK)); then
+		echo "daemon RSS $(mib "$hwm") MiB passed --max-rss $(mib "$MAXRSSK") MiB" > "$WORK/stop"
+		kill -9 "$DAEMON_PID"
+	fi
 	[ -f "$WORK/stop" ] || return 1
 	STOPPED+=("$1 $2: $(cat "$WORK/stop")")
 	echo "stopped: ${STOPPED[-1]}" >&2
