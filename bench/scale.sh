@@ -271,7 +271,7 @@ predict_ok() {
 	p=$(awk -F'\t' -v s="$1" -v x="$3" '$1 == s { x0 = x1; y0 = y1; x1 = $3; y1 = $4; n++ }
 		END { if (n == 0) { print 0; exit }
 		      if (n == 1 || x1 == x0) k = y1 / x1; else k = (y1 - y0) / (x1 - x0)
-		      y = y1 + k * (x - x1); printf "%d", y > y1 ? y : y1 }' "$TSV")
+		      y = y1 + k * (x - x1); printf "%d", (y > y1 ? y : y1) }' "$TSV")
 	((p <= MAXRSSK)) && return 0
 	STOPPED+=("$1 $2: peak RSS would be about $(mib "$p") MiB (extrapolated from the steps before), over --max-rss $(mib "$MAXRSSK") MiB")
 	echo "stopped: ${STOPPED[-1]}" >&2
