@@ -106,13 +106,14 @@ def plot(prefix, rows):
         parts.append(f"""set title 'daemon RSS, {sc}'
 set xlabel '{xl}'
 set ylabel 'MiB'
-set logscale x
+set xrange [0:*]
+set yrange [0:*]
+set format x {"'%.1s%c'" if sc == "files" else "'%g'"}
 set key left top
 set grid
 plot '{dat}' using 1:2 with linespoints title 'peak (VmHWM)', \\
      '' using 1:3 with linespoints title 'after the workload (VmRSS)', \\
      '' using 1:4 with linespoints title 'after a remount'
-unset logscale x
 """)
     if not parts:
         return None
