@@ -377,6 +377,8 @@ int ckpt_write(struct tfs *fs)
 	}
 
 	log_set_head(fs->log, pos, seq + 1);
+	atomic_fetch_add(&fs->ckpt_writes, 1);
+	atomic_fetch_add(&fs->ckpt_written_blocks, total);
 	/*
 	 * The durable superblock no longer names them, but the other slot
 	 * still does: if the newest superblock is lost on every device, mount

@@ -193,6 +193,9 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "blocks", sb->ckpt_blocks);
 	jb_u64(j, "bytes", sb->ckpt_bytes);
 	jb_u64(j, "seq", sb->ckpt_seq);
+	/* since mount: the cost of checkpoints (bytes per mirror) */
+	jb_u64(j, "writes", atomic_load(&fs->ckpt_writes));
+	jb_u64(j, "written_bytes", atomic_load(&fs->ckpt_written_blocks) * TFS_BLOCK_SIZE);
 	jb_obj_end(j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);

@@ -90,6 +90,9 @@ struct tfs {
 	pthread_mutex_t ns_lock;	/* serializes namespace changes */
 
 	pthread_mutex_t ckpt_mu;	/* one checkpoint at a time; protects sb */
+	/* Checkpoints written since mount and their blocks (table and
+	 * records, one copy): what checkpoints cost, for stats (ckpt.c). */
+	_Atomic uint64_t ckpt_writes, ckpt_written_blocks;
 	pthread_t bg_thread;		/* periodic commit + checkpoint on pressure */
 	pthread_mutex_t bg_mu;
 	pthread_cond_t bg_cv;

@@ -688,6 +688,10 @@ static const struct prom_metric prom_ckpt[] = {
 	{ "checkpoint_generation", "gauge", "Generation of the last checkpoint.",
 	  "checkpoint.generation" },
 	{ "checkpoint_bytes", "gauge", "Size of the last checkpoint.", "checkpoint.bytes" },
+	{ "checkpoints_total", "counter", "Checkpoints written since mount.",
+	  "checkpoint.writes" },
+	{ "checkpoint_written_bytes_total", "counter",
+	  "Bytes checkpoints wrote since mount (one mirror's copy).", "checkpoint.written_bytes" },
 	{ "deferred_free_bytes", "gauge", "Freed bytes waiting for a durable commit.",
 	  "space.deferred_free_bytes" },
 };

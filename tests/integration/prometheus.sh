@@ -39,6 +39,8 @@ has '^twinfs_info\{.*label="prom\\"q".*\} 1$'
 has '^twinfs_log_commits_total\{.*\} [1-9][0-9]*$'
 has '^twinfs_log_group_commit_records_sum\{.*\} [1-9][0-9]*$'
 has '^twinfs_log_group_commit_records_count\{.*\} [1-9][0-9]*$'
+has '^twinfs_checkpoints_total\{.*\} [1-9][0-9]*$'
+has '^twinfs_checkpoint_written_bytes_total\{.*\} [1-9][0-9]*$'
 for m in size_bytes used_bytes available_bytes free_bytes inodes scrub_running \
 	scrub_bytes_done scrub_bytes_total rebuild_running rebuild_bytes_done rebuild_bytes_total; do
 	has "^twinfs_$m\{mountpoint=\"$MNT\",fs_uuid=\"[0-9a-f-]{36}\"\} [0-9]+$"

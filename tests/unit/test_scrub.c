@@ -509,7 +509,7 @@ static void test_paths_ctl(void **state)
 	struct tfs *fs;
 	struct tfs_file *f;
 	struct stat st;
-	uint64_t d1, d2, ino;
+	uint64_t d1, d2, ino, ck, ckbytes;
 	char path[256], *out = malloc(TWINFS_CTL_MAX);
 	struct jv *v;
 	const struct jv *devsv;
@@ -552,6 +552,18 @@ static void test_paths_ctl(void **state)
 	assert_int_equal(tfs_ctl(fs, "stats", out, TWINFS_CTL_MAX), 0);
 	assert_int_equal(jv_parse(out, &v), 0);
 	assert_true(jv_u64(v, "log.appends", 0) > 0);
+	/* checkpoint cost since mount: each one counted with its blocks */
+	ck = jv_u64(v, "checkpoint.writes", 0);
+	ckbytes = jv_u64(v, "checkpoint.written_bytes", 0);
+	assert_true(ck >= 1);			/* mount writes one */
+	assert_true(ckbytes >= ck * TFS_BLOCK_SIZE);
+	jv_free(v);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	assert_int_equal(tfs_ctl(fs, "stats", out, TWINFS_CTL_MAX), 0);
+	assert_int_equal(jv_parse(out, &v), 0);
+	assert_int_equal(jv_u64(v, "checkpoint.writes", 0), ck + 1);
+	assert_int_equal(jv_u64(v, "checkpoint.written_bytes", 0),
+			 ckbytes + jv_u64(v, "checkpoint.blocks", 0) * TFS_BLOCK_SIZE);
 	jv_free(v);
 	assert_int_equal(tfs_ctl(fs, "scrub start rate=1x", out, TWINFS_CTL_MAX), -EINVAL);
 	assert_non_null(strstr(out, "\"error\""));
