@@ -543,7 +543,9 @@ void dev_fault_counts(struct dev_backend *be, int dev_idx, uint64_t counts[3])
 	pthread_mutex_unlock(&fb->lock);
 }
 
-uint64_t dev_fault_fua_writes(struct dev_backend *be, int dev_idx)
+/* Device @dev_idx's entry of one of fb's per-device counters (@fua: the
+ * FUA writes, else the discards), under the lock; 0 for a bad index. */
+static uint64_t dev_ctr(struct dev_backend *be, int dev_idx, bool fua)
 {
 	struct fault_be *fb;
 	uint64_t n;
@@ -552,23 +554,19 @@ uint64_t dev_fault_fua_writes(struct dev_backend *be, int dev_idx)
 		return 0;
 	fb = fault_of(be);
 	pthread_mutex_lock(&fb->lock);
-	n = fb->fua[dev_idx];
+	n = fua ? fb->fua[dev_idx] : fb->discards[dev_idx];
 	pthread_mutex_unlock(&fb->lock);
 	return n;
 }
 
+uint64_t dev_fault_fua_writes(struct dev_backend *be, int dev_idx)
+{
+	return dev_ctr(be, dev_idx, true);
+}
+
 uint64_t dev_fault_discards(struct dev_backend *be, int dev_idx)
 {
-	struct fault_be *fb;
-	uint64_t n;
-
-	if (!is_fault(be) || dev_idx < 0 || dev_idx >= DEV_MAX)
-		return 0;
-	fb = fault_of(be);
-	pthread_mutex_lock(&fb->lock);
-	n = fb->discards[dev_idx];
-	pthread_mutex_unlock(&fb->lock);
-	return n;
+	return dev_ctr(be, dev_idx, false);
 }
 
 void dev_fault_record(struct dev_backend *be, bool on)
