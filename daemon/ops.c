@@ -81,6 +81,7 @@ static void fill_entry_param(struct tfsd *d, struct fuse_entry_param *e,
 	e->attr = *st;
 	e->attr_timeout = tfsd_attr_timeout(d);
 	e->entry_timeout = ENTRY_TIMEOUT;
+	tfs_blocks_seen(d->fs, st);	/* see fsync_done */
 }
 
 /* Reply an entry that carries a fresh lookup reference. */
@@ -267,10 +268,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	tfsd_wb_wait(req_d(req), ino, false);	/* st_blocks */
 	ret = tfs_getattr(req_fs(req), ino, &st);
-	if (ret < 0)
+	if (ret < 0) {
 		reply_err(req, ret);
-	else
-		fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
+		return;
+	}
+	tfs_blocks_seen(req_fs(req), &st);	/* see fsync_done */
+	fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
 }
 
 static int setattr_bits(int to_set)
@@ -315,10 +318,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
 	}
 
-	if (ret < 0)
+	if (ret < 0) {
 		reply_err(req, ret);
-	else
-		fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
+		return;
+	}
+	/* The kernel keeps the attributes of a truncate's reply, but drops
+	 * those of the mtime updates the writeback cache sends. */
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		tfs_blocks_seen(req_fs(req), &st);	/* see fsync_done */
+	fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -610,8 +618,12 @@ static void fsync_done(void *arg, int ret)
 	/* With the writeback cache the kernel keeps no st_blocks of its own
 	 * and, unlike on flush, does not drop its cached attributes after an
 	 * fsync: stat would show the blocks from before the written-back
-	 * data for up to the attribute timeout.  Attributes only (negative offset). */
-	if (ret == 0 && d->writeback_cache)
+	 * data for up to the attribute timeout.  Attributes only (negative
+	 * offset), and only when the blocks changed since the kernel was last
+	 * told: dropping them costs the next write(2) a GETATTR and, since
+	 * refreshed attributes clear S_NOSEC, a GETXATTR of
+	 * security.capability (SQLite's WAL paid both on every commit). */
+	if (ret == 0 && d->writeback_cache && tfs_blocks_stale(d->fs, ino))
 		fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
 	reply_err(req, ret);
 }

@@ -50,6 +50,10 @@ struct dev_io {
 	uint64_t off;		/* bytes, 4096-aligned */
 	void *buf;		/* 4096-aligned */
 	uint32_t len;		/* bytes, multiple of 4096; 0 for DEV_FLUSH */
+	/* DEV_WRITE: durable when it completes (RWF_DSYNC: a FUA write, or
+	 * the write and then a flush where the device has no FUA).  Only
+	 * this write: earlier ones still need a DEV_FLUSH. */
+	bool fua;
 	int res;		/* out: 0 on success (full length) or -errno */
 	/* Private to the asynchronous path (dev_submit_async). */
 	struct dev_batch *batch;
@@ -221,6 +225,9 @@ int dev_fault_parse(struct dev_backend *be, const char *spec);
  * and drops never reach it and are not counted.  Lets tests see which
  * mirror served what. */
 void dev_fault_counts(struct dev_backend *be, int dev_idx, uint64_t counts[3]);
+/* FUA writes (dev_io.fua) done on device @dev_idx; each is also counted
+ * as the write and the flush it is passed on as. */
+uint64_t dev_fault_fua_writes(struct dev_backend *be, int dev_idx);
 /* Discards handed to the lower backend for device @dev_idx. */
 uint64_t dev_fault_discards(struct dev_backend *be, int dev_idx);
 

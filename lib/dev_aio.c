@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>	/* RWF_DSYNC */
 #include <unistd.h>
 
 #include <libaio.h>
@@ -87,6 +88,8 @@ static void aio_prep(struct iocb *cb, struct dev_io *io, unsigned idx, uint32_t 
 	case DEV_WRITE:
 		io_prep_pwrite(cb, io->dev->fd, (char *)io->buf + done, dev_io_chunk(io, done),
 			       (long long)(io->off + done));
+		if (io->fua)
+			cb->aio_rw_flags = RWF_DSYNC;
 		break;
 	default:
 		io_prep_fdsync(cb, io->dev->fd);

@@ -36,10 +36,8 @@ static int file_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
-		if (ios[i].op == DEV_FLUSH)
+		if (ios[i].op == DEV_FLUSH || (file_rw(&ios[i]) == 0 && ios[i].fua))
 			ios[i].res = fdatasync(ios[i].dev->fd) < 0 ? -errno : 0;
-		else
-			file_rw(&ios[i]);
 	}
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>	/* RWF_DSYNC */
 
 #include <liburing.h>
 
@@ -102,6 +103,8 @@ static void uring_prep(struct uring_thr *t, struct dev_io *io, unsigned idx, uin
 	case DEV_WRITE:
 		io_uring_prep_write(sqe, fd, (char *)io->buf + done, dev_io_chunk(io, done),
 				    io->off + done);
+		if (io->fua)
+			sqe->rw_flags = RWF_DSYNC;
 		break;
 	default:
 		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>	/* RWF_DSYNC */
 #include <unistd.h>
 
 #include <liburing.h>
@@ -82,6 +83,8 @@ static void ua_prep(struct uasync *a, struct dev_io *io)
 	case DEV_WRITE:
 		io_uring_prep_write(sqe, fd, (char *)io->buf + io->done,
 				    dev_io_chunk(io, io->done), io->off + io->done);
+		if (io->fua)
+			sqe->rw_flags = RWF_DSYNC;
 		break;
 	default:
 		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);

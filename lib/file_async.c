@@ -8,7 +8,8 @@
  *  - the syncer: O_DSYNC/O_SYNC writes and asynchronous fsyncs wait here
  *    for the log to be durable.  It commits the log up to the highest
  *    sequence it holds and only then calls back every item it took: one
- *    log write and one pair of flushes per batch (group commit).
+ *    flush and one log write per batch (group commit).  An fsync that
+ *    finds it idle commits on its own thread instead (tfs_fsync_async).
  *
  *  - the worker: whatever an I/O completion thread must not wait for
  *    (dev.h, dev_assert_may_block): a write that found a device out of
@@ -135,6 +136,30 @@ static void queue_add(struct fa_queue *q, struct fa_item *it)
 	*q->tail = it;
 	q->tail = &it->next;
 	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* Run a round on the caller's thread instead, if the queue has none to
+ * run: true with the round counted in busy (queue_inline_done ends it),
+ * so items queued meanwhile wait for the thread's next round, as they
+ * would behind the thread's own. */
+static bool queue_try_inline(struct fa_queue *q)
+{
+	bool ok;
+
+	pthread_mutex_lock(&q->mu);
+	ok = !q->busy && !q->stop;
+	if (ok)
+		q->busy++;
+	pthread_mutex_unlock(&q->mu);
+	return ok;
+}
+
+static void queue_inline_done(struct fa_queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->busy--;
+	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 }
 
@@ -288,7 +313,24 @@ void tfs_fsync_async(struct tfs *fs, uint64_t ino, bool datasync, tfs_sync_cb cb
 {
 	struct fjob *j;
 
-	if (!dev_async_supported(fs->be) || !(j = malloc(sizeof(*j)))) {
+	if (!dev_async_supported(fs->be)) {
+		cb(arg, tfs_fsync(fs, ino, datasync));
+		return;
+	}
+	/* The syncer idle: lead the commit here, saving the hop to its
+	 * thread (a wakeup per fsync, dear on a busy machine).  Only one
+	 * caller at a time: the rest queue for the syncer's next round and
+	 * share one commit without holding a thread each. */
+	if (queue_try_inline(&fs->fa->sync)) {
+		uint64_t t0 = prof_begin();
+		int ret = tfs_fsync(fs, ino, datasync);
+
+		prof_end(PROF_SYNC, t0);
+		queue_inline_done(&fs->fa->sync);
+		cb(arg, ret);
+		return;
+	}
+	if (!(j = malloc(sizeof(*j)))) {
 		cb(arg, tfs_fsync(fs, ino, datasync));
 		return;
 	}

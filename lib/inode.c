@@ -488,6 +488,16 @@ uint64_t inode_mapped(const struct tfs_inode *ip)
 	return extent_mapped(&ip->map);
 }
 
+uint64_t inode_seen_mapped(const struct tfs_inode *ip)
+{
+	return atomic_load(&ip->seen_mapped);
+}
+
+void inode_set_seen_mapped(struct tfs_inode *ip, uint64_t mapped)
+{
+	atomic_store(&ip->seen_mapped, mapped);
+}
+
 struct rangelock *inode_rl(struct tfs_inode *ip)
 {
 	return &ip->rl;

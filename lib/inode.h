@@ -94,9 +94,15 @@ struct dir *inode_dir(const struct tfs_inode *ip);
 const struct xattr *inode_xattrs(const struct tfs_inode *ip);
 /* Blocks mapped (st_blocks / 8); no lock: atomic. */
 uint64_t inode_mapped(const struct tfs_inode *ip);
+/* The mapped count the kernel was last told (tfs_blocks_seen); no lock. */
+uint64_t inode_seen_mapped(const struct tfs_inode *ip);
+void inode_set_seen_mapped(struct tfs_inode *ip, uint64_t mapped);
 /* A regular file's range lock (rangelock.h); held around extent lookups. */
 struct rangelock *inode_rl(struct tfs_inode *ip);
 void fs_istat(struct tfs_inode *ip, struct stat *st);	/* caller holds the lock */
+/* The same, for a reply the kernel may drop (SETATTR: fuse_flush_times
+ * ignores the attributes), so the st_blocks it holds is not noted. */
+void fs_istat_unseen(struct tfs_inode *ip, struct stat *st);
 void fs_iencode(struct tfs_inode *ip, struct log_rec *r); /* LR_INODE of current state */
 
 /* ---- a regular file's block map (caller holds the range lock) ---- */

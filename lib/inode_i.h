@@ -55,6 +55,9 @@ struct tfs_inode {
 	uint64_t last_seq;		/* newest log seq touching this inode */
 
 	struct extent_map map;		/* regular files; entries under the rangelock */
+	/* The st_blocks / 8 the daemon last sent the kernel, which may hold
+	 * it cached (tfs_blocks_seen, tfs_blocks_stale). */
+	_Atomic uint64_t seen_mapped;
 	struct rangelock rl;		/* regular files */
 
 	_Atomic uint64_t nlookup;	/* kernel references */

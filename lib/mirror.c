@@ -548,6 +548,19 @@ int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
 	return mirror_write_end(m, &w, dev_submit(m->be, w.ios, w.n));
 }
 
+int mirror_write_fua(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk)
+{
+	struct mirror_wr w;
+	int ret = mirror_write_begin(m, blk, buf, nblk, &w);
+
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < w.n; i++)
+		w.ios[i].fua = true;
+	/* A failure fails the device, as a failed write or flush does. */
+	return mirror_write_end(m, &w, dev_submit(m->be, w.ios, w.n));
+}
+
 int mirror_flush(struct mirror *m)
 {
 	struct dev_io ios[DEV_MAX];

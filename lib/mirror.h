@@ -139,6 +139,10 @@ void mirror_slot_paths_free(struct mirror *m);
  * on_degraded, every other one is durably recorded stale); -EIO when no
  * device took it. */
 int mirror_write(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk);
+/* The same, each copy durable when it completes (dev_io.fua): a write and
+ * a flush in one device round trip.  Earlier writes still need
+ * mirror_flush. */
+int mirror_write_fua(struct mirror *m, uint64_t blk, const void *buf, uint32_t nblk);
 
 /*
  * mirror_write in two halves, for callers that run the I/O themselves

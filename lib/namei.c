@@ -331,6 +331,30 @@ int tfs_getattr(struct tfs *fs, uint64_t ino, struct stat *st)
 	return 0;
 }
 
+/* The noted value is the one sent, taken before it is noted: a change
+ * in between makes tfs_blocks_stale true, never false. */
+void tfs_blocks_seen(struct tfs *fs, const struct stat *st)
+{
+	struct tfs_inode *ip;
+
+	if (!S_ISREG(st->st_mode) || inode_get(fs, st->st_ino, &ip))
+		return;
+	inode_set_seen_mapped(ip, (uint64_t)st->st_blocks / 8);
+	inode_put(fs, ip);
+}
+
+bool tfs_blocks_stale(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+	bool stale;
+
+	if (inode_get(fs, ino, &ip))
+		return true;
+	stale = inode_mapped(ip) != inode_seen_mapped(ip);
+	inode_put(fs, ip);
+	return stale;
+}
+
 ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 {
 	struct tfs_inode *ip;

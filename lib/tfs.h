@@ -116,6 +116,12 @@ struct tfs_cred {
 int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *st);
 void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup);
 int tfs_getattr(struct tfs *fs, uint64_t ino, struct stat *st);
+/* The daemon sent @st (a regular file's) to the kernel in a reply the
+ * kernel keeps (GETATTR, an entry): note its st_blocks. */
+void tfs_blocks_seen(struct tfs *fs, const struct stat *st);
+/* Has the inode's st_blocks changed since the kernel was last told
+ * (tfs_blocks_seen)?  true when unsure. */
+bool tfs_blocks_stale(struct tfs *fs, uint64_t ino);
 /* The generation that goes with the inode number in FUSE file handles
  * (name_to_handle_at, NFS export): fixed for the inode's life, across
  * remounts, and different for a later inode given the same number.  0 for

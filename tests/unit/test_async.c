@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: the asynchronous data path on the real io_uring completion threads (tfs_write_async, tfs_read_async, tfs_fsync_async): one thread keeps many writes in flight, concurrent writers and readers see exactly the model, same-range writes land in call order, a corrupt copy read asynchronously is repaired, fsync calls back only once the log is durable, and the completion thread never runs a log commit, a superblock write or a read repair (they go to the worker) while a write acknowledged under a failed device is durable with the device recorded stale before the acknowledgement. */
+/* Description: the asynchronous data path on the real io_uring completion threads (tfs_write_async, tfs_read_async, tfs_fsync_async): one thread keeps many writes in flight, concurrent writers and readers see exactly the model, same-range writes land in call order, a corrupt copy read asynchronously is repaired, fsync calls back only once the log is durable (on the caller's thread when the syncer is idle), and the completion thread never runs a log commit, a superblock write or a read repair (they go to the worker) while a write acknowledged under a failed device is durable with the device recorded stale before the acknowledgement. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -334,6 +334,55 @@ static void test_fsync_async(void **state)
 	free(buf);
 }
 
+struct ireq {
+	_Atomic bool done;
+	pthread_t thr;
+	int ret;
+	bool durable;
+	struct tfs *fs;
+	uint64_t need;
+};
+
+static void inline_cb(void *arg, int ret)
+{
+	struct ireq *r = arg;
+
+	r->thr = pthread_self();
+	r->ret = ret;
+	r->durable = log_durable_seq(r->fs->log) >= r->need;
+	atomic_store(&r->done, true);
+}
+
+/* An fsync that finds the syncer idle commits on the caller's thread:
+ * called back, durable, before tfs_fsync_async returns. */
+static void test_fsync_inline(void **state)
+{
+	struct env e;
+	struct tfs_file *f;
+	uint8_t *buf = malloc(BS);
+
+	if (env_init(&e, "uring", 256 * MiB))
+		skip();
+	f = mkfile(&e, "f");
+	fill_pattern(buf, BS, 5);
+	for (unsigned i = 0; i < 4; i++) {
+		struct ireq r = { .fs = e.fs };
+
+		pwrite_ok(f, buf, BS, (off_t)i * BS);
+		tfs_drain(e.fs);	/* the syncer idle */
+		r.need = log_last_seq(e.fs->log);
+		assert_true(r.need > log_durable_seq(e.fs->log));
+		tfs_fsync_async(e.fs, tfs_file_ino(f), false, inline_cb, &r);
+		assert_true(atomic_load(&r.done));
+		assert_true(pthread_equal(r.thr, pthread_self()));
+		assert_int_equal(r.ret, 0);
+		assert_true(r.durable);
+	}
+	tfs_release(f);
+	env_fini(&e);
+	free(buf);
+}
+
 struct dreq {
 	struct waiter *w;
 	struct tfs *fs;
@@ -476,6 +525,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_threads_model, teardown),
 		cmocka_unit_test_teardown(test_read_repairs, teardown),
 		cmocka_unit_test_teardown(test_fsync_async, teardown),
+		cmocka_unit_test_teardown(test_fsync_inline, teardown),
 		cmocka_unit_test_teardown(test_completion_hands_on, teardown),
 	};
 

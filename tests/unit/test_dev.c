@@ -187,6 +187,14 @@ static void test_rw_matrix(void **state)
 			assert_int_equal(dev_submit(be, io, 2), 0);
 			assert_int_equal(io[0].res, 0);
 			assert_int_equal(io[1].res, 0);
+			/* A FUA write (the log's chunk) lands and reads back. */
+			pattern(buf, BS, 8);
+			io[0] = (struct dev_io){ .dev = d, .op = DEV_WRITE, .off = BS, .buf = buf,
+						 .len = BS, .fua = true };
+			assert_int_equal(dev_submit(be, io, 1), 0);
+			assert_int_equal(io[0].res, 0);
+			assert_int_equal(dev_pread(be, d, (char *)buf + BS, BS, BS), 0);
+			assert_memory_equal(buf, (char *)buf + BS, BS);
 			/* Misaligned requests are refused before reaching a device. */
 			io[0].off = 100;
 			assert_int_equal(dev_submit(be, io, 1), -EINVAL);

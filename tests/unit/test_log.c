@@ -508,6 +508,48 @@ static void write_ids(struct log *l, uint64_t from, uint64_t to, uint32_t extra)
 	log_buf_free(&b);
 }
 
+/* A commit flushes every mirror, then writes its chunk with FUA: per
+ * device the journal shows flush, chunk write, flush (the fault backend
+ * passes a FUA write on as the write and a flush), and the chunk write was
+ * a FUA write, not a plain write followed by a second flush of our own. */
+static void test_commit_fua(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g;
+	struct log_buf b;
+	uint64_t seq;
+	const struct dev_fault_rec *j;
+	size_t n;
+
+	env_open(&e, 1024);
+	g = geom(&e, 78, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, NULL, &l), 0);
+	log_buf_init(&b);
+	make_tx(&b, 1, 100);
+	assert_int_equal(log_append(l, &b, &seq), 0);
+	dev_fault_record(e.be, true);
+	assert_int_equal(log_commit(l, seq), 0);
+	j = dev_fault_journal(e.be, &n);
+	for (int d = 0; d < 2; d++) {
+		uint8_t ops[8];
+		unsigned k = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (j[i].dev_idx == d && k < 8)
+				ops[k++] = j[i].op;
+		assert_int_equal(k, 3);
+		assert_int_equal(ops[0], DEV_FLUSH);
+		assert_int_equal(ops[1], DEV_WRITE);
+		assert_int_equal(ops[2], DEV_FLUSH);
+		assert_int_equal(dev_fault_fua_writes(e.be, d), 1);
+	}
+	dev_fault_record(e.be, false);
+	log_buf_free(&b);
+	log_close(l);
+	env_close(&e);
+}
+
 static void test_append_replay(void **state)
 {
 	struct env e;
@@ -1152,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_codec_refuses),
 		cmocka_unit_test(test_codec_hostile),
 		cmocka_unit_test(test_append_replay),
+		cmocka_unit_test(test_commit_fua),
 		cmocka_unit_test(test_group_commit),
 		cmocka_unit_test(test_wraparound),
 		cmocka_unit_test(test_torn_and_single_mirror),
