@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: btree_bench: inserts per second into one B+tree transaction from 1..N threads, each on its own key range (random order inside it), on the in-memory store; prints the median of several runs.  Not a test: a tool for the parallel-writer figures (docs/MODULES.md). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "bcache.h"
+#include "bnode.h"
+#include "bstore.h"
+#include "bt_memstore.h"
+#include "btree.h"
+
+static const uint8_t uuid[16] = { 7 };
+
+struct worker {
+	struct btree *t;
+	unsigned id, n;
+	int ret;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t x = 0x9e3779b97f4a7c15ull * (w->id + 1);
+	uint8_t v[64];
+
+	memset(v, (int)w->id, sizeof(v));
+	for (unsigned i = 0; i < w->n && !w->ret; i++) {
+		struct bkey k = { w->id + 1, 1, 0 };
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		k.off = x % (1u << 30);
+		w->ret = bt_insert(w->t, &k, v, sizeof(v));
+	}
+	return NULL;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One run: @nth threads insert @n keys each; inserts per second. */
+static double run(unsigned nth, unsigned n)
+{
+	struct worker w[16];
+	pthread_t th[16];
+	struct memstore ms;
+	struct bcache *c;
+	struct btree t;
+	double t0, dt;
+
+	mem_init(&ms);
+	if (bcache_create(1u << 30, &c) || bt_open(&t, &ms.store, c, 1, uuid, NULL) ||
+	    bt_begin(&t, 1))
+		exit(1);
+	t0 = now();
+	for (unsigned i = 0; i < nth; i++) {
+		w[i] = (struct worker){ &t, i, n, 0 };
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	for (unsigned i = 0; i < nth; i++) {
+		pthread_join(th[i], NULL);
+		if (w[i].ret)
+			exit(2);
+	}
+	dt = now() - t0;
+	bt_abort(&t);
+	bt_close(&t);
+	bcache_destroy(c);
+	mem_destroy(&ms);
+	return nth * (double)n / dt;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* btree_bench THREADS KEYS_PER_THREAD RUNS */
+int main(int argc, char **argv)
+{
+	unsigned nth = argc > 1 ? atoi(argv[1]) : 1, n = argc > 2 ? atoi(argv[2]) : 200000;
+	unsigned runs = argc > 3 ? atoi(argv[3]) : 5;
+	double r[64];
+
+	if (!nth || nth > 16 || !runs || runs > 64)
+		return 1;
+	for (unsigned i = 0; i < runs; i++)
+		r[i] = run(nth, n);
+	qsort(r, runs, sizeof(r[0]), cmp);
+	printf("threads %u keys/thread %u runs %u: median %.0f inserts/s (min %.0f max %.0f)\n",
+	       nth, n, runs, r[runs / 2], r[0], r[runs - 1]);
+	return 0;
+}
