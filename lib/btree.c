@@ -349,16 +349,16 @@ static int cow_node(struct btree *t, struct bcache_node **np, struct bcache_node
 /* ---- descent ---- */
 
 /* Take the root lock for @op: exclusive when the change may replace the
- * root (it starts exclusive at level xl or above, or makes the first
+ * root (it starts exclusive above the root's level, or makes the first
  * node).  Sets the path's top. */
 static int lock_root_for(struct btree *t, struct path *pa, const struct op *op, unsigned xl)
 {
-	struct bcache_node *n;
+	struct bcache_node *n = NULL;
 	int ret;
 
 	root_lock(t, pa, LK_S);
 	if ((op->kind == OP_INSERT && !t->root.ptr.addr) ||
-	    (op->kind != OP_READ && t->root.ptr.addr && t->root.level <= xl)) {
+	    (op->kind != OP_READ && t->root.ptr.addr && t->root.level < xl)) {
 		root_unlock(t, pa);
 		root_lock(t, pa, LK_X);
 	}
