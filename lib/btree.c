@@ -160,7 +160,15 @@ int btp_node_get(struct btree *t, struct path *pa, const struct bptr *p, unsigne
 	if (n) {
 		bool bad;
 
-		node_lock(n, mode);
+		if (mode == LK_XTRY) {
+			if (pthread_rwlock_trywrlock(&n->lock)) {
+				pa->wait = n;
+				return -EAGAIN;
+			}
+			mode = LK_X;
+		} else {
+			node_lock(n, mode);
+		}
 		if (node_current(t, n, p)) {
 			*out = n;
 			return 0;
@@ -288,7 +296,10 @@ static int new_node(struct btree *t, unsigned level, const void *src,
 		return ret;
 	}
 	bcache_hold(t->cache, n);
-	node_lock(n, LK_X);	/* uncontended: nothing points at it yet */
+	/* Nothing points at it yet, so it is free: a try lock says so
+	 * without an order against the locks held (ThreadSanitizer). */
+	if (pthread_rwlock_trywrlock(&n->lock))
+		node_lock(n, LK_X);
 	*out = n;
 	return 0;
 }
@@ -491,7 +502,7 @@ static int sib_get(struct btree *t, struct path *pa, unsigned l, unsigned ss)
 	else
 		hi = pa->hi[l + 1], has_hi = pa->has_hi[l + 1];
 	bnode_ptr(pb, ss, &p);
-	return btp_node_get(t, pa, &p, l, &lo, has_hi ? &hi : NULL, LK_X, &pa->sib[l]);
+	return btp_node_get(t, pa, &p, l, &lo, has_hi ? &hi : NULL, LK_XTRY, &pa->sib[l]);
 }
 
 /* Before a delete changes anything: lock the siblings its merges and
@@ -542,6 +553,12 @@ int btp_lock(struct btree *t, struct path *pa, const struct op *op)
 		}
 		if (ret != -EAGAIN)
 			return ret;
+		if (pa->wait) {
+			node_lock(pa->wait, LK_X);
+			node_unlock(pa->wait, LK_X);
+			bcache_put(t->cache, pa->wait);
+			pa->wait = NULL;
+		}
 		ret = btp_load_miss(t, pa);
 		if (ret)
 			return ret;

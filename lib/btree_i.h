@@ -9,7 +9,9 @@
 
 #include "btree.h"
 
-enum { LK_NONE, LK_S, LK_X };
+/* Node lock modes.  LK_XTRY (a request only): exclusive if free at once,
+ * for a lock out of the root-to-leaf order (a sibling). */
+enum { LK_NONE, LK_S, LK_X, LK_XTRY };
 enum { OP_READ, OP_INSERT, OP_DELETE };
 
 /* What a descent is for: a change locks what it may change. */
@@ -42,6 +44,9 @@ struct path {
 	struct bcache_node *sib[BNODE_MAX_LEVEL];
 	unsigned char rootm;			/* the lock held on t->root_lock */
 	struct miss miss;
+	/* A sibling that was busy: waited for (locked and let go) with
+	 * nothing held, then the descent starts again. */
+	struct bcache_node *wait;
 	/* Nodes this operation read (one reference each): a restart finds
 	 * them even in a cache too small for the path. */
 	struct bcache_node *pin[NPINS];
@@ -55,8 +60,9 @@ int btp_lock(struct btree *t, struct path *pa, const struct op *op);
 /* Let go of every lock and node of the path (not the pins). */
 void btp_release(struct btree *t, struct path *pa);
 void btp_unpin(struct btree *t, struct path *pa);
-/* The cached node @p names, locked in @mode (LK_NONE: the tree is quiet);
- * -EAGAIN when not cached (pa->miss names it, btp_load_miss reads it). */
+/* The cached node @p names, locked in @mode (LK_NONE: the tree is quiet;
+ * LK_XTRY: exclusive); -EAGAIN when not cached (pa->miss names it,
+ * btp_load_miss reads it) or LK_XTRY found it busy (pa->wait). */
 int btp_node_get(struct btree *t, struct path *pa, const struct bptr *p, unsigned level,
 		 const struct bkey *lo, const struct bkey *hi, int mode,
 		 struct bcache_node **out);
