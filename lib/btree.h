@@ -31,11 +31,18 @@
  *      wait for it: that is the quiesce of a checkpoint, not a lock of the
  *      data path).  in_trans, tgen, committed and the dirty nodes' csums
  *      change only under it exclusive.
- *   2. t->root_lock (rwlock), the lock above the root node: t->root changes
- *      only under it exclusive (copy, grow, shrink, the first node).
- *   3. Node locks (bcache_node.lock, rwlock, writer-preferring), taken from
- *      the root to a leaf along the path of one key, a parent before its
- *      child, and siblings only with their parent held exclusive.
+ *   2. t->root_lock (rwlock), the lock above the root node: every descent
+ *      holds it shared until the root node is locked; t->root changes only
+ *      under it exclusive (a copy, grow or shrink of the root, the first
+ *      node), which a change takes only when it must change the root.
+ *   3. Node locks (bcache_node.lock, rwlock, writer-preferring).  A thread
+ *      waits for a node lock only while holding locks on the node's
+ *      ancestors (the path from the root, in key order), so levels
+ *      strictly decrease along every wait and no cycle can form.  The two
+ *      locks out of that order are try locks: a node just made (nothing
+ *      points at it yet, so it is free) and a sibling a delete merges with
+ *      (its parent held exclusive; when busy, the delete lets go of
+ *      everything, waits for the sibling holding nothing, and restarts).
  *      - A lookup or iterator step locks shared hand over hand: the child
  *        is locked before the parent is let go, so at most two at a time.
  *      - A change first tries the same with only the leaf exclusive: when
@@ -53,8 +60,10 @@
  *        few hundred inserts (a split).  A delete locks the siblings its
  *        merges will use (parent held) before it changes anything.
  *      A restart lets go of everything; it happens on a lock the walk
- *      would need out of order (the parent of a node it locked) and on a
- *      cache miss.
+ *      would need out of order (the parent of a node it locked exclusive,
+ *      a busy sibling) and on a cache miss.  Each restart for order raises
+ *      the level where exclusive locking starts, so a change restarts at
+ *      most once per level for that.
  *   4. t->mu (dirty and freed lists), the cache's mu, the store's locks:
  *      leaves.
  *

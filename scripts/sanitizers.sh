@@ -49,7 +49,7 @@ run_asan() {
 }
 
 run_tsan() {
-	local tests=(file file_space rangelock namei gcommit async)
+	local tests=(file file_space rangelock namei gcommit async btree btree_mt)
 	setup "$B-tsan" -Dwerror=false -Db_sanitize=thread
 	ninja -C "$B-tsan" "${tests[@]/#/tests/unit/test_}"
 	meson test -C "$B-tsan" --no-rebuild --print-errorlogs --suite unit "${tests[@]}"
