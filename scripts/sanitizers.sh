@@ -6,7 +6,8 @@
 #         fails a test on any sanitizer line in the daemon's log
 #   tsan  build-tsan, -Db_sanitize=thread: the parallel-writer unit tests
 #         (file and file_space, rangelock, namei, log group commit, the
-#         asynchronous data path on the io_uring completion threads)
+#         asynchronous data path on the io_uring completion threads, the v2
+#         B+tree's per-node locks: btree, btree_mt)
 #   fuzz  build-fuzz, clang -Dfuzz=true with ASan/UBSan: every libFuzzer
 #         target for FUZZ_SECONDS (20) from its own seeds
 # Usage: scripts/sanitizers.sh [asan|tsan|fuzz]...   (default: all three)
