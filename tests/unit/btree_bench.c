@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: btree_bench: inserts per second into one B+tree transaction from 1..N threads, each on its own key range (random order inside it), on the in-memory store; prints the median of several runs.  Not a test: a tool for the parallel-writer figures (docs/MODULES.md). */
+/* Description: btree_bench: inserts per second into one B+tree transaction from 1..N threads, each on its own key range (random order inside it), on the in-memory store; prints the median of several runs.  Mode "fresh" times inserts of new keys (splits, new nodes); "replace" first inserts the keys untimed, then times inserting them again in the same transaction (leaves already the transaction's own: the locking path alone).  Not a test: a tool for the parallel-writer figures (docs/MODULES.md). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,12 +23,13 @@ static const uint8_t uuid[16] = { 7 };
 struct worker {
 	struct btree *t;
 	unsigned id, n;
+	bool replace;
+	pthread_barrier_t *start, *timed;
 	int ret;
 };
 
-static void *worker_main(void *arg)
+static void insert_all(struct worker *w)
 {
-	struct worker *w = arg;
 	uint64_t x = 0x9e3779b97f4a7c15ull * (w->id + 1);
 	uint8_t v[64];
 
@@ -40,6 +41,17 @@ static void *worker_main(void *arg)
 		k.off = x % (1u << 30);
 		w->ret = bt_insert(w->t, &k, v, sizeof(v));
 	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	pthread_barrier_wait(w->start);
+	if (w->replace)
+		insert_all(w);
+	pthread_barrier_wait(w->timed);
+	insert_all(w);
 	return NULL;
 }
 
@@ -52,10 +64,11 @@ static double now(void)
 }
 
 /* One run: @nth threads insert @n keys each; inserts per second. */
-static double run(unsigned nth, unsigned n)
+static double run(unsigned nth, unsigned n, bool replace)
 {
 	struct worker w[16];
 	pthread_t th[16];
+	pthread_barrier_t start, timed;
 	struct memstore ms;
 	struct bcache *c;
 	struct btree t;
@@ -65,17 +78,23 @@ static double run(unsigned nth, unsigned n)
 	if (bcache_create(1u << 30, &c) || bt_open(&t, &ms.store, c, 1, uuid, NULL) ||
 	    bt_begin(&t, 1))
 		exit(1);
-	t0 = now();
+	pthread_barrier_init(&start, NULL, nth + 1);
+	pthread_barrier_init(&timed, NULL, nth + 1);
 	for (unsigned i = 0; i < nth; i++) {
-		w[i] = (struct worker){ &t, i, n, 0 };
+		w[i] = (struct worker){ &t, i, n, replace, &start, &timed, 0 };
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
+	pthread_barrier_wait(&start);
+	pthread_barrier_wait(&timed);
+	t0 = now();
 	for (unsigned i = 0; i < nth; i++) {
 		pthread_join(th[i], NULL);
 		if (w[i].ret)
 			exit(2);
 	}
 	dt = now() - t0;
+	pthread_barrier_destroy(&start);
+	pthread_barrier_destroy(&timed);
 	bt_abort(&t);
 	bt_close(&t);
 	bcache_destroy(c);
@@ -90,19 +109,20 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* btree_bench THREADS KEYS_PER_THREAD RUNS */
+/* btree_bench THREADS KEYS_PER_THREAD RUNS [fresh|replace] */
 int main(int argc, char **argv)
 {
 	unsigned nth = argc > 1 ? atoi(argv[1]) : 1, n = argc > 2 ? atoi(argv[2]) : 200000;
 	unsigned runs = argc > 3 ? atoi(argv[3]) : 5;
+	bool replace = argc > 4 && !strcmp(argv[4], "replace");
 	double r[64];
 
 	if (!nth || nth > 16 || !runs || runs > 64)
 		return 1;
 	for (unsigned i = 0; i < runs; i++)
-		r[i] = run(nth, n);
+		r[i] = run(nth, n, replace);
 	qsort(r, runs, sizeof(r[0]), cmp);
-	printf("threads %u keys/thread %u runs %u: median %.0f inserts/s (min %.0f max %.0f)\n",
-	       nth, n, runs, r[runs / 2], r[0], r[runs - 1]);
+	printf("%s threads %u keys/thread %u runs %u: median %.0f inserts/s (min %.0f max %.0f)\n",
+	       replace ? "replace" : "fresh", nth, n, runs, r[runs / 2], r[0], r[runs - 1]);
 	return 0;
 }
