@@ -164,3 +164,29 @@ void mem_destroy(struct memstore *s)
 	pthread_mutex_destroy(&s->mu);
 }
 
+
+const uint8_t bt_uuid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+
+void env_open(struct env *e, uint64_t budget)
+{
+	mem_init(&e->ms);
+	assert_int_equal(bcache_create(budget, &e->cache), 0);
+	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, bt_uuid, NULL), 0);
+}
+
+void env_close(struct env *e)
+{
+	bt_close(&e->t);
+	bcache_destroy(e->cache);
+	mem_destroy(&e->ms);
+}
+
+void commit_release(struct btree *t, struct broot *root)
+{
+	uint64_t *freed;
+	size_t nfreed;
+
+	assert_int_equal(bt_commit(t, root, &freed, &nfreed), 0);
+	bt_release(t, freed, nfreed);
+	free(freed);
+}

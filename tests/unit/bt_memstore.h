@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Description: bt_memstore.h: the in-memory B+tree node store the btree unit
- * tests share (test_btree, test_btree_mt, btree_bench).  Every freed node is
+ * tests share (test_btree, test_btree_mt, btree_bench), and a tree on it.  Every freed node is
  * poisoned, so a tree that still reaches one fails to read it; a read hook
  * lets a test block a node read.  Failures are cmocka assertions: include
  * after <cmocka.h>.
@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bcache.h"
 #include "bstore.h"
+#include "btree.h"
 
 #define MEM_BASE 1000u
 
@@ -38,5 +40,17 @@ int mem_alloc(void *ctx, uint64_t *addr);
 void mem_free(void *ctx, uint64_t addr);
 void mem_init(struct memstore *s);
 void mem_destroy(struct memstore *s);
+
+/* A tree (owner 5, fs uuid bt_uuid) on a memstore and its own cache. */
+extern const uint8_t bt_uuid[16];
+struct env {
+	struct memstore ms;
+	struct bcache *cache;
+	struct btree t;
+};
+void env_open(struct env *e, uint64_t budget);
+void env_close(struct env *e);
+/* Commit (must succeed) and give the freed nodes back at once. */
+void commit_release(struct btree *t, struct broot *root);
 
 #endif

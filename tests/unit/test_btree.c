@@ -17,7 +17,7 @@
 #include "bstore.h"
 #include "bt_memstore.h"
 
-static const uint8_t uuid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+static const uint8_t *const uuid = bt_uuid;	/* the tree env_open makes */
 
 /* ---- helpers ---- */
 
@@ -47,16 +47,6 @@ static void expect_val(struct btree *t, struct bkey k, unsigned len, uint64_t se
 	assert_int_equal(got, len);
 	fill(want, len, seed);
 	assert_memory_equal(v, want, len);
-}
-
-static void commit_release(struct btree *t, struct memstore *s, struct broot *root)
-{
-	uint64_t *freed;
-	size_t nfreed;
-
-	assert_int_equal(bt_commit(t, root, &freed, &nfreed), 0);
-	bt_release(t, freed, nfreed);
-	free(freed);
 }
 
 /* ---- node codec ---- */
@@ -188,26 +178,6 @@ static void test_bcache(void **state)
 
 /* ---- tree basics ---- */
 
-struct env {
-	struct memstore ms;
-	struct bcache *cache;
-	struct btree t;
-};
-
-static void env_open(struct env *e, uint64_t budget)
-{
-	mem_init(&e->ms);
-	assert_int_equal(bcache_create(budget, &e->cache), 0);
-	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, uuid, NULL), 0);
-}
-
-static void env_close(struct env *e)
-{
-	bt_close(&e->t);
-	bcache_destroy(e->cache);
-	mem_destroy(&e->ms);
-}
-
 static void test_grow_shrink(void **state)
 {
 	struct env e;
@@ -224,7 +194,7 @@ static void test_grow_shrink(void **state)
 	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
 	assert_int_equal(items, N);
 	assert_true(e.t.root.level >= 2);	/* internal nodes split too */
-	commit_release(&e.t, &e.ms, &r1);
+	commit_release(&e.t, &r1);
 	assert_int_equal(e.ms.nused, nodes);
 	assert_int_equal(bt_begin(&e.t, 1), -EINVAL);	/* generations only grow */
 
@@ -248,7 +218,7 @@ static void test_grow_shrink(void **state)
 		assert_int_equal(items, N);
 		bt_close(&old);
 	}
-	commit_release(&e.t, &e.ms, &r2);
+	commit_release(&e.t, &r2);
 	assert_int_equal(e.ms.nused, nodes);
 	for (unsigned i = 0; i < N; i += 1000)
 		expect_val(&e.t, K(i % 7, 1, i), 100 + i % 50, i);
@@ -256,7 +226,7 @@ static void test_grow_shrink(void **state)
 	assert_int_equal(bt_begin(&e.t, gen++), 0);
 	for (unsigned i = 0; i < N; i += 1000)
 		assert_int_equal(bt_delete(&e.t, &K(i % 7, 1, i)), 0);
-	commit_release(&e.t, &e.ms, &r2);
+	commit_release(&e.t, &r2);
 	assert_int_equal(r2.level, 0);
 	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
 	assert_int_equal(items, 0);
@@ -279,7 +249,7 @@ static void test_commit_abort(void **state)
 		put_val(&e.t, K(i, 2, 0), 100, i);
 	assert_int_equal(bt_insert(&e.t, &K(1, 1, 1), big, sizeof(big)), -E2BIG);
 	assert_int_equal(bt_insert(&e.t, &K(1, 1, BKEY_OFF_MAX + 1), big, 1), -EINVAL);
-	commit_release(&e.t, &e.ms, &r1);
+	commit_release(&e.t, &r1);
 	assert_int_equal(r1.ptr.gen, 10);
 
 	/* One change rewrites only its path; the rest is shared. */
@@ -339,7 +309,7 @@ static void test_errors(void **state)
 	assert_int_equal(bt_begin(&e.t, 1), 0);
 	for (unsigned i = 0; i < 3000; i++)
 		put_val(&e.t, K(i, 0, 0), 100, i);
-	commit_release(&e.t, &e.ms, &r);
+	commit_release(&e.t, &r);
 	assert_int_equal(bt_begin(&e.t, 2), 0);
 	e.ms.fail_alloc_after = 1;
 	for (unsigned i = 0; i < 3000 && !ret; i++) {
@@ -774,7 +744,7 @@ static void test_concurrent(void **state)
 	assert_int_equal(bt_begin(&e.t, gen++), 0);
 	for (unsigned i = 0; i < 4000; i += 2)
 		put_val(&e.t, K(1, 1, i), 64, i);
-	commit_release(&e.t, &e.ms, &r);
+	commit_release(&e.t, &r);
 	for (unsigned i = 0; i < 3; i++) {
 		rd[i] = (struct reader){ &e.t, &stop, 0 };
 		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
@@ -790,7 +760,7 @@ static void test_concurrent(void **state)
 		if (round % 4 == 3)
 			bt_abort(&e.t);
 		else
-			commit_release(&e.t, &e.ms, &r);
+			commit_release(&e.t, &r);
 	}
 	atomic_store(&stop, true);
 	for (unsigned i = 0; i < 3; i++) {

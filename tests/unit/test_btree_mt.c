@@ -19,8 +19,6 @@
 #include "bt_memstore.h"
 #include "btree.h"
 
-static const uint8_t uuid[16] = { 9, 8, 7, 6, 5, 4, 3, 2, 1 };
-
 #define K(id, type, off) ((struct bkey){ (id), (uint8_t)(type), (off) })
 
 /* A value: its 8-byte seed, then bytes derived from it, so any reader can
@@ -53,43 +51,13 @@ static void check_val(const uint8_t *v, unsigned len, uint64_t off)
 	assert_memory_equal(v, want, len);
 }
 
-struct env {
-	struct memstore ms;
-	struct bcache *cache;
-	struct btree t;
-};
-
-static void env_open(struct env *e, uint64_t budget)
-{
-	mem_init(&e->ms);
-	assert_int_equal(bcache_create(budget, &e->cache), 0);
-	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, uuid, NULL), 0);
-}
-
 /* Reopen the tree at @r on a new, cold cache of @budget bytes. */
 static void env_reopen(struct env *e, const struct broot *r, uint64_t budget)
 {
 	bt_close(&e->t);
 	bcache_destroy(e->cache);
 	assert_int_equal(bcache_create(budget, &e->cache), 0);
-	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, uuid, r), 0);
-}
-
-static void env_close(struct env *e)
-{
-	bt_close(&e->t);
-	bcache_destroy(e->cache);
-	mem_destroy(&e->ms);
-}
-
-static void commit(struct btree *t, struct broot *r)
-{
-	uint64_t *freed;
-	size_t nfreed;
-
-	assert_int_equal(bt_commit(t, r, &freed, &nfreed), 0);
-	bt_release(t, freed, nfreed);
-	free(freed);
+	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, bt_uuid, r), 0);
 }
 
 static void put(struct btree *t, struct bkey k, unsigned len, uint64_t seed)
@@ -207,7 +175,7 @@ static void blocked_read_case(bool insert)
 	for (unsigned id = 1; id <= 2; id++)	/* a few hundred leaves each */
 		for (unsigned i = 0; i < 20000; i++)
 			put(&e.t, K(id, 0, i * 2), 64, (uint64_t)i * 2 << 32);
-	commit(&e.t, &r);
+	commit_release(&e.t, &r);
 	assert_true(r.level >= 1);
 	env_reopen(&e, &r, 64u << 20);
 	/* Cache the path to range 2 only; a new transaction copies it. */
@@ -235,7 +203,7 @@ static void blocked_read_case(bool insert)
 	assert_int_equal(pthread_join(to, NULL), 0);
 	assert_int_equal(b.ret, 0);
 	e.ms.read_hook = NULL;
-	commit(&e.t, &r);
+	commit_release(&e.t, &r);
 	assert_int_equal(bt_verify(&e.t, NULL, NULL), 0);
 	assert_int_equal(bt_lookup(&e.t, &K(2, 0, 7), v, sizeof(v), &len), 0);
 	assert_int_equal(bt_lookup(&e.t, &K(1, 0, 0), v, sizeof(v), &len), 0);
@@ -452,7 +420,7 @@ static void coordinate(struct btree *t, struct writer *w, struct broot *r, uint6
 	if (abort)
 		bt_abort(t);
 	else
-		commit(t, r);
+		commit_release(t, r);
 	for (unsigned i = 0; i < NWRITERS; i++) {
 		if (abort)
 			w[i].cur = w[i].done;
@@ -508,7 +476,7 @@ static void run_phase(struct env *e, struct writer *w, struct broot *r, uint64_t
 		assert_true(rd[i].checked > 0);
 	}
 	check_models(&e->t, w, false);
-	commit(&e->t, r);
+	commit_release(&e->t, r);
 	for (unsigned i = 0; i < NWRITERS; i++)
 		w[i].done = w[i].cur;
 	check_models(&e->t, w, true);
@@ -543,7 +511,7 @@ static void test_mt_model(void **state)
 		}
 		w[i].done = w[i].cur;
 	}
-	commit(&e.t, &r);
+	commit_release(&e.t, &r);
 	assert_true(r.level >= 2);
 	run_phase(&e, w, &r, &gen, rounds);
 	splits = e.t.splits;
