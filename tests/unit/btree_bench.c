@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -55,6 +56,16 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* CPU seconds of the whole process (every thread). */
+static double cpu(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -63,8 +74,9 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* One run: @nth threads insert @n keys each; inserts per second. */
-static double run(unsigned nth, unsigned n, bool replace)
+/* One run: @nth threads insert @n keys each; inserts per second, and
+ * *us the CPU microseconds per insert. */
+static double run(unsigned nth, unsigned n, bool replace, double *us)
 {
 	struct worker w[16];
 	pthread_t th[16];
@@ -72,7 +84,7 @@ static double run(unsigned nth, unsigned n, bool replace)
 	struct memstore ms;
 	struct bcache *c;
 	struct btree t;
-	double t0, dt;
+	double t0, dt, c0;
 
 	mem_init(&ms);
 	if (bcache_create(1u << 30, &c) || bt_open(&t, &ms.store, c, 1, uuid, NULL) ||
@@ -87,12 +99,14 @@ static double run(unsigned nth, unsigned n, bool replace)
 	pthread_barrier_wait(&start);
 	pthread_barrier_wait(&timed);
 	t0 = now();
+	c0 = cpu();
 	for (unsigned i = 0; i < nth; i++) {
 		pthread_join(th[i], NULL);
 		if (w[i].ret)
 			exit(2);
 	}
 	dt = now() - t0;
+	*us = (cpu() - c0) * 1e6 / (nth * (double)n);
 	pthread_barrier_destroy(&start);
 	pthread_barrier_destroy(&timed);
 	bt_abort(&t);
@@ -115,14 +129,16 @@ int main(int argc, char **argv)
 	unsigned nth = argc > 1 ? atoi(argv[1]) : 1, n = argc > 2 ? atoi(argv[2]) : 200000;
 	unsigned runs = argc > 3 ? atoi(argv[3]) : 5;
 	bool replace = argc > 4 && !strcmp(argv[4], "replace");
-	double r[64];
+	double r[64], us[64];
 
 	if (!nth || nth > 16 || !runs || runs > 64)
 		return 1;
 	for (unsigned i = 0; i < runs; i++)
-		r[i] = run(nth, n, replace);
+		r[i] = run(nth, n, replace, &us[i]);
 	qsort(r, runs, sizeof(r[0]), cmp);
-	printf("%s threads %u keys/thread %u runs %u: median %.0f inserts/s (min %.0f max %.0f)\n",
-	       replace ? "replace" : "fresh", nth, n, runs, r[runs / 2], r[0], r[runs - 1]);
+	qsort(us, runs, sizeof(us[0]), cmp);
+	printf("%s threads %u keys/thread %u runs %u: median %.0f inserts/s (min %.0f max %.0f), "
+	       "median %.2f CPU us/insert\n", replace ? "replace" : "fresh", nth, n, runs,
+	       r[runs / 2], r[0], r[runs - 1], us[runs / 2]);
 	return 0;
 }
