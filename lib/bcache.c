@@ -50,6 +50,7 @@ int bcache_create(uint64_t budget_bytes, struct bcache **out)
 
 static void node_free(struct bcache_node *n)
 {
+	pthread_rwlock_destroy(&n->lock);
 	free(n->buf);
 	free(n);
 }
@@ -135,6 +136,18 @@ struct bcache_node *bcache_get(struct bcache *c, uint64_t addr)
 	return n;
 }
 
+/* Writer-preferring: a tree's readers never starve a writer of a node
+ * (btree.h: nobody takes a node lock twice, so this cannot deadlock). */
+static void node_lock_init(struct bcache_node *n)
+{
+	pthread_rwlockattr_t attr;
+
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&n->lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+}
+
 int bcache_alloc(struct bcache *c, uint64_t addr, struct bcache_node **out)
 {
 	struct bcache_node *n = calloc(1, sizeof(*n));
@@ -147,6 +160,7 @@ int bcache_alloc(struct bcache *c, uint64_t addr, struct bcache_node **out)
 	}
 	n->addr = addr;
 	n->refs = 1;
+	node_lock_init(n);
 	*out = n;
 	return 0;
 }

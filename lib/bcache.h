@@ -20,6 +20,7 @@
 #ifndef TWINFS_BCACHE_H
 #define TWINFS_BCACHE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,9 @@ struct bcache;
 struct bcache_node {
 	uint64_t addr;
 	void *buf;			/* BNODE_SIZE bytes */
+	/* The tree's per-node lock (btree.h says who takes it and how); the
+	 * cache only makes it with the entry and destroys it with the memory. */
+	pthread_rwlock_t lock;
 	/* Below: under the cache's mu. */
 	unsigned refs;
 	bool dirty;

@@ -14,6 +14,8 @@
  *   flush  make every write before it durable (NULL: nothing to do).
  *   alloc  a free node address (BNODE_BLOCKS blocks); -ENOSPC.
  *   free   give an address back: only once nothing durable references it.
+ * Every operation may be called from several threads at once: a tree's
+ * writers run in parallel (btree.h), and trees share a store.
  */
 #ifndef TWINFS_BSTORE_H
 #define TWINFS_BSTORE_H

@@ -4,15 +4,20 @@
  * cache (see btree.h for transactions and locking, bnode.h for the node
  * format).
  *
- * A change first finds the path root -> leaf (read-only, so a delete of a
- * missing key or a replaced value that fits copies nothing it need not),
- * then copies every node of the path that an older generation wrote
- * (top-down: the parent is already the transaction's own when its pointer
- * is redirected), then changes the leaf.  A full node splits into a new
- * right sibling (its parent split first if that is full, the root grows a
- * level); a node under a quarter full after a delete merges with a sibling
- * when both fit in one node, otherwise takes items from it so both are
- * about half full; a root with a single child gives way to it.
+ * A change locks the path root -> leaf (descend: shared hand over hand
+ * above the levels it may change, exclusive from there down), copies every
+ * node of its exclusive part that an older generation wrote (top-down: the
+ * parent is already the transaction's own when its pointer is redirected),
+ * then changes the leaf.  A full node splits into a new right sibling (its
+ * parent split first if that is full, the root grows a level); a node under
+ * a quarter full after a delete merges with a sibling when both fit in one
+ * node, otherwise takes items from it so both are about half full; a root
+ * with a single child gives way to it.  A delete of a missing key copies
+ * nothing.
+ *
+ * No node lock is held across a node read: a descent that misses the cache
+ * lets go of every node lock, reads the node (the cache keeps it: the
+ * descent pins it), and starts again from the root.
  *
  * Pointers to the transaction's own nodes carry csum 0 until bt_commit,
  * which writes children before parents and fills the csums in on the way
@@ -25,32 +30,99 @@
 #include <string.h>
 
 #include "btree.h"
-
-struct path {
-	unsigned top;				/* level of the root */
-	struct bcache_node *n[BNODE_MAX_LEVEL];	/* n[l]: the node at level l */
-	unsigned slot[BNODE_MAX_LEVEL];		/* slot[l]: n[l-1]'s pointer in n[l] */
-	struct bkey lo[BNODE_MAX_LEVEL], hi[BNODE_MAX_LEVEL];
-	bool has_hi[BNODE_MAX_LEVEL];
-};
+#include "btree_i.h"
 
 static bool soft_err(int ret)
 {
 	return ret == -ENOENT || ret == -EINVAL || ret == -E2BIG || ret == -EOVERFLOW;
 }
 
-static void path_put(struct btree *t, struct path *pa)
+/* ---- locks ---- */
+
+static void node_lock(struct bcache_node *n, int mode)
 {
-	for (unsigned l = 0; l < BNODE_MAX_LEVEL; l++) {
-		bcache_put(t->cache, pa->n[l]);
-		pa->n[l] = NULL;
+	if (mode == LK_X)
+		pthread_rwlock_wrlock(&n->lock);
+	else if (mode == LK_S)
+		pthread_rwlock_rdlock(&n->lock);
+}
+
+static void node_unlock(struct bcache_node *n, int mode)
+{
+	if (mode != LK_NONE)
+		pthread_rwlock_unlock(&n->lock);
+}
+
+static void root_lock(struct btree *t, struct path *pa, int mode)
+{
+	if (mode == LK_X)
+		pthread_rwlock_wrlock(&t->root_lock);
+	else
+		pthread_rwlock_rdlock(&t->root_lock);
+	pa->rootm = mode;
+}
+
+static void root_unlock(struct btree *t, struct path *pa)
+{
+	if (pa->rootm != LK_NONE)
+		pthread_rwlock_unlock(&t->root_lock);
+	pa->rootm = LK_NONE;
+}
+
+static void drop(struct btree *t, struct bcache_node **np, unsigned char *mode)
+{
+	if (*np) {
+		node_unlock(*np, *mode);
+		bcache_put(t->cache, *np);
 	}
+	*np = NULL;
+	*mode = LK_NONE;
+}
+
+/* Let go of every level above @l (l = -1: everything) and the root. */
+static void unlock_above(struct btree *t, struct path *pa, int l)
+{
+	for (int i = BNODE_MAX_LEVEL - 1; i > l; i--)
+		drop(t, &pa->n[i], &pa->mode[i]);
+	root_unlock(t, pa);
+}
+
+void btp_release(struct btree *t, struct path *pa)
+{
+	unlock_above(t, pa, -1);
+	for (unsigned l = 0; l < BNODE_MAX_LEVEL; l++) {
+		unsigned char x = LK_X;
+
+		drop(t, &pa->sib[l], &x);
+	}
+}
+
+void btp_init(struct path *pa)
+{
+	memset(pa, 0, sizeof(*pa));
+}
+
+static void pin(struct btree *t, struct path *pa, struct bcache_node *n)
+{
+	if (pa->npin == NPINS) {
+		bcache_put(t->cache, pa->pin[0]);
+		memmove(pa->pin, pa->pin + 1, (NPINS - 1) * sizeof(pa->pin[0]));
+		pa->npin--;
+	}
+	pa->pin[pa->npin++] = n;
+}
+
+void btp_unpin(struct btree *t, struct path *pa)
+{
+	while (pa->npin)
+		bcache_put(t->cache, pa->pin[--pa->npin]);
 }
 
 /* ---- reading nodes ---- */
 
 /* The cached entry is the node @p names (not a stale copy of a reused
- * address).  The transaction's own nodes have no csum in their parent yet. */
+ * address).  The transaction's own nodes have no csum in their parent yet.
+ * Under the node's lock (or with the tree quiet). */
 static bool node_current(const struct btree *t, const struct bcache_node *n,
 			 const struct bptr *p)
 {
@@ -61,7 +133,7 @@ static bool node_current(const struct btree *t, const struct bcache_node *n,
 	return !n->dirty && bnode_stored_csum(n->buf) == p->csum;
 }
 
-static int check_node(const struct btree *t, const void *b, unsigned level,
+int btp_check_node(const struct btree *t, const void *b, unsigned level,
 		      const struct bkey *lo, const struct bkey *hi)
 {
 	struct bnode_hdr h;
@@ -75,39 +147,67 @@ static int check_node(const struct btree *t, const void *b, unsigned level,
 	return bnode_check_range(b, lo, hi, why, sizeof(why));
 }
 
-/* The node @p names at @level, whose keys must lie in [lo, hi), with a
- * reference: from the cache, or read (verified through @p) and checked. */
-static int get_node(struct btree *t, const struct bptr *p, unsigned level,
-		    const struct bkey *lo, const struct bkey *hi, struct bcache_node **out)
+/* The cached node @p names at @level (keys in [lo, hi)), locked in @mode,
+ * with a reference.  Called with its parent locked (or the root lock held),
+ * so the pointer is current.  -EAGAIN: not cached; pa->miss names it. */
+int btp_node_get(struct btree *t, struct path *pa, const struct bptr *p, unsigned level,
+		    const struct bkey *lo, const struct bkey *hi, int mode,
+		    struct bcache_node **out)
 {
 	struct bcache_node *n = bcache_get(t->cache, p->addr);
-	int ret;
 
 	*out = NULL;
 	if (n) {
+		bool bad;
+
+		if (mode == LK_XTRY) {
+			if (pthread_rwlock_trywrlock(&n->lock)) {
+				pa->wait = n;
+				return -EAGAIN;
+			}
+			mode = LK_X;
+		} else {
+			node_lock(n, mode);
+		}
 		if (node_current(t, n, p)) {
 			*out = n;
 			return 0;
 		}
-		if (n->dirty) {		/* the address is the transaction's: a bug */
-			bcache_put(t->cache, n);
-			return -EUCLEAN;
-		}
-		bcache_forget(t->cache, n);
+		bad = n->dirty;		/* the address is the transaction's: a bug */
+		if (!bad)
+			bcache_forget(t->cache, n);
+		node_unlock(n, mode);
 		bcache_put(t->cache, n);
+		if (bad)
+			return -EUCLEAN;
 	}
-	ret = bcache_alloc(t->cache, p->addr, &n);
+	pa->miss = (struct miss){ true, *p, level, *lo, hi ? *hi : bkey_max, hi != NULL };
+	return -EAGAIN;
+}
+
+/* Read the node pa->miss names (verified through its pointer, checked)
+ * into the cache and pin it.  No node lock is held. */
+int btp_load_miss(struct btree *t, struct path *pa)
+{
+	struct miss *m = &pa->miss;
+	struct bcache_node *n;
+	int ret;
+
+	if (!m->want)
+		return 0;
+	m->want = false;
+	ret = bcache_alloc(t->cache, m->p.addr, &n);
 	if (ret)
 		return ret;
-	ret = t->store->ops->read(t->store->ctx, p, n->buf);
+	ret = t->store->ops->read(t->store->ctx, &m->p, n->buf);
 	if (!ret)
-		ret = check_node(t, n->buf, level, lo, hi);
+		ret = btp_check_node(t, n->buf, m->level, &m->lo, m->has_hi ? &m->hi : NULL);
 	if (ret) {
 		bcache_put(t->cache, n);
 		return ret;
 	}
 	bcache_insert(t->cache, &n);
-	*out = n;
+	pin(t, pa, n);
 	return 0;
 }
 
@@ -126,37 +226,13 @@ static void child_range(struct path *pa, unsigned l, unsigned s)
 	}
 }
 
-static int get_child(struct btree *t, struct path *pa, unsigned l)
+static int get_level(struct btree *t, struct path *pa, const struct bptr *p, unsigned l,
+		     int mode)
 {
-	struct bptr p;
+	int ret = btp_node_get(t, pa, p, l, &pa->lo[l], pa->has_hi[l] ? &pa->hi[l] : NULL, mode,
+			   &pa->n[l]);
 
-	child_range(pa, l, pa->slot[l]);
-	bnode_ptr(pa->n[l]->buf, pa->slot[l], &p);
-	bcache_put(t->cache, pa->n[l - 1]);
-	return get_node(t, &p, l - 1, &pa->lo[l - 1], pa->has_hi[l - 1] ? &pa->hi[l - 1] : NULL,
-			&pa->n[l - 1]);
-}
-
-/* Fill pa with the path from the root to the leaf that holds @k's place
- * (the tree is not empty).  pa->slot[0] is not set. */
-static int descend(struct btree *t, struct path *pa, const struct bkey *k)
-{
-	unsigned l = t->root.level;
-	int ret;
-
-	memset(pa, 0, sizeof(*pa));
-	pa->top = l;
-	pa->lo[l] = bkey_min;
-	ret = get_node(t, &t->root.ptr, l, &bkey_min, NULL, &pa->n[l]);
-	for (; !ret && l > 0; l--) {
-		unsigned i;
-
-		/* Key 0 is the node's lower bound, so i > 0 when not found. */
-		if (!bnode_search(pa->n[l]->buf, k, &i) && i)
-			i--;
-		pa->slot[l] = i;
-		ret = get_child(t, pa, l);
-	}
+	pa->mode[l] = ret ? LK_NONE : mode;
 	return ret;
 }
 
@@ -176,9 +252,9 @@ static int push(void **arr, size_t *n, size_t *cap, size_t elem)
 	return 0;
 }
 
-/* A new dirty node of this transaction with a reference for the caller
- * (and one for the dirty list): a copy of @src (copy-on-write), or an empty
- * node of @level. */
+/* A new dirty node of this transaction, locked exclusive, with a reference
+ * for the caller (and one for the dirty list): a copy of @src
+ * (copy-on-write), or an empty node of @level. */
 static int new_node(struct btree *t, unsigned level, const void *src,
 		    struct bcache_node **out)
 {
@@ -186,9 +262,6 @@ static int new_node(struct btree *t, unsigned level, const void *src,
 	uint64_t addr;
 	int ret;
 
-	ret = push((void **)&t->dirty, &t->ndirty, &t->dirty_cap, sizeof(*t->dirty));
-	if (ret)
-		return ret;
 	ret = t->store->ops->alloc(t->store->ctx, &addr);
 	if (ret)
 		return ret;
@@ -211,13 +284,27 @@ static int new_node(struct btree *t, unsigned level, const void *src,
 		bcache_put(t->cache, n);
 		return -EUCLEAN;
 	}
+	pthread_mutex_lock(&t->mu);
+	ret = push((void **)&t->dirty, &t->ndirty, &t->dirty_cap, sizeof(*t->dirty));
+	if (!ret)
+		t->dirty[t->ndirty++] = n;
+	pthread_mutex_unlock(&t->mu);
+	if (ret) {
+		bcache_forget(t->cache, n);
+		bcache_put(t->cache, n);
+		t->store->ops->free(t->store->ctx, addr);
+		return ret;
+	}
 	bcache_hold(t->cache, n);
-	t->dirty[t->ndirty++] = n;
+	/* Nothing points at it yet, so it is free: a try lock says so
+	 * without an order against the locks held (ThreadSanitizer). */
+	if (pthread_rwlock_trywrlock(&n->lock))
+		node_lock(n, LK_X);
 	*out = n;
 	return 0;
 }
 
-/* @n is no longer in the tree. */
+/* @n (locked exclusive, its parent too) is no longer in the tree. */
 static int free_node(struct btree *t, struct bcache_node *n)
 {
 	uint64_t addr = n->addr;
@@ -228,14 +315,18 @@ static int free_node(struct btree *t, struct bcache_node *n)
 		t->store->ops->free(t->store->ctx, addr);
 		return 0;
 	}
+	pthread_mutex_lock(&t->mu);
 	ret = push((void **)&t->freed, &t->nfreed, &t->freed_cap, sizeof(*t->freed));
 	if (!ret)
 		t->freed[t->nfreed++] = addr;
+	pthread_mutex_unlock(&t->mu);
 	return ret;
 }
 
-/* Make *np (pointed to by slot @ps of @parent, or the root when parent is
- * NULL) the transaction's own, copying it if an older generation wrote it. */
+/* Make *np (locked exclusive) the transaction's own, copying it if an older
+ * generation wrote it; slot @ps of @parent (exclusive) points to it, or the
+ * root does when parent is NULL (root lock exclusive).  The copy replaces
+ * *np, locked exclusive. */
 static int cow_node(struct btree *t, struct bcache_node **np, struct bcache_node *parent,
 		    unsigned ps)
 {
@@ -250,6 +341,7 @@ static int cow_node(struct btree *t, struct bcache_node **np, struct bcache_node
 		return ret;
 	ret = free_node(t, o);
 	if (ret) {
+		node_unlock(n, LK_X);
 		bcache_put(t->cache, n);
 		return ret;
 	}
@@ -258,33 +350,232 @@ static int cow_node(struct btree *t, struct bcache_node **np, struct bcache_node
 		bnode_set_ptr(parent->buf, ps, &p);
 	else
 		t->root.ptr = p;
+	node_unlock(o, LK_X);
 	bcache_put(t->cache, o);
 	*np = n;
 	t->cows++;
 	return 0;
 }
 
-static int cow_path(struct btree *t, struct path *pa)
-{
-	for (int l = (int)pa->top; l >= 0; l--) {
-		struct bcache_node *parent = l == (int)pa->top ? NULL : pa->n[l + 1];
-		int ret = cow_node(t, &pa->n[l], parent, parent ? pa->slot[l + 1] : 0);
+/* ---- descent ---- */
 
+/* Take the root lock for @op: exclusive when the change may replace the
+ * root (it starts exclusive above the root's level, or makes the first
+ * node).  Sets the path's top. */
+static int lock_root_for(struct btree *t, struct path *pa, const struct op *op, unsigned xl)
+{
+	struct bcache_node *n = NULL;
+	int ret;
+
+	root_lock(t, pa, LK_S);
+	if ((op->kind == OP_INSERT && !t->root.ptr.addr) ||
+	    (op->kind != OP_READ && t->root.ptr.addr && t->root.level < xl)) {
+		root_unlock(t, pa);
+		root_lock(t, pa, LK_X);
+	}
+	if (!t->root.ptr.addr) {
+		ret = -ENOENT;
+		if (op->kind == OP_INSERT && pa->rootm == LK_X)
+			ret = new_node(t, 0, NULL, &n);
+		if (ret) {
+			root_unlock(t, pa);
+			return ret;
+		}
+		t->root = (struct broot){ { n->addr, t->tgen, 0 }, 0 };
+		node_unlock(n, LK_X);
+		bcache_put(t->cache, n);
+	}
+	pa->top = t->root.level;
+	pa->lo[pa->top] = bkey_min;
+	pa->has_hi[pa->top] = false;
+	return 0;
+}
+
+/* Can what @op does below path node l (or to it) never reach its parent?
+ * Then the change needs nothing above l, as long as l is its own. */
+static bool node_safe(const struct path *pa, unsigned l, const struct op *op)
+{
+	const void *b = pa->n[l]->buf;
+	unsigned i, vlen = 0;
+	bool found;
+
+	if (!l) {
+		found = bnode_search(b, op->k, &i);
+		if (found)
+			bnode_val(b, i, &vlen);
+		if (op->kind == OP_INSERT)
+			return bnode_free(b) + (found ? BNODE_ITEM + vlen : 0) >= BNODE_ITEM + op->len;
+		return !found || !pa->top ||
+		       bnode_used(b) - BNODE_ITEM - vlen >= BNODE_USABLE / 4;
+	}
+	if (op->kind == OP_INSERT)		/* room for a split below */
+		return bnode_nritems(b) < BNODE_MAX_PTRS;
+	if (l == pa->top)			/* a merge below leaves 2 children */
+		return bnode_nritems(b) > 2;
+	return bnode_used(b) >= BNODE_USABLE / 4 + BNODE_PTR;	/* stays filled */
+}
+
+/* Path node l was just locked.  Shared: let go of its parent (hand over
+ * hand).  Exclusive: copy it if need be and let go of everything above it
+ * when the change cannot go further up; -EAGAIN with *xl raised when that
+ * needs its parent, which is only locked shared. */
+static int admit(struct btree *t, struct path *pa, unsigned l, const struct op *op,
+		 unsigned *xl)
+{
+	const void *b = pa->n[l]->buf;
+	bool top = l == pa->top, own, safe;
+	unsigned i;
+	int ret;
+
+	if (pa->mode[l] != LK_X) {
+		unlock_above(t, pa, l);
+		return 0;
+	}
+	if (!l && op->kind == OP_DELETE && !bnode_search(b, op->k, &i))
+		return -ENOENT;
+	own = bnode_gen(b) == t->tgen;
+	safe = node_safe(pa, l, op);
+	if ((!own || !safe) && (top ? pa->rootm : pa->mode[l + 1]) != LK_X) {
+		*xl = l + 1;
+		return -EAGAIN;
+	}
+	if (!own) {
+		ret = cow_node(t, &pa->n[l], top ? NULL : pa->n[l + 1], top ? 0 : pa->slot[l + 1]);
 		if (ret)
 			return ret;
+	}
+	if (safe)
+		unlock_above(t, pa, l);
+	return 0;
+}
+
+/* Lock the path from the root to the leaf that holds @op->k's place.  A
+ * read takes every node shared, hand over hand.  A change does so above
+ * level *xl and takes the rest exclusive (see admit), so on return it
+ * holds exactly the nodes it may change, all its own.  -EAGAIN: everything
+ * was let go; read pa->miss, or retry with the raised *xl. */
+static int descend(struct btree *t, struct path *pa, const struct op *op, unsigned *xl)
+{
+	bool wr = op->kind != OP_READ;
+	unsigned l;
+	int ret;
+
+	ret = lock_root_for(t, pa, op, *xl);
+	if (ret)
+		return ret;
+	l = pa->top;
+	ret = get_level(t, pa, &t->root.ptr, l, wr && l <= *xl ? LK_X : LK_S);
+	while (!ret) {
+		struct bptr p;
+		unsigned i;
+
+		ret = admit(t, pa, l, op, xl);
+		if (ret || !l)
+			break;
+		/* Key 0 is the node's lower bound, so i > 0 when not found. */
+		if (!bnode_search(pa->n[l]->buf, op->k, &i) && i)
+			i--;
+		pa->slot[l] = i;
+		child_range(pa, l, i);
+		bnode_ptr(pa->n[l]->buf, i, &p);
+		l--;
+		ret = get_level(t, pa, &p, l, wr && l <= *xl ? LK_X : LK_S);
+	}
+	if (ret)
+		btp_release(t, pa);
+	return ret;
+}
+
+/* The sibling at slot ss of path node l's parent (exclusive), into
+ * pa->sib[l]. */
+static int sib_get(struct btree *t, struct path *pa, unsigned l, unsigned ss)
+{
+	const void *pb = pa->n[l + 1]->buf;
+	struct bkey lo, hi;
+	struct bptr p;
+	bool has_hi;
+
+	bnode_key(pb, ss, &lo);
+	has_hi = ss + 1 < bnode_nritems(pb);
+	if (has_hi)
+		bnode_key(pb, ss + 1, &hi);
+	else
+		hi = pa->hi[l + 1], has_hi = pa->has_hi[l + 1];
+	bnode_ptr(pb, ss, &p);
+	return btp_node_get(t, pa, &p, l, &lo, has_hi ? &hi : NULL, LK_XTRY, &pa->sib[l]);
+}
+
+/* Before a delete changes anything: lock the siblings its merges and
+ * rebalances will use (the same walk rebalance makes), so a cache miss
+ * restarts it with nothing changed yet. */
+static int lock_siblings(struct btree *t, struct path *pa, const struct bkey *k)
+{
+	const void *leaf = pa->n[0]->buf;
+	unsigned i, vlen, used;
+	int ret;
+
+	bnode_search(leaf, k, &i);
+	bnode_val(leaf, i, &vlen);
+	used = bnode_used(leaf) - BNODE_ITEM - vlen;
+	for (unsigned l = 0; l < pa->top && used < BNODE_USABLE / 4; l++) {
+		const void *pb;
+		unsigned ps = pa->slot[l + 1];
+
+		if (pa->mode[l + 1] != LK_X)	/* admit keeps it: a bug */
+			return -EUCLEAN;
+		pb = pa->n[l + 1]->buf;
+		if (bnode_nritems(pb) > 1) {
+			ret = sib_get(t, pa, l, ps ? ps - 1 : ps + 1);
+			if (ret)
+				return ret;
+			if (bnode_used(pa->sib[l]->buf) + used > BNODE_USABLE)
+				break;
+			used = bnode_used(pb) - BNODE_PTR;
+		} else {
+			used = bnode_used(pb);
+		}
 	}
 	return 0;
 }
 
+/* Lock what @op needs (descend), reading missing nodes between tries. */
+int btp_lock(struct btree *t, struct path *pa, const struct op *op)
+{
+	unsigned xl = 0;
+	int ret;
+
+	for (;;) {
+		ret = descend(t, pa, op, &xl);
+		if (!ret && op->kind == OP_DELETE) {
+			ret = lock_siblings(t, pa, op->k);
+			if (ret)
+				btp_release(t, pa);
+		}
+		if (ret != -EAGAIN)
+			return ret;
+		if (pa->wait) {
+			node_lock(pa->wait, LK_X);
+			node_unlock(pa->wait, LK_X);
+			bcache_put(t->cache, pa->wait);
+			pa->wait = NULL;
+		}
+		ret = btp_load_miss(t, pa);
+		if (ret)
+			return ret;
+	}
+}
+
 /* ---- split ---- */
 
-/* Put a new root above the path's root. */
+/* Put a new root above the path's root (root lock exclusive). */
 static int grow(struct btree *t, struct path *pa)
 {
 	unsigned top = pa->top;
 	struct bcache_node *r;
 	int ret;
 
+	if (pa->rootm != LK_X)		/* admit keeps it: a bug */
+		return -EUCLEAN;
 	if (top + 1 >= BNODE_MAX_LEVEL)
 		return -EFBIG;
 	ret = new_node(t, top + 1, NULL, &r);
@@ -295,6 +586,7 @@ static int grow(struct btree *t, struct path *pa)
 	t->root.level = top + 1;
 	pa->top = top + 1;
 	pa->n[top + 1] = r;
+	pa->mode[top + 1] = LK_X;
 	pa->slot[top + 1] = 0;
 	pa->lo[top + 1] = bkey_min;
 	pa->has_hi[top + 1] = false;
@@ -312,8 +604,8 @@ static unsigned split_point(const void *b)
 	return m;
 }
 
-/* Split path node l (the transaction's own) into two; the path continues
- * in the half where @k belongs. */
+/* Split path node l (the transaction's own, exclusive, its parent too)
+ * into two; the path continues in the half where @k belongs. */
 static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey *k)
 {
 	struct bcache_node *r;
@@ -321,14 +613,14 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 	struct bkey sep;
 	unsigned m, nr, ps;
 	void *b;
-	int ret;
+	int ret = 0;
 
 	if (l == pa->top)
 		ret = grow(t, pa);
+	else if (pa->mode[l + 1] != LK_X)	/* admit keeps it: a bug */
+		ret = -EUCLEAN;
 	else if (bnode_nritems(pa->n[l + 1]->buf) >= BNODE_MAX_PTRS)
 		ret = split(t, pa, l + 1, k);
-	else
-		ret = 0;
 	if (ret)
 		return ret;
 	b = pa->n[l]->buf;
@@ -348,14 +640,17 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 	ps = pa->slot[l + 1];
 	bnode_ptr_insert(pa->n[l + 1]->buf, ps + 1, &sep, &(struct bptr){ r->addr, t->tgen, 0 });
 	if (bkey_cmp(k, &sep) >= 0) {
-		bcache_put(t->cache, pa->n[l]);
+		drop(t, &pa->n[l], &pa->mode[l]);
 		pa->n[l] = r;
+		pa->mode[l] = LK_X;
 		pa->slot[l + 1] = ps + 1;
 		pa->lo[l] = sep;
 		if (l)
 			pa->slot[l] -= m;
 	} else {
-		bcache_put(t->cache, r);
+		unsigned char x = LK_X;
+
+		drop(t, &r, &x);
 		pa->hi[l] = sep;
 		pa->has_hi[l] = true;
 	}
@@ -397,12 +692,14 @@ static int redistribute(void *L, void *R)
 	return 0;
 }
 
-/* Single-child roots give way to their child. */
+/* Single-child roots give way to their child (root lock exclusive). */
 static int shrink_root(struct btree *t, struct path *pa)
 {
 	while (pa->top > 0 && bnode_nritems(pa->n[pa->top]->buf) == 1) {
 		int ret;
 
+		if (pa->rootm != LK_X)		/* admit keeps it: a bug */
+			return -EUCLEAN;
 		bnode_ptr(pa->n[pa->top]->buf, 0, &t->root.ptr);
 		t->root.level = pa->top - 1;
 		ret = free_node(t, pa->n[pa->top]);
@@ -413,35 +710,25 @@ static int shrink_root(struct btree *t, struct path *pa)
 	return 0;
 }
 
-/* Path node l (the transaction's own) and its sibling at slot ss of the
- * parent: merge them, or share their items. */
+/* Path node l (the transaction's own) and its sibling pa->sib[l] at slot
+ * ss of the parent (all exclusive): merge them, or share their items. */
 static int fix_pair(struct btree *t, struct path *pa, unsigned l, unsigned ss, bool *merged)
 {
-	struct bcache_node *parent = pa->n[l + 1], *sib, *L, *R;
+	struct bcache_node *parent = pa->n[l + 1], *L, *R;
 	unsigned ps = pa->slot[l + 1], rs = ss < ps ? ps : ss;
-	struct bptr p;
-	struct bkey lo, hi, sep;
-	bool has_hi;
-	int ret;
+	struct bkey sep;
+	int ret = 0;
 
-	bnode_key(parent->buf, ss, &lo);
-	has_hi = ss + 1 < bnode_nritems(parent->buf);
-	if (has_hi)
-		bnode_key(parent->buf, ss + 1, &hi);
-	else
-		hi = pa->hi[l + 1], has_hi = pa->has_hi[l + 1];
-	bnode_ptr(parent->buf, ss, &p);
-	ret = get_node(t, &p, l, &lo, has_hi ? &hi : NULL, &sib);
-	if (ret)
-		return ret;
-	*merged = bnode_used(sib->buf) + bnode_used(pa->n[l]->buf) <= BNODE_USABLE;
+	if (!pa->sib[l])		/* lock_siblings took it: a bug */
+		return -EUCLEAN;
+	*merged = bnode_used(pa->sib[l]->buf) + bnode_used(pa->n[l]->buf) <= BNODE_USABLE;
 	/* The right node of a merge is only read: no copy for it. */
 	if (!*merged || ss < ps)
-		ret = cow_node(t, &sib, parent, ss);
+		ret = cow_node(t, &pa->sib[l], parent, ss);
 	if (ret)
-		goto out;
-	L = ss < ps ? sib : pa->n[l];
-	R = ss < ps ? pa->n[l] : sib;
+		return ret;
+	L = ss < ps ? pa->sib[l] : pa->n[l];
+	R = ss < ps ? pa->n[l] : pa->sib[l];
 	if (*merged) {
 		struct bnode_hdr rh;
 
@@ -463,12 +750,11 @@ static int fix_pair(struct btree *t, struct path *pa, unsigned l, unsigned ss, b
 		bnode_set_min(R->buf, &sep);
 		t->rebalances++;
 	}
-out:
-	bcache_put(t->cache, sib);
 	return ret;
 }
 
-/* After a delete from path node l: restore the fill of the path upwards. */
+/* After a delete from path node l: restore the fill of the path upwards,
+ * as far as lock_siblings foresaw. */
 static int rebalance(struct btree *t, struct path *pa, unsigned l)
 {
 	for (;;) {
@@ -480,6 +766,8 @@ static int rebalance(struct btree *t, struct path *pa, unsigned l)
 			return shrink_root(t, pa);
 		if (bnode_used(pa->n[l]->buf) >= BNODE_USABLE / 4)
 			return 0;
+		if (pa->mode[l + 1] != LK_X)	/* admit keeps it: a bug */
+			return -EUCLEAN;
 		pnr = bnode_nritems(pa->n[l + 1]->buf);
 		ps = pa->slot[l + 1];
 		if (pnr > 1) {
@@ -492,6 +780,18 @@ static int rebalance(struct btree *t, struct path *pa, unsigned l)
 }
 
 /* ---- public: open, lookup, change ---- */
+
+static void rwlock_init_wpref(pthread_rwlock_t *lock)
+{
+	pthread_rwlockattr_t attr;
+
+	/* Readers never starve the writer (glibc prefers readers by default):
+	 * safe because nothing here takes a lock recursively. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+}
 
 int bt_open(struct btree *t, struct bstore *s, struct bcache *c, uint64_t owner,
 	    const uint8_t fs_uuid[16], const struct broot *root)
@@ -507,14 +807,9 @@ int bt_open(struct btree *t, struct bstore *s, struct bcache *c, uint64_t owner,
 		t->committed = *root;
 	}
 	t->root = t->committed;
-	/* Readers never starve the writer (glibc prefers readers by default):
-	 * safe because nothing here takes the lock recursively. */
-	pthread_rwlockattr_t attr;
-
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&t->lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
+	rwlock_init_wpref(&t->lock);
+	rwlock_init_wpref(&t->root_lock);
+	pthread_mutex_init(&t->mu, NULL);
 	return 0;
 }
 
@@ -546,18 +841,20 @@ void bt_close(struct btree *t)
 	free(t->dirty);
 	free(t->freed);
 	pthread_rwlock_destroy(&t->lock);
+	pthread_rwlock_destroy(&t->root_lock);
+	pthread_mutex_destroy(&t->mu);
 }
 
 int bt_lookup(struct btree *t, const struct bkey *k, void *val, unsigned cap, unsigned *len)
 {
+	const struct op op = { OP_READ, k, 0 };
 	struct path pa;
 	unsigned i;
-	int ret = -ENOENT;
+	int ret;
 
+	btp_init(&pa);
 	pthread_rwlock_rdlock(&t->lock);
-	if (!t->root.ptr.addr)
-		goto unlock;
-	ret = descend(t, &pa, k);
+	ret = btp_lock(t, &pa, &op);
 	if (!ret && bnode_search(pa.n[0]->buf, k, &i)) {
 		const void *v = bnode_val(pa.n[0]->buf, i, len);
 
@@ -568,8 +865,8 @@ int bt_lookup(struct btree *t, const struct bkey *k, void *val, unsigned cap, un
 	} else if (!ret) {
 		ret = -ENOENT;
 	}
-	path_put(t, &pa);
-unlock:
+	btp_release(t, &pa);
+	btp_unpin(t, &pa);
 	pthread_rwlock_unlock(&t->lock);
 	return ret;
 }
@@ -592,7 +889,7 @@ int bt_begin(struct btree *t, uint64_t gen)
 	return ret;
 }
 
-/* Under the exclusive lock: may a change run? */
+/* Under the barrier: may a change run? */
 static int change_ok(struct btree *t, const struct bkey *k)
 {
 	if (!t->in_trans || k->off > BKEY_OFF_MAX)
@@ -600,95 +897,86 @@ static int change_ok(struct btree *t, const struct bkey *k)
 	return t->terr;
 }
 
-static int insert_locked(struct btree *t, const struct bkey *k, const void *val, unsigned len)
+static int insert_op(struct btree *t, struct path *pa, const struct bkey *k, const void *val,
+		     unsigned len)
 {
-	struct bcache_node *n;
-	struct path pa;
+	const struct op op = { OP_INSERT, k, len };
 	unsigned i;
 	int ret;
 
-	if (!t->root.ptr.addr) {
-		ret = new_node(t, 0, NULL, &n);
-		if (ret)
-			return ret;
-		t->root = (struct broot){ { n->addr, t->tgen, 0 }, 0 };
-		bcache_put(t->cache, n);
-	}
-	ret = descend(t, &pa, k);
-	if (!ret)
-		ret = cow_path(t, &pa);
+	ret = btp_lock(t, pa, &op);
 	if (ret)
-		goto out;
-	if (bnode_search(pa.n[0]->buf, k, &i))
-		bnode_leaf_delete(pa.n[0]->buf, i);
-	if (bnode_free(pa.n[0]->buf) < BNODE_ITEM + len) {
-		ret = split(t, &pa, 0, k);
-		if (ret)
-			goto out;
-		bnode_search(pa.n[0]->buf, k, &i);
+		return ret;
+	if (bnode_search(pa->n[0]->buf, k, &i))
+		bnode_leaf_delete(pa->n[0]->buf, i);
+	if (bnode_free(pa->n[0]->buf) < BNODE_ITEM + len) {
+		ret = split(t, pa, 0, k);
+		if (!ret)
+			bnode_search(pa->n[0]->buf, k, &i);
 		/* BNODE_MAX_VAL makes this impossible; never overrun a node. */
-		if (bnode_free(pa.n[0]->buf) < BNODE_ITEM + len) {
+		if (!ret && bnode_free(pa->n[0]->buf) < BNODE_ITEM + len)
 			ret = -EUCLEAN;
-			goto out;
-		}
 	}
-	bnode_leaf_insert(pa.n[0]->buf, i, k, val, len);
-out:
-	path_put(t, &pa);
+	if (!ret)
+		bnode_leaf_insert(pa->n[0]->buf, i, k, val, len);
+	/* Before the leaf is let go: an iterator that copies it after sees
+	 * the change and a newer seq. */
+	atomic_fetch_add(&t->seq, 1);
+	btp_release(t, pa);
 	return ret;
 }
 
 int bt_insert(struct btree *t, const struct bkey *k, const void *val, unsigned len)
 {
+	struct path pa;
 	int ret;
 
 	if (len > BNODE_MAX_VAL)
 		return -E2BIG;
-	pthread_rwlock_wrlock(&t->lock);
+	btp_init(&pa);
+	pthread_rwlock_rdlock(&t->lock);
 	ret = change_ok(t, k);
 	if (!ret) {
-		ret = insert_locked(t, k, val, len);
-		atomic_fetch_add(&t->seq, 1);
+		ret = insert_op(t, &pa, k, val, len);
 		if (ret && !soft_err(ret))
 			t->terr = ret;
 	}
+	btp_unpin(t, &pa);
 	pthread_rwlock_unlock(&t->lock);
 	return ret;
 }
 
-static int delete_locked(struct btree *t, const struct bkey *k)
+static int delete_op(struct btree *t, struct path *pa, const struct bkey *k)
 {
-	struct path pa;
+	const struct op op = { OP_DELETE, k, 0 };
 	unsigned i;
 	int ret;
 
-	if (!t->root.ptr.addr)
-		return -ENOENT;
-	ret = descend(t, &pa, k);
-	if (!ret && !bnode_search(pa.n[0]->buf, k, &i))
-		ret = -ENOENT;
-	if (!ret)
-		ret = cow_path(t, &pa);
-	if (!ret) {
-		bnode_leaf_delete(pa.n[0]->buf, i);
-		ret = rebalance(t, &pa, 0);
-	}
-	path_put(t, &pa);
+	ret = btp_lock(t, pa, &op);
+	if (ret)
+		return ret;
+	bnode_search(pa->n[0]->buf, k, &i);	/* admit found it */
+	bnode_leaf_delete(pa->n[0]->buf, i);
+	ret = rebalance(t, pa, 0);
+	atomic_fetch_add(&t->seq, 1);
+	btp_release(t, pa);
 	return ret;
 }
 
 int bt_delete(struct btree *t, const struct bkey *k)
 {
+	struct path pa;
 	int ret;
 
-	pthread_rwlock_wrlock(&t->lock);
+	btp_init(&pa);
+	pthread_rwlock_rdlock(&t->lock);
 	ret = change_ok(t, k);
 	if (!ret) {
-		ret = delete_locked(t, k);
-		atomic_fetch_add(&t->seq, 1);
+		ret = delete_op(t, &pa, k);
 		if (ret && !soft_err(ret))
 			t->terr = ret;
 	}
+	btp_unpin(t, &pa);
 	pthread_rwlock_unlock(&t->lock);
 	return ret;
 }
@@ -796,172 +1084,4 @@ void bt_release(struct btree *t, const uint64_t *freed, size_t n)
 		bcache_drop_addr(t->cache, freed[i]);
 		t->store->ops->free(t->store->ctx, freed[i]);
 	}
-}
-
-/* ---- iteration ---- */
-
-int bt_iter_init(struct bt_iter *it, struct btree *t, const struct bkey *start)
-{
-	memset(it, 0, sizeof(*it));
-	it->t = t;
-	it->pos = *start;
-	it->leaf = malloc(BNODE_SIZE);
-	return it->leaf ? 0 : -ENOMEM;
-}
-
-void bt_iter_free(struct bt_iter *it)
-{
-	free(it->leaf);
-	it->leaf = NULL;
-}
-
-/* Move the path to the next (dir > 0) or previous leaf; -ENOENT at the end. */
-static int step_leaf(struct btree *t, struct path *pa, int dir)
-{
-	unsigned l;
-	int ret = 0;
-
-	for (l = 1; l <= pa->top; l++)
-		if (dir > 0 ? pa->slot[l] + 1 < bnode_nritems(pa->n[l]->buf) : pa->slot[l] > 0)
-			break;
-	if (l > pa->top)
-		return -ENOENT;
-	pa->slot[l] += dir > 0 ? 1 : -1;
-	for (; !ret && l > 0; l--) {
-		ret = get_child(t, pa, l);
-		if (!ret && l > 1)
-			pa->slot[l - 1] = dir > 0 ? 0 : bnode_nritems(pa->n[l - 1]->buf) - 1;
-	}
-	return ret;
-}
-
-/* Copy the leaf holding the first item >= k (dir > 0) or the last item < k
- * (dir < 0) into the iterator. */
-static int iter_find(struct bt_iter *it, const struct bkey *k, int dir)
-{
-	struct btree *t = it->t;
-	struct path pa;
-	unsigned i = 0;
-	int ret = -ENOENT;
-
-	it->have = false;
-	pthread_rwlock_rdlock(&t->lock);
-	if (!t->root.ptr.addr)
-		goto unlock;
-	ret = descend(t, &pa, k);
-	if (!ret)
-		bnode_search(pa.n[0]->buf, k, &i);
-	while (!ret) {
-		if (dir > 0 && i < bnode_nritems(pa.n[0]->buf))
-			break;
-		if (dir < 0 && i > 0) {
-			i--;
-			break;
-		}
-		ret = step_leaf(t, &pa, dir);
-		if (!ret)
-			i = dir > 0 ? 0 : bnode_nritems(pa.n[0]->buf);
-	}
-	if (!ret) {
-		memcpy(it->leaf, pa.n[0]->buf, BNODE_SIZE);
-		it->idx = i;
-		it->seq = atomic_load(&t->seq);
-		it->have = true;
-	}
-	path_put(t, &pa);
-unlock:
-	pthread_rwlock_unlock(&t->lock);
-	return ret;
-}
-
-static int iter_emit(struct bt_iter *it, struct bkey *k, const void **val, unsigned *len)
-{
-	bnode_key(it->leaf, it->idx, &it->pos);
-	it->started = true;
-	*k = it->pos;
-	*val = bnode_val(it->leaf, it->idx, len);
-	return 0;
-}
-
-static bool iter_fresh(const struct bt_iter *it)
-{
-	return it->have && it->started && it->seq == atomic_load(&it->t->seq);
-}
-
-int bt_iter_next(struct bt_iter *it, struct bkey *k, const void **val, unsigned *len)
-{
-	struct bkey from = it->pos;
-	int ret;
-
-	if (iter_fresh(it) && it->idx + 1 < bnode_nritems(it->leaf)) {
-		it->idx++;
-		return iter_emit(it, k, val, len);
-	}
-	if (it->started && !bkey_succ(&from))
-		return -ENOENT;
-	ret = iter_find(it, &from, 1);
-	return ret ? ret : iter_emit(it, k, val, len);
-}
-
-int bt_iter_prev(struct bt_iter *it, struct bkey *k, const void **val, unsigned *len)
-{
-	int ret;
-
-	if (iter_fresh(it) && it->idx > 0) {
-		it->idx--;
-		return iter_emit(it, k, val, len);
-	}
-	ret = iter_find(it, &it->pos, -1);
-	return ret ? ret : iter_emit(it, k, val, len);
-}
-
-/* ---- verification ---- */
-
-static int verify_node(struct btree *t, const struct bptr *p, unsigned level,
-		       const struct bkey *lo, const struct bkey *hi, uint64_t *nitems,
-		       uint64_t *nnodes)
-{
-	struct bcache_node *n;
-	unsigned nr;
-	int ret;
-
-	ret = get_node(t, p, level, lo, hi, &n);
-	if (ret)
-		return ret;
-	/* A cached node was checked when read or made: check it again. */
-	ret = check_node(t, n->buf, level, lo, hi);
-	if (!ret && !n->dirty && !bnode_matches(n->buf, p))
-		ret = -EUCLEAN;
-	nr = bnode_nritems(n->buf);
-	(*nnodes)++;
-	if (!level)
-		*nitems += nr;
-	for (unsigned i = 0; !ret && level && i < nr; i++) {
-		struct bkey clo, chi;
-		struct bptr c;
-
-		bnode_key(n->buf, i, &clo);
-		if (i + 1 < nr)
-			bnode_key(n->buf, i + 1, &chi);
-		bnode_ptr(n->buf, i, &c);
-		ret = verify_node(t, &c, level - 1, &clo, i + 1 < nr ? &chi : hi, nitems, nnodes);
-	}
-	bcache_put(t->cache, n);
-	return ret;
-}
-
-int bt_verify(struct btree *t, uint64_t *nitems, uint64_t *nnodes)
-{
-	uint64_t items = 0, nodes = 0;
-	int ret = 0;
-
-	pthread_rwlock_rdlock(&t->lock);
-	if (t->root.ptr.addr)
-		ret = verify_node(t, &t->root.ptr, t->root.level, &bkey_min, NULL, &items, &nodes);
-	pthread_rwlock_unlock(&t->lock);
-	if (nitems)
-		*nitems = items;
-	if (nnodes)
-		*nnodes = nodes;
-	return ret;
 }

@@ -20,18 +20,64 @@
  * insert or delete other than -ENOENT/-EINVAL/-E2BIG poisons the
  * transaction: later calls return that error until bt_abort.
  *
- * Locking (outermost first): t->lock, a rwlock for the whole tree, then the
- * cache's mu, then the store's own locks.  Lookups and iterator steps take
- * it shared (several readers, even missing the cache, in parallel);
- * insert, delete, commit, abort take it exclusive.  A reader therefore
- * sees every change of the open transaction.  This is the first step: the
- * plan for parallel writers (DESIGN.md invariant 8) is bcachefs-style
- * per-node locks (shared / intent / exclusive, taken root to leaf in key
- * order, intent on the path, exclusive only on the nodes a change
- * rewrites, a restart on lock order violations), so writers to disjoint
- * leaves contend only while one of them CoWs or splits a shared ancestor,
- * which happens once per node per transaction.  Node I/O for a cache miss
- * runs in the caller's thread: callers must not be I/O completion threads.
+ * Locking.  Writers to disjoint leaves run in parallel; only commit and
+ * abort stop the tree.  The locks, in the order they are taken (never an
+ * earlier one while holding a later one):
+ *
+ *   1. t->lock, the barrier (rwlock, writer-preferring).  Every lookup,
+ *      insert, delete and iterator step holds it shared; bt_begin,
+ *      bt_commit, bt_abort and bt_verify take it exclusive, so they see a
+ *      quiet tree (commit waits for the operations in flight and new ones
+ *      wait for it: that is the quiesce of a checkpoint, not a lock of the
+ *      data path).  in_trans, tgen, committed and the dirty nodes' csums
+ *      change only under it exclusive.
+ *   2. t->root_lock (rwlock), the lock above the root node: every descent
+ *      holds it shared until the root node is locked; t->root changes only
+ *      under it exclusive (a copy, grow or shrink of the root, the first
+ *      node), which a change takes only when it must change the root.
+ *   3. Node locks (bcache_node.lock, rwlock, writer-preferring).  A thread
+ *      waits for a node lock only while holding locks on the node's
+ *      ancestors (the path from the root, in key order), so levels
+ *      strictly decrease along every wait and no cycle can form.  The two
+ *      locks out of that order are try locks: a node just made (nothing
+ *      points at it yet, so it is free) and a sibling a delete merges with
+ *      (its parent held exclusive; when busy, the delete lets go of
+ *      everything, waits for the sibling holding nothing, and restarts).
+ *      - A lookup or iterator step locks shared hand over hand: the child
+ *        is locked before the parent is let go, so at most two at a time.
+ *      - A change first tries the same with only the leaf exclusive: when
+ *        the leaf is already the transaction's own and needs no split or
+ *        merge, that is all it holds.  Otherwise it restarts taking one
+ *        more level exclusive (bcachefs's intent), up to the root: holding
+ *        a node exclusive, it copies its child if an older generation
+ *        wrote it (the parent's pointer changes), and lets go of every
+ *        ancestor once a node is its own and cannot split (room for one
+ *        more pointer or item) or underflow (stays a quarter full after
+ *        losing one) because of what happens below.  So a writer holds
+ *        exactly the nodes it may change, and writers to disjoint leaves
+ *        meet only while one of them copies or splits a shared ancestor,
+ *        which happens once per node per transaction (a copy) or once per
+ *        few hundred inserts (a split).  A delete locks the siblings its
+ *        merges will use (parent held) before it changes anything.
+ *      A restart lets go of everything; it happens on a lock the walk
+ *      would need out of order (the parent of a node it locked exclusive,
+ *      a busy sibling) and on a cache miss.  Each restart for order raises
+ *      the level where exclusive locking starts, so a change restarts at
+ *      most once per level for that.
+ *   4. t->mu (dirty and freed lists), the cache's mu, the store's locks:
+ *      leaves.
+ *
+ * A node read (cache miss) holds no node lock and no root lock: the
+ * descent lets go of everything, reads the node into the cache (verified,
+ * checked, pinned for the rest of the operation), and starts again from
+ * the root.  It holds the barrier shared, so a commit waits for it, but
+ * no change to any leaf does.  Node I/O for a cache miss runs in the
+ * caller's thread: callers must not be I/O completion threads.  The
+ * store's alloc and free are called from several threads at once.
+ *
+ * A reader sees every change of the open transaction as soon as the change
+ * lets go of its leaf; an iterator copies one leaf at a time under its
+ * lock, and searches again when any change was made since (seq).
  *
  * Functions return 0 or -errno (-ENOENT: no such key).
  */
@@ -59,20 +105,22 @@ struct btree {
 	struct bcache *cache;
 	uint64_t owner;			/* tree id, in every node */
 	uint8_t fs_uuid[16];
-	pthread_rwlock_t lock;
-	/* Below: under lock (exclusive to change). */
+	pthread_rwlock_t lock;		/* the barrier (see above) */
+	/* Below: under lock exclusive to change. */
 	struct broot committed;		/* last committed (or opened) root */
-	struct broot root;		/* current; == committed outside a transaction */
 	bool in_trans;
 	uint64_t tgen;			/* the open transaction's generation */
-	int terr;			/* poisoned transaction */
+	pthread_rwlock_t root_lock;
+	struct broot root;		/* current (root_lock); == committed outside a transaction */
+	_Atomic int terr;		/* poisoned transaction */
+	pthread_mutex_t mu;		/* leaf: the two lists below */
 	struct bcache_node **dirty;	/* nodes made by the transaction (a ref each) */
 	size_t ndirty, dirty_cap;
 	uint64_t *freed;		/* committed nodes it stopped referencing */
 	size_t nfreed, freed_cap;
 	_Atomic uint64_t seq;		/* bumped by every change (iterators) */
-	/* Statistics (under lock). */
-	uint64_t cows, splits, merges, rebalances, written;
+	/* Statistics. */
+	_Atomic uint64_t cows, splits, merges, rebalances, written;
 };
 
 /* Open the tree @root names (NULL or addr 0: empty).  Nothing is read

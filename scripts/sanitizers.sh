@@ -6,7 +6,8 @@
 #         fails a test on any sanitizer line in the daemon's log
 #   tsan  build-tsan, -Db_sanitize=thread: the parallel-writer unit tests
 #         (file and file_space, rangelock, namei, log group commit, the
-#         asynchronous data path on the io_uring completion threads)
+#         asynchronous data path on the io_uring completion threads, the v2
+#         B+tree's per-node locks: btree, btree_mt)
 #   fuzz  build-fuzz, clang -Dfuzz=true with ASan/UBSan: every libFuzzer
 #         target for FUZZ_SECONDS (20) from its own seeds
 # Usage: scripts/sanitizers.sh [asan|tsan|fuzz]...   (default: all three)
@@ -49,7 +50,7 @@ run_asan() {
 }
 
 run_tsan() {
-	local tests=(file file_space rangelock namei gcommit async)
+	local tests=(file file_space rangelock namei gcommit async btree btree_mt)
 	setup "$B-tsan" -Dwerror=false -Db_sanitize=thread
 	ninja -C "$B-tsan" "${tests[@]/#/tests/unit/test_}"
 	meson test -C "$B-tsan" --no-rebuild --print-errorlogs --suite unit "${tests[@]}"

@@ -15,172 +15,9 @@
 #include "bnode.h"
 #include "btree.h"
 #include "bstore.h"
+#include "bt_memstore.h"
 
-static const uint8_t uuid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
-
-/* ---- in-memory node store: every freed node is poisoned, so a tree that
- * still reaches one fails to read it ---- */
-
-#define MEM_BASE 1000u
-
-struct memstore {
-	struct bstore store;
-	pthread_mutex_t mu;		/* readers run in parallel (test_concurrent) */
-	void **node;			/* by slot; NULL: never written */
-	uint8_t *used;
-	size_t cap;
-	size_t *freelist, nfree;
-	uint64_t nused, reads, writes, next;
-	int fail_alloc_after;		/* -1: never */
-};
-
-static uint64_t slot_addr(size_t slot)
-{
-	return MEM_BASE + (uint64_t)slot * BNODE_BLOCKS;
-}
-
-static size_t addr_slot(struct memstore *s, uint64_t addr)
-{
-	size_t slot = (addr - MEM_BASE) / BNODE_BLOCKS;
-
-	assert_true(addr >= MEM_BASE && (addr - MEM_BASE) % BNODE_BLOCKS == 0);
-	assert_true(slot < s->next);
-	return slot;
-}
-
-static int mem_read_locked(void *ctx, const struct bptr *p, void *buf)
-{
-	struct memstore *s = ctx;
-	size_t slot = addr_slot(s, p->addr);
-
-	s->reads++;
-	if (!s->node[slot])
-		return -EIO;
-	memcpy(buf, s->node[slot], BNODE_SIZE);
-	return bnode_matches(buf, p) ? 0 : -EIO;
-}
-
-static int mem_write_locked(void *ctx, uint64_t addr, const void *buf)
-{
-	struct memstore *s = ctx;
-	size_t slot = addr_slot(s, addr);
-
-	assert_true(s->used[slot]);	/* never write a free address */
-	if (!s->node[slot])
-		s->node[slot] = malloc(BNODE_SIZE);
-	assert_non_null(s->node[slot]);
-	memcpy(s->node[slot], buf, BNODE_SIZE);
-	s->writes++;
-	return 0;
-}
-
-static int mem_alloc_locked(void *ctx, uint64_t *addr)
-{
-	struct memstore *s = ctx;
-	size_t slot;
-
-	if (s->fail_alloc_after == 0)
-		return -ENOSPC;
-	if (s->fail_alloc_after > 0)
-		s->fail_alloc_after--;
-	if (s->nfree) {
-		slot = s->freelist[--s->nfree];
-	} else {
-		if (s->next == s->cap) {
-			size_t nc = s->cap ? s->cap * 2 : 1024;
-
-			s->node = realloc(s->node, nc * sizeof(*s->node));
-			s->used = realloc(s->used, nc);
-			s->freelist = realloc(s->freelist, nc * sizeof(*s->freelist));
-			assert_true(s->node && s->used && s->freelist);
-			memset(s->node + s->cap, 0, (nc - s->cap) * sizeof(*s->node));
-			memset(s->used + s->cap, 0, nc - s->cap);
-			s->cap = nc;
-		}
-		slot = s->next++;
-	}
-	assert_false(s->used[slot]);
-	s->used[slot] = 1;
-	s->nused++;
-	*addr = slot_addr(slot);
-	return 0;
-}
-
-static void mem_free_locked(void *ctx, uint64_t addr)
-{
-	struct memstore *s = ctx;
-	size_t slot = addr_slot(s, addr);
-
-	assert_true(s->used[slot]);	/* no double free */
-	s->used[slot] = 0;
-	s->nused--;
-	if (s->node[slot])
-		memset(s->node[slot], 0xdb, BNODE_SIZE);
-	s->freelist[s->nfree++] = slot;
-}
-
-#define LOCKED(ret, call)				\
-	do {						\
-		struct memstore *s_ = ctx;		\
-		pthread_mutex_lock(&s_->mu);		\
-		ret = call;				\
-		pthread_mutex_unlock(&s_->mu);		\
-	} while (0)
-
-static int mem_read(void *ctx, const struct bptr *p, void *buf)
-{
-	int ret;
-
-	LOCKED(ret, mem_read_locked(ctx, p, buf));
-	return ret;
-}
-
-static int mem_write(void *ctx, uint64_t addr, const void *buf)
-{
-	int ret;
-
-	LOCKED(ret, mem_write_locked(ctx, addr, buf));
-	return ret;
-}
-
-static int mem_alloc(void *ctx, uint64_t *addr)
-{
-	int ret;
-
-	LOCKED(ret, mem_alloc_locked(ctx, addr));
-	return ret;
-}
-
-static void mem_free(void *ctx, uint64_t addr)
-{
-	int ret;
-
-	LOCKED(ret, (mem_free_locked(ctx, addr), 0));
-	(void)ret;
-}
-
-static const struct bstore_ops mem_ops = {
-	.read = mem_read, .write = mem_write, .alloc = mem_alloc, .free = mem_free,
-};
-
-static void mem_init(struct memstore *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->store.ops = &mem_ops;
-	s->store.ctx = s;
-	s->fail_alloc_after = -1;
-	pthread_mutex_init(&s->mu, NULL);
-}
-
-static void mem_destroy(struct memstore *s)
-{
-	for (size_t i = 0; i < s->next; i++)
-		free(s->node[i]);
-	free(s->node);
-	free(s->used);
-	free(s->freelist);
-	pthread_mutex_destroy(&s->mu);
-}
+static const uint8_t *const uuid = bt_uuid;	/* the tree env_open makes */
 
 /* ---- helpers ---- */
 
@@ -210,16 +47,6 @@ static void expect_val(struct btree *t, struct bkey k, unsigned len, uint64_t se
 	assert_int_equal(got, len);
 	fill(want, len, seed);
 	assert_memory_equal(v, want, len);
-}
-
-static void commit_release(struct btree *t, struct memstore *s, struct broot *root)
-{
-	uint64_t *freed;
-	size_t nfreed;
-
-	assert_int_equal(bt_commit(t, root, &freed, &nfreed), 0);
-	bt_release(t, freed, nfreed);
-	free(freed);
 }
 
 /* ---- node codec ---- */
@@ -351,26 +178,6 @@ static void test_bcache(void **state)
 
 /* ---- tree basics ---- */
 
-struct env {
-	struct memstore ms;
-	struct bcache *cache;
-	struct btree t;
-};
-
-static void env_open(struct env *e, uint64_t budget)
-{
-	mem_init(&e->ms);
-	assert_int_equal(bcache_create(budget, &e->cache), 0);
-	assert_int_equal(bt_open(&e->t, &e->ms.store, e->cache, 5, uuid, NULL), 0);
-}
-
-static void env_close(struct env *e)
-{
-	bt_close(&e->t);
-	bcache_destroy(e->cache);
-	mem_destroy(&e->ms);
-}
-
 static void test_grow_shrink(void **state)
 {
 	struct env e;
@@ -387,7 +194,7 @@ static void test_grow_shrink(void **state)
 	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
 	assert_int_equal(items, N);
 	assert_true(e.t.root.level >= 2);	/* internal nodes split too */
-	commit_release(&e.t, &e.ms, &r1);
+	commit_release(&e.t, &r1);
 	assert_int_equal(e.ms.nused, nodes);
 	assert_int_equal(bt_begin(&e.t, 1), -EINVAL);	/* generations only grow */
 
@@ -411,7 +218,7 @@ static void test_grow_shrink(void **state)
 		assert_int_equal(items, N);
 		bt_close(&old);
 	}
-	commit_release(&e.t, &e.ms, &r2);
+	commit_release(&e.t, &r2);
 	assert_int_equal(e.ms.nused, nodes);
 	for (unsigned i = 0; i < N; i += 1000)
 		expect_val(&e.t, K(i % 7, 1, i), 100 + i % 50, i);
@@ -419,7 +226,7 @@ static void test_grow_shrink(void **state)
 	assert_int_equal(bt_begin(&e.t, gen++), 0);
 	for (unsigned i = 0; i < N; i += 1000)
 		assert_int_equal(bt_delete(&e.t, &K(i % 7, 1, i)), 0);
-	commit_release(&e.t, &e.ms, &r2);
+	commit_release(&e.t, &r2);
 	assert_int_equal(r2.level, 0);
 	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
 	assert_int_equal(items, 0);
@@ -442,7 +249,7 @@ static void test_commit_abort(void **state)
 		put_val(&e.t, K(i, 2, 0), 100, i);
 	assert_int_equal(bt_insert(&e.t, &K(1, 1, 1), big, sizeof(big)), -E2BIG);
 	assert_int_equal(bt_insert(&e.t, &K(1, 1, BKEY_OFF_MAX + 1), big, 1), -EINVAL);
-	commit_release(&e.t, &e.ms, &r1);
+	commit_release(&e.t, &r1);
 	assert_int_equal(r1.ptr.gen, 10);
 
 	/* One change rewrites only its path; the rest is shared. */
@@ -502,7 +309,7 @@ static void test_errors(void **state)
 	assert_int_equal(bt_begin(&e.t, 1), 0);
 	for (unsigned i = 0; i < 3000; i++)
 		put_val(&e.t, K(i, 0, 0), 100, i);
-	commit_release(&e.t, &e.ms, &r);
+	commit_release(&e.t, &r);
 	assert_int_equal(bt_begin(&e.t, 2), 0);
 	e.ms.fail_alloc_after = 1;
 	for (unsigned i = 0; i < 3000 && !ret; i++) {
@@ -937,7 +744,7 @@ static void test_concurrent(void **state)
 	assert_int_equal(bt_begin(&e.t, gen++), 0);
 	for (unsigned i = 0; i < 4000; i += 2)
 		put_val(&e.t, K(1, 1, i), 64, i);
-	commit_release(&e.t, &e.ms, &r);
+	commit_release(&e.t, &r);
 	for (unsigned i = 0; i < 3; i++) {
 		rd[i] = (struct reader){ &e.t, &stop, 0 };
 		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
@@ -953,7 +760,7 @@ static void test_concurrent(void **state)
 		if (round % 4 == 3)
 			bt_abort(&e.t);
 		else
-			commit_release(&e.t, &e.ms, &r);
+			commit_release(&e.t, &r);
 	}
 	atomic_store(&stop, true);
 	for (unsigned i = 0; i < 3; i++) {
