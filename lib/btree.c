@@ -798,6 +798,26 @@ void bt_release(struct btree *t, const uint64_t *freed, size_t n)
 	}
 }
 
+int bt_trans_freed(struct btree *t, uint64_t **freed, size_t *n)
+{
+	int ret = 0;
+
+	*freed = NULL;
+	*n = 0;
+	pthread_rwlock_rdlock(&t->lock);
+	if (t->in_trans && t->nfreed) {
+		*freed = malloc(t->nfreed * sizeof(**freed));
+		if (*freed) {
+			memcpy(*freed, t->freed, t->nfreed * sizeof(**freed));
+			*n = t->nfreed;
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return ret;
+}
+
 /* ---- iteration ---- */
 
 int bt_iter_init(struct bt_iter *it, struct btree *t, const struct bkey *start)
