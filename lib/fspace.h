@@ -146,6 +146,12 @@ void fspace_commit_done(struct fspace *fs);
 void fspace_commit_abort(struct fspace *fs);
 
 void fspace_stats(struct fspace *fs, struct fspace_stats *st);
+/* Check every item of the committed-or-open tree against FORMAT.md: FREE
+ * items inside one group, maximal (never touching), in a group with a
+ * summary that counts them exactly; node map chunks inside the area and
+ * never all free.  Reads the whole tree (fsck, tests).  0 or -EUCLEAN with
+ * a reason in why. */
+int fspace_verify(struct fspace *fs, char *why, size_t whylen);
 /* The free-space tree itself (bt_verify in tests and fsck). */
 struct btree *fspace_tree(struct fspace *fs);
 

@@ -15,6 +15,7 @@
  * the transaction, so the second or third round ends it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -559,4 +560,124 @@ void fspace_stats(struct fspace *fs, struct fspace_stats *st)
 struct btree *fspace_tree(struct fspace *fs)
 {
 	return &fs->tree;
+}
+
+/* ---- verification (fsck, tests) ---- */
+
+struct vstate {
+	struct fspace *fs;
+	uint64_t *gfree, *gmax, *gext;	/* from the FREE items, per group */
+	uint8_t *has;			/* group has a GROUP item */
+	uint64_t prev_end;		/* end of the previous FREE item */
+	char *why;
+	size_t whylen;
+};
+
+static int vfail(struct vstate *v, const char *what, const struct bkey *k)
+{
+	snprintf(v->why, v->whylen, "%s at (%llu, %u, %llu)", what, (unsigned long long)k->id,
+		 k->type, (unsigned long long)k->off);
+	return -EUCLEAN;
+}
+
+static int verify_free(struct vstate *v, const struct bkey *k, unsigned len)
+{
+	struct fspace *fs = v->fs;
+	uint64_t gi, gs;
+
+	if (len || k->id < fs->p.start || k->id >= fs->p.end || !k->off)
+		return vfail(v, "FREE item outside the data area", k);
+	gi = (k->id - fs->p.start) / fs->p.gblocks;
+	gs = fs->p.start + fs_gstart(fs, gi);
+	if (k->off > gs + fs_glen(fs, gi) - k->id)
+		return vfail(v, "FREE item crosses its group's end", k);
+	if (!v->has[gi])
+		return vfail(v, "FREE item in a group without a summary", k);
+	if (k->id < v->prev_end || (k->id == v->prev_end && k->id != gs))
+		return vfail(v, "FREE items touch or overlap", k);
+	v->prev_end = k->id + k->off;
+	v->gfree[gi] += k->off;
+	v->gext[gi]++;
+	if (k->off > v->gmax[gi])
+		v->gmax[gi] = k->off;
+	return 0;
+}
+
+static int verify_item(struct vstate *v, const struct bkey *k, const uint8_t *val, unsigned len)
+{
+	struct fspace *fs = v->fs;
+
+	if (k->id)
+		return k->type == FSK_FREE ? verify_free(v, k, len) : vfail(v, "unknown item", k);
+	if (k->type == FSK_GROUP) {
+		if (k->off >= fs->ngroups || len != SUMMARY_BYTES)
+			return vfail(v, "bad GROUP item", k);
+		v->has[k->off] = 1;
+		return 0;
+	}
+	if (k->type == FSK_NODEMAP) {
+		uint64_t any = 0, base = k->off * FSPACE_MAP_SLOTS;
+
+		if (k->off >= fs->nm.nchunks || len != FSPACE_MAP_BYTES)
+			return vfail(v, "bad NODEMAP item", k);
+		for (unsigned i = 0; i < FSPACE_MAP_SLOTS; i++) {
+			bool bit = val[i / 8] & (1u << (i % 8));
+
+			any |= bit;
+			if (bit && base + i >= fs->nm.nslots)
+				return vfail(v, "NODEMAP bit past the node area", k);
+		}
+		return any ? 0 : vfail(v, "NODEMAP item with no slot in use", k);
+	}
+	return vfail(v, "unknown item", k);
+}
+
+/* Every GROUP item against its FREE items (read again for the values). */
+static int verify_groups(struct vstate *v)
+{
+	for (uint64_t gi = 0; gi < v->fs->ngroups; gi++) {
+		struct bkey k = { 0, FSK_GROUP, gi };
+		uint8_t val[SUMMARY_BYTES];
+		unsigned len;
+
+		if (!v->has[gi])
+			continue;
+		if (bt_lookup(&v->fs->tree, &k, val, sizeof(val), &len))
+			return vfail(v, "GROUP item vanished", &k);
+		if (le64_get(val) != v->gfree[gi] || le64_get(val + 8) != v->gmax[gi] ||
+		    le64_get(val + 16) != v->gext[gi])
+			return vfail(v, "GROUP summary disagrees with its FREE items", &k);
+	}
+	return 0;
+}
+
+int fspace_verify(struct fspace *fs, char *why, size_t whylen)
+{
+	struct vstate v = { .fs = fs, .why = why, .whylen = whylen };
+	struct bkey k;
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	int ret = -ENOMEM;
+
+	v.gfree = calloc(fs->ngroups, 8);
+	v.gmax = calloc(fs->ngroups, 8);
+	v.gext = calloc(fs->ngroups, 8);
+	v.has = calloc(fs->ngroups, 1);
+	if (v.gfree && v.gmax && v.gext && v.has)
+		ret = bt_iter_init(&it, &fs->tree, &bkey_min);
+	while (!ret) {
+		ret = bt_iter_next(&it, &k, &val, &len);
+		if (!ret)
+			ret = verify_item(&v, &k, val, len);
+	}
+	if (v.gfree && v.gmax && v.gext && v.has)
+		bt_iter_free(&it);
+	if (ret == -ENOENT)
+		ret = verify_groups(&v);
+	free(v.gfree);
+	free(v.gmax);
+	free(v.gext);
+	free(v.has);
+	return ret;
 }
