@@ -173,7 +173,7 @@ static void group_take(struct fspace *fs, uint64_t gi, uint64_t rs, uint64_t n)
 	bm_set(g->bm, rs, rs + n);
 	atomic_store(&g->free, atomic_load(&g->free) - n);
 	g->cursor = rs + n < fs_glen(fs, gi) ? rs + n : 0;
-	g->dirty = true;
+	fs_group_mark(g, rs, rs + n);
 }
 
 static uint64_t group_bound(struct fs_group *g)
@@ -319,7 +319,7 @@ static int put_in_group(struct fspace *fs, uint64_t gi, uint64_t pos, uint64_t e
 		bm_clear(g->bm, pos, end);
 		atomic_store(&g->free, atomic_load(&g->free) + *freed);
 		widen(fs, gi, pos, end);
-		g->dirty = true;
+		fs_group_mark(g, pos, end);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return ret;
@@ -391,7 +391,7 @@ static int claim_locked(struct fspace *fs, uint64_t pos, uint64_t end)
 
 		bm_set(g->bm, a - gs, b - gs);
 		atomic_store(&g->free, atomic_load(&g->free) - (b - a));
-		g->dirty = true;
+		fs_group_mark(g, a - gs, b - gs);
 	}
 	return 0;
 }

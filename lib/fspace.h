@@ -86,6 +86,7 @@ struct fspace_stats {
 	uint64_t loaded_bytes;		/* group bitmaps in memory */
 	uint64_t loads, evictions;
 	uint64_t commits, items_written;	/* tree inserts + deletes by commits */
+	uint64_t items_read;		/* FREE items commits read to compare */
 	uint64_t errors;		/* frees of free blocks, failed loads */
 };
 

@@ -26,7 +26,23 @@ struct fs_group {
 	bool dirty;			/* changed since its last snapshot */
 	bool in_ckpt;			/* a commit writes its snapshot: pinned */
 	bool ondisk;			/* has items; else wholly free, no items */
+	uint64_t dlo, dhi;		/* blocks changed since the snapshot */
+	uint64_t ck_lo, ck_hi;		/* ... in the snapshot a commit writes */
+	uint64_t nextents;		/* its FREE items in the open transaction */
+	uint64_t ck_next;		/* ... in the last commit (an abort's) */
 } __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct fs_group) == 128, "a group summary is 128 bytes");
+
+/* Blocks [lo, hi) of group @g changed (under its mu). */
+static inline void fs_group_mark(struct fs_group *g, uint64_t lo, uint64_t hi)
+{
+	if (!g->dirty || lo < g->dlo)
+		g->dlo = lo;
+	if (!g->dirty || hi > g->dhi)
+		g->dhi = hi;
+	g->dirty = true;
+}
 
 struct fs_defer {
 	uint64_t blk, n, seq;
@@ -66,7 +82,7 @@ struct fspace {
 	uint64_t *carry;		/* own freed nodes not yet released */
 	size_t ncarry;
 	bool committing;		/* committed, not yet done/aborted */
-	uint64_t commits, items_written;
+	uint64_t commits, items_written, items_read;
 
 	struct fs_group *groups;
 };

@@ -42,6 +42,7 @@ static int load_summary(struct fspace *fs, const struct bkey *k, const uint8_t *
 		return -EUCLEAN;
 	atomic_store(&g->free, gfree);
 	atomic_store(&g->maxrun, maxrun);
+	g->nextents = le64_get(v + 16);
 	g->ondisk = true;
 	return 0;
 }
@@ -188,11 +189,11 @@ static int runs_push(struct runs *r, uint64_t start, uint64_t n)
 	return 0;
 }
 
-/* The FREE items of group @gi as the transaction sees them. */
-static int tree_runs(struct fspace *fs, uint64_t gi, struct runs *r)
+/* The FREE items starting in blocks [from, to) as the transaction sees
+ * them. */
+static int tree_runs(struct fspace *fs, uint64_t from, uint64_t to, struct runs *r)
 {
-	uint64_t gs = fs->p.start + fs_gstart(fs, gi), ge = gs + fs_glen(fs, gi);
-	struct bkey start = { gs, FSK_FREE, 0 }, k;
+	struct bkey start = { from, FSK_FREE, 0 }, k;
 	struct bt_iter it;
 	const void *val;
 	unsigned len;
@@ -201,7 +202,7 @@ static int tree_runs(struct fspace *fs, uint64_t gi, struct runs *r)
 	ret = bt_iter_init(&it, &fs->tree, &start);
 	while (!ret) {
 		ret = bt_iter_next(&it, &k, &val, &len);
-		if (!ret && k.id < ge)
+		if (!ret && k.id < to)
 			ret = runs_push(r, k.id, k.off);
 		else if (!ret)
 			break;
@@ -210,28 +211,43 @@ static int tree_runs(struct fspace *fs, uint64_t gi, struct runs *r)
 	return ret == -ENOENT ? 0 : ret;
 }
 
-/* The free runs of a bitmap copy of group @gi; *maxrun the longest. */
-static int bitmap_runs(struct fspace *fs, uint64_t gi, const uint64_t *bm, struct runs *r,
-		       uint64_t *maxrun)
+/* The free runs of group @gi's bitmap copy in [lo, hi) (group-relative;
+ * used blocks or the group's ends bound the range, so every run inside
+ * is whole). */
+static int bitmap_runs(struct fspace *fs, uint64_t gi, const uint64_t *bm, uint64_t lo,
+		       uint64_t hi, struct runs *r)
 {
-	uint64_t len = fs_glen(fs, gi), base = fs->p.start + fs_gstart(fs, gi), pos = 0;
+	uint64_t base = fs->p.start + fs_gstart(fs, gi), pos = lo;
 
-	*maxrun = 0;
+	while (pos < hi) {
+		uint64_t z = bm_next_zero(bm, pos, hi), o;
+		int ret;
+
+		if (z >= hi)
+			break;
+		o = bm_next_one(bm, z, hi);
+		ret = runs_push(r, base + z, o - z);
+		if (ret)
+			return ret;
+		pos = o;
+	}
+	return 0;
+}
+
+static uint64_t bitmap_maxrun(const uint64_t *bm, uint64_t len)
+{
+	uint64_t pos = 0, best = 0;
+
 	while (pos < len) {
 		uint64_t z = bm_next_zero(bm, pos, len), o;
-		int ret;
 
 		if (z >= len)
 			break;
 		o = bm_next_one(bm, z, len);
-		ret = runs_push(r, base + z, o - z);
-		if (ret)
-			return ret;
-		if (o - z > *maxrun)
-			*maxrun = o - z;
+		best = o - z > best ? o - z : best;
 		pos = o;
 	}
-	return 0;
+	return best;
 }
 
 /* Make the tree's runs @old into @new: only the items that differ. */
@@ -262,22 +278,39 @@ static int apply_runs(struct fspace *fs, const struct runs *old, const struct ru
 	return ret;
 }
 
-static int write_group(struct fspace *fs, uint64_t gi, const uint64_t *snap, uint64_t gfree)
+/*
+ * Write group @gi's snapshot: the FREE items that differ, in the changed
+ * range [lo, hi) widened to the free runs around it (an item outside it
+ * is the same in the tree and the snapshot, and none crosses its ends),
+ * and the summary.  A group without items yet gets all of its runs.
+ */
+static int write_group(struct fspace *fs, uint64_t gi, const uint64_t *snap, uint64_t gfree,
+		       uint64_t lo, uint64_t hi)
 {
+	struct fs_group *g = &fs->groups[gi];
+	uint64_t len = fs_glen(fs, gi), gs = fs->p.start + fs_gstart(fs, gi);
 	struct runs old = { 0 }, new = { 0 };
 	uint8_t v[SUMMARY_BYTES];
-	uint64_t maxrun;
-	int ret;
+	int ret = 0;
 
-	ret = tree_runs(fs, gi, &old);
+	if (g->ondisk) {	/* only this thread changes it */
+		lo = bm_prev_one_end(snap, 0, lo);
+		hi = bm_next_one(snap, hi, len);
+		ret = tree_runs(fs, gs + lo, gs + hi, &old);
+		fs->items_read += old.n;
+	} else {
+		lo = 0;
+		hi = len;
+	}
 	if (!ret)
-		ret = bitmap_runs(fs, gi, snap, &new, &maxrun);
+		ret = bitmap_runs(fs, gi, snap, lo, hi, &new);
 	if (!ret)
 		ret = apply_runs(fs, &old, &new);
 	if (!ret) {
+		g->nextents = g->nextents - old.n + new.n;
 		le64_put(v, gfree);
-		le64_put(v + 8, maxrun);
-		le64_put(v + 16, new.n);
+		le64_put(v + 8, bitmap_maxrun(snap, len));
+		le64_put(v + 16, g->nextents);
 		ret = bt_insert(&fs->tree, &(struct bkey){ 0, FSK_GROUP, gi }, v, sizeof(v));
 		fs->items_written++;
 	}
@@ -307,8 +340,11 @@ static int commit_groups(struct fspace *fs)
 		gfree = atomic_load(&g->free);
 		g->dirty = false;
 		g->in_ckpt = true;
+		g->ck_lo = g->dlo;
+		g->ck_hi = g->dhi;
+		g->ck_next = g->nextents;
 		pthread_mutex_unlock(&g->mu);
-		ret = write_group(fs, gi, snap, gfree);
+		ret = write_group(fs, gi, snap, gfree, g->ck_lo, g->ck_hi);
 	}
 	free(snap);
 	return ret;
@@ -324,10 +360,12 @@ static void end_groups(struct fspace *fs, bool ok)
 		pthread_mutex_lock(&g->mu);
 		if (g->in_ckpt) {
 			g->in_ckpt = false;
-			if (ok)
+			if (ok) {
 				g->ondisk = true;
-			else
-				g->dirty = true;
+			} else {
+				fs_group_mark(g, g->ck_lo, g->ck_hi);
+				g->nextents = g->ck_next;
+			}
 		}
 		pthread_mutex_unlock(&g->mu);
 	}
@@ -551,6 +589,7 @@ void fspace_stats(struct fspace *fs, struct fspace_stats *st)
 	pthread_mutex_lock(&fs->commit_mu);
 	st->commits = fs->commits;
 	st->items_written = fs->items_written;
+	st->items_read = fs->items_read;
 	pthread_mutex_unlock(&fs->commit_mu);
 	pthread_mutex_lock(&fs->nm.mu);
 	st->errors = atomic_load(&fs->errors) + fs->nm.errors;

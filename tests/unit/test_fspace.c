@@ -866,6 +866,48 @@ static void test_reserves(void **state)
 	mem_destroy(&ms);
 }
 
+/* ---- a checkpoint costs what changed ---- */
+
+static void test_ckpt_cost(void **state)
+{
+	struct fspace_params p = { .start = 1000, .end = 1000 + 4 * 4096, .gblocks = 4096,
+		.node_start = 16, .nslots = 200, .budget = 1u << 20 };
+	struct fspace_stats a, b;
+	struct memstore ms;
+	struct bcache *c;
+	struct fspace *fs;
+	struct broot root;
+	uint64_t blk, got, gen = 1;
+	char why[200];
+
+	(void)state;
+	mem_init(&ms, p.node_start, p.nslots);
+	assert_int_equal(bcache_create(1u << 20, &c), 0);
+	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
+	/* Group 0 in 2048 runs: every other block used. */
+	for (uint64_t i = 0; i < 4096; i += 2)
+		assert_int_equal(fspace_claim(fs, 1000 + i, 1), 0);
+	assert_int_equal(fspace_commit(fs, ++gen, NULL, 0, &root), 0);
+	fspace_commit_done(fs);
+	fspace_stats(fs, &a);
+	/* One block more: one run goes, the summary changes. */
+	assert_int_equal(fspace_get(fs, 1, 0, FSPACE_DATA, &blk, &got), 0);
+	assert_int_equal(fspace_commit(fs, ++gen, NULL, 0, &root), 0);
+	fspace_commit_done(fs);
+	fspace_stats(fs, &b);
+	printf("one block in a group of 2048 runs: %llu items read, %llu written\n",
+	       (unsigned long long)(b.items_read - a.items_read),
+	       (unsigned long long)(b.items_written - a.items_written));
+	assert_true(b.items_read - a.items_read <= 2);
+	/* The run, the summary, a node map chunk or two. */
+	assert_true(b.items_written - a.items_written <= 4);
+	if (fspace_verify(fs, why, sizeof(why)))
+		fail_msg("%s", why);
+	fspace_close(fs);
+	bcache_destroy(c);
+	mem_destroy(&ms);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -873,6 +915,7 @@ int main(void)
 		cmocka_unit_test(test_model_mirror),
 		cmocka_unit_test(test_crash),
 		cmocka_unit_test(test_reserves),
+		cmocka_unit_test(test_ckpt_cost),
 		cmocka_unit_test(test_membound),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_bench),
