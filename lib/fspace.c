@@ -250,6 +250,92 @@ static int get_longest(struct fspace *fs, uint64_t take, uint64_t first, uint64_
 	return ret;
 }
 
+/* Might a run of @want start in group @g0's tail?  From the bounds alone
+ * (no lock, no load): the tail, wholly free groups, then a head. */
+static bool may_span(struct fspace *fs, uint64_t g0, uint64_t want)
+{
+	uint64_t s = group_bound(&fs->groups[g0]);
+
+	for (uint64_t k = g0 + 1; s && s < want && k < fs->ngroups; k++) {
+		struct fs_group *g = &fs->groups[k];
+
+		if (atomic_load(&g->free) != fs_glen(fs, k))
+			return s + group_bound(g) >= want;
+		s += fs_glen(fs, k);
+	}
+	return s >= want;
+}
+
+/* With groups [g0, *g1] locked and loaded: the free blocks from the tail
+ * of g0 on; *g1 is the last group the run reaches. */
+static int span_cover(struct fspace *fs, uint64_t g0, uint64_t want, uint64_t *g1,
+		      uint64_t *cover, uint64_t *rs)
+{
+	uint64_t len = fs_glen(fs, g0);
+	int ret;
+
+	*rs = bm_prev_one_end(fs->groups[g0].bm, 0, len);
+	*cover = len - *rs;
+	for (*g1 = g0; *cover && *cover < want && *g1 + 1 < fs->ngroups;) {
+		uint64_t k = ++*g1, head;
+
+		pthread_mutex_lock(&fs->groups[k].mu);
+		ret = fs_group_load(fs, k);
+		if (ret) {
+			pthread_mutex_unlock(&fs->groups[k].mu);
+			--*g1;
+			return ret;
+		}
+		head = bm_next_one(fs->groups[k].bm, 0, fs_glen(fs, k));
+		*cover += head;
+		if (head < fs_glen(fs, k))
+			break;
+	}
+	return 0;
+}
+
+/* Take @want blocks from group-relative @rs of g0 on, across groups. */
+static void span_take(struct fspace *fs, uint64_t g0, uint64_t rs, uint64_t want)
+{
+	for (uint64_t gi = g0; want; gi++, rs = 0) {
+		uint64_t n = fs_glen(fs, gi) - rs < want ? fs_glen(fs, gi) - rs : want;
+
+		group_take(fs, gi, rs, n);
+		want -= n;
+	}
+}
+
+/*
+ * A run of @want across group boundaries, only when no group holds one:
+ * large requests on a fragmented area.  Locks the groups of a candidate
+ * in ascending order (as fspace_claim does).
+ */
+static int get_across(struct fspace *fs, uint64_t want, uint64_t *blk, uint64_t *got)
+{
+	*got = 0;
+	for (uint64_t g0 = 0; g0 + 1 < fs->ngroups && !*got; g0++) {
+		uint64_t g1 = g0, cover = 0, rs = 0;
+		int ret;
+
+		if (!may_span(fs, g0, want))
+			continue;
+		pthread_mutex_lock(&fs->groups[g0].mu);
+		ret = fs_group_load(fs, g0);
+		if (!ret)
+			ret = span_cover(fs, g0, want, &g1, &cover, &rs);
+		if (!ret && cover >= want) {
+			span_take(fs, g0, rs, want);
+			*blk = fs->p.start + fs_gstart(fs, g0) + rs;
+			*got = want;
+		}
+		for (uint64_t gi = g1 + 1; gi-- > g0;)
+			pthread_mutex_unlock(&fs->groups[gi].mu);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int fspace_get(struct fspace *fs, uint64_t want, uint64_t hint, int kind, uint64_t *blk,
 	       uint64_t *got)
 {
@@ -269,7 +355,10 @@ int fspace_get(struct fspace *fs, uint64_t want, uint64_t hint, int kind, uint64
 		if (group_bound(&fs->groups[gi]) >= take)
 			ret = try_group(fs, gi, take, false, blk, &n);
 	}
-	/* 2: the longest run there is. */
+	/* 2: a full run across groups. */
+	if (!n && !ret && take > 1 && fs->ngroups > 1)
+		ret = get_across(fs, take, blk, &n);
+	/* 3: the longest run there is. */
 	if (!n && !ret)
 		ret = get_longest(fs, take, first, blk, &n);
 	if (n < take)

@@ -102,9 +102,10 @@ int fspace_open(struct bstore *io, struct bcache *c, const uint8_t fs_uuid[16],
 void fspace_close(struct fspace *fs);
 
 /* ---- data blocks ---- */
-/* Allocate 1..@want contiguous blocks: the full @want when a group holds a
- * free run that long (the hint's group first), else the longest run of the
- * group with the longest one.  -ENOSPC; -EIO/-ENOMEM (a group load). */
+/* Allocate 1..@want contiguous blocks: the full @want when a free run that
+ * long exists (in the hint's group first, then the others, then across
+ * group boundaries), else the longest run of the group with the longest
+ * one.  -ENOSPC; -EIO/-ENOMEM (a group load). */
 int fspace_get(struct fspace *fs, uint64_t want, uint64_t hint, int kind, uint64_t *blk,
 	       uint64_t *got);
 /* Free a run now (nothing durable references it).  A block already free

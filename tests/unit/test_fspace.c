@@ -230,14 +230,13 @@ static void m_close(struct model *m)
 	bcache_destroy(m->c);
 }
 
-/* The longest free run of the model inside one group. */
+/* The longest free run of the model (across groups too). */
 static uint64_t m_maxrun(struct model *m)
 {
 	uint64_t best = 0, cur = 0;
 
 	for (uint64_t b = 0; b < M_TOTAL; b++) {
-		cur = (b % M_GB == 0 || m->used[b]) ? 0 : cur;
-		cur += !m->used[b];
+		cur = m->used[b] ? 0 : cur + 1;
 		best = cur > best ? cur : best;
 	}
 	return best;
@@ -866,6 +865,40 @@ static void test_reserves(void **state)
 	mem_destroy(&ms);
 }
 
+/* ---- a run across a group boundary ---- */
+
+static void test_across(void **state)
+{
+	struct fspace_params p = { .start = 1000, .end = 1000 + 4 * 4096 + 100, .gblocks = 4096,
+		.node_start = 16, .nslots = 200, .budget = 1u << 20 };
+	struct memstore ms;
+	struct bcache *c;
+	struct fspace *fs;
+	uint64_t blk, got;
+
+	(void)state;
+	mem_init(&ms, p.node_start, p.nslots);
+	assert_int_equal(bcache_create(1u << 20, &c), 0);
+	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
+	/* Free: the last 10 blocks of group 0, all of group 1, the first 30
+	 * of group 2; and 20 blocks in the middle of group 3. */
+	assert_int_equal(fspace_claim(fs, 1000, 4086), 0);
+	assert_int_equal(fspace_claim(fs, 1000 + 2 * 4096 + 30, 4066), 0);
+	assert_int_equal(fspace_claim(fs, 1000 + 3 * 4096, 2000), 0);
+	assert_int_equal(fspace_claim(fs, 1000 + 3 * 4096 + 2020, 4096 + 100 - 2020), 0);
+	assert_int_equal(fspace_get(fs, 4096 + 40, 3, FSPACE_DATA, &blk, &got), 0);
+	assert_int_equal(got, 4096 + 40);
+	assert_int_equal(blk, 1000 + 4086);
+	/* What is left: 20 in group 3; a request for 30 gets those. */
+	assert_int_equal(fspace_get(fs, 30, 0, FSPACE_DATA, &blk, &got), 0);
+	assert_int_equal(got, 20);
+	assert_int_equal(blk, 1000 + 3 * 4096 + 2000);
+	assert_int_equal(fspace_free_blocks(fs), 0);
+	fspace_close(fs);
+	bcache_destroy(c);
+	mem_destroy(&ms);
+}
+
 /* ---- a checkpoint costs what changed ---- */
 
 static void test_ckpt_cost(void **state)
@@ -915,6 +948,7 @@ int main(void)
 		cmocka_unit_test(test_model_mirror),
 		cmocka_unit_test(test_crash),
 		cmocka_unit_test(test_reserves),
+		cmocka_unit_test(test_across),
 		cmocka_unit_test(test_ckpt_cost),
 		cmocka_unit_test(test_membound),
 		cmocka_unit_test(test_threads),
