@@ -32,6 +32,7 @@ struct memstore {
 	pthread_mutex_t mu;
 	uint64_t base, nslots, bytes;
 	void **node;			/* by slot */
+	int fail_writes, fail_reads;	/* fail the next this many (-EIO) */
 };
 
 static int mem_read(void *ctx, const struct bptr *p, void *buf)
@@ -41,7 +42,9 @@ static int mem_read(void *ctx, const struct bptr *p, void *buf)
 	int ret = -EIO;
 
 	pthread_mutex_lock(&s->mu);
-	if (p->addr >= s->base && slot < s->nslots && s->node[slot]) {
+	if (s->fail_reads > 0) {
+		s->fail_reads--;
+	} else if (p->addr >= s->base && slot < s->nslots && s->node[slot]) {
 		memcpy(buf, s->node[slot], BNODE_SIZE);
 		ret = bnode_matches(buf, p) ? 0 : -EIO;
 	}
@@ -57,6 +60,11 @@ static int mem_write(void *ctx, uint64_t addr, const void *buf)
 	if (addr < s->base || slot >= s->nslots)
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
+	if (s->fail_writes > 0) {
+		s->fail_writes--;
+		pthread_mutex_unlock(&s->mu);
+		return -EIO;
+	}
 	if (!s->node[slot]) {
 		s->node[slot] = malloc(BNODE_SIZE);
 		s->bytes += BNODE_SIZE;
@@ -193,6 +201,7 @@ struct model {
 	struct btree other;		/* another tree on the node store */
 	struct fspace_params p;
 	uint64_t gen, seq, durable, rng;
+	uint64_t cbudget;		/* node cache bytes; 0: 256 KiB */
 	uint8_t used[M_TOTAL];
 	struct mrun own[4096];
 	size_t nown;
@@ -218,7 +227,7 @@ static uint64_t rnd(struct model *m)
 
 static void m_open(struct model *m)
 {
-	assert_int_equal(bcache_create(256u << 10, &m->c), 0);
+	assert_int_equal(bcache_create(m->cbudget ? m->cbudget : 256u << 10, &m->c), 0);
 	assert_int_equal(fspace_open(m->io, m->c, uuid, &m->p, &m->froot, &m->fs), 0);
 	assert_int_equal(bt_open(&m->other, fspace_node_store(m->fs), m->c, 1, uuid, &m->oroot), 0);
 }
@@ -865,6 +874,63 @@ static void test_reserves(void **state)
 	mem_destroy(&ms);
 }
 
+/* ---- I/O errors: a failed commit is redone by the next, a failed load
+ * changes nothing ---- */
+
+static void test_errors(void **state)
+{
+	struct memstore ms;
+	struct model *m = calloc(1, sizeof(*m));
+	struct broot froot;
+	uint64_t blk, got;
+
+	(void)state;
+	assert_non_null(m);
+	mem_init(&ms, M_NODE_START, M_NSLOTS);
+	m->io = &ms.store;
+	m->rng = 11;
+	m->p = (struct fspace_params){ .start = M_START, .end = M_START + M_TOTAL,
+		.gblocks = M_GB, .node_start = M_NODE_START, .nslots = M_NSLOTS,
+		.node_reserve = 8, .budget = M_GB / 8 };
+	m_open(m);
+	for (unsigned i = 0; i < 400; i++)
+		m_alloc(m);
+	m_commit(m, true);
+	for (unsigned round = 0; round < 3; round++) {
+		for (unsigned i = 0; i < 100; i++)
+			m_put(m), m_alloc(m);
+		/* The node writes of the commit fail: nothing is published, the
+		 * changed groups stay changed. */
+		ms.fail_writes = 1 + (int)round;
+		assert_int_equal(fspace_commit(m->fs, ++m->gen, NULL, 0, &froot), -EIO);
+		ms.fail_writes = 0;
+		m_commit(m, true);
+		m_check(m, false);
+	}
+	m_crash(m);
+	/* A group load that fails: -EIO, and nothing changed. */
+	m_close(m);
+	m->cbudget = 1;		/* nothing stays cached: the load reads */
+	m_open(m);
+	ms.fail_reads = 1000;
+	assert_int_equal(fspace_get(m->fs, 8, 0, FSPACE_DATA, &blk, &got), -EIO);
+	ms.fail_reads = 0;
+	{
+		struct fspace_stats st;
+
+		fspace_stats(m->fs, &st);
+		assert_int_equal(st.errors, 1);	/* the failed load */
+		assert_int_equal(fspace_free_blocks(m->fs), m_free(m));
+	}
+	m_close(m);
+	m_open(m);
+	m_check(m, true);
+	m_close(m);
+	free(m->carry);
+	free(m);
+	mem_destroy(&ms);
+}
+
 /* ---- a run across a group boundary ---- */
 
 static void test_across(void **state)
@@ -948,6 +1014,7 @@ int main(void)
 		cmocka_unit_test(test_model_mirror),
 		cmocka_unit_test(test_crash),
 		cmocka_unit_test(test_reserves),
+		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_across),
 		cmocka_unit_test(test_ckpt_cost),
 		cmocka_unit_test(test_membound),
