@@ -195,30 +195,10 @@ static unsigned group_of(const struct alloc *a, uint64_t off)
  */
 static uint64_t group_search(struct alloc *a, struct ag *g, uint64_t want, uint64_t *rs)
 {
-	uint64_t best = 0, bs = 0;
-	uint64_t from[2] = { g->cursor, g->gstart }, limit[2] = { g->gend, g->cursor };
+	uint64_t best = bm_find_run(a->bm, g->gstart, g->gend, g->cursor, want, rs);
 
-	for (int pass = 0; pass < 2; pass++) {
-		uint64_t pos = from[pass];
-		while (pos < limit[pass]) {
-			uint64_t z = bm_next_zero(a->bm, pos, limit[pass]);
-			if (z >= limit[pass])
-				break;
-			uint64_t cap = g->gend - z < want ? g->gend : z + want;
-			uint64_t o = bm_next_one(a->bm, z, cap);
-			if (o - z >= want) {
-				*rs = z;
-				return want;
-			}
-			if (o - z > best) {
-				best = o - z;
-				bs = z;
-			}
-			pos = o;
-		}
-	}
-	g->maxrun = best;
-	*rs = bs;
+	if (best < want)
+		g->maxrun = best;
 	return best;
 }
 

@@ -83,6 +83,43 @@ static inline void bm_clear(uint64_t *bm, uint64_t from, uint64_t to)
 	}
 }
 
+/*
+ * A run of @want clear bits in [lo, hi), searching from @cursor to hi and
+ * then from lo to the cursor.  Returns want (the run at *rs) or, when there
+ * is none, the longest run (possibly 0) at *rs.  A run found after the
+ * wrap may reach past the cursor (up to hi).
+ */
+static inline uint64_t bm_find_run(const uint64_t *bm, uint64_t lo, uint64_t hi,
+				   uint64_t cursor, uint64_t want, uint64_t *rs)
+{
+	uint64_t best = 0, bs = lo;
+	uint64_t from[2] = { cursor, lo }, limit[2] = { hi, cursor };
+
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t pos = from[pass];
+
+		while (pos < limit[pass]) {
+			uint64_t z = bm_next_zero(bm, pos, limit[pass]), cap, o;
+
+			if (z >= limit[pass])
+				break;
+			cap = hi - z < want ? hi : z + want;
+			o = bm_next_one(bm, z, cap);
+			if (o - z >= want) {
+				*rs = z;
+				return want;
+			}
+			if (o - z > best) {
+				best = o - z;
+				bs = z;
+			}
+			pos = o;
+		}
+	}
+	*rs = bs;
+	return best;
+}
+
 /* Set bits in [from, to). */
 static inline uint64_t bm_count(const uint64_t *bm, uint64_t from, uint64_t to)
 {

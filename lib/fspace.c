@@ -66,28 +66,53 @@ static int load_item(struct fspace *fs, uint64_t gi, uint64_t *bm, const struct 
 	return 0;
 }
 
+int fs_tree_each(struct fspace *fs, const struct bkey *start, const struct bkey *end,
+		 int (*fn)(void *ctx, const struct bkey *k, const void *val, unsigned len),
+		 void *ctx)
+{
+	struct bt_iter it;
+	struct bkey k;
+	const void *val;
+	unsigned len;
+	int ret;
+
+	ret = bt_iter_init(&it, &fs->tree, start);
+	while (!ret) {
+		ret = bt_iter_next(&it, &k, &val, &len);
+		if (ret || bkey_cmp(&k, end) >= 0)
+			break;
+		ret = fn(ctx, &k, val, len);
+	}
+	bt_iter_free(&it);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+struct load_ctx {
+	struct fspace *fs;
+	uint64_t gi, *bm, nfree;
+};
+
+static int load_one(void *ctx, const struct bkey *k, const void *val, unsigned len)
+{
+	struct load_ctx *l = ctx;
+
+	(void)val;
+	l->nfree += k->off;
+	return len ? -EUCLEAN : load_item(l->fs, l->gi, l->bm, k);
+}
+
 /* Read group @gi's FREE items into @bm (all set on entry); *nfree gets
  * the blocks they free. */
 static int read_group(struct fspace *fs, uint64_t gi, uint64_t *bm, uint64_t *nfree)
 {
 	uint64_t gs = fs->p.start + fs_gstart(fs, gi), ge = gs + fs_glen(fs, gi);
-	struct bkey start = { gs, FSK_FREE, 0 }, k;
-	struct bt_iter it;
-	const void *val;
-	unsigned len;
+	struct load_ctx l = { fs, gi, bm, 0 };
 	int ret;
 
-	*nfree = 0;
-	ret = bt_iter_init(&it, &fs->tree, &start);
-	while (!ret) {
-		ret = bt_iter_next(&it, &k, &val, &len);
-		if (ret || k.id >= ge)
-			break;
-		ret = len ? -EUCLEAN : load_item(fs, gi, bm, &k);
-		*nfree += k.off;
-	}
-	bt_iter_free(&it);
-	return ret == -ENOENT ? 0 : ret;
+	ret = fs_tree_each(fs, &(struct bkey){ gs, FSK_FREE, 0 }, &(struct bkey){ ge, 0, 0 },
+			   load_one, &l);
+	*nfree = l.nfree;
+	return ret;
 }
 
 /* Make group @gi's bitmap resident.  Under its mu (the tree read, on a
@@ -137,32 +162,10 @@ int fs_group_load(struct fspace *fs, uint64_t gi)
 static uint64_t group_search(struct fspace *fs, uint64_t gi, uint64_t want, uint64_t *rs)
 {
 	struct fs_group *g = &fs->groups[gi];
-	uint64_t len = fs_glen(fs, gi), best = 0, bs = 0;
-	uint64_t from[2] = { g->cursor, 0 }, limit[2] = { len, g->cursor };
+	uint64_t best = bm_find_run(g->bm, 0, fs_glen(fs, gi), g->cursor, want, rs);
 
-	for (int pass = 0; pass < 2; pass++) {
-		uint64_t pos = from[pass];
-
-		while (pos < limit[pass]) {
-			uint64_t z = bm_next_zero(g->bm, pos, limit[pass]), cap, o;
-
-			if (z >= limit[pass])
-				break;
-			cap = len - z < want ? len : z + want;
-			o = bm_next_one(g->bm, z, cap);
-			if (o - z >= want) {
-				*rs = z;
-				return want;
-			}
-			if (o - z > best) {
-				best = o - z;
-				bs = z;
-			}
-			pos = o;
-		}
-	}
-	atomic_store(&g->maxrun, best);
-	*rs = bs;
+	if (best < want)
+		atomic_store(&g->maxrun, best);
 	return best;
 }
 

@@ -101,6 +101,11 @@ static inline uint64_t fs_glen(const struct fspace *fs, uint64_t gi)
 
 /* fspace.c */
 int fs_group_load(struct fspace *fs, uint64_t gi);
+/* fn(ctx, ...) for each item of the free-space tree in [start, end),
+ * until it returns nonzero (that is returned). */
+int fs_tree_each(struct fspace *fs, const struct bkey *start, const struct bkey *end,
+		 int (*fn)(void *ctx, const struct bkey *k, const void *val, unsigned len),
+		 void *ctx);
 
 /* fspace_node.c */
 int fs_nodemap_init(struct fspace *fs);

@@ -47,30 +47,23 @@ static int load_summary(struct fspace *fs, const struct bkey *k, const uint8_t *
 	return 0;
 }
 
+static int open_one(void *ctx, const struct bkey *k, const void *val, unsigned len)
+{
+	struct fspace *fs = ctx;
+
+	if (k->type == FSK_GROUP)
+		return load_summary(fs, k, val, len);
+	if (k->type == FSK_NODEMAP)
+		return fs_nodemap_load(fs, k->off, val, len);
+	return -EUCLEAN;
+}
+
 /* Read the items (0, FSK_GROUP, *) and (0, FSK_NODEMAP, *): both sort
  * before every FREE item (whose id is a data block, > 0). */
 static int open_items(struct fspace *fs)
 {
-	struct bkey start = { 0, FSK_GROUP, 0 }, k;
-	struct bt_iter it;
-	const void *val;
-	unsigned len;
-	int ret;
-
-	ret = bt_iter_init(&it, &fs->tree, &start);
-	while (!ret) {
-		ret = bt_iter_next(&it, &k, &val, &len);
-		if (ret || k.id)
-			break;
-		if (k.type == FSK_GROUP)
-			ret = load_summary(fs, &k, val, len);
-		else if (k.type == FSK_NODEMAP)
-			ret = fs_nodemap_load(fs, k.off, val, len);
-		else
-			ret = -EUCLEAN;
-	}
-	bt_iter_free(&it);
-	return ret == -ENOENT ? 0 : ret;
+	return fs_tree_each(fs, &(struct bkey){ 0, FSK_GROUP, 0 }, &(struct bkey){ 1, 0, 0 },
+			    open_one, fs);
 }
 
 static int check_params(struct fspace_params *p)
@@ -189,26 +182,19 @@ static int runs_push(struct runs *r, uint64_t start, uint64_t n)
 	return 0;
 }
 
+static int push_one(void *ctx, const struct bkey *k, const void *val, unsigned len)
+{
+	(void)val;
+	(void)len;
+	return runs_push(ctx, k->id, k->off);
+}
+
 /* The FREE items starting in blocks [from, to) as the transaction sees
  * them. */
 static int tree_runs(struct fspace *fs, uint64_t from, uint64_t to, struct runs *r)
 {
-	struct bkey start = { from, FSK_FREE, 0 }, k;
-	struct bt_iter it;
-	const void *val;
-	unsigned len;
-	int ret;
-
-	ret = bt_iter_init(&it, &fs->tree, &start);
-	while (!ret) {
-		ret = bt_iter_next(&it, &k, &val, &len);
-		if (!ret && k.id < to)
-			ret = runs_push(r, k.id, k.off);
-		else if (!ret)
-			break;
-	}
-	bt_iter_free(&it);
-	return ret == -ENOENT ? 0 : ret;
+	return fs_tree_each(fs, &(struct bkey){ from, FSK_FREE, 0 }, &(struct bkey){ to, 0, 0 },
+			    push_one, r);
 }
 
 /* The free runs of group @gi's bitmap copy in [lo, hi) (group-relative;
