@@ -40,10 +40,11 @@
  * Shared blocks (reflink) are not counted here: a block is used or free.
  * Reference counts go into the refcount tree (owner 2), not built yet.
  *
- * Thread-safe.  Lock order: fs->commit_mu, then a group's mu, then
- * fs->evict_mu (other groups only by trylock), then the free-space tree's
- * lock (a group load reads the tree under its group's mu), then the node
- * map's node_mu and defer_mu (leaves).  fspace_commit takes each group's
+ * Thread-safe.  Lock order: fs->commit_mu, then group mus in ascending
+ * order (one, or the groups of a run across boundaries: fspace_claim and
+ * fspace_get), then fs->evict_mu (other groups only by trylock), then the
+ * free-space tree's lock (a group load reads the tree under its group's
+ * mu), then the node map's nm.mu and defer_mu (leaves).  fspace_commit takes each group's
  * mu only to copy its bitmap, never while it changes the tree.
  *
  * Functions return 0 or -errno.
@@ -140,7 +141,10 @@ uint64_t fspace_nodes_used(struct fspace *fs);
  * once a superblock naming it is durable: bt_release the other trees'
  * lists and call fspace_commit_done; if it is never published,
  * fspace_commit_abort.  Only the groups and node map chunks that changed
- * are written, and of those only the items that differ.
+ * are written, and of those only the items that differ.  Call it at the
+ * checkpoint's quiet point, when no other tree has a transaction open: a
+ * node slot allocated meanwhile is written as used and, after a crash,
+ * leaked.  -EBUSY while the previous commit is neither done nor aborted.
  */
 int fspace_commit(struct fspace *fs, uint64_t gen, const uint64_t *frees, size_t nfrees,
 		  struct broot *root);
