@@ -76,7 +76,9 @@ struct fspace_params {
 	uint64_t reserve;		/* free data blocks FSPACE_DATA leaves */
 	uint64_t node_start, nslots;	/* node area */
 	uint64_t node_reserve;		/* free slots only the free-space tree takes */
-	uint64_t budget;		/* bytes of clean loaded group bitmaps */
+	uint64_t budget;		/* bytes of loaded group bitmaps; those
+					 * changed since the last commit are
+					 * pinned and may take it past */
 };
 
 struct fspace;
