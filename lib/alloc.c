@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "bmap.h"
 
 #define AG_MIN_BLOCKS 32768u
 #define AG_MAX 8u
@@ -89,81 +90,6 @@ struct alloc {
 
 	struct ag groups[];
 };
-
-/* ---- bitmap ---- */
-
-static inline uint64_t word_mask(uint64_t from, uint64_t to)
-{
-	/* bits [from & 63, to - (from & ~63)) of the word holding @from; to > from */
-	uint64_t lo = from & 63, hi = to - (from & ~63ull);
-	uint64_t m = ~0ull << lo;
-	if (hi < 64)
-		m &= (1ull << hi) - 1;
-	return m;
-}
-
-/* First bit in [pos, end) that is set once xor-ed with @flip, or end. */
-static inline uint64_t bm_next(const uint64_t *bm, uint64_t pos, uint64_t end, uint64_t flip)
-{
-	while (pos < end) {
-		uint64_t w = pos >> 6;
-		uint64_t bits = (bm[w] ^ flip) & (~0ull << (pos & 63));
-		if (bits) {
-			uint64_t r = (w << 6) + (uint64_t)__builtin_ctzll(bits);
-			return r < end ? r : end;
-		}
-		pos = (w + 1) << 6;
-	}
-	return end;
-}
-
-/* First clear bit in [pos, end), or end. */
-static uint64_t bm_next_zero(const uint64_t *bm, uint64_t pos, uint64_t end)
-{
-	return bm_next(bm, pos, end, ~0ull);
-}
-
-/* First set bit in [pos, end), or end. */
-static uint64_t bm_next_one(const uint64_t *bm, uint64_t pos, uint64_t end)
-{
-	return bm_next(bm, pos, end, 0);
-}
-
-/* Last set bit in [lo, pos) plus one, or lo: the start of the free run ending at pos. */
-static uint64_t bm_prev_one_end(const uint64_t *bm, uint64_t lo, uint64_t pos)
-{
-	while (pos > lo) {
-		uint64_t w = (pos - 1) >> 6;
-		uint64_t bits = bm[w];
-		uint64_t top = pos - (w << 6);	/* 1..64 bits of this word are below pos */
-		if (top < 64)
-			bits &= (1ull << top) - 1;
-		if (bits) {
-			uint64_t r = (w << 6) + 64 - (uint64_t)__builtin_clzll(bits);
-			return r > lo ? r : lo;
-		}
-		pos = w << 6;
-	}
-	return lo;
-}
-
-static void bm_set(uint64_t *bm, uint64_t from, uint64_t to)
-{
-	while (from < to) {
-		uint64_t m = word_mask(from, to);
-		bm[from >> 6] |= m;
-		from = ((from >> 6) + 1) << 6;
-	}
-}
-
-static void bm_clear(uint64_t *bm, uint64_t from, uint64_t to)
-{
-	while (from < to) {
-		uint64_t m = word_mask(from, to);
-		bm[from >> 6] &= ~m;
-		from = ((from >> 6) + 1) << 6;
-	}
-}
 
 /* ---- extra reference table (per group, under its lock) ---- */
 
@@ -269,30 +195,10 @@ static unsigned group_of(const struct alloc *a, uint64_t off)
  */
 static uint64_t group_search(struct alloc *a, struct ag *g, uint64_t want, uint64_t *rs)
 {
-	uint64_t best = 0, bs = 0;
-	uint64_t from[2] = { g->cursor, g->gstart }, limit[2] = { g->gend, g->cursor };
+	uint64_t best = bm_find_run(a->bm, g->gstart, g->gend, g->cursor, want, rs);
 
-	for (int pass = 0; pass < 2; pass++) {
-		uint64_t pos = from[pass];
-		while (pos < limit[pass]) {
-			uint64_t z = bm_next_zero(a->bm, pos, limit[pass]);
-			if (z >= limit[pass])
-				break;
-			uint64_t cap = g->gend - z < want ? g->gend : z + want;
-			uint64_t o = bm_next_one(a->bm, z, cap);
-			if (o - z >= want) {
-				*rs = z;
-				return want;
-			}
-			if (o - z > best) {
-				best = o - z;
-				bs = z;
-			}
-			pos = o;
-		}
-	}
-	g->maxrun = best;
-	*rs = bs;
+	if (best < want)
+		g->maxrun = best;
 	return best;
 }
 

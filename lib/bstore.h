@@ -48,8 +48,10 @@ struct bstore {
  * are tried, a good copy is returned and written over every bad one
  * (MEV_REPAIRED, unless the mirror is no_repair); no good copy:
  * MEV_UNRECOVERABLE and -EIO.  Its allocator (a slot bitmap, first fit
- * after a cursor, under mu) is a stand-in until format v2 has its
- * free-space tree.
+ * after a cursor, under mu, not persisted) is a stand-in: the file system
+ * puts fspace's node store (fspace_node_store, fspace.h) over this one,
+ * which uses its read, write and flush and allocates from the node map the
+ * free-space tree persists.
  */
 struct bstore_mirror {
 	struct bstore store;		/* ops + ctx = this */

@@ -1085,3 +1085,25 @@ void bt_release(struct btree *t, const uint64_t *freed, size_t n)
 		t->store->ops->free(t->store->ctx, freed[i]);
 	}
 }
+
+int bt_trans_freed(struct btree *t, uint64_t **freed, size_t *n)
+{
+	int ret = 0;
+
+	*freed = NULL;
+	*n = 0;
+	pthread_rwlock_rdlock(&t->lock);
+	pthread_mutex_lock(&t->mu);
+	if (t->in_trans && t->nfreed) {
+		*freed = malloc(t->nfreed * sizeof(**freed));
+		if (*freed) {
+			memcpy(*freed, t->freed, t->nfreed * sizeof(**freed));
+			*n = t->nfreed;
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	pthread_rwlock_unlock(&t->lock);
+	return ret;
+}

@@ -150,6 +150,12 @@ void bt_abort(struct btree *t);
 /* Free the addresses bt_commit listed (through the store) and forget
  * their cached copies. */
 void bt_release(struct btree *t, const uint64_t *freed, size_t n);
+/* What bt_commit would list as freed if it ran now: the committed nodes
+ * the open transaction stopped referencing so far (malloc'd copy, the
+ * caller frees it; NULL and 0 when there are none).  The free-space tree
+ * (fspace.c) persists its own freed nodes as free in the same commit.
+ * -ENOMEM. */
+int bt_trans_freed(struct btree *t, uint64_t **freed, size_t *n);
 
 /*
  * Iteration.  After bt_iter_init(start), next returns the first item >=
