@@ -215,6 +215,11 @@ out:
 static void node_copies(struct v2ck *v)
 {
 	struct fck *c = v->c;
+	uint64_t unrec = 0;
+
+	/* An unrecoverable node is counted on one device: say it for all. */
+	for (unsigned d = 0; d < v->m.ndevs; d++)
+		unrec += atomic_load(&v->m.ctr[d].unrecoverable);
 
 	for (unsigned d = 0; d < v->m.ndevs; d++) {
 		uint64_t bad = atomic_load(&v->m.ctr[d].csum_err) + atomic_load(&v->m.ctr[d].read_err);
@@ -235,7 +240,7 @@ static void node_copies(struct v2ck *v)
 			 (unsigned long long)bad,
 			 fixed == bad ? "rewritten from a good copy" :
 			 !c->fix ? "not fixed (-n)" :
-			 atomic_load(&v->m.ctr[d].unrecoverable) ? "some have no good copy on any device" :
+			 unrec ? "some have no good copy on any device" :
 			 "REWRITE FAILED");
 	}
 }
