@@ -11,6 +11,9 @@
  *   - every item decoded with the strict decoders (v2item.c), in the tree
  *     its type belongs to;
  *   - the root directory's INODE item exists and is a directory;
+ *   - every other item of the inodes tree follows its inode's INODE item
+ *     and fits it (entries in directories, extents in regular files, the
+ *     symlink chunks its target length gives, all of them);
  *   - FREE items lie in the data area after the node area, do not overlap,
  *     and add up to the superblock's free_blocks.
  *
@@ -48,6 +51,11 @@ struct v2ck {
 	bool root_seen;
 	uint64_t free_end, free_sum;	/* FREE items so far */
 	uint64_t nodes;			/* nodes verified (every copy) */
+	/* The inode whose items the walk is in (items sort by inode, its
+	 * INODE item first): what the others must agree with. */
+	uint64_t cur_ino;		/* 0: none yet */
+	uint32_t cur_mode, cur_tlen;
+	unsigned cur_chunks;		/* SYMLINK items seen */
 	bool tree_bad[V2_NTREES + 1];	/* could not be walked */
 };
 
@@ -110,6 +118,15 @@ static void v2_close(struct v2ck *v)
 		dev_close(v->d[i]);
 }
 
+/* The symlink target of the inode the walk leaves is whole. */
+static void end_inode(struct v2ck *v)
+{
+	if (v->cur_ino && v->cur_chunks != v2_symlink_chunks(v->cur_tlen))
+		fsck_hard_problem(v->c, "inode %llu: symlink target has %u of its %u chunks",
+				  (unsigned long long)v->cur_ino, v->cur_chunks,
+				  v2_symlink_chunks(v->cur_tlen));
+}
+
 static void count_inode(struct v2ck *v, const struct bkey *k, const void *val, unsigned len)
 {
 	struct fsck_result *r = v->c->res;
@@ -117,6 +134,11 @@ static void count_inode(struct v2ck *v, const struct bkey *k, const void *val, u
 
 	if (v2_inode_decode(k, val, len, &in))
 		return;
+	end_inode(v);
+	v->cur_ino = in.ino;
+	v->cur_mode = in.mode;
+	v->cur_tlen = in.target_len;
+	v->cur_chunks = 0;
 	r->inodes++;
 	if (S_ISDIR(in.mode))
 		r->dirs++;
@@ -131,6 +153,30 @@ static void count_inode(struct v2ck *v, const struct bkey *k, const void *val, u
 		if (!S_ISDIR(in.mode))
 			fsck_hard_problem(v->c, "the root inode is not a directory");
 	}
+}
+
+/* Any other item of the inodes tree: it follows its inode's INODE item
+ * and fits that inode (entries in directories, extents in files, the
+ * symlink chunks a target of that length has, in order). */
+static void check_owned(struct v2ck *v, const struct bkey *k, unsigned len)
+{
+	const char *bad = NULL;
+
+	if (k->id != v->cur_ino)
+		bad = "no INODE item";
+	else if ((k->type == V2_DIRENT || k->type == V2_DIRINDEX) && !S_ISDIR(v->cur_mode))
+		bad = "a directory entry in an inode that is not a directory";
+	else if (k->type == V2_EXTENT && !S_ISREG(v->cur_mode))
+		bad = "an extent in an inode that is not a regular file";
+	else if (k->type == V2_SYMLINK &&
+		 (k->off != v->cur_chunks || v2_symlink_check(k, len, v->cur_tlen)))
+		bad = "a symlink chunk the target length does not have";
+	if (k->type == V2_SYMLINK && k->id == v->cur_ino)
+		v->cur_chunks++;
+	if (bad)
+		fsck_hard_problem(v->c, "tree inodes: item (%llu, %u, %llu): %s",
+				  (unsigned long long)k->id, k->type, (unsigned long long)k->off,
+				  bad);
 }
 
 /* FREE items come sorted by start: each must begin after the previous
@@ -165,6 +211,8 @@ static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, con
 	}
 	if (k->type == V2_INODE)
 		count_inode(v, k, val, len);
+	else if (owner == V2_TREE_INODES)
+		check_owned(v, k, len);
 	else if (k->type == V2_FREE)
 		count_free(v, k);
 }
@@ -259,6 +307,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	}
 	for (uint64_t owner = 1; owner <= V2_NTREES; owner++)
 		check_tree(&v, owner);
+	end_inode(&v);
 	if (v.bad_items > V2_FSCK_MAX_ITEM_LINES)
 		fsck_say(c, "... %u bad items in all", v.bad_items);
 	if (!v.root_seen && !v.tree_bad[V2_TREE_INODES])
