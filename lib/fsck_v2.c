@@ -293,6 +293,40 @@ static void node_copies(struct v2ck *v)
 	}
 }
 
+/* -y/-p: write the superblock again, generation + 1 then + 2 so both
+ * slots of every present device are rewritten (a damaged or missing slot,
+ * a device behind), with the node copies found and repaired added to the
+ * counters, as a v1 repair keeps them.  The trees are unchanged. */
+static int rewrite_supers(struct v2ck *v)
+{
+	struct super sb = *v->sb;
+	int ret = 0;
+
+	for (unsigned d = 0; d < sb.ndevs; d++) {
+		sb.stats[d].csum_err += atomic_load(&v->m.ctr[d].csum_err);
+		sb.stats[d].read_err += atomic_load(&v->m.ctr[d].read_err);
+		sb.stats[d].repaired += atomic_load(&v->m.ctr[d].repaired);
+		sb.stats[d].unrecoverable += atomic_load(&v->m.ctr[d].unrecoverable);
+	}
+	for (unsigned round = 0; ret == 0 && round < 2; round++) {
+		sb.generation++;
+		for (unsigned d = 0; ret == 0 && d < sb.ndevs; d++) {
+			struct dev *dev = v->m.devs[d];
+
+			if (!dev)
+				continue;
+			sb.dev_index = d;
+			memcpy(sb.dev_uuid, sb.dev_uuids[d], 16);
+			ret = super_write_dev(v->be, dev, &sb);
+			if (ret == 0)
+				ret = dev_flush(v->be, dev);
+		}
+	}
+	if (ret < 0)
+		fsck_say(v->c, "cannot rewrite the superblocks: %s", strerror(-ret));
+	return ret;
+}
+
 int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 		const struct super *sb)
 {
@@ -317,8 +351,12 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 				  (unsigned long long)v.free_sum,
 				  (unsigned long long)sb->free_blocks);
 	node_copies(&v);
-	/* Superblock slot problems cannot be rewritten here yet. */
-	c->left += c->meta_fixes;
+	/* The superblock problems fsck.c found (slots, generations) are
+	 * mended by rewriting them; repaired node copies are counted there. */
+	if (c->fix && (c->meta_fixes || c->res->fixed) && rewrite_supers(&v) == 0)
+		c->res->fixed += c->meta_fixes;
+	else
+		c->left += c->meta_fixes;
 	v2_close(&v);
 	return 0;
 }

@@ -3,8 +3,9 @@
 # Description: format v2 (experimental) through the real tools: mkfs.twinfs
 # -O v2 on two images writes superblocks and trees on both; fsck.twinfs
 # checks it clean; a node garbled on one image is reported by -n (exit 4),
-# rewritten from the other image by -y (exit 1), then clean (0); garbled on
-# both images it is unrecoverable (exit 4); twinfs refuses to mount it with
+# rewritten from the other image by -y (exit 1), then clean (0); a damaged
+# superblock slot is rewritten by -y; a node garbled on both images is
+# unrecoverable (exit 4); twinfs refuses to mount it with
 # one line that names the format and says what to do.
 source "$(dirname "$0")/harness.sh"
 
@@ -42,6 +43,16 @@ h_fsck 0 -n "${IMGS[@]}"
 cmp <(dd if="${IMGS[0]}" bs=4096 skip=4112 count=4 status=none) \
 	<(dd if="${IMGS[1]}" bs=4096 skip=4112 count=4 status=none) ||
 	h_fail "the repaired node differs from the good copy"
+
+# A damaged superblock slot: -n reports it, -y rewrites both slots of every
+# image (generation + 2), then clean.
+printf '\x01' | dd of="${IMGS[0]}" bs=1 seek=$((4096 + 300)) conv=notrunc status=none
+h_fsck 4 -n "${IMGS[@]}"
+grep -q "superblock slot 1 damaged" <<<"$FOUT" || h_fail "fsck -n slot: $FOUT"
+h_fsck 1 -y "${IMGS[@]}"
+h_fsck 0 -n -v "${IMGS[@]}"
+grep -q "disk0.img: superblock slot 0: generation" <<<"$FOUT" || h_fail "slot 0 not rewritten: $FOUT"
+grep -q "disk0.img: superblock slot 1: generation" <<<"$FOUT" || h_fail "slot 1 not rewritten: $FOUT"
 
 # The free-space tree's node on both images: nothing can repair it.
 for img in "${IMGS[@]}"; do
