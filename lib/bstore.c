@@ -39,6 +39,23 @@ static bool try_copy(struct bstore_mirror *s, unsigned dev, const struct bptr *p
 	return false;
 }
 
+/* all_copies: read the copies not read yet too (into a scratch buffer,
+ * buf holds the good one), so a bad copy is found even when a good one
+ * came first. */
+static void check_others(struct bstore_mirror *s, const struct bptr *p, int good, bool *bad)
+{
+	void *tmp;
+
+	if (posix_memalign(&tmp, 4096, BNODE_SIZE))
+		return;
+	for (unsigned d = 0; d < s->m->ndevs; d++) {
+		if ((int)d == good || bad[d] || !mirror_dev_readable(s->m, d, p->addr, BNODE_BLOCKS))
+			continue;
+		try_copy(s, d, p, tmp, bad);
+	}
+	free(tmp);
+}
+
 static int ms_read(void *ctx, const struct bptr *p, void *buf)
 {
 	struct bstore_mirror *s = ctx;
@@ -64,6 +81,8 @@ static int ms_read(void *ctx, const struct bptr *p, void *buf)
 		mirror_event(m, (unsigned)first, MEV_UNRECOVERABLE, p->addr, BNODE_BLOCKS);
 		return -EIO;
 	}
+	if (s->all_copies)
+		check_others(s, p, good, bad);
 	/* Same verified bytes over each bad copy: safe, the node is not
 	 * rewritten in place by anyone (copy-on-write). */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)

@@ -47,7 +47,8 @@ struct bstore {
  * mismatch) is counted (MEV_CSUM_ERR / MEV_READ_ERR), the other devices
  * are tried, a good copy is returned and written over every bad one
  * (MEV_REPAIRED, unless the mirror is no_repair); no good copy:
- * MEV_UNRECOVERABLE and -EIO.  Its allocator (a slot bitmap, first fit
+ * MEV_UNRECOVERABLE and -EIO.  With all_copies every copy is read and
+ * checked (fsck).  Its allocator (a slot bitmap, first fit
  * after a cursor, under mu, not persisted) is a stand-in: the file system
  * puts fspace's node store (fspace_node_store, fspace.h) over this one,
  * which uses its read, write and flush and allocates from the node map the
@@ -60,6 +61,9 @@ struct bstore_mirror {
 	pthread_mutex_t mu;		/* leaf lock: used, cursor, nused */
 	uint8_t *used;			/* one byte per slot */
 	uint64_t cursor, nused;
+	/* Set before use: every read also checks (and repairs) the copies
+	 * on the other devices, not only until one verifies (fsck). */
+	bool all_copies;
 };
 
 int bstore_mirror_init(struct bstore_mirror *s, struct mirror *m, uint64_t start,

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "format_v2.h"
 #include "fs_i.h"
 #include "tlog.h"
 
@@ -170,25 +171,34 @@ static int format_meta(struct tfs *fs, struct dev **d, unsigned n, struct timesp
  * and reserved blocks (an older file system's superblock in the slot we do
  * not write would otherwise win by its generation), and the start of the
  * log (a foreign btrfs superblock lives there), through @buf
- * (FS_PROBE_BYTES).  Then the first checkpoint. */
-static int format_write(struct tfs *fs, void *buf, unsigned n, char *err, size_t errlen)
+ * (FS_PROBE_BYTES).  Both formats. */
+static int format_clear(struct mirror *m, const struct super *sb, void *buf, unsigned n,
+			char *err, size_t errlen)
 {
 	uint64_t zero_blocks;
 	int ret;
 
-	zero_blocks = FS_ZERO_LOG_BLOCKS < fs->sb.log_blocks ? FS_ZERO_LOG_BLOCKS
-							      : fs->sb.log_blocks;
-	zero_blocks += fs->sb.log_start;
+	zero_blocks = FS_ZERO_LOG_BLOCKS < sb->log_blocks ? FS_ZERO_LOG_BLOCKS : sb->log_blocks;
+	zero_blocks += sb->log_start;
 	if (zero_blocks * TFS_BLOCK_SIZE > FS_PROBE_BYTES)
 		zero_blocks = FS_PROBE_BYTES / TFS_BLOCK_SIZE;
 	memset(buf, 0, FS_PROBE_BYTES);
-	ret = mirror_write(&fs->mirror, 0, buf, (uint32_t)zero_blocks);
-	if (ret == 0 && mirror_healthy(&fs->mirror) != n)
+	ret = mirror_write(m, 0, buf, (uint32_t)zero_blocks);
+	if (ret == 0 && mirror_healthy(m) != n)
 		ret = -EIO;
-	if (ret < 0) {
+	if (ret < 0)
 		tfs_seterr(err, errlen, "cannot write to the devices: %s", strerror(-ret));
+	return ret;
+}
+
+/* Version 1: cleared blocks, then the first checkpoint. */
+static int format_write(struct tfs *fs, void *buf, unsigned n, char *err, size_t errlen)
+{
+	int ret;
+
+	ret = format_clear(&fs->mirror, &fs->sb, buf, n, err, errlen);
+	if (ret < 0)
 		return ret;
-	}
 	ret = fs_log_open(fs, 0, 1);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot open the log: %s", strerror(-ret));
@@ -201,6 +211,30 @@ static int format_write(struct tfs *fs, void *buf, unsigned n, char *err, size_t
 		ret = -EIO;
 	if (ret < 0)
 		tfs_seterr(err, errlen, "cannot write the file system: %s", strerror(-ret));
+	return ret;
+}
+
+/* Version 2 (experimental, format_v2.c): cleared blocks, the trees, the
+ * superblocks.  No in-memory file system is built. */
+static int format_v2(struct dev_backend *be, struct dev **d, unsigned n, uint64_t total,
+		     const struct tfs_format_opts *o, void *buf, char *err, size_t errlen)
+{
+	struct mirror m;
+	struct super sb;
+	int ret;
+
+	ret = format_v2_super(&sb, n, total, o, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = mirror_init(&m, be, d, n);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot set up the mirror: %s", strerror(-ret));
+		return ret;
+	}
+	ret = format_clear(&m, &sb, buf, n, err, errlen);
+	if (ret == 0)
+		ret = format_v2_write(be, d, &m, &sb, err, errlen);
+	mirror_slot_paths_free(&m);
 	return ret;
 }
 
@@ -241,6 +275,10 @@ int tfs_format(const char *const *devs, unsigned n, const struct tfs_format_opts
 			goto out_buf;
 	}
 
+	if (o->v2) {
+		ret = format_v2(be, d, n, total, o, buf, err, errlen);
+		goto out_buf;
+	}
 	ret = fs_new(&fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
@@ -307,6 +345,7 @@ int tfs_format_info(const char *path, struct tfs_format_info *out, char *err, si
 	out->total_blocks = sb.total_blocks;
 	out->data_start = sb.data_start;
 	out->ndevs = sb.ndevs;
+	out->version = sb.version;
 out_be:
 	dev_backend_destroy(be);
 out_close:

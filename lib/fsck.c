@@ -246,7 +246,8 @@ static int scan_members(struct fck *c, const struct scan_dev *sd, const struct s
 /* Read both slots of every device with a private backend.  Returns 0 or an
  * exit code (8) after printing why; fills usable[] with the devices the load
  * may open. */
-static int scan_supers(struct fck *c, const char **usable, unsigned *nusable)
+static int scan_supers(struct fck *c, const char **usable, unsigned *nusable,
+		       struct super *newest_sb)
 {
 	const struct fsck_opts *o = c->o;
 	struct scan_dev *sd = calloc(o->ndevs, sizeof(*sd));
@@ -290,6 +291,7 @@ static int scan_supers(struct fck *c, const char **usable, unsigned *nusable)
 		goto out;
 	}
 	rc = scan_members(c, sd, &sd[newest].sb, usable, nusable);
+	*newest_sb = sd[newest].sb;
 out:
 	/* Released now: the load takes its own (exclusive for -y) lock. */
 	for (unsigned i = 0; i < o->ndevs && i < DEV_MAX; i++) {
@@ -569,6 +571,7 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 	struct fck c = { .o = o, .res = resp ? resp : &res0 };
 	const char *usable[DEV_MAX];
 	unsigned nusable = 0;
+	struct super nb;
 	struct tfs_opts to;
 	char err[512] = "";
 	uint64_t stale_err = 0;
@@ -582,9 +585,15 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 		fsck_say(&c, "need 1 to %d devices", DEV_MAX);
 		return FSCK_EXIT_OPERROR;
 	}
-	rc = scan_supers(&c, usable, &nusable);
+	rc = scan_supers(&c, usable, &nusable, &nb);
 	if (rc)
 		return rc;
+	if (nb.version == SUPER_VERSION_V2) {
+		rc = fsck_v2_run(&c, usable, nusable, &nb);
+		if (rc)
+			return rc;
+		goto summary;
+	}
 
 	memset(&to, 0, sizeof(to));
 	to.devs = usable;

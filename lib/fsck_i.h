@@ -95,4 +95,11 @@ int fsck_pass_counts(struct fck *c);	/* 4: link counts and ".." */
 int fsck_pass_blocks(struct fck *c);	/* 5: blocks referenced twice */
 int fsck_pass_data(struct fck *c);	/* checksums of every data copy */
 
+/* ---- format v2 (fsck_v2.c) ---- */
+/* Check a format-v2 image whose newest superblock is @sb on the devices
+ * scan_supers found usable; problems are counted in c->res.  0 or an exit
+ * code (8) after printing why. */
+int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
+		const struct super *sb);
+
 #endif

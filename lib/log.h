@@ -62,6 +62,18 @@ struct log_inode {
 	const char *target;
 };
 
+/* The fixed part of an INODE body (FORMAT.md), the target not included:
+ * log_inode_put writes it, log_inode_get reads it (target NULL; the caller
+ * checked the LOG_INODE_BODY bytes are there).  Format v2's INODE item is
+ * exactly these bytes (v2item.c), so the two formats share one codec. */
+#define LOG_INODE_BODY 96u
+/* Name rules (FORMAT.md): an entry name is 1..255 bytes without '/' or NUL
+ * and not "." or ".."; an xattr name 1..255 bytes without NUL. */
+bool log_dent_name_ok(const char *name, size_t len);
+bool log_xattr_name_ok(const char *name, size_t len);
+void log_inode_put(uint8_t *p, const struct log_inode *in);
+void log_inode_get(const uint8_t *p, struct log_inode *in);
+
 struct log_rec {
 	uint16_t type;
 	union {

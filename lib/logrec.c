@@ -22,7 +22,7 @@
 #define REC_HDR 8u
 
 /* Fixed part of each body (bytes). */
-#define BODY_INODE 96u		/* 2*u64, 5*u32, 3*u64, 4*i64, u32 target_len */
+#define BODY_INODE LOG_INODE_BODY	/* 2*u64, 5*u32, 3*u64, 4*i64, u32 target_len */
 #define BODY_DEL 8u		/* ino */
 #define BODY_DENT 18u		/* parent, ino, u16 namelen */
 #define BODY_EXT 28u		/* ino, fblk, phys, u32 n */
@@ -92,7 +92,7 @@ static uint64_t get64(const uint8_t **p)
 /* ---- validation shared by encoder and decoder ---- */
 
 /* A directory entry name: 1..255 bytes, no '/' nor NUL, not "." or "..". */
-static bool dent_name_ok(const char *name, size_t len)
+bool log_dent_name_ok(const char *name, size_t len)
 {
 	if (len < 1 || len > LOG_NAME_MAX || !name)
 		return false;
@@ -104,7 +104,7 @@ static bool dent_name_ok(const char *name, size_t len)
 }
 
 /* An xattr name: 1..255 bytes, no NUL ('/' is legal in xattr names). */
-static bool xattr_name_ok(const char *name, size_t len)
+bool log_xattr_name_ok(const char *name, size_t len)
 {
 	return len >= 1 && len <= LOG_NAME_MAX && name && !memchr(name, '\0', len);
 }
@@ -122,7 +122,7 @@ static size_t body_len(const struct log_rec *r)
 		return BODY_DEL;
 	case LR_DENT_SET:
 	case LR_DENT_DEL:
-		if (!dent_name_ok(r->dent.name, r->dent.namelen))
+		if (!log_dent_name_ok(r->dent.name, r->dent.namelen))
 			return 0;
 		return BODY_DENT + r->dent.namelen;
 	case LR_EXT_SET:
@@ -134,17 +134,58 @@ static size_t body_len(const struct log_rec *r)
 			return 0;
 		return BODY_CLR;
 	case LR_XATTR_SET:
-		if (!xattr_name_ok(r->xattr.name, r->xattr.namelen) ||
+		if (!log_xattr_name_ok(r->xattr.name, r->xattr.namelen) ||
 		    r->xattr.vallen > LOG_XATTR_VAL_MAX || (r->xattr.vallen && !r->xattr.val))
 			return 0;
 		return BODY_XSET + r->xattr.namelen + (size_t)r->xattr.vallen;
 	case LR_XATTR_DEL:
-		if (!xattr_name_ok(r->xattr.name, r->xattr.namelen))
+		if (!log_xattr_name_ok(r->xattr.name, r->xattr.namelen))
 			return 0;
 		return BODY_XDEL + r->xattr.namelen;
 	default:
 		return 0;
 	}
+}
+
+/* ---- the INODE body (shared with format v2's INODE items, v2item.c) ---- */
+
+void log_inode_put(uint8_t *p, const struct log_inode *in)
+{
+	put64(&p, in->ino);
+	put64(&p, in->parent);
+	put32(&p, in->mode);
+	put32(&p, in->uid);
+	put32(&p, in->gid);
+	put32(&p, in->nlink);
+	put32(&p, in->flags);
+	put64(&p, in->rdev);
+	put64(&p, in->size);
+	put64(&p, in->gen);
+	put64(&p, (uint64_t)in->atime_ns);
+	put64(&p, (uint64_t)in->mtime_ns);
+	put64(&p, (uint64_t)in->ctime_ns);
+	put64(&p, (uint64_t)in->btime_ns);
+	put32(&p, in->target_len);
+}
+
+void log_inode_get(const uint8_t *p, struct log_inode *in)
+{
+	in->ino = get64(&p);
+	in->parent = get64(&p);
+	in->mode = get32(&p);
+	in->uid = get32(&p);
+	in->gid = get32(&p);
+	in->nlink = get32(&p);
+	in->flags = get32(&p);
+	in->rdev = get64(&p);
+	in->size = get64(&p);
+	in->gen = get64(&p);
+	in->atime_ns = (int64_t)get64(&p);
+	in->mtime_ns = (int64_t)get64(&p);
+	in->ctime_ns = (int64_t)get64(&p);
+	in->btime_ns = (int64_t)get64(&p);
+	in->target_len = get32(&p);
+	in->target = NULL;
 }
 
 /* ---- log_buf ---- */
@@ -200,27 +241,11 @@ int log_buf_add(struct log_buf *b, const struct log_rec *r)
 	put16(&p, 0);
 	put32(&p, (uint32_t)blen);
 	switch (r->type) {
-	case LR_INODE: {
-		const struct log_inode *in = &r->inode;
-
-		put64(&p, in->ino);
-		put64(&p, in->parent);
-		put32(&p, in->mode);
-		put32(&p, in->uid);
-		put32(&p, in->gid);
-		put32(&p, in->nlink);
-		put32(&p, in->flags);
-		put64(&p, in->rdev);
-		put64(&p, in->size);
-		put64(&p, in->gen);
-		put64(&p, (uint64_t)in->atime_ns);
-		put64(&p, (uint64_t)in->mtime_ns);
-		put64(&p, (uint64_t)in->ctime_ns);
-		put64(&p, (uint64_t)in->btime_ns);
-		put32(&p, in->target_len);
-		putbytes(&p, in->target, in->target_len);
+	case LR_INODE:
+		log_inode_put(p, &r->inode);
+		p += BODY_INODE;
+		putbytes(&p, r->inode.target, r->inode.target_len);
 		break;
-	}
 	case LR_INODE_DEL:
 		put64(&p, r->del.ino);
 		break;
@@ -279,21 +304,8 @@ static int decode_body(uint16_t type, const uint8_t *p, size_t blen, struct log_
 
 		if (blen < BODY_INODE)
 			return -EUCLEAN;
-		in->ino = get64(&p);
-		in->parent = get64(&p);
-		in->mode = get32(&p);
-		in->uid = get32(&p);
-		in->gid = get32(&p);
-		in->nlink = get32(&p);
-		in->flags = get32(&p);
-		in->rdev = get64(&p);
-		in->size = get64(&p);
-		in->gen = get64(&p);
-		in->atime_ns = (int64_t)get64(&p);
-		in->mtime_ns = (int64_t)get64(&p);
-		in->ctime_ns = (int64_t)get64(&p);
-		in->btime_ns = (int64_t)get64(&p);
-		in->target_len = get32(&p);
+		log_inode_get(p, in);
+		p += BODY_INODE;
 		if (in->target_len > LOG_SYMLINK_MAX || blen != BODY_INODE + in->target_len)
 			return -EUCLEAN;
 		in->target = in->target_len ? (const char *)p : NULL;
@@ -313,7 +325,7 @@ static int decode_body(uint16_t type, const uint8_t *p, size_t blen, struct log_
 		r->dent.namelen = get16(&p);
 		r->dent.name = (const char *)p;
 		if (blen != BODY_DENT + (size_t)r->dent.namelen ||
-		    !dent_name_ok(r->dent.name, r->dent.namelen))
+		    !log_dent_name_ok(r->dent.name, r->dent.namelen))
 			return -EUCLEAN;
 		return 0;
 	case LR_EXT_SET:
@@ -346,7 +358,7 @@ static int decode_body(uint16_t type, const uint8_t *p, size_t blen, struct log_
 			return -EUCLEAN;
 		r->xattr.name = (const char *)p;
 		r->xattr.val = r->xattr.vallen ? p + r->xattr.namelen : NULL;
-		return xattr_name_ok(r->xattr.name, r->xattr.namelen) ? 0 : -EUCLEAN;
+		return log_xattr_name_ok(r->xattr.name, r->xattr.namelen) ? 0 : -EUCLEAN;
 	case LR_XATTR_DEL:
 		if (blen < BODY_XDEL)
 			return -EUCLEAN;
@@ -355,7 +367,7 @@ static int decode_body(uint16_t type, const uint8_t *p, size_t blen, struct log_
 		if (blen != BODY_XDEL + (size_t)r->xattr.namelen)
 			return -EUCLEAN;
 		r->xattr.name = (const char *)p;
-		return xattr_name_ok(r->xattr.name, r->xattr.namelen) ? 0 : -EUCLEAN;
+		return log_xattr_name_ok(r->xattr.name, r->xattr.namelen) ? 0 : -EUCLEAN;
 	default:
 		return -EUCLEAN;
 	}

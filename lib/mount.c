@@ -169,6 +169,11 @@ static int read_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **op
 				   why[0] ? why : strerror(-ret));
 			return ret;
 		}
+		if (sbs[i].version != SUPER_VERSION) {
+			tfs_seterr(err, errlen, "%s: format v2 (experimental) cannot be mounted by "
+				   "this version yet; use mkfs.twinfs without -O v2", o->devs[i]);
+			return -EPROTONOSUPPORT;
+		}
 		if (opened[i]->size / TFS_BLOCK_SIZE < sbs[i].total_blocks) {
 			/* A shortened image would turn reads of its tail into
 			 * errors long after mount said all was well. */

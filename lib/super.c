@@ -68,7 +68,16 @@ enum {
 	SB_OFF_RB_DEV = 928,		/* u32, then 4 bytes zero */
 	SB_OFF_RB_CURSOR = 936,		/* u64 */
 	SB_OFF_RB_COPIED = 944,		/* u64 */
-	SB_OFF_RB_END = 952,		/* reserved zero up to the csum */
+	SB_OFF_RB_END = 952,		/* version 1: reserved zero up to the csum */
+	/* version 2 */
+	SB_OFF_TREE_GEN = 952,		/* u64 */
+	SB_OFF_HASH_SEED = 960,		/* u64 */
+	SB_OFF_NODE_START = 968,	/* u64 */
+	SB_OFF_NODE_BLOCKS = 976,	/* u64 */
+	SB_OFF_FREE_BLOCKS = 984,	/* u64 */
+	SB_OFF_ROOTS = 992,		/* SUPER_V2_ROOT_SLOTS * 32 bytes */
+	SB_ROOT_SIZE = 32,		/* addr, gen, csum u64; level u8; 7 zero */
+	SB_OFF_V2_END = 1248,		/* reserved zero up to the csum */
 	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
 };
 
@@ -76,10 +85,48 @@ _Static_assert(DEV_MAX == 8, "superblock offsets assume DEV_MAX == 8");
 _Static_assert(SB_OFF_DEV_UUIDS + DEV_MAX * 16 == SB_OFF_LABEL, "layout");
 _Static_assert(SB_OFF_DEV_STATE + DEV_MAX * 4 == SB_OFF_STATS, "layout");
 _Static_assert(SB_OFF_STATS + DEV_MAX * 48 == SB_OFF_SCRUB, "layout");
+_Static_assert(SB_OFF_ROOTS + SUPER_V2_ROOT_SLOTS * SB_ROOT_SIZE == SB_OFF_V2_END, "layout");
 
 static uint64_t sb_seed(unsigned slot)
 {
 	return SB_CSUM_SEED + slot;
+}
+
+/* The fields only version 2 has (its trees), after the common ones. */
+static void encode_v2(uint8_t *b, const struct super *sb)
+{
+	le64_put(b + SB_OFF_TREE_GEN, sb->tree_gen);
+	le64_put(b + SB_OFF_HASH_SEED, sb->hash_seed);
+	le64_put(b + SB_OFF_NODE_START, sb->node_start);
+	le64_put(b + SB_OFF_NODE_BLOCKS, sb->node_blocks);
+	le64_put(b + SB_OFF_FREE_BLOCKS, sb->free_blocks);
+	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
+		const struct broot *r = &sb->roots[i];
+		uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
+
+		le64_put(o, r->ptr.addr);
+		le64_put(o + 8, r->ptr.gen);
+		le64_put(o + 16, r->ptr.csum);
+		o[24] = (uint8_t)r->level;
+	}
+}
+
+static void decode_v2(const uint8_t *b, struct super *sb)
+{
+	sb->tree_gen = le64_get(b + SB_OFF_TREE_GEN);
+	sb->hash_seed = le64_get(b + SB_OFF_HASH_SEED);
+	sb->node_start = le64_get(b + SB_OFF_NODE_START);
+	sb->node_blocks = le64_get(b + SB_OFF_NODE_BLOCKS);
+	sb->free_blocks = le64_get(b + SB_OFF_FREE_BLOCKS);
+	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
+		struct broot *r = &sb->roots[i];
+		const uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
+
+		r->ptr.addr = le64_get(o);
+		r->ptr.gen = le64_get(o + 8);
+		r->ptr.csum = le64_get(o + 16);
+		r->level = o[24];
+	}
 }
 
 void super_encode(const struct super *sb, unsigned slot, void *buf)
@@ -156,6 +203,8 @@ void super_encode(const struct super *sb, unsigned slot, void *buf)
 	le32_put(b + SB_OFF_RB_DEV, sb->rb_dev);
 	le64_put(b + SB_OFF_RB_CURSOR, sb->rb_cursor);
 	le64_put(b + SB_OFF_RB_COPIED, sb->rb_copied);
+	if (sb->version == SUPER_VERSION_V2)
+		encode_v2(b, sb);
 	le64_put(b + SB_OFF_CSUM, csum_buf(b, SB_OFF_CSUM, sb_seed(slot)));
 }
 
@@ -229,6 +278,8 @@ static void decode_fields(const uint8_t *b, struct super *sb)
 	sb->rb_dev = le32_get(b + SB_OFF_RB_DEV);
 	sb->rb_cursor = le64_get(b + SB_OFF_RB_CURSOR);
 	sb->rb_copied = le64_get(b + SB_OFF_RB_COPIED);
+	if (sb->version == SUPER_VERSION_V2)
+		decode_v2(b, sb);
 }
 
 static int why_fmt(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -289,10 +340,64 @@ static int check_geometry(const struct super *sb, char *why, size_t whylen)
 	return 0;
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* A root: none (all zero), or a node in the node area written by a tree
+ * commit up to tree_gen. */
+static bool root_ok(const struct super *sb, const struct broot *r, const uint8_t *raw)
+{
+	uint64_t a = r->ptr.addr;
+
+	if (!all_zero(raw + 25, SB_ROOT_SIZE - 25))
+		return false;
+	if (!a)
+		return !r->ptr.gen && !r->ptr.csum && !r->level;
+	return a >= sb->node_start && (a - sb->node_start) % BNODE_BLOCKS == 0 &&
+	       a - sb->node_start <= sb->node_blocks - BNODE_BLOCKS &&
+	       r->ptr.gen >= 1 && r->ptr.gen <= sb->tree_gen && r->level < BNODE_MAX_LEVEL;
+}
+
+/* Version 2: one encoding (every reserved byte zero, no checkpoint
+ * fields), the node area inside the data area, roots inside it. */
+static int check_v2(const uint8_t *b, const struct super *sb, char *why, size_t whylen)
+{
+	const char *bad = NULL;
+	size_t lablen = strnlen((const char *)b + SB_OFF_LABEL, 64);
+
+	if (lablen > 63 || !all_zero(b + SB_OFF_LABEL + lablen, 64 - lablen))
+		bad = "label not NUL-padded";
+	else if (sb->ckpt_start || sb->ckpt_blocks || sb->ckpt_bytes || sb->ckpt_table_csum)
+		bad = "checkpoint fields set in a version 2 superblock";
+	else if (!all_zero(b + SB_OFF_SCRUB + 4, 4) || !all_zero(b + SB_OFF_RB_DEV + 4, 4) ||
+		 !all_zero(b + SB_OFF_ROOTS + SUPER_V2_TREES * SB_ROOT_SIZE,
+			   SB_OFF_CSUM - SB_OFF_ROOTS - SUPER_V2_TREES * SB_ROOT_SIZE))
+		bad = "reserved bytes not zero";
+	else if (!sb->tree_gen)
+		bad = "tree generation 0";
+	else if (sb->node_start < sb->data_start || !sb->node_blocks ||
+		 sb->node_blocks % BNODE_BLOCKS || sb->node_blocks > sb->total_blocks - sb->node_start)
+		bad = "node area outside the data area";
+	else if (sb->free_blocks > sb->total_blocks - sb->data_start)
+		bad = "more free blocks than the data area has";
+	for (unsigned i = 0; !bad && i < SUPER_V2_TREES; i++)
+		if (!root_ok(sb, &sb->roots[i], b + SB_OFF_ROOTS + SB_ROOT_SIZE * i))
+			bad = "tree root outside the node area";
+	if (bad)
+		return why_fmt(why, whylen, -EUCLEAN, "inconsistent geometry: %s", bad);
+	return 0;
+}
+
 int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, size_t whylen)
 {
 	const uint8_t *b = buf;
 	uint64_t want;
+	int ret;
 
 	if (memcmp(b + SB_OFF_MAGIC, SUPER_MAGIC, 8) != 0)
 		return why_fmt(why, whylen, -ENOENT, "no twinfs superblock");
@@ -303,17 +408,20 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
 	if (csum_buf(b, SB_OFF_CSUM, sb_seed(slot)) != want)
 		return why_fmt(why, whylen, -EUCLEAN, "superblock slot %u checksum mismatch", slot);
 	decode_fields(b, sb);
-	if (sb->version != SUPER_VERSION)
+	if (sb->version != SUPER_VERSION && sb->version != SUPER_VERSION_V2)
 		return why_fmt(why, whylen, -EPROTONOSUPPORT,
-			       "unsupported format version %u (this twinfs supports %u)",
-			       sb->version, SUPER_VERSION);
+			       "unsupported format version %u (this twinfs supports %u and %u)",
+			       sb->version, SUPER_VERSION, SUPER_VERSION_V2);
 	if (sb->incompat & ~SUPER_INCOMPAT_SUPP)
 		return why_fmt(why, whylen, -EPROTONOSUPPORT, "unknown incompat features 0x%x",
 			       sb->incompat & ~SUPER_INCOMPAT_SUPP);
 	if (sb->ro_compat & ~SUPER_RO_COMPAT_SUPP)
 		return why_fmt(why, whylen, -EPROTONOSUPPORT, "unknown ro_compat features 0x%x",
 			       sb->ro_compat & ~SUPER_RO_COMPAT_SUPP);
-	return check_geometry(sb, why, whylen);
+	ret = check_geometry(sb, why, whylen);
+	if (ret == 0 && sb->version == SUPER_VERSION_V2)
+		ret = check_v2(b, sb, why, whylen);
+	return ret;
 }
 
 void super_uuid_str(const uint8_t u[16], char out[SUPER_UUID_STR])

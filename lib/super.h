@@ -22,10 +22,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "btree.h"
 #include "dev.h"
 
 #define SUPER_MAGIC "TWINFS\x01\x00"	/* 8 bytes */
-#define SUPER_VERSION 1
+#define SUPER_VERSION 1			/* what mount and the v1 tools run */
+#define SUPER_VERSION_V2 2		/* format v2 (experimental): mkfs -O v2, fsck */
+#define SUPER_V2_TREES 3		/* inodes, refcounts, free space */
+#define SUPER_V2_ROOT_SLOTS 8		/* roots the layout has room for */
 #define SUPER_INCOMPAT_SUPP 0u
 #define SUPER_RO_COMPAT_SUPP 0u
 #define SUPER_LOG_START 16
@@ -95,6 +99,14 @@ struct super {
 	 * rb_kind 1 rebuild, 2 replace; regions below rb_cursor are copied. */
 	uint32_t rb_state, rb_kind, rb_dev;
 	uint64_t rb_cursor, rb_copied;
+	/* Version 2 only (all zero in version 1; FORMAT.md "Superblock of
+	 * version 2").  The ckpt_* fields except ckpt_seq are zero: the trees
+	 * are the checkpoint, ckpt_seq the last log seq they hold. */
+	uint64_t tree_gen;		/* generation of the last tree commit */
+	uint64_t hash_seed;		/* seed of hash56 (v2item.h) */
+	uint64_t node_start, node_blocks;	/* the node area */
+	uint64_t free_blocks;		/* blocks the free-space tree lists */
+	struct broot roots[SUPER_V2_TREES];	/* tree id i + 1 (v2item.h) */
 };
 
 enum { SUPER_RB_NONE = 0, SUPER_RB_RUNNING = 1 };

@@ -60,6 +60,7 @@ struct tfs_format_opts {
 	const char *label;
 	bool force;			/* overwrite existing file systems */
 	const char *backend;
+	bool v2;			/* format v2 (experimental: mount refuses it) */
 };
 
 /* mkfs: writes a new empty file system (root directory) on every device.
@@ -75,6 +76,7 @@ struct tfs_format_info {
 	char label[TFS_LABEL_MAX + 1];	/* NUL-terminated, "" if none */
 	uint64_t block_size, total_blocks, data_start;
 	unsigned ndevs;			/* copies */
+	unsigned version;		/* format version, 1 or 2 */
 };
 /* Read @dev's superblock back: 0 or -errno with one line naming @dev in err. */
 int tfs_format_info(const char *dev, struct tfs_format_info *out, char *err, size_t errlen);

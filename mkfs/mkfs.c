@@ -21,7 +21,7 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: " PROG " [-L label] [-f] DEV...   (1 to %d devices)\n",
+	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2] DEV...   (1 to %d devices)\n",
 		TFS_DEV_MAX);
 }
 
@@ -32,6 +32,8 @@ static void help(void)
 	       "keeping a copy of every block on each device.\n"
 	       "  -L label  file system label (at most 63 bytes)\n"
 	       "  -f        overwrite a device that already holds a file system\n"
+	       "  -O v2     EXPERIMENTAL: write format v2 (metadata in on-disk trees);\n"
+	       "            twinfs cannot mount it yet, fsck.twinfs checks it\n"
 	       "  -h        this help\n");
 }
 
@@ -70,6 +72,8 @@ static void print_summary(const struct tfs_format_info *sb, const char *const *d
 	format_size(sb->total_blocks * bs, total, sizeof(total));
 
 	printf("twinfs file system created\n");
+	if (sb->version == 2)
+		printf("  format:  v2 (experimental: this twinfs cannot mount it yet)\n");
 	printf("  UUID:    %s\n", uuid);
 	printf("  label:   %s\n", sb->label[0] ? sb->label : "(none)");
 	printf("  size:    %s usable (%s per device, %" PRIu64 " blocks of %" PRIu64 " bytes)\n",
@@ -93,11 +97,12 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "label", required_argument, NULL, 'L' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "format", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 
-	while ((opt = getopt_long(argc, argv, "L:fh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "L:fO:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'L':
 			if (strlen(optarg) > TFS_LABEL_MAX) {
@@ -110,6 +115,16 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			o.force = true;
+			break;
+		case 'O':
+			/* Only a whole format for now, no feature list. */
+			if (strcmp(optarg, "v2") != 0 && strcmp(optarg, "v1") != 0) {
+				fprintf(stderr, PROG ": -O: unknown format '%s' (v1 or v2)\n",
+					optarg);
+				usage(stderr);
+				return 2;
+			}
+			o.v2 = strcmp(optarg, "v2") == 0;
 			break;
 		case 'h':
 			help();

@@ -28,11 +28,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(sb.log_start + sb.log_blocks <= sb.total_blocks);
 		assert(sb.log_head_pos < sb.log_blocks);
 		assert(memchr(sb.label, 0, sizeof(sb.label)) != NULL);
+		if (sb.version == SUPER_VERSION_V2) {
+			/* the trees' roots are nodes inside the node area */
+			assert(sb.node_start >= sb.data_start && sb.node_blocks % BNODE_BLOCKS == 0);
+			assert(sb.node_blocks && sb.node_start + sb.node_blocks <= sb.total_blocks);
+			assert(!sb.ckpt_blocks && sb.tree_gen);
+			for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
+				const struct broot *r = &sb.roots[i];
+
+				assert(!r->ptr.addr || (r->ptr.addr >= sb.node_start &&
+					r->ptr.addr + BNODE_BLOCKS <= sb.node_start + sb.node_blocks &&
+					r->ptr.gen <= sb.tree_gen && r->level < BNODE_MAX_LEVEL));
+			}
+		} else {
+			assert(sb.version == SUPER_VERSION && !sb.tree_gen && !sb.node_blocks);
+		}
 		/* Re-encoding a decoded superblock gives one that decodes again. */
 		uint8_t again[4096];
 		struct super sb2;
 		super_encode(&sb, slot, again);
 		assert(super_decode(again, slot, &sb2, why, sizeof(why)) == 0);
+		/* Version 2 has exactly one encoding: the same bytes. */
+		if (sb.version == SUPER_VERSION_V2)
+			assert(memcmp(again, buf, sizeof(buf)) == 0);
 	}
 	return 0;
 }
@@ -52,6 +70,20 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	emit(buf, sizeof(buf));
 	sb.dev_index = 1;
 	sb.generation = 8;
+	super_encode(&sb, 0, buf);
+	emit(buf, sizeof(buf));
+	/* version 2: three trees in a node area */
+	sb.version = SUPER_VERSION_V2;
+	sb.tree_gen = 3;
+	sb.hash_seed = 0x9e3779b97f4a7c15ull;
+	sb.node_start = sb.data_start;
+	sb.node_blocks = 1024;
+	sb.free_blocks = sb.total_blocks - sb.node_start - sb.node_blocks;
+	for (unsigned i = 0; i < SUPER_V2_TREES; i++)
+		sb.roots[i] = (struct broot){ { sb.node_start + 4 * i, 1 + i, 0x77 * i }, i };
+	super_encode(&sb, 0, buf);
+	emit(buf, sizeof(buf));
+	sb.roots[2] = (struct broot){ { 0, 0, 0 }, 0 };
 	super_encode(&sb, 0, buf);
 	emit(buf, sizeof(buf));
 }

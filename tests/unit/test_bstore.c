@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format-v2 B+tree nodes on the mirror (bstore_mirror, io_uring under the fault backend, two image files): a node is written to both mirrors; a rotten copy, a read error or a copy misdirected to another node's place is caught through the parent pointer and repaired from the other mirror; with both copies bad the lookup fails with EIO and never returns other bytes; with one device failed, nodes are written to and read from the other alone. */
+/* Description: format-v2 B+tree nodes on the mirror (bstore_mirror, io_uring under the fault backend, two image files): a node is written to both mirrors; a rotten copy, a read error or a copy misdirected to another node's place is caught through the parent pointer and repaired from the other mirror; with both copies bad the lookup fails with EIO and never returns other bytes; with one device failed, nodes are written to and read from the other alone; with all_copies (fsck) every copy is read, so a bad copy behind a good one is found and rewritten. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -224,6 +224,38 @@ static void test_repair(void **state)
 	fx_teardown(&f);
 }
 
+/* A bad copy on the device read second is found only with all_copies
+ * (fsck): without it the good first copy ends the read; with it the other
+ * copy is read too, counted and rewritten, and no_repair (fsck -n) counts
+ * it without writing. */
+static void test_all_copies(void **state)
+{
+	struct fx f;
+	struct bptr p;
+	unsigned first;
+
+	fx_setup(&f);
+	leaf_ptr(&f, 2, &p, &first);
+	rot(&f, 1, p.addr, 9000);
+	aim_leaf(&f, 0);
+	assert_int_equal(lookup_all(&f, first, first + 1), 0);
+	assert_int_equal(f.m.ctr[1].csum_err, 0);	/* not seen */
+	f.s.all_copies = true;
+	f.m.no_repair = true;
+	aim_leaf(&f, 0);
+	assert_int_equal(lookup_all(&f, first, first + 1), 0);
+	assert_int_equal(f.m.ctr[1].csum_err, BNODE_BLOCKS);
+	assert_int_equal(f.m.ctr[1].repaired, 0);
+	assert_int_equal(f.m.ctr[0].csum_err, 0);
+	f.m.no_repair = false;
+	aim_leaf(&f, 0);
+	assert_int_equal(lookup_all(&f, first, first + 1), 0);
+	assert_int_equal(f.m.ctr[1].csum_err, 2 * BNODE_BLOCKS);
+	assert_int_equal(f.m.ctr[1].repaired, BNODE_BLOCKS);
+	copies_good(&f, &p);	/* rewritten */
+	fx_teardown(&f);
+}
+
 static void test_unrecoverable(void **state)
 {
 	struct fx f;
@@ -298,6 +330,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mirrored_write),
 		cmocka_unit_test(test_repair),
+		cmocka_unit_test(test_all_copies),
 		cmocka_unit_test(test_unrecoverable),
 		cmocka_unit_test(test_degraded),
 	};

@@ -16,6 +16,7 @@
 
 #include "csum.h"
 #include "dev.h"
+#include "le.h"
 #include "super.h"
 
 /* A superblock with every field set to a distinct value. */
@@ -123,10 +124,10 @@ static void test_version_features(void **state)
 	char why[128];
 
 	fill(&a);
-	a.version = 2;
+	a.version = 3;
 	super_encode(&a, 0, buf);
 	assert_int_equal(super_decode(buf, 0, &b, why, sizeof(why)), -EPROTONOSUPPORT);
-	assert_string_equal(why, "unsupported format version 2 (this twinfs supports 1)");
+	assert_string_equal(why, "unsupported format version 3 (this twinfs supports 1 and 2)");
 
 	fill(&a);
 	a.incompat = 0x40;
@@ -188,6 +189,100 @@ static void test_geometry(void **state)
 	assert_int_equal(super_decode(buf, 0, &b, NULL, 0), 0);
 	fill(&a);
 	a.ckpt_blocks = a.ckpt_bytes = a.ckpt_start = 0;	/* no checkpoint yet */
+	super_encode(&a, 0, buf);
+	assert_int_equal(super_decode(buf, 0, &b, NULL, 0), 0);
+}
+
+/* A version 2 superblock: trees in place of the checkpoint. */
+static void fill_v2(struct super *sb)
+{
+	fill(sb);
+	sb->version = SUPER_VERSION_V2;
+	sb->ckpt_start = sb->ckpt_blocks = sb->ckpt_bytes = sb->ckpt_table_csum = 0;
+	sb->tree_gen = 41;
+	sb->hash_seed = 0x0123456789abcdefull;
+	sb->node_start = sb->data_start;
+	sb->node_blocks = 4096;
+	sb->free_blocks = sb->total_blocks - sb->data_start - sb->node_blocks;
+	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
+		sb->roots[i].ptr.addr = sb->node_start + 4 * (i + 1);
+		sb->roots[i].ptr.gen = 40 + i % 2;
+		sb->roots[i].ptr.csum = 0x1111 * (i + 1);
+		sb->roots[i].level = i;
+	}
+}
+
+static void test_v2(void **state)
+{
+	struct super a, b;
+	uint8_t buf[4096], raw[4096];
+	char why[128];
+
+	(void)state;
+	fill_v2(&a);
+	super_encode(&a, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), 0);
+	assert_int_equal(b.version, 2);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_true(le64_get(buf + 952) == 41 && le64_get(buf + 968) == a.data_start);
+	assert_true(le64_get(buf + 992 + 32) == a.node_start + 8 && buf[992 + 64 + 24] == 2);
+	/* a version 1 superblock never carries the v2 fields */
+	a.version = SUPER_VERSION;
+	super_encode(&a, 1, buf);
+	assert_true(le64_get(buf + 952) == 0);
+	/* every reserved byte, one at a time, must be zero */
+	fill_v2(&a);
+	super_encode(&a, 0, raw);
+	for (unsigned off = 1017 + 64; off < 4088; off += 97) {
+		memcpy(buf, raw, sizeof(buf));
+		buf[off] = 1;
+		le64_put(buf + 4088, csum_buf(buf, 4088, 0x7477696e66730000ull));
+		assert_int_equal(super_decode(buf, 0, &b, why, sizeof(why)), -EUCLEAN);
+	}
+	/* unused root slot and a root's padding */
+	memcpy(buf, raw, sizeof(buf));
+	buf[992 + 3 * 32] = 4;
+	le64_put(buf + 4088, csum_buf(buf, 4088, 0x7477696e66730000ull));
+	assert_int_equal(super_decode(buf, 0, &b, why, sizeof(why)), -EUCLEAN);
+	memcpy(buf, raw, sizeof(buf));
+	buf[992 + 25] = 1;
+	le64_put(buf + 4088, csum_buf(buf, 4088, 0x7477696e66730000ull));
+	assert_int_equal(super_decode(buf, 0, &b, why, sizeof(why)), -EUCLEAN);
+	memcpy(buf, raw, sizeof(buf));
+	buf[806] = 1;	/* the scrub's reserved u32 */
+	le64_put(buf + 4088, csum_buf(buf, 4088, 0x7477696e66730000ull));
+	assert_int_equal(super_decode(buf, 0, &b, why, sizeof(why)), -EUCLEAN);
+}
+
+static void test_v2_geometry(void **state)
+{
+	struct super a, b;
+	uint8_t buf[4096];
+
+	(void)state;
+	fill_v2(&a); a.ckpt_start = a.data_start; a.ckpt_blocks = 1; expect_geom(&a);
+	fill_v2(&a); a.ckpt_table_csum = 1; expect_geom(&a);
+	fill_v2(&a); a.tree_gen = 0; expect_geom(&a);
+	fill_v2(&a); a.node_start = a.data_start - 4; expect_geom(&a);
+	fill_v2(&a); a.node_blocks = 0; expect_geom(&a);
+	fill_v2(&a); a.node_blocks = 4094; expect_geom(&a);
+	fill_v2(&a); a.node_blocks = a.total_blocks - a.node_start + 4; expect_geom(&a);
+	fill_v2(&a); a.free_blocks = a.total_blocks; expect_geom(&a);
+	fill_v2(&a); a.roots[0].ptr.addr = a.node_start - 4; expect_geom(&a);
+	fill_v2(&a); a.roots[0].ptr.addr = a.node_start + 2; expect_geom(&a);
+	fill_v2(&a); a.roots[1].ptr.addr = a.node_start + a.node_blocks; expect_geom(&a);
+	fill_v2(&a); a.roots[1].ptr.gen = 42; expect_geom(&a);
+	fill_v2(&a); a.roots[1].ptr.gen = 0; expect_geom(&a);
+	fill_v2(&a); a.roots[2].level = BNODE_MAX_LEVEL; expect_geom(&a);
+	fill_v2(&a); a.roots[2].ptr.addr = 0; expect_geom(&a);	/* empty, with gen */
+	/* the edges and the empty tree are fine */
+	fill_v2(&a);
+	a.roots[1].ptr.addr = a.node_start + a.node_blocks - 4;
+	a.roots[1].ptr.gen = a.tree_gen;
+	a.roots[2] = (struct broot){ { 0, 0, 0 }, 0 };
+	a.roots[0].level = BNODE_MAX_LEVEL - 1;
+	a.node_blocks = a.total_blocks - a.node_start;
+	a.free_blocks = 0;
 	super_encode(&a, 0, buf);
 	assert_int_equal(super_decode(buf, 0, &b, NULL, 0), 0);
 }
@@ -314,11 +409,11 @@ static void test_read_dev(void **state)
 	a.generation = 13;
 	assert_int_equal(super_write_dev(im.be, im.d, &a), 0);
 	a.generation = 14;
-	a.version = 2;
+	a.version = 3;
 	assert_int_equal(super_write_dev(im.be, im.d, &a), 0);
 	assert_int_equal(super_read_dev(im.be, im.d, &b, &slot, why, sizeof(why)),
 			 -EPROTONOSUPPORT);
-	assert_non_null(strstr(why, "version 2"));
+	assert_non_null(strstr(why, "version 3"));
 	free(blk);
 	img_close(&im);
 }
@@ -343,6 +438,8 @@ int main(void)
 		cmocka_unit_test(test_bitflip_and_magic),
 		cmocka_unit_test(test_version_features),
 		cmocka_unit_test(test_geometry),
+		cmocka_unit_test(test_v2),
+		cmocka_unit_test(test_v2_geometry),
 		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_probe_foreign),
 		cmocka_unit_test(test_read_dev),

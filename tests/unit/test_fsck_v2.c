@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: fsck of a format-v2 image (tfs_format with v2, fsck_run): a new image is clean with its root directory and free space; items added to the inode tree through bstore/btree and a new superblock are checked against their inode: a valid symlink with both target chunks passes, an item of an inode without INODE item, a symlink chunk of the wrong length, an extent in a directory are each found (exit 4). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "bcache.h"
+#include "bstore.h"
+#include "btree.h"
+#include "fsck.h"
+#include "mirror.h"
+#include "super.h"
+#include "testlib.h"
+#include "v2item.h"
+
+#define NIMG 2
+
+static char img[NIMG][TL_PATH_MAX];
+static const char *devs[NIMG];
+
+static int run_fsck(int mode, char **out)
+{
+	struct fsck_opts o = {
+		.devs = devs, .ndevs = NIMG, .mode = mode, .backend = "file",
+	};
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	o.out = open_memstream(&buf, &len);
+	assert_non_null(o.out);
+	rc = fsck_run(&o, NULL);
+	fclose(o.out);
+	if (getenv("TFS_TEST_VERBOSE"))
+		fprintf(stderr, "--- fsck mode %d -> %d\n%s", mode, rc, buf);
+	*out = buf;
+	return rc;
+}
+
+static int setup(void **state)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	char err[512] = "";
+
+	(void)state;
+	tl_mk_images(img, devs, NIMG, "fsckv2", 64ull << 20);
+	if (tfs_format(devs, NIMG, &fo, err, sizeof(err))) {
+		fprintf(stderr, "format: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tl_rm_images(img, NIMG);
+	return 0;
+}
+
+/* The store on both images, with the nodes of the current roots claimed. */
+struct img2 {
+	struct dev_backend *be;
+	struct dev *d[NIMG];
+	struct mirror m;
+	struct bstore_mirror s;
+	struct bcache *c;
+	struct super sb;
+};
+
+static void img_open(struct img2 *x)
+{
+	char err[256], why[256];
+
+	memset(x, 0, sizeof(*x));
+	assert_int_equal(dev_backend_create("file", &x->be), 0);
+	for (unsigned i = 0; i < NIMG; i++) {
+		assert_int_equal(dev_open(devs[i], false, &x->d[i], err, sizeof(err)), 0);
+		assert_int_equal(dev_backend_attach(x->be, x->d[i]), 0);
+	}
+	assert_int_equal(super_read_dev(x->be, x->d[0], &x->sb, NULL, why, sizeof(why)), 0);
+	assert_int_equal(x->sb.version, SUPER_VERSION_V2);
+	assert_int_equal(mirror_init(&x->m, x->be, x->d, NIMG), 0);
+	assert_int_equal(bstore_mirror_init(&x->s, &x->m, x->sb.node_start,
+					    x->sb.node_blocks / BNODE_BLOCKS), 0);
+	for (unsigned t = 0; t < V2_NTREES; t++)	/* one node per tree so far */
+		if (x->sb.roots[t].ptr.addr)
+			assert_int_equal(bstore_mirror_claim(&x->s, x->sb.roots[t].ptr.addr), 0);
+	assert_int_equal(bcache_create(1u << 20, &x->c), 0);
+}
+
+/* Commit the items into the inode tree, a superblock naming the new root
+ * (generation + 1) on both images; then close. */
+static void img_commit(struct img2 *x, const struct bkey *k, const void *const *v,
+		       const unsigned *len, unsigned n)
+{
+	struct btree t;
+	uint64_t *freed;
+	size_t nfreed;
+
+	assert_int_equal(bt_open(&t, &x->s.store, x->c, V2_TREE_INODES, x->sb.fs_uuid,
+				 &x->sb.roots[0]), 0);
+	assert_int_equal(bt_begin(&t, x->sb.tree_gen + 1), 0);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(bt_insert(&t, &k[i], v[i], len[i]), 0);
+	assert_int_equal(bt_commit(&t, &x->sb.roots[0], &freed, &nfreed), 0);
+	free(freed);
+	bt_close(&t);
+	x->sb.tree_gen++;
+	x->sb.generation++;
+	for (unsigned i = 0; i < NIMG; i++) {
+		x->sb.dev_index = i;
+		memcpy(x->sb.dev_uuid, x->sb.dev_uuids[i], 16);
+		assert_int_equal(super_write_dev(x->be, x->d[i], &x->sb), 0);
+	}
+	bcache_destroy(x->c);
+	bstore_mirror_destroy(&x->s);
+	dev_backend_destroy(x->be);
+	for (unsigned i = 0; i < NIMG; i++)
+		dev_close(x->d[i]);
+}
+
+static struct log_inode mkino(uint64_t ino, uint32_t mode, uint32_t tlen)
+{
+	struct log_inode in = { .ino = ino, .mode = mode, .nlink = 1, .gen = 1,
+				.target_len = tlen };
+
+	return in;
+}
+
+static void expect(int rc, const char *want)
+{
+	char *out;
+
+	assert_int_equal(run_fsck(FSCK_CHECK, &out), rc);
+	if (want && !strstr(out, want)) {
+		fprintf(stderr, "missing \"%s\" in:\n%s", want, out);
+		fail();
+	}
+	free(out);
+}
+
+static void test_fresh(void **state)
+{
+	char *out;
+
+	(void)state;
+	assert_int_equal(run_fsck(FSCK_CHECK, &out), FSCK_EXIT_OK);
+	assert_non_null(strstr(out, "1 inodes (1 directories"));
+	assert_non_null(strstr(out, "format v2"));
+	free(out);
+}
+
+static void test_items(void **state)
+{
+	static uint8_t chunk[V2_SYMLINK_CHUNK];
+	uint8_t ival[3][V2_INODE_LEN], ext[64];
+	struct log_inode sym = mkino(5, S_IFLNK | 0777, 3000);
+	uint64_t csum = 7;
+	struct v2_extent e = { 9000, 1, false, &csum };
+	struct img2 x;
+	unsigned elen;
+
+	(void)state;
+	memset(chunk, 'x', sizeof(chunk));
+	assert_int_equal(v2_inode_encode(&sym, ival[0]), 0);
+	{
+		/* A whole symlink: clean. */
+		struct bkey k[3] = { v2_key_inode(5), v2_key_symlink(5, 0), v2_key_symlink(5, 1) };
+		const void *v[3] = { ival[0], chunk, chunk };
+		unsigned len[3] = { V2_INODE_LEN, 2048, 3000 - 2048 };
+
+		img_open(&x);
+		img_commit(&x, k, v, len, 3);
+		expect(FSCK_EXIT_OK, "2 inodes (1 directories, 0 files, 1 symlinks");
+	}
+	{
+		/* Its second chunk gone: replaced by a symlink of one chunk
+		 * whose length disagrees. */
+		struct bkey k[1] = { v2_key_symlink(5, 1) };
+		const void *v[1] = { chunk };
+		unsigned len[1] = { 100 };
+
+		img_open(&x);
+		img_commit(&x, k, v, len, 1);
+		expect(FSCK_EXIT_UNCORRECTED, "a symlink chunk the target length does not have");
+	}
+	assert_int_equal(v2_extent_encode(0, &e, ext, sizeof(ext), &elen), 0);
+	{
+		/* Chunk 1 right again; an extent of inode 6 (no INODE item), an
+		 * extent in the root directory. */
+		struct bkey k[3] = { v2_key_symlink(5, 1), v2_key_extent(6, 0), v2_key_extent(1, 0) };
+		const void *v[3] = { chunk, ext, ext };
+		unsigned len[3] = { 3000 - 2048, elen, elen };
+		char *out;
+
+		img_open(&x);
+		img_commit(&x, k, v, len, 3);
+		assert_int_equal(run_fsck(FSCK_CHECK, &out), FSCK_EXIT_UNCORRECTED);
+		assert_non_null(strstr(out, "item (6, 8, 0): no INODE item"));
+		assert_non_null(strstr(out, "an extent in an inode that is not a regular file"));
+		assert_null(strstr(out, "a symlink chunk"));
+		assert_null(strstr(out, "symlink target has"));
+		free(out);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fresh),
+		cmocka_unit_test(test_items),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
