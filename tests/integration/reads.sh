@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Description: the read path's kernel settings.  A cached open keeps the
+# file's pages (keep_cache: a re-read after close and open is served from
+# the page cache, not from the daemon), those pages follow every change
+# made through the mount (cached and O_DIRECT writes, truncate), and the
+# mount's readahead is raised to 1 MiB so cold sequential reads reach the
+# daemon as 1 MiB READs instead of 128 KiB ones.
+source "$(dirname "$0")/harness.sh"
+if ! command -v fincore >/dev/null; then
+	echo "SKIP: fincore (util-linux) is missing"
+	exit 77
+fi
+
+h_setup 2 256M
+h_mount
+
+# mountinfo field 3 is the mount's st_dev, the name of its bdi in sysfs.
+dev=$(awk -v m="$MNT" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
+ra=/sys/class/bdi/$dev/read_ahead_kb
+[[ -r $ra ]] || h_fail "no $ra for the mount"
+
+h_log "==== readahead: 1 MiB from the first cached open on"
+head -c 8M /dev/urandom > "$T/data"
+cp "$T/data" "$MNT/f"
+sync "$MNT/f"
+[[ $(cat "$ra") == 1024 ]] || h_fail "read_ahead_kb is $(cat "$ra") after an open, want 1024"
+
+h_log "==== keep_cache: pages survive close and open"
+h_remount
+cmp "$T/data" "$MNT/f" || h_fail "cold read differs"
+# fincore opens the file itself: an open that drops the cache shows 0.
+pages=$(fincore -n -b -o PAGES "$MNT/f" | tr -d ' ')
+((pages >= 2048)) || h_fail "$pages pages of $MNT/f resident after a full read, want 2048"
+
+h_log "==== the kept pages follow writes through the mount"
+# A cached write through another open.
+printf 'cached-write' | dd of="$MNT/f" bs=1 seek=100 conv=notrunc status=none
+printf 'cached-write' | dd of="$T/data" bs=1 seek=100 conv=notrunc status=none
+cmp "$T/data" "$MNT/f" || h_fail "a cached write is not seen by a later open"
+# An O_DIRECT write (a direct open: FOPEN_DIRECT_IO) over cached pages.
+head -c 4096 /dev/urandom > "$T/blk"
+dd if="$T/blk" of="$MNT/f" bs=4096 seek=3 oflag=direct conv=notrunc status=none ||
+	h_fail "O_DIRECT write"
+dd if="$T/blk" of="$T/data" bs=4096 seek=3 conv=notrunc status=none
+cmp "$T/data" "$MNT/f" || h_fail "the page cache shows stale data after an O_DIRECT write"
+# Truncate and extend: the dropped tail reads as zeros.
+truncate -s 1M "$MNT/f"
+truncate -s 8M "$MNT/f"
+truncate -s 1M "$T/data"
+truncate -s 8M "$T/data"
+cmp "$T/data" "$MNT/f" || h_fail "stale pages after truncate"
+h_remount
+cmp "$T/data" "$MNT/f" || h_fail "data differs after remount"
+h_umount
+echo "reads: all checks passed"
