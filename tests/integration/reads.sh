@@ -5,7 +5,9 @@
 # the page cache, not from the daemon), those pages follow every change
 # made through the mount (cached and O_DIRECT writes, truncate), and the
 # mount's readahead is raised to 1 MiB so cold sequential reads reach the
-# daemon as 1 MiB READs instead of 128 KiB ones.
+# daemon as 1 MiB READs instead of 128 KiB ones.  Reads spread over both
+# mirrors (per-device read counters in twinfs-ctl stats): small reads
+# alternate, and one large read is split between the two copies.
 source "$(dirname "$0")/harness.sh"
 if ! command -v fincore >/dev/null; then
 	echo "SKIP: fincore (util-linux) is missing"
@@ -32,6 +34,23 @@ cmp "$T/data" "$MNT/f" || h_fail "cold read differs"
 # fincore opens the file itself: an open that drops the cache shows 0.
 pages=$(fincore -n -b -o PAGES "$MNT/f" | tr -d ' ')
 ((pages >= 2048)) || h_fail "$pages pages of $MNT/f resident after a full read, want 2048"
+
+h_log "==== reads spread over the mirrors"
+# read_bytes of device 0 and 1.
+rbytes() { "$CTL" stats "$MNT" | awk '/^device[01]\.read_bytes:/ { printf "%s ", $2 } END { print "" }'; }
+read -r a0 a1 < <(rbytes)
+dd if="$MNT/f" of=/dev/null bs=1M count=1 skip=2 iflag=direct status=none || h_fail "O_DIRECT read"
+read -r b0 b1 < <(rbytes)
+h_log "one 1 MiB read: device 0 read $((b0 - a0)) bytes, device 1 $((b1 - a1))"
+((b0 - a0 >= 393216 && b1 - a1 >= 393216)) ||
+	h_fail "a 1 MiB read was not split over both mirrors ($((b0 - a0)) and $((b1 - a1)) bytes)"
+for i in $(seq 0 15); do
+	dd if="$MNT/f" of=/dev/null bs=4096 count=1 skip=$((i * 7)) iflag=direct status=none
+done
+read -r c0 c1 < <(rbytes)
+h_log "16 reads of 4 KiB: device 0 read $((c0 - b0)) bytes, device 1 $((c1 - b1))"
+((c0 - b0 >= 4 * 4096 && c1 - b1 >= 4 * 4096)) ||
+	h_fail "4 KiB reads did not alternate between the mirrors"
 
 h_log "==== the kept pages follow writes through the mount"
 # A cached write through another open.
