@@ -417,11 +417,13 @@ wl_Rseq() {
 	cold_target "$t"
 	rseq "$t" R
 	# Now cached by the read above (and read once more to be sure):
-	# buffered re-reads, 1 MiB at a time, from the page cache.
+	# buffered re-reads, 1 MiB at a time, from the page cache.  fio
+	# drops the file's cache before a job unless --invalidate=0: without
+	# it every target re-read from its devices (or its daemon).
 	fio --name=warm --filename="$(target_file)" --size=1g --rw=read --bs=1m \
-		--ioengine=psync --direct=0 --output=/dev/null
+		--ioengine=psync --direct=0 --invalidate=0 --output=/dev/null
 	run_fio Rcached "$t" --name=R --size=1g --rw=read --bs=1m --direct=0 \
-		--ioengine=psync --numjobs=1
+		--ioengine=psync --numjobs=1 --invalidate=0
 	umount_target "$t"
 }
 

@@ -72,6 +72,8 @@ struct tfsd {
 	 * clearing suid/sgid on write, truncate, fallocate and chown to us
 	 * (privs.c) and skips the security.capability check per write(2). */
 	_Atomic bool killpriv_v2;
+	/* ops.c: the bdi's readahead has been raised (or tried once). */
+	_Atomic bool ra_raised;
 	/* space.c: low-space mode.  Lock order: files_lock, then space_mu. */
 	uint64_t space_reserve_opt;	/* -o space_reserve (0: from the bdi) */
 	char bdi_max_bytes[80];		/* sysfs path, "" when unknown */

@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -488,6 +489,48 @@ static void fill_entry_out(struct fuse_entry_out *o, const struct fuse_entry_par
 	o->attr.ctimensec = st->st_ctim.tv_nsec;
 }
 
+/*
+ * Readahead: the kernel offers at INIT its bdi's window, 128 KiB unless
+ * someone changed it, and the INIT reply can only lower it, so a cold
+ * sequential read reached us as 128 KiB READs, eight round trips per MiB.
+ * Raised once to TFS_IO_MAX (the largest READ we take) through sysfs: after
+ * INIT, which would clamp it again, and before the first cached open's
+ * reply, since the kernel copies the bdi's window into each open file.
+ * Needs root; without it (or without sysfs) the default stays.
+ */
+static void raise_readahead(struct tfsd *d)
+{
+	char path[sizeof(d->bdi_max_bytes) + 16], val[16];
+	const char *slash = strrchr(d->bdi_max_bytes, '/');
+	int fd, len;
+
+	if (atomic_exchange(&d->ra_raised, true) || !slash)
+		return;
+	snprintf(path, sizeof(path), "%.*sread_ahead_kb",
+		 (int)(slash + 1 - d->bdi_max_bytes), d->bdi_max_bytes);
+	len = snprintf(val, sizeof(val), "%u\n", TFS_IO_MAX / 1024);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)len) != len)
+		tlog(LOG_DEBUG, "readahead: cannot raise %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* For a cached open.  keep_cache: what the page cache holds of this file
+ * is what we hold, since every change to its data goes through this
+ * kernel mount (writes, truncate, fallocate and copy_file_range drop or
+ * update the pages they touch, direct opens' writes included:
+ * fs/fuse/iomode.c), and a scrub or rebuild rewrites only verified
+ * copies.  Without it every open(2) drops the file's pages, and a re-read
+ * of a cached file went through us again. */
+static void cached_open(struct tfsd *d, struct tfsd_file *df, struct fuse_file_info *fi)
+{
+	raise_readahead(d);
+	fi->fh = (uint64_t)(uintptr_t)df;
+	fi->direct_io = 0;
+	fi->keep_cache = 1;
+}
+
 /* Reply to open; 0 or the reply's -errno. */
 static int reply_open(fuse_req_t req, struct tfsd_file *df, struct fuse_file_info *fi)
 {
@@ -497,9 +540,7 @@ static int reply_open(fuse_req_t req, struct tfsd_file *df, struct fuse_file_inf
 		fill_open_out(&o, df);
 		return fuse_reply_buf(req, (const char *)&o, sizeof(o));
 	}
-	fi->fh = (uint64_t)(uintptr_t)df;
-	fi->direct_io = 0;
-	fi->keep_cache = 0;
+	cached_open(req_d(req), df, fi);
 	return fuse_reply_open(req, fi);
 }
 
@@ -558,9 +599,7 @@ static int reply_create(fuse_req_t req, struct tfsd *d, const struct stat *st,
 		fill_open_out(&o.open, df);
 		return fuse_reply_buf(req, (const char *)&o, sizeof(o));
 	}
-	fi->fh = (uint64_t)(uintptr_t)df;
-	fi->direct_io = 0;
-	fi->keep_cache = 0;
+	cached_open(d, df, fi);
 	return fuse_reply_create(req, &e, fi);
 }
 

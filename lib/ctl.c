@@ -78,6 +78,8 @@ static void counters_json(struct tfs *fs, unsigned i, struct jbuf *j)
 	jb_u64(j, "csum_errors", atomic_load(&c->csum_err));
 	jb_u64(j, "repaired", atomic_load(&c->repaired));
 	jb_u64(j, "unrecoverable", atomic_load(&c->unrecoverable));
+	jb_u64(j, "reads", atomic_load(&c->reads));
+	jb_u64(j, "read_bytes", atomic_load(&c->read_bytes));
 }
 
 static void devices_json(struct tfs *fs, const struct super *sb, struct jbuf *j)

@@ -427,24 +427,32 @@ static void rjob_done(struct dev_batch *b)
 }
 
 /* One device read per physical run, from the copy mirror_read would
- * pick first; -ENODEV when no copy may serve a run. */
+ * pick first, and a long run in one piece per readable copy
+ * (mirror_read_split): the kernel sends a cold sequential read as 1 MiB
+ * READs, one at a time per file, and one device alone would serve each.
+ * -ENODEV when no copy may serve a run. */
 static int rjob_run(void *ctx, uint32_t off, uint64_t phys, uint32_t n)
 {
 	struct rjob *j = ctx;
 	struct mirror *m = &j->fs->mirror;
-	int dev = mirror_read_pick(m, phys, n);
+	struct mirror_piece p[DEV_MAX];
+	unsigned k = mirror_read_split(m, phys, n, p, DEV_MAX);
 
-	if (dev < 0)
+	if (!k)
 		return -ENODEV;
-	j->runs[j->nruns].phys = phys;
-	j->runs[j->nruns].off = off;
-	j->runs[j->nruns].n = n;
-	j->devs[j->nruns] = dev;
-	j->ios[j->nruns] = (struct dev_io){
-		.dev = m->devs[dev], .op = DEV_READ, .off = phys * BS,
-		.buf = j->buf + (size_t)off * BS, .len = n * BS,
-	};
-	j->nruns++;
+	for (unsigned i = 0; i < k; i++) {
+		unsigned r = j->nruns++;
+
+		/* Never more runs than blocks: a piece has one at least. */
+		j->runs[r].phys = phys + p[i].off;
+		j->runs[r].off = off + p[i].off;
+		j->runs[r].n = p[i].n;
+		j->devs[r] = (int)p[i].dev;
+		j->ios[r] = (struct dev_io){
+			.dev = m->devs[p[i].dev], .op = DEV_READ, .off = (phys + p[i].off) * BS,
+			.buf = j->buf + (size_t)(off + p[i].off) * BS, .len = p[i].n * BS,
+		};
+	}
 	return 0;
 }
 

@@ -593,12 +593,20 @@ int mirror_flush(struct mirror *m)
 	return ok ? ack_degraded(m) : -EIO;
 }
 
+static void count_read(struct mirror *m, unsigned dev, uint32_t nblk)
+{
+	atomic_fetch_add_explicit(&m->ctr[dev].reads, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->ctr[dev].read_bytes, (uint64_t)nblk * BLK,
+				  memory_order_relaxed);
+}
+
 int mirror_read_dev(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uint32_t nblk)
 {
 	int ret;
 
 	if (!dev_ok(m, dev))
 		return -ENODEV;
+	count_read(m, dev, nblk);
 	ret = dev_pread(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
 	if (ret)
 		note_read_err(m, dev, blk, ret);
@@ -624,6 +632,7 @@ static int read_raw(struct mirror *m, unsigned dev, uint64_t blk, void *buf, uin
 
 	if (!m->devs[dev])
 		return -ENODEV;
+	count_read(m, dev, nblk);
 	ret = dev_pread(m->be, m->devs[dev], buf, nblk * BLK, blk * BLK);
 	if (ret)
 		note_read_err(m, dev, blk, ret);
@@ -712,14 +721,43 @@ static void read_repair(struct mirror *m, uint64_t blk, const char *buf, uint32_
 
 int mirror_read_pick(struct mirror *m, uint64_t blk, uint32_t nblk)
 {
-	unsigned healthy[DEV_MAX], nh = 0;
+	unsigned healthy[DEV_MAX], nh = 0, c;
 
 	for (unsigned i = 0; i < m->ndevs; i++)
 		if (m->devs[i] && mirror_dev_readable(m, i, blk, nblk))
 			healthy[nh++] = i;
 	if (!nh)
 		return -1;
-	return (int)healthy[atomic_fetch_add(&m->rr, 1) % nh];
+	c = healthy[atomic_fetch_add(&m->rr, 1) % nh];
+	count_read(m, c, nblk);
+	return (int)c;
+}
+
+unsigned mirror_read_split(struct mirror *m, uint64_t blk, uint32_t nblk,
+			   struct mirror_piece *p, unsigned max)
+{
+	unsigned healthy[DEV_MAX], nh = 0, k, first;
+	uint32_t off = 0;
+
+	for (unsigned i = 0; i < m->ndevs; i++)
+		if (m->devs[i] && mirror_dev_readable(m, i, blk, nblk))
+			healthy[nh++] = i;
+	if (!nh || !max)
+		return 0;
+	k = nblk >= MIRROR_SPLIT_MIN ? (nh < max ? nh : max) : 1;
+	/* The rotation picks the first device; the others follow it, so
+	 * the pieces of one read never share a device. */
+	first = atomic_fetch_add(&m->rr, 1);
+	for (unsigned i = 0; i < k; i++) {
+		uint32_t end = (uint32_t)((uint64_t)nblk * (i + 1) / k);
+
+		p[i].dev = healthy[(first + i) % nh];
+		p[i].off = off;
+		p[i].n = end - off;
+		count_read(m, p[i].dev, p[i].n);
+		off = end;
+	}
+	return k;
 }
 
 /* mirror_read, or (dev0 >= 0) mirror_read_done of a read already made from

@@ -58,6 +58,10 @@ struct mirror_counters {
 	_Atomic uint64_t csum_err;	/* blocks that did not verify */
 	_Atomic uint64_t repaired;	/* bad copies rewritten from a good one */
 	_Atomic uint64_t unrecoverable;	/* blocks no copy verified */
+	/* Reads issued to the device and their bytes (memory only, not in
+	 * the superblock): shows how reads spread over the mirrors. */
+	_Atomic uint64_t reads;
+	_Atomic uint64_t read_bytes;
 };
 
 /* What mirror_event() counts and logs (rate limited per device and kind). */
@@ -185,6 +189,22 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
  * issue the read themselves and fall back to mirror_read when the copy
  * does not verify. */
 int mirror_read_pick(struct mirror *m, uint64_t blk, uint32_t nblk);
+
+/* A read of at least this many blocks is split over the readable copies. */
+#define MIRROR_SPLIT_MIN 32u
+
+struct mirror_piece {
+	unsigned dev;
+	uint32_t off, n;	/* blocks [blk + off, blk + off + n) */
+};
+
+/* mirror_read_pick for a read the caller may issue in pieces: a read of
+ * MIRROR_SPLIT_MIN blocks or more is cut into one piece per readable copy
+ * (at most @max), each from another device, so one large read keeps every
+ * mirror busy; a shorter one is a single piece from the rotation.  Returns
+ * the number of pieces, 0 when no device may serve the range. */
+unsigned mirror_read_split(struct mirror *m, uint64_t blk, uint32_t nblk,
+			   struct mirror_piece *p, unsigned max);
 /* The rest of mirror_read after the caller read [blk, blk + nblk) from
  * @dev itself (res: 0 or its -errno): verify, fall back to the other
  * copies, repair, count; same result as mirror_read. */
