@@ -170,4 +170,29 @@ mode_t privs_kill_bits(fuse_req_t req, const struct stat *st);
  * what the kernel's rules clear for the requester. */
 void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set);
 
+static inline struct tfsd *req_d(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline struct tfs *req_fs(fuse_req_t req)
+{
+	return req_d(req)->fs;
+}
+
+/* The one place a -errno becomes a FUSE error. */
+static inline void reply_err(fuse_req_t req, long ret)
+{
+	fuse_reply_err(req, (int)-ret);
+}
+
+/* xops.c */
+void tfsd_op_statfs(fuse_req_t req, fuse_ino_t ino);
+void tfsd_op_access(fuse_req_t req, fuse_ino_t ino, int mask);
+void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		      size_t size, int flags);
+void tfsd_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void tfsd_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void tfsd_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
 #endif

@@ -43,16 +43,6 @@
  * file system (space.c). */
 #define ENTRY_TIMEOUT 1.0
 
-static struct tfsd *req_d(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
-static struct tfs *req_fs(fuse_req_t req)
-{
-	return req_d(req)->fs;
-}
-
 static struct tfsd_file *fi_file(const struct fuse_file_info *fi)
 {
 	return (struct tfsd_file *)(uintptr_t)fi->fh;
@@ -63,12 +53,6 @@ static struct tfs_cred req_cred(fuse_req_t req)
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 
 	return (struct tfs_cred){ .uid = c->uid, .gid = c->gid };
-}
-
-/* The one place a -errno becomes a FUSE error. */
-static void reply_err(fuse_req_t req, long ret)
-{
-	fuse_reply_err(req, (int)-ret);
 }
 
 /* gen: tfs_fh_gen's, so file handles (name_to_handle_at, NFS export) of
@@ -1102,77 +1086,6 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	reply_err(req, tfs_fsync(req_fs(req), ino, datasync != 0));
 }
 
-/* ---- misc ---- */
-
-static void op_statfs(fuse_req_t req, fuse_ino_t ino)
-{
-	struct statvfs sv;
-	int ret = tfs_statfs(req_fs(req), &sv);
-
-	if (ret < 0)
-		reply_err(req, ret);
-	else
-		fuse_reply_statfs(req, &sv);
-}
-
-static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
-{
-	/* default_permissions: the kernel has checked the mode bits. */
-	struct stat st;
-
-	reply_err(req, tfs_getattr(req_fs(req), ino, &st));
-}
-
-/* ---- xattrs ---- */
-
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-			size_t size, int flags)
-{
-	reply_err(req, tfs_setxattr(req_fs(req), ino, name, value, size, flags));
-}
-
-/* Shared by getxattr and listxattr: size 0 asks for the length. */
-static void reply_xattr_result(fuse_req_t req, ssize_t n, const char *buf, size_t size)
-{
-	if (n < 0)
-		reply_err(req, n);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	char *buf = NULL;
-	ssize_t n = -ENOMEM;
-
-	if (size && !(buf = malloc(size)))
-		goto out;
-	n = tfs_getxattr(req_fs(req), ino, name, buf, size);
-out:
-	reply_xattr_result(req, n, buf, size);
-	free(buf);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	char *buf = NULL;
-	ssize_t n = -ENOMEM;
-
-	if (size && !(buf = malloc(size)))
-		goto out;
-	n = tfs_listxattr(req_fs(req), ino, buf, size);
-out:
-	reply_xattr_result(req, n, buf, size);
-	free(buf);
-}
-
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	reply_err(req, tfs_removexattr(req_fs(req), ino, name));
-}
-
 const struct fuse_lowlevel_ops tfsd_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -1206,12 +1119,12 @@ const struct fuse_lowlevel_ops tfsd_ops = {
 	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
 	.fsyncdir = op_fsyncdir,
-	.statfs = op_statfs,
-	.setxattr = op_setxattr,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
-	.access = op_access,
+	.statfs = tfsd_op_statfs,	/* xops.c */
+	.setxattr = tfsd_op_setxattr,	/* xops.c */
+	.getxattr = tfsd_op_getxattr,	/* xops.c */
+	.listxattr = tfsd_op_listxattr,	/* xops.c */
+	.removexattr = tfsd_op_removexattr,	/* xops.c */
+	.access = tfsd_op_access,	/* xops.c */
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
 	.copy_file_range = op_copy_file_range,

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * xops: the FUSE operations that only forward to lib and reply: statfs,
+ * access and the xattr calls (the open/read/write/directory ops, which
+ * keep per-open state, are in ops.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/statvfs.h>
+
+#include <fuse_lowlevel.h>
+
+#include "daemon_i.h"
+
+void tfsd_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int ret = tfs_statfs(req_fs(req), &sv);
+
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+void tfsd_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	/* default_permissions: the kernel has checked the mode bits. */
+	struct stat st;
+
+	reply_err(req, tfs_getattr(req_fs(req), ino, &st));
+}
+
+/* ---- xattrs ---- */
+
+void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	reply_err(req, tfs_setxattr(req_fs(req), ino, name, value, size, flags));
+}
+
+/* Shared by getxattr and listxattr: size 0 asks for the length. */
+static void reply_xattr_result(fuse_req_t req, ssize_t n, const char *buf, size_t size)
+{
+	if (n < 0)
+		reply_err(req, n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+void tfsd_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = NULL;
+	ssize_t n = -ENOMEM;
+
+	if (size && !(buf = malloc(size)))
+		goto out;
+	n = tfs_getxattr(req_fs(req), ino, name, buf, size);
+out:
+	reply_xattr_result(req, n, buf, size);
+	free(buf);
+}
+
+void tfsd_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = NULL;
+	ssize_t n = -ENOMEM;
+
+	if (size && !(buf = malloc(size)))
+		goto out;
+	n = tfs_listxattr(req_fs(req), ino, buf, size);
+out:
+	reply_xattr_result(req, n, buf, size);
+	free(buf);
+}
+
+void tfsd_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	reply_err(req, tfs_removexattr(req_fs(req), ino, name));
+}
+
