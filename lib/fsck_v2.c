@@ -361,6 +361,10 @@ static void check_free_space(struct v2ck *v)
 		fsck_hard_problem(v->c, "free space: the tree counts %llu free blocks, the "
 				  "superblock %llu", (unsigned long long)fspace_free_blocks(fs),
 				  (unsigned long long)v->sb->free_blocks);
+	if (v->c->o->verbose)
+		fsck_say(v->c, "free space: %llu free blocks, %llu of %llu node slots used",
+			 (unsigned long long)fspace_free_blocks(fs),
+			 (unsigned long long)fspace_nodes_used(fs), (unsigned long long)v->nslots);
 	if (!v->tree_bad[V2_TREE_INODES] && !v->tree_bad[V2_TREE_REFCOUNT])
 		check_node_map(v, fs);
 	fspace_close(fs);
