@@ -11,11 +11,15 @@
  *   inodes (1)      the root directory's INODE item ("." and ".." are not
  *                   entries: ".." is the INODE's parent field, as in v1);
  *   refcounts (2)   empty (root address 0);
- *   free space (3)  one FREE item: the data area after the node area.
+ *   free space (3)  what fspace (lib/fspace*.c) commits for a new file
+ *                   system: the NODEMAP items marking the nodes of all
+ *                   three trees (no GROUP or FREE item: a group without
+ *                   a summary is wholly free).
  *
  * Nodes go to the node area, which starts the data area (see
- * docs/FORMAT.md "Superblock of version 2"); its slots are handed out by
- * bstore's stand-in allocator until the free-space allocator does it.
+ * docs/FORMAT.md "Device layout of version 2"); every node is allocated
+ * through fspace_node_store, so the node map the free-space tree persists
+ * marks exactly the nodes mkfs wrote, as it will for every commit after.
  * Errors leave one line in err.  Nothing here is used by mount.
  */
 #include <errno.h>
@@ -29,6 +33,7 @@
 #include "bstore.h"
 #include "btree.h"
 #include "format_v2.h"
+#include "fspace.h"
 #include "fs_i.h"
 #include "tlog.h"
 #include "v2item.h"
@@ -36,6 +41,7 @@
 #define V2_NODE_MIN_BLOCKS 1024ull		/* 256 nodes, 4 MiB */
 #define V2_NODE_MAX_BLOCKS (1ull << 24)		/* 64 GiB */
 #define V2_MKFS_CACHE (8u << 20)
+#define V2_NODE_RESERVE_DIV 16		/* 1/16 of the slots for the free tree */
 
 uint64_t format_v2_node_blocks(uint64_t total_blocks)
 {
@@ -85,7 +91,20 @@ int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 		return -ENOSPC;
 	}
 	sb->free_blocks = total - sb->node_start - sb->node_blocks;
+	sb->gblocks = FSPACE_GROUP_DEFAULT;
+	sb->node_reserve = sb->node_blocks / BNODE_BLOCKS / V2_NODE_RESERVE_DIV;
 	return 0;
+}
+
+void format_v2_fspace_params(const struct super *sb, struct fspace_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->start = sb->node_start + sb->node_blocks;
+	p->end = sb->total_blocks;
+	p->gblocks = sb->gblocks;
+	p->node_start = sb->node_start;
+	p->nslots = sb->node_blocks / BNODE_BLOCKS;
+	p->node_reserve = sb->node_reserve;
 }
 
 /* One tree with the given items, committed at generation 1: *root. */
@@ -112,22 +131,25 @@ static int v2_tree(struct bstore *s, struct bcache *c, const struct super *sb, u
 	return ret;
 }
 
-static int v2_trees(struct mirror *m, struct super *sb, char *err, size_t errlen)
+/* The free-space tree last: its node map marks the nodes of the two
+ * trees committed before it and its own (fspace_commit writes the map
+ * until it no longer changes); free_blocks is what fspace counts. */
+static int v2_free_tree(struct fspace *fs, struct super *sb)
 {
-	struct bstore_mirror s;
-	struct bcache *c = NULL;
-	struct log_inode in;
-	uint8_t ival[V2_INODE_LEN];
-	struct bkey k;
 	int ret;
 
-	ret = bstore_mirror_init(&s, m, sb->node_start, sb->node_blocks / BNODE_BLOCKS);
-	if (ret == 0)
-		ret = bcache_create(V2_MKFS_CACHE, &c);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "cannot set up the node store: %s", strerror(-ret));
-		goto out;
-	}
+	ret = fspace_commit(fs, sb->tree_gen, NULL, 0, &sb->roots[V2_TREE_FREE - 1]);
+	if (ret)
+		return ret;
+	fspace_commit_done(fs);
+	sb->free_blocks = fspace_free_blocks(fs);
+	return 0;
+}
+
+static int v2_root_inode(const struct super *sb, uint8_t ival[V2_INODE_LEN])
+{
+	struct log_inode in;
+
 	memset(&in, 0, sizeof(in));
 	in.ino = TFS_ROOT_INO;
 	in.parent = TFS_ROOT_INO;
@@ -137,19 +159,42 @@ static int v2_trees(struct mirror *m, struct super *sb, char *err, size_t errlen
 	in.nlink = 2;
 	in.gen = 1;
 	in.atime_ns = in.mtime_ns = in.ctime_ns = in.btime_ns = (int64_t)sb->ctime_ns;
-	ret = v2_inode_encode(&in, ival);
+	return v2_inode_encode(&in, ival);
+}
+
+static int v2_trees(struct mirror *m, struct super *sb, char *err, size_t errlen)
+{
+	struct bstore_mirror s;
+	struct fspace_params fp;
+	struct fspace *fs = NULL;
+	struct bcache *c = NULL;
+	uint8_t ival[V2_INODE_LEN];
+	struct bkey k;
+	int ret;
+
+	format_v2_fspace_params(sb, &fp);
+	ret = bstore_mirror_init(&s, m, sb->node_start, fp.nslots);
+	if (ret == 0)
+		ret = bcache_create(V2_MKFS_CACHE, &c);
+	if (ret == 0)
+		ret = fspace_open(&s.store, c, sb->fs_uuid, &fp, NULL, &fs);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "cannot set up the node store: %s", strerror(-ret));
+		goto out;
+	}
+	ret = v2_root_inode(sb, ival);
 	k = v2_key_inode(TFS_ROOT_INO);
 	if (ret == 0)
-		ret = v2_tree(&s.store, c, sb, V2_TREE_INODES, &k, ival, sizeof(ival),
-			      &sb->roots[V2_TREE_INODES - 1]);
+		ret = v2_tree(fspace_node_store(fs), c, sb, V2_TREE_INODES, &k, ival,
+			      sizeof(ival), &sb->roots[V2_TREE_INODES - 1]);
 	/* The refcount tree is empty: roots[V2_TREE_REFCOUNT - 1] stays 0. */
-	k = v2_key_free(sb->node_start + sb->node_blocks, sb->free_blocks);
 	if (ret == 0)
-		ret = v2_tree(&s.store, c, sb, V2_TREE_FREE, &k, NULL, 0,
-			      &sb->roots[V2_TREE_FREE - 1]);
+		ret = v2_free_tree(fs, sb);
 	if (ret < 0)
 		tfs_seterr(err, errlen, "cannot write the trees: %s", strerror(-ret));
 out:
+	if (fs)
+		fspace_close(fs);
 	if (c)
 		bcache_destroy(c);
 	bstore_mirror_destroy(&s);

@@ -14,8 +14,14 @@
  *   - every other item of the inodes tree follows its inode's INODE item
  *     and fits it (entries in directories, extents in regular files, the
  *     symlink chunks its target length gives, all of them);
- *   - FREE items lie in the data area after the node area, do not overlap,
- *     and add up to the superblock's free_blocks.
+ *   - free space through fspace (the allocator mount will use, opened on
+ *     the geometry the superblock records): fspace_verify (FREE items
+ *     inside one group, maximal, counted exactly by their GROUP summary;
+ *     NODEMAP chunks inside the node area), its free count against the
+ *     superblock's free_blocks, and the node map against the trees: every
+ *     node reachable from the three roots is marked used and every used
+ *     slot is such a node (nodes are recorded as the walk reads them
+ *     through a store that wraps the mirror's).
  *
  * Nodes are read through the node store on the mirror (bstore.c), which
  * tries every copy: a bad copy on one device is counted in the mirror's
@@ -31,11 +37,15 @@
 #include "bcache.h"
 #include "bstore.h"
 #include "btree.h"
+#include "bmap.h"
+#include "format_v2.h"
 #include "fsck_i.h"
+#include "fspace.h"
 #include "v2item.h"
 
 #define V2_FSCK_CACHE (64u << 20)
 #define V2_FSCK_MAX_ITEM_LINES 20	/* then one line with the count */
+#define V2_FSCK_MAX_MAP_LINES 10	/* node map disagreements, then a count */
 
 static const char *const tree_name[V2_NTREES + 1] = { "?", "inodes", "refcounts", "free space" };
 
@@ -44,12 +54,14 @@ struct v2ck {
 	const struct super *sb;
 	struct mirror m;
 	struct bstore_mirror s;
+	struct bstore rec;		/* s.store, recording what it reads */
+	uint64_t *reached;		/* node slots read through rec */
+	uint64_t nslots;
 	struct bcache *cache;
 	struct dev_backend *be;
 	struct dev *d[DEV_MAX];
 	unsigned bad_items;
 	bool root_seen;
-	uint64_t free_end, free_sum;	/* FREE items so far */
 	uint64_t nodes;			/* nodes verified (every copy) */
 	/* The inode whose items the walk is in (items sort by inode, its
 	 * INODE item first): what the others must agree with. */
@@ -57,6 +69,56 @@ struct v2ck {
 	uint32_t cur_mode, cur_tlen;
 	unsigned cur_chunks;		/* SYMLINK items seen */
 	bool tree_bad[V2_NTREES + 1];	/* could not be walked */
+};
+
+/* The recording store: reads go to the mirror's store, and every node read
+ * intact is marked in reached.  Each node the walks reach is read at least
+ * once (its first visit misses the cache), so after bt_verify of the three
+ * trees reached holds exactly the nodes they reference.  fsck runs one
+ * thread: no lock. */
+static int rec_read(void *ctx, const struct bptr *p, void *buf)
+{
+	struct v2ck *v = ctx;
+	uint64_t a = p->addr, slot = (a - v->sb->node_start) / BNODE_BLOCKS;
+	int ret;
+
+	ret = v->s.store.ops->read(v->s.store.ctx, p, buf);
+	if (ret == 0 && a >= v->sb->node_start && (a - v->sb->node_start) % BNODE_BLOCKS == 0 &&
+	    slot < v->nslots)
+		bm_set(v->reached, slot, slot + 1);
+	return ret;
+}
+
+static int rec_write(void *ctx, uint64_t addr, const void *buf)
+{
+	struct v2ck *v = ctx;
+
+	return v->s.store.ops->write(v->s.store.ctx, addr, buf);
+}
+
+static int rec_flush(void *ctx)
+{
+	struct v2ck *v = ctx;
+
+	return v->s.store.ops->flush ? v->s.store.ops->flush(v->s.store.ctx) : 0;
+}
+
+static int rec_alloc(void *ctx, uint64_t *addr)
+{
+	(void)ctx;
+	(void)addr;
+	return -EROFS;		/* fsck changes no tree */
+}
+
+static void rec_free(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	(void)addr;
+}
+
+static const struct bstore_ops rec_ops = {
+	.read = rec_read, .write = rec_write, .flush = rec_flush,
+	.alloc = rec_alloc, .free = rec_free,
 };
 
 /* Open the devices fsck.c found usable at their slots in the mirror (a
@@ -94,6 +156,11 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 					 v->sb->node_blocks / BNODE_BLOCKS);
 	if (ret == 0)
 		ret = bcache_create(V2_FSCK_CACHE, &v->cache);
+	v->nslots = v->sb->node_blocks / BNODE_BLOCKS;
+	v->reached = calloc((v->nslots + 63) / 64, 8);
+	if (ret == 0 && !v->reached)
+		ret = -ENOMEM;
+	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v };
 	if (ret < 0) {
 		fsck_say(c, "cannot set up the node store: %s", strerror(-ret));
 		return FSCK_EXIT_OPERROR;
@@ -112,6 +179,7 @@ static void v2_close(struct v2ck *v)
 	if (v->cache)
 		bcache_destroy(v->cache);
 	bstore_mirror_destroy(&v->s);
+	free(v->reached);
 	if (v->be)
 		dev_backend_destroy(v->be);
 	for (unsigned i = 0; i < DEV_MAX; i++)
@@ -179,22 +247,6 @@ static void check_owned(struct v2ck *v, const struct bkey *k, unsigned len)
 				  bad);
 }
 
-/* FREE items come sorted by start: each must begin after the previous
- * one's end and stay in the data area after the node area. */
-static void count_free(struct v2ck *v, const struct bkey *k)
-{
-	uint64_t lo = v->sb->node_start + v->sb->node_blocks, start, n;
-
-	if (v2_free_decode(k, 0, &start, &n))
-		return;
-	if (start < lo || start < v->free_end || n > v->sb->total_blocks - start)
-		fsck_hard_problem(v->c, "free space: blocks %llu..%llu overlap the node area, "
-				  "another free run or the end of the device",
-				  (unsigned long long)start, (unsigned long long)(start + n - 1));
-	v->free_end = start + n;
-	v->free_sum += n;
-}
-
 static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, const void *val,
 		       unsigned len)
 {
@@ -213,8 +265,6 @@ static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, con
 		count_inode(v, k, val, len);
 	else if (owner == V2_TREE_INODES)
 		check_owned(v, k, len);
-	else if (k->type == V2_FREE)
-		count_free(v, k);
 }
 
 /* One tree: structure, then every item. */
@@ -229,7 +279,7 @@ static void check_tree(struct v2ck *v, uint64_t owner)
 	unsigned len;
 	int ret;
 
-	ret = bt_open(&t, &v->s.store, v->cache, owner, v->sb->fs_uuid, &v->sb->roots[owner - 1]);
+	ret = bt_open(&t, &v->rec, v->cache, owner, v->sb->fs_uuid, &v->sb->roots[owner - 1]);
 	if (ret) {
 		fsck_hard_problem(c, "tree %s: cannot open: %s", tree_name[owner], strerror(-ret));
 		return;
@@ -256,6 +306,68 @@ static void check_tree(struct v2ck *v, uint64_t owner)
 	bt_iter_free(&it);
 out:
 	bt_close(&t);
+}
+
+/* The node map against the nodes the walks read (only when all three
+ * trees were walked whole: otherwise reached is short).  A node of a tree
+ * marked free would be handed out and overwritten; a used slot no tree
+ * reaches is leaked. */
+static void check_node_map(struct v2ck *v, struct fspace *fs)
+{
+	uint64_t bad = 0;
+
+	for (uint64_t s = 0; s < v->nslots; s++) {
+		uint64_t addr = v->sb->node_start + s * BNODE_BLOCKS;
+		bool reached = bm_count(v->reached, s, s + 1);
+
+		if (reached == fspace_node_used(fs, addr))
+			continue;
+		if (++bad <= V2_FSCK_MAX_MAP_LINES) {
+			fsck_hard_problem(v->c, "free space: node %llu %s",
+					  (unsigned long long)addr, reached ?
+					  "belongs to a tree but is free in the node map" :
+					  "is used in the node map but no tree reaches it");
+		} else {
+			v->c->res->errors++;
+			v->c->left++;
+		}
+	}
+	if (bad > V2_FSCK_MAX_MAP_LINES)
+		fsck_say(v->c, "... %llu node map slots wrong in all", (unsigned long long)bad);
+}
+
+/* Free space as the allocator sees it: fspace opened on the superblock's
+ * geometry and free-space root, fspace_verify, its free count, its node
+ * map. */
+static void check_free_space(struct v2ck *v)
+{
+	struct fspace_params p;
+	struct fspace *fs;
+	char why[256] = "";
+	int ret;
+
+	format_v2_fspace_params(v->sb, &p);
+	ret = fspace_open(&v->rec, v->cache, v->sb->fs_uuid, &p, &v->sb->roots[V2_TREE_FREE - 1],
+			  &fs);
+	if (ret) {
+		fsck_hard_problem(v->c, "free space: cannot open: %s", ret == -EUCLEAN ?
+				  "a damaged group summary or node map item" : strerror(-ret));
+		return;
+	}
+	ret = fspace_verify(fs, why, sizeof(why));
+	if (ret)
+		fsck_hard_problem(v->c, "free space: %s", ret == -EUCLEAN ? why : strerror(-ret));
+	else if (fspace_free_blocks(fs) != v->sb->free_blocks)
+		fsck_hard_problem(v->c, "free space: the tree counts %llu free blocks, the "
+				  "superblock %llu", (unsigned long long)fspace_free_blocks(fs),
+				  (unsigned long long)v->sb->free_blocks);
+	if (v->c->o->verbose)
+		fsck_say(v->c, "free space: %llu free blocks, %llu of %llu node slots used",
+			 (unsigned long long)fspace_free_blocks(fs),
+			 (unsigned long long)fspace_nodes_used(fs), (unsigned long long)v->nslots);
+	if (!v->tree_bad[V2_TREE_INODES] && !v->tree_bad[V2_TREE_REFCOUNT])
+		check_node_map(v, fs);
+	fspace_close(fs);
 }
 
 /* Bad node copies found (and rewritten) on each device, from the
@@ -346,10 +458,8 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 		fsck_say(c, "... %u bad items in all", v.bad_items);
 	if (!v.root_seen && !v.tree_bad[V2_TREE_INODES])
 		fsck_hard_problem(c, "the root directory's inode is missing");
-	if (!v.tree_bad[V2_TREE_FREE] && v.free_sum != sb->free_blocks)
-		fsck_hard_problem(c, "free space: the tree lists %llu blocks, the superblock %llu",
-				  (unsigned long long)v.free_sum,
-				  (unsigned long long)sb->free_blocks);
+	if (!v.tree_bad[V2_TREE_FREE])
+		check_free_space(&v);
 	node_copies(&v);
 	/* The superblock problems fsck.c found (slots, generations) are
 	 * mended by rewriting them; repaired node copies are counted there. */

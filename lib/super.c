@@ -77,7 +77,9 @@ enum {
 	SB_OFF_FREE_BLOCKS = 984,	/* u64 */
 	SB_OFF_ROOTS = 992,		/* SUPER_V2_ROOT_SLOTS * 32 bytes */
 	SB_ROOT_SIZE = 32,		/* addr, gen, csum u64; level u8; 7 zero */
-	SB_OFF_V2_END = 1248,		/* reserved zero up to the csum */
+	SB_OFF_GBLOCKS = 1248,		/* u64 */
+	SB_OFF_NODE_RESERVE = 1256,	/* u64 */
+	SB_OFF_V2_END = 1264,		/* reserved zero up to the csum */
 	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
 };
 
@@ -85,7 +87,7 @@ _Static_assert(DEV_MAX == 8, "superblock offsets assume DEV_MAX == 8");
 _Static_assert(SB_OFF_DEV_UUIDS + DEV_MAX * 16 == SB_OFF_LABEL, "layout");
 _Static_assert(SB_OFF_DEV_STATE + DEV_MAX * 4 == SB_OFF_STATS, "layout");
 _Static_assert(SB_OFF_STATS + DEV_MAX * 48 == SB_OFF_SCRUB, "layout");
-_Static_assert(SB_OFF_ROOTS + SUPER_V2_ROOT_SLOTS * SB_ROOT_SIZE == SB_OFF_V2_END, "layout");
+_Static_assert(SB_OFF_ROOTS + SUPER_V2_ROOT_SLOTS * SB_ROOT_SIZE == SB_OFF_GBLOCKS, "layout");
 
 static uint64_t sb_seed(unsigned slot)
 {
@@ -100,6 +102,8 @@ static void encode_v2(uint8_t *b, const struct super *sb)
 	le64_put(b + SB_OFF_NODE_START, sb->node_start);
 	le64_put(b + SB_OFF_NODE_BLOCKS, sb->node_blocks);
 	le64_put(b + SB_OFF_FREE_BLOCKS, sb->free_blocks);
+	le64_put(b + SB_OFF_GBLOCKS, sb->gblocks);
+	le64_put(b + SB_OFF_NODE_RESERVE, sb->node_reserve);
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		const struct broot *r = &sb->roots[i];
 		uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
@@ -118,6 +122,8 @@ static void decode_v2(const uint8_t *b, struct super *sb)
 	sb->node_start = le64_get(b + SB_OFF_NODE_START);
 	sb->node_blocks = le64_get(b + SB_OFF_NODE_BLOCKS);
 	sb->free_blocks = le64_get(b + SB_OFF_FREE_BLOCKS);
+	sb->gblocks = le64_get(b + SB_OFF_GBLOCKS);
+	sb->node_reserve = le64_get(b + SB_OFF_NODE_RESERVE);
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		struct broot *r = &sb->roots[i];
 		const uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
@@ -376,15 +382,20 @@ static int check_v2(const uint8_t *b, const struct super *sb, char *why, size_t 
 		bad = "checkpoint fields set in a version 2 superblock";
 	else if (!all_zero(b + SB_OFF_SCRUB + 4, 4) || !all_zero(b + SB_OFF_RB_DEV + 4, 4) ||
 		 !all_zero(b + SB_OFF_ROOTS + SUPER_V2_TREES * SB_ROOT_SIZE,
-			   SB_OFF_CSUM - SB_OFF_ROOTS - SUPER_V2_TREES * SB_ROOT_SIZE))
+			   SB_OFF_GBLOCKS - SB_OFF_ROOTS - SUPER_V2_TREES * SB_ROOT_SIZE) ||
+		 !all_zero(b + SB_OFF_V2_END, SB_OFF_CSUM - SB_OFF_V2_END))
 		bad = "reserved bytes not zero";
 	else if (!sb->tree_gen)
 		bad = "tree generation 0";
 	else if (sb->node_start < sb->data_start || !sb->node_blocks ||
-		 sb->node_blocks % BNODE_BLOCKS || sb->node_blocks > sb->total_blocks - sb->node_start)
-		bad = "node area outside the data area";
-	else if (sb->free_blocks > sb->total_blocks - sb->data_start)
+		 sb->node_blocks % BNODE_BLOCKS || sb->node_blocks >= sb->total_blocks - sb->node_start)
+		bad = "node area outside the data area (or no block left for data)";
+	else if (sb->free_blocks > sb->total_blocks - sb->node_start - sb->node_blocks)
 		bad = "more free blocks than the data area has";
+	else if (!sb->gblocks || sb->gblocks % 64 || sb->gblocks > BKEY_OFF_MAX)
+		bad = "allocation group size not a nonzero multiple of 64 blocks";
+	else if (sb->node_reserve >= sb->node_blocks / BNODE_BLOCKS)
+		bad = "node reserve not below the node area's slots";
 	for (unsigned i = 0; !bad && i < SUPER_V2_TREES; i++)
 		if (!root_ok(sb, &sb->roots[i], b + SB_OFF_ROOTS + SB_ROOT_SIZE * i))
 			bad = "tree root outside the node area";

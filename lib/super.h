@@ -106,6 +106,10 @@ struct super {
 	uint64_t hash_seed;		/* seed of hash56 (v2item.h) */
 	uint64_t node_start, node_blocks;	/* the node area */
 	uint64_t free_blocks;		/* blocks the free-space tree lists */
+	/* The free space's geometry (fspace_params): the data area is
+	 * [node_start + node_blocks, total_blocks) in groups of gblocks;
+	 * node_reserve node slots are kept for the free-space tree. */
+	uint64_t gblocks, node_reserve;
 	struct broot roots[SUPER_V2_TREES];	/* tree id i + 1 (v2item.h) */
 };
 

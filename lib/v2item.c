@@ -545,6 +545,35 @@ int v2_free_decode(const struct bkey *k, unsigned len, uint64_t *start, uint64_t
 	return 0;
 }
 
+int v2_group_decode(const struct bkey *k, const void *val, unsigned len, uint64_t *free,
+		    uint64_t *maxrun, uint64_t *nextents)
+{
+	const uint8_t *v = val;
+
+	if (k->type != V2_GROUP || k->id || len != V2_GROUP_LEN)
+		return -EUCLEAN;
+	*free = le64_get(v);
+	*maxrun = le64_get(v + 8);
+	*nextents = le64_get(v + 16);
+	/* No group is longer than the key's off can count (2^56 - 1). */
+	if (*free > BKEY_OFF_MAX || *maxrun > *free || (!*free != !*nextents) ||
+	    (!*maxrun != !*free) || *nextents - (*nextents > 0) > *free - *maxrun)
+		return -EUCLEAN;
+	return 0;
+}
+
+int v2_nodemap_check(const struct bkey *k, const void *val, unsigned len)
+{
+	const uint8_t *v = val;
+
+	if (k->type != V2_NODEMAP || k->id || len != V2_NODEMAP_LEN)
+		return -EUCLEAN;
+	for (unsigned i = 0; i < len; i++)
+		if (v[i])
+			return 0;
+	return -EUCLEAN;	/* an all-free chunk has no item */
+}
+
 /* ---- any item ---- */
 
 static int item_why(char *why, size_t whylen, const struct bkey *k, const char *what)
@@ -563,7 +592,7 @@ static uint64_t type_tree(uint8_t type)
 		return V2_TREE_INODES;
 	case V2_REFCOUNT:
 		return V2_TREE_REFCOUNT;
-	case V2_FREE:
+	case V2_FREE: case V2_GROUP: case V2_NODEMAP:
 		return V2_TREE_FREE;
 	default:
 		return 0;
@@ -577,7 +606,7 @@ static int item_decode(uint64_t hseed, const struct bkey *k, const void *val, un
 		struct v2_dirent d;
 		struct v2_extent e;
 	} u;
-	uint64_t a, b;
+	uint64_t a, b, c;
 	uint32_t n, refs;
 
 	switch (k->type) {
@@ -590,6 +619,8 @@ static int item_decode(uint64_t hseed, const struct bkey *k, const void *val, un
 	case V2_EXTENT: return v2_extent_decode(k, val, len, &u.e);
 	case V2_REFCOUNT: return v2_refcount_decode(k, val, len, &n, &refs);
 	case V2_FREE: return v2_free_decode(k, len, &a, &b);
+	case V2_GROUP: return v2_group_decode(k, val, len, &a, &b, &c);
+	case V2_NODEMAP: return v2_nodemap_check(k, val, len);
 	default: return -EUCLEAN;
 	}
 }

@@ -50,6 +50,8 @@ enum v2_type {
 	V2_EXTENT = 8,		/* (ino, 8, first file block) */
 	V2_REFCOUNT = 16,	/* (phys, 16, 0) */
 	V2_FREE = 17,		/* (start, 17, n) */
+	V2_GROUP = 18,		/* (0, 18, group): its summary */
+	V2_NODEMAP = 19,	/* (0, 19, chunk): node slot bits */
 };
 
 #define V2_HASH_MASK ((1ull << 56) - 1)
@@ -157,6 +159,17 @@ int v2_refcount_decode(const struct bkey *k, const void *val, unsigned len, uint
 		       uint32_t *refs);
 /* FREE: no value; blocks [k->id, k->id + k->off) are free. */
 int v2_free_decode(const struct bkey *k, unsigned len, uint64_t *start, uint64_t *n);
+
+/* GROUP: free u64, maxrun u64, nextents u64 (fspace.c writes it):
+ * free 0 exactly when maxrun and nextents are 0, maxrun <= free, and the
+ * nextents runs fit in free blocks beside the longest one.  NODEMAP: 2048
+ * bytes of slot bits, never all zero.  Both under key id 0; the group and
+ * chunk numbers are checked against the geometry by fspace_verify. */
+#define V2_GROUP_LEN 24u
+#define V2_NODEMAP_LEN 2048u
+int v2_group_decode(const struct bkey *k, const void *val, unsigned len, uint64_t *free,
+		    uint64_t *maxrun, uint64_t *nextents);
+int v2_nodemap_check(const struct bkey *k, const void *val, unsigned len);
 
 /* Any item of tree @owner: the type belongs to the tree and its value
  * decodes.  0 or -EUCLEAN with a reason. */

@@ -33,6 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			assert(sb.node_start >= sb.data_start && sb.node_blocks % BNODE_BLOCKS == 0);
 			assert(sb.node_blocks && sb.node_start + sb.node_blocks <= sb.total_blocks);
 			assert(!sb.ckpt_blocks && sb.tree_gen);
+			/* what fspace_open needs: a data area after the node
+			 * area, groups of a multiple of 64, a reserve below nslots */
+			assert(sb.node_start + sb.node_blocks < sb.total_blocks);
+			assert(sb.free_blocks <= sb.total_blocks - sb.node_start - sb.node_blocks);
+			assert(sb.gblocks && sb.gblocks % 64 == 0);
+			assert(sb.node_reserve < sb.node_blocks / BNODE_BLOCKS);
 			for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 				const struct broot *r = &sb.roots[i];
 
@@ -79,6 +85,8 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	sb.node_start = sb.data_start;
 	sb.node_blocks = 1024;
 	sb.free_blocks = sb.total_blocks - sb.node_start - sb.node_blocks;
+	sb.gblocks = 1u << 18;
+	sb.node_reserve = 16;
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++)
 		sb.roots[i] = (struct broot){ { sb.node_start + 4 * i, 1 + i, 0x77 * i }, i };
 	super_encode(&sb, 0, buf);

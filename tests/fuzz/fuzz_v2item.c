@@ -81,6 +81,7 @@ static void check_accepted(const struct bkey *k, unsigned len)
 {
 	struct v2_dirent d;
 	uint32_t n, refs;
+	uint64_t f, mr, ne;
 
 	switch (k->type) {
 	case V2_INODE:
@@ -107,6 +108,14 @@ static void check_accepted(const struct bkey *k, unsigned len)
 		assert(v2_refcount_decode(k, val, len, &n, &refs) == 0);
 		assert(v2_refcount_encode(k->id, n, refs, again) == 0);
 		assert(memcmp(again, val, len) == 0);
+		break;
+	case V2_GROUP:
+		/* the summary's invariants fspace relies on */
+		assert(v2_group_decode(k, val, len, &f, &mr, &ne) == 0);
+		assert(!k->id && mr <= f && (f == 0) == (ne == 0) && ne <= f);
+		break;
+	case V2_NODEMAP:
+		assert(!k->id && len == V2_NODEMAP_LEN);
 		break;
 	default:
 		break;
@@ -195,6 +204,15 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	emit_item(emit, V2_TREE_REFCOUNT, &k, v, V2_REFCOUNT_LEN, 0);
 	k = v2_key_free(8192, 100);
 	emit_item(emit, V2_TREE_FREE, &k, v, 0, 0);
+	k = (struct bkey){ 0, V2_GROUP, 2 };
+	le64_put(v, 100);
+	le64_put(v + 8, 60);
+	le64_put(v + 16, 3);
+	emit_item(emit, V2_TREE_FREE, &k, v, V2_GROUP_LEN, 0);
+	k = (struct bkey){ 0, V2_NODEMAP, 1 };
+	memset(v, 0, V2_NODEMAP_LEN);
+	v[0] = 0x0f;
+	emit_item(emit, V2_TREE_FREE, &k, v, V2_NODEMAP_LEN, 0);
 	k = v2_key_symlink(3, 1);
 	memset(v, 'l', 100);
 	emit_item(emit, V2_TREE_INODES, &k, v, 100, 0);

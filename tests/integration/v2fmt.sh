@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Description: format v2 (experimental) through the real tools: mkfs.twinfs
 # -O v2 on two images writes superblocks and trees on both; fsck.twinfs
-# checks it clean; a node garbled on one image is reported by -n (exit 4),
+# checks it clean, free space included (fspace_verify, the node map marks
+# exactly the two nodes mkfs wrote, the free count is the superblock's);
+# a node garbled on one image is reported by -n (exit 4),
 # rewritten from the other image by -y (exit 1), then clean (0); a damaged
 # superblock slot is rewritten by -y; a node garbled on both images is
 # unrecoverable (exit 4); twinfs refuses to mount it with
@@ -22,6 +24,9 @@ grep -q "^format v2 (experimental)" <<<"$FOUT" || h_fail "fsck did not check v2:
 grep -q "^tree inodes: 1 items in 1 nodes" <<<"$FOUT" || h_fail "fsck inode tree: $FOUT"
 grep -q "^tree free space: 1 items in 1 nodes" <<<"$FOUT" || h_fail "fsck free tree: $FOUT"
 grep -q "^1 inodes (1 directories" <<<"$FOUT" || h_fail "fsck root inode: $FOUT"
+# 256 MiB: 65536 blocks, node area 4112 + 2048 blocks (512 slots), the rest free
+grep -q "^free space: 59376 free blocks, 2 of 512 node slots used" <<<"$FOUT" ||
+	h_fail "fsck free space: $FOUT"
 grep -q "^0 errors found" <<<"$FOUT" || h_fail "fsck: $FOUT"
 
 # Mount: refused with one line (twinfs reads v2 superblocks but not v2 yet).
@@ -33,6 +38,11 @@ h_expect_one_line "$FAIL_OUT" \
 # Layout (docs/FORMAT.md): 256 MiB = 65536 blocks, log 4096 blocks from
 # block 16, data and the node area from block 4112; mkfs writes the inode
 # tree's root node first (4112..4115), then the free-space tree's (4116..).
+# The free-space tree's one item is NODEMAP chunk 0, its 2048-byte value at
+# the end of the node: slots 0 and 1 (those two nodes) used, nothing else.
+map=$(dd if="${IMGS[0]}" bs=2048 skip=$(((4116 * 4096 + 16384 - 2048) / 2048)) count=1 \
+	status=none | od -An -tx1 -v | tr -d ' \n')
+[[ $map == 03$(printf '0%.0s' {1..4094}) ]] || h_fail "node map of mkfs: ${map:0:32}..."
 dd if=/dev/urandom of="${IMGS[1]}" bs=4096 seek=4112 count=4 conv=notrunc status=none
 h_fsck 4 -n "${IMGS[@]}"
 grep -q "disk1.img: 1 bad node copies: not fixed (-n)" <<<"$FOUT" || h_fail "fsck -n: $FOUT"

@@ -204,6 +204,8 @@ static void fill_v2(struct super *sb)
 	sb->node_start = sb->data_start;
 	sb->node_blocks = 4096;
 	sb->free_blocks = sb->total_blocks - sb->data_start - sb->node_blocks;
+	sb->gblocks = 4096;
+	sb->node_reserve = 16;
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		sb->roots[i].ptr.addr = sb->node_start + 4 * (i + 1);
 		sb->roots[i].ptr.gen = 40 + i % 2;
@@ -226,6 +228,7 @@ static void test_v2(void **state)
 	assert_memory_equal(&a, &b, sizeof(a));
 	assert_true(le64_get(buf + 952) == 41 && le64_get(buf + 968) == a.data_start);
 	assert_true(le64_get(buf + 992 + 32) == a.node_start + 8 && buf[992 + 64 + 24] == 2);
+	assert_true(le64_get(buf + 1248) == 4096 && le64_get(buf + 1256) == 16);
 	/* a version 1 superblock never carries the v2 fields */
 	a.version = SUPER_VERSION;
 	super_encode(&a, 1, buf);
@@ -268,6 +271,13 @@ static void test_v2_geometry(void **state)
 	fill_v2(&a); a.node_blocks = 4094; expect_geom(&a);
 	fill_v2(&a); a.node_blocks = a.total_blocks - a.node_start + 4; expect_geom(&a);
 	fill_v2(&a); a.free_blocks = a.total_blocks; expect_geom(&a);
+	fill_v2(&a); a.free_blocks++; expect_geom(&a);	/* past the data area */
+	fill_v2(&a); a.node_blocks = a.total_blocks - a.node_start; a.free_blocks = 0;
+	expect_geom(&a);				/* no data area */
+	fill_v2(&a); a.gblocks = 0; expect_geom(&a);
+	fill_v2(&a); a.gblocks = 4096 + 32; expect_geom(&a);
+	fill_v2(&a); a.gblocks = 1ull << 56; expect_geom(&a);
+	fill_v2(&a); a.node_reserve = a.node_blocks / 4; expect_geom(&a);
 	fill_v2(&a); a.roots[0].ptr.addr = a.node_start - 4; expect_geom(&a);
 	fill_v2(&a); a.roots[0].ptr.addr = a.node_start + 2; expect_geom(&a);
 	fill_v2(&a); a.roots[1].ptr.addr = a.node_start + a.node_blocks; expect_geom(&a);
@@ -281,8 +291,10 @@ static void test_v2_geometry(void **state)
 	a.roots[1].ptr.gen = a.tree_gen;
 	a.roots[2] = (struct broot){ { 0, 0, 0 }, 0 };
 	a.roots[0].level = BNODE_MAX_LEVEL - 1;
-	a.node_blocks = a.total_blocks - a.node_start;
-	a.free_blocks = 0;
+	a.node_blocks = a.total_blocks - a.node_start - 64;
+	a.free_blocks = 64;
+	a.gblocks = 64;
+	a.node_reserve = a.node_blocks / 4 - 1;
 	super_encode(&a, 0, buf);
 	assert_int_equal(super_decode(buf, 0, &b, NULL, 0), 0);
 }

@@ -310,6 +310,54 @@ static void test_refcount_free(void **state)
 	assert_int_equal(v2_free_decode(&bad, 0, &s, &fn), -EUCLEAN);
 }
 
+/* GROUP (24 bytes) and NODEMAP (2048 bytes, not all zero) under id 0,
+ * only in the free-space tree, with their exact sizes. */
+static void test_group_nodemap(void **state)
+{
+	struct bkey g = { 0, V2_GROUP, 3 }, m = { 0, V2_NODEMAP, 0 }, bad;
+	static const uint64_t ok[][3] = { { 0, 0, 0 }, { 100, 100, 1 }, { 100, 40, 61 },
+					  { 7, 1, 7 } };
+	static const uint64_t no[][3] = { { 0, 1, 0 }, { 0, 0, 1 }, { 5, 0, 1 }, { 5, 1, 0 },
+					  { 5, 6, 1 }, { 100, 40, 62 }, { 1ull << 56, 1, 1 } };
+	uint64_t f, mr, ne;
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(ok) / sizeof(ok[0]) + sizeof(no) / sizeof(no[0]); i++) {
+		const uint64_t *v = i < 4 ? ok[i] : no[i - 4];
+
+		le64_put(buf, v[0]);
+		le64_put(buf + 8, v[1]);
+		le64_put(buf + 16, v[2]);
+		assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &g, buf, V2_GROUP_LEN, NULL, 0),
+				 i < 4 ? 0 : -EUCLEAN);
+	}
+	le64_put(buf, 100);
+	le64_put(buf + 8, 40);
+	le64_put(buf + 16, 3);
+	assert_int_equal(v2_group_decode(&g, buf, V2_GROUP_LEN, &f, &mr, &ne), 0);
+	assert_true(f == 100 && mr == 40 && ne == 3);
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &g, buf, 23, NULL, 0), -EUCLEAN);
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &g, buf, 25, NULL, 0), -EUCLEAN);
+	assert_int_equal(v2_item_check(V2_TREE_REFCOUNT, SEED, &g, buf, 24, NULL, 0), -EUCLEAN);
+	bad = g;
+	bad.id = 1;
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &bad, buf, 24, NULL, 0), -EUCLEAN);
+
+	memset(buf, 0, V2_NODEMAP_LEN);
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &m, buf, V2_NODEMAP_LEN, NULL, 0),
+			 -EUCLEAN);	/* all free: never an item */
+	buf[V2_NODEMAP_LEN - 1] = 0x80;
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &m, buf, V2_NODEMAP_LEN, NULL, 0), 0);
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &m, buf, V2_NODEMAP_LEN - 1, NULL, 0),
+			 -EUCLEAN);
+	assert_int_equal(v2_item_check(V2_TREE_INODES, SEED, &m, buf, V2_NODEMAP_LEN, NULL, 0),
+			 -EUCLEAN);
+	bad = m;
+	bad.id = 4096;
+	assert_int_equal(v2_item_check(V2_TREE_FREE, SEED, &bad, buf, V2_NODEMAP_LEN, NULL, 0),
+			 -EUCLEAN);
+}
+
 /* Every item in the wrong tree is refused; every byte flip of a valid
  * value either is refused or decodes (never a crash: ASan builds). */
 static void test_item_check(void **state)
@@ -353,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_xattr),
 		cmocka_unit_test(test_extent),
 		cmocka_unit_test(test_refcount_free),
+		cmocka_unit_test(test_group_nodemap),
 		cmocka_unit_test(test_item_check),
 	};
 
