@@ -370,7 +370,12 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct stat st;
-	int ret = tfs_link(req_fs(req), ino, newparent, newname, &st);
+	int ret;
+
+	/* The reply carries st_blocks, which the kernel keeps: after the
+	 * file's writes behind (close, then link, then stat showed 0). */
+	tfsd_wb_wait(req_d(req), ino, false);
+	ret = tfs_link(req_fs(req), ino, newparent, newname, &st);
 
 	if (ret < 0)
 		reply_err(req, ret);
@@ -984,6 +989,7 @@ struct dir_ctx {
 	char *buf;
 	size_t size, pos;
 	bool plus;
+	bool wb_busy;		/* plus: writes were behind when it began */
 	uint64_t *inos;		/* plus: references handed out, in order */
 	size_t ninos;
 };
@@ -1006,6 +1012,11 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 		 * the parent's generation here would lock child to parent). */
 		fill_entry_param(req_d(c->req), &e, st,
 				 is_dot(name) ? 0 : tfs_fh_gen(c->fs, st->st_ino));
+		/* A child's st_blocks may lag a write behind (waiting here
+		 * would wait under the directory's lock): the kernel keeps
+		 * none of these attributes and asks GETATTR, which waits. */
+		if (c->wb_busy)
+			e.attr_timeout = 0;
 		n = fuse_add_direntry_plus(c->req, c->buf + c->pos, rem, name, &e,
 					   (off_t)next_off);
 	} else {
@@ -1026,7 +1037,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 {
 	struct tfs *fs = req_fs(req);
 	struct tfsd_file *df = fi_file(fi);
-	struct dir_ctx c = { .req = req, .fs = fs, .size = size, .plus = plus };
+	struct dir_ctx c = { .req = req, .fs = fs, .size = size, .plus = plus,
+			     .wb_busy = plus && atomic_load(&req_d(req)->wb_total) };
 	uint64_t end = UINT64_MAX;
 	int ret;
 

@@ -6,7 +6,9 @@
 # every device is not lost silently: the next fsync(2) of the file fails
 # with EIO.  Files
 # written behind read back, fsync and twinfs-ctl sync make them durable
-# (kill -9 after each, then a remount).
+# (kill -9 after each, then a remount); replies that carry attributes
+# (LINK, READDIRPLUS) do not leave st_blocks of a write behind in the
+# kernel's cache.
 source "$(dirname "$0")/harness.sh"
 : "${CTL:?CTL must name the twinfs-ctl binary}"
 command -v python3 >/dev/null || h_fail "python3 is needed"
@@ -30,6 +32,34 @@ h_crash
 h_mount
 (cd "$MNT/a" && cksum f7) | diff -q - "$T/f7" >/dev/null || h_fail "fsynced file differs after kill -9"
 (cd "$MNT/b" && cksum f*) | diff -q - "$T/b" >/dev/null || h_fail "synced files differ after kill -9"
+h_umount
+
+# ---- 1b: attributes in replies are not those of a write still behind ----------
+# close() returns once the WRITE is answered, before the blocks are
+# published; a LINK right after replied the old st_blocks (0) and the
+# kernel kept it: lstat showed 0 until the attribute timeout (ops.sh's
+# stable check failed that way: 116 of 300 here before the fix).
+h_mount
+python3 - "$MNT" <<'PY' || h_fail "st_blocks stale after close + link (or readdirplus)"
+import os, sys
+m = sys.argv[1]
+bad = 0
+for i in range(300):
+    f = f"{m}/l{i}"
+    with open(f, "wb") as fh:
+        fh.write(b"x" * 65536)
+    os.link(f, f"{m}/k{i}")
+    bad += os.lstat(f).st_blocks != 128
+os.mkdir(f"{m}/rd")
+for i in range(300):
+    with open(f"{m}/rd/h{i}", "wb") as fh:
+        fh.write(b"y" * 65536)
+    for e in os.scandir(f"{m}/rd"):
+        pass
+bad += sum(e.stat(follow_symlinks=False).st_blocks != 128 for e in os.scandir(f"{m}/rd"))
+print(f"stale st_blocks: {bad}")
+sys.exit(bad != 0)
+PY
 h_umount
 
 # ---- 2: a write behind that fails is reported by fsync ---------------------
