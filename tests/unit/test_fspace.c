@@ -364,7 +364,8 @@ static void m_commit(struct model *m, bool publish)
 	assert_int_equal(bt_commit(&m->other, &oroot, &freed, &nfreed), 0);
 	all = realloc(m->carry, (m->ncarry + nfreed + 1) * sizeof(*all));
 	assert_non_null(all);
-	memcpy(all + m->ncarry, freed, nfreed * sizeof(*all));
+	if (nfreed)	/* bt_commit gives NULL for none */
+		memcpy(all + m->ncarry, freed, nfreed * sizeof(*all));
 	free(freed);
 	m->carry = all;
 	m->ncarry += nfreed;
