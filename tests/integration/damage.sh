@@ -32,13 +32,6 @@ flip_bit() {	# IMG BYTE_OFFSET
 garble() {	# IMG BLOCK [COUNT]
 	dd if=/dev/urandom of="$1" bs=4096 seek="$2" count="${3:-1}" conv=notrunc status=none
 }
-kill_daemon() {
-	kill -9 "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null || true
-	DAEMON_PID=""
-	rm -f "$T/daemon.pid"
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
-}
 # Mount must refuse with one line naming WHAT and the way out.
 expect_refused() {
 	h_mount_fails "$(h_devspec "${IMGS[@]}")"
@@ -69,7 +62,7 @@ for i in $(seq 1 16); do
 	head -c $((i * 3000)) /dev/urandom | dd of="$MNT/f$i" bs=64k conv=fsync status=none
 done
 printf 'pwrite' | dd of="$MNT/base" bs=1 seek=4096 conv=notrunc,fsync status=none
-kill_daemon
+h_crash
 slot=$(newest_slot "${IMGS[0]}")
 head_pos=$(sb_u64 "${IMGS[0]}" "$slot" 344)
 # The first chunk after the mount's checkpoint (log region from block 16),
@@ -92,7 +85,7 @@ h_mount
 for i in $(seq 1 24); do
 	head -c $((i * 3000)) /dev/urandom | dd of="$MNT/g$i" bs=64k conv=fsync status=none
 done
-kill_daemon
+h_crash
 h_fsck 0 -n "${IMGS[@]}"
 h_mount
 [[ -f $MNT/g24 ]] || h_fail "fsynced file lost after fsck -y and a kill"
@@ -128,7 +121,7 @@ h_mount
 for i in $(seq 1 8); do
 	head -c $((i * 3000)) /dev/urandom | dd of="$MNT/d/late$i" bs=64k conv=fsync status=none
 done
-kill_daemon
+h_crash
 slot=$(newest_slot "${IMGS[0]}")
 for img in "${IMGS[@]}"; do garble "$img" "$slot"; done
 expect_refused "superblock slot $slot is damaged on every device" "later mount's superblock"
@@ -225,7 +218,7 @@ h_mount
 start_holder 300
 echo anchor >"$MNT/anchor"
 sync "$MNT/anchor"	# fsync commits the whole log (syncfs may not reach FUSE)
-kill_daemon
+h_crash
 kill -9 "$HOLDER"
 wait "$HOLDER" 2>/dev/null || true
 h_fsck 0 -n "${IMGS[@]}"
