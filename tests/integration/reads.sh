@@ -4,8 +4,8 @@
 # file's pages (keep_cache: a re-read after close and open is served from
 # the page cache, not from the daemon), those pages follow every change
 # made through the mount (cached and O_DIRECT writes, truncate), and the
-# mount's readahead is raised to 1 MiB so cold sequential reads reach the
-# daemon as 1 MiB READs instead of 128 KiB ones.  Reads spread over both
+# mount's readahead is raised to 4 MiB so cold sequential reads reach the
+# daemon as 1 MiB READs instead of 128 KiB ones, four of them in flight.  Reads spread over both
 # mirrors (per-device read counters in twinfs-ctl stats): small reads
 # alternate, and one large read is split between the two copies.
 source "$(dirname "$0")/harness.sh"
@@ -22,11 +22,11 @@ dev=$(awk -v m="$MNT" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
 ra=/sys/class/bdi/$dev/read_ahead_kb
 [[ -r $ra ]] || h_fail "no $ra for the mount"
 
-h_log "==== readahead: 1 MiB from the first cached open on"
+h_log "==== readahead: 4 MiB from the first cached open on"
 head -c 8M /dev/urandom > "$T/data"
 cp "$T/data" "$MNT/f"
 sync "$MNT/f"
-[[ $(cat "$ra") == 1024 ]] || h_fail "read_ahead_kb is $(cat "$ra") after an open, want 1024"
+[[ $(cat "$ra") == 4096 ]] || h_fail "read_ahead_kb is $(cat "$ra") after an open, want 4096"
 
 h_log "==== keep_cache: pages survive close and open"
 h_remount
