@@ -448,10 +448,11 @@ static void *bg_main(void *arg)
 }
 
 /* The bounce pool's buffers as io_uring fixed buffers: a large write then
- * skips pinning and unpinning its 256 pages per mirror (a tenth of the
- * daemon's time on W2, measured).  It pins the pool for the mount's life;
- * refused (a memlock limit without CAP_IPC_LOCK, another backend), every
- * I/O goes as before.  The small pool's 4 KiB I/Os pin one page: left. */
+ * skips pinning and unpinning its 256 pages per mirror (W2's daemon CPU
+ * went from 1.75 s to 1.41 s, medians of 5 pairs).  It pins the pool for
+ * the mount's life; refused (a memlock limit without CAP_IPC_LOCK, another
+ * backend), every I/O goes as before.  The small pool's 4 KiB I/Os pin one
+ * page each: left as they are. */
 static void fs_fixed_buffers(struct tfs *fs)
 {
 	size_t len;
