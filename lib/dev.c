@@ -415,6 +415,15 @@ int dev_submit_async(struct dev_backend *be, struct dev_batch *b)
 	return be->ops->submit_async(be, b);
 }
 
+int dev_register_buffers(struct dev_backend *be, void *base, size_t len)
+{
+	if (!be->async || !be->ops->register_buffers)
+		return -EOPNOTSUPP;
+	if (!base || !len)
+		return -EINVAL;
+	return be->ops->register_buffers(be, base, len);
+}
+
 void dev_async_drain(struct dev_backend *be)
 {
 	if (!be->async)

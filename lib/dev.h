@@ -89,6 +89,8 @@ struct dev_ops {
 	int (*submit_async)(struct dev_backend *be, struct dev_batch *b);
 	/* Wait until no asynchronous batch is queued or in flight. */
 	void (*drain)(struct dev_backend *be);
+	/* Optional (NULL: -EOPNOTSUPP).  See dev_register_buffers. */
+	int (*register_buffers)(struct dev_backend *be, void *base, size_t len);
 	/* Optional (NULL: -EOPNOTSUPP).  Tell the device that bytes [off,
 	 * off + len) no longer hold anything: later reads return zeros or
 	 * garbage.  Synchronous; 0 or -errno. */
@@ -150,6 +152,16 @@ int dev_backend_attach(struct dev_backend *be, struct dev *d);
 int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n);
 /* Whether @be runs batches asynchronously (io_uring: yes). */
 bool dev_async_supported(const struct dev_backend *be);
+/*
+ * Register the memory [base, base + len) (one mapping, the bounce pool)
+ * with the asynchronous engine, so that its I/Os from buffers inside it
+ * skip pinning the buffer's pages on every request (io_uring fixed
+ * buffers: on a 1 MiB write that is 256 pages pinned and unpinned per
+ * mirror).  Once, before the region is used.  0, or -errno when the
+ * engine cannot (no engine, no support, a memlock limit): every I/O then
+ * goes as before.  The region must stay mapped while I/O from it runs.
+ */
+int dev_register_buffers(struct dev_backend *be, void *base, size_t len);
 /* See struct dev_batch.  0, or -errno when it was not queued (misuse:
  * -EINVAL, no async support: -EOPNOTSUPP). */
 int dev_submit_async(struct dev_backend *be, struct dev_batch *b);

@@ -28,6 +28,7 @@ int dev_uring_async_start(struct dev_backend *be);
 void dev_uring_async_stop(struct dev_backend *be);	/* drains first */
 int dev_uring_async_submit(struct dev_backend *be, struct dev_batch *b);
 void dev_uring_async_drain(struct dev_backend *be);
+int dev_uring_async_register(struct dev_backend *be, void *base, size_t len);
 int dev_aio_create(struct dev_backend **out);
 int dev_aio_probe(void);
 int dev_file_create(struct dev_backend **out);

@@ -208,6 +208,7 @@ static const struct dev_ops uring_ops = {
 	.discard = dev_discard_sync,
 	.submit_async = dev_uring_async_submit,
 	.drain = dev_uring_async_drain,
+	.register_buffers = dev_uring_async_register,
 	.destroy = uring_destroy,
 };
 

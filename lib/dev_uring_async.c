@@ -17,6 +17,12 @@
  * The ring is created by the thread itself (it is the ring's only issuer, so
  * it can defer completion work to its own io_uring_enter calls).
  *
+ * Fixed buffers: the bounce pool (one mapping) can be registered with every
+ * ring (dev_register_buffers); an I/O whose buffer lies inside it goes as
+ * READ_FIXED/WRITE_FIXED and the kernel does not pin and unpin its pages
+ * on every request.  The thread registers it itself, being its ring's only
+ * issuer; the caller waits for the result.
+ *
  * Lock order: a.mu is a leaf.  done() runs with no engine lock held.
  */
 #include <errno.h>
@@ -47,6 +53,9 @@ struct uasync {
 	bool sleeping;			/* thread will wait with an empty queue; under mu */
 	bool stop;			/* under mu */
 	int init_ret;			/* 1 until the thread has set up; under mu */
+	void *reg_base;			/* the region to register; under mu */
+	size_t reg_len;
+	int reg_ret;			/* 1 asked, then 0 or -errno; under mu */
 	pthread_t thr;
 	int efd;
 	/* Owned by the thread. */
@@ -55,6 +64,8 @@ struct uasync {
 	unsigned kern;			/* I/Os issued and not completed */
 	struct dev_batch *pend, **pend_tail;	/* taken, not fully issued */
 	unsigned pend_i;		/* next I/O of pend to issue */
+	uint8_t *fix_base;		/* the registered region (buffer index 0) */
+	size_t fix_len;			/* 0: none */
 };
 
 /* A free SQE.  When the SQ is full, what is in it goes to the kernel,
@@ -70,19 +81,34 @@ static struct io_uring_sqe *ua_sqe(struct uasync *a)
 	return sqe;
 }
 
+/* Whether [p, p + len) lies in the registered region. */
+static bool ua_fixed(const struct uasync *a, const uint8_t *p, uint32_t len)
+{
+	uintptr_t b = (uintptr_t)a->fix_base, q = (uintptr_t)p;
+
+	return a->fix_len && q >= b && q - b + len <= a->fix_len;
+}
+
 static void ua_prep(struct uasync *a, struct dev_io *io)
 {
 	struct io_uring_sqe *sqe = ua_sqe(a);
 	int fd = io->dev->fd;
+	uint8_t *p = (uint8_t *)io->buf + io->done;
+	uint32_t n = dev_io_chunk(io, io->done);
+	bool fixed = ua_fixed(a, p, n);
 
 	switch (io->op) {
 	case DEV_READ:
-		io_uring_prep_read(sqe, fd, (char *)io->buf + io->done,
-				   dev_io_chunk(io, io->done), io->off + io->done);
+		if (fixed)
+			io_uring_prep_read_fixed(sqe, fd, p, n, io->off + io->done, 0);
+		else
+			io_uring_prep_read(sqe, fd, p, n, io->off + io->done);
 		break;
 	case DEV_WRITE:
-		io_uring_prep_write(sqe, fd, (char *)io->buf + io->done,
-				    dev_io_chunk(io, io->done), io->off + io->done);
+		if (fixed)
+			io_uring_prep_write_fixed(sqe, fd, p, n, io->off + io->done, 0);
+		else
+			io_uring_prep_write(sqe, fd, p, n, io->off + io->done);
 		if (io->fua)
 			sqe->rw_flags = RWF_DSYNC;
 		break;
@@ -102,6 +128,21 @@ static void ua_arm_efd(struct uasync *a)
 	io_uring_sqe_set_data64(sqe, UA_EFD_TAG);
 }
 
+/* On the thread: register @reg with the ring, answer the caller. */
+static void ua_do_register(struct uasync *a, const struct iovec *reg)
+{
+	int ret = io_uring_register_buffers(&a->ring, reg, 1);
+
+	if (!ret) {
+		a->fix_base = reg->iov_base;
+		a->fix_len = reg->iov_len;
+	}
+	pthread_mutex_lock(&a->mu);
+	a->reg_ret = ret;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
 /* Move the queue to the thread's own list and issue from it while the
  * kernel has room: at most UA_MAX_KERN I/Os in flight, so the completion
  * ring never overflows, and a batch larger than the room goes in over
@@ -109,7 +150,13 @@ static void ua_arm_efd(struct uasync *a)
  * stopping with nothing left. */
 static void ua_issue(struct uasync *a, bool *stop)
 {
+	struct iovec reg = { NULL, 0 };
+
 	pthread_mutex_lock(&a->mu);
+	if (a->reg_ret == 1) {
+		reg.iov_base = a->reg_base;
+		reg.iov_len = a->reg_len;
+	}
 	if (a->head) {
 		*a->pend_tail = a->head;
 		a->pend_tail = a->tailp;
@@ -119,6 +166,8 @@ static void ua_issue(struct uasync *a, bool *stop)
 	a->sleeping = true;
 	*stop = a->stop && !a->busy;
 	pthread_mutex_unlock(&a->mu);
+	if (reg.iov_len)
+		ua_do_register(a, &reg);
 
 	while (a->pend && a->kern < UA_MAX_KERN) {
 		struct dev_batch *b = a->pend;
@@ -212,6 +261,12 @@ static void *ua_main(void *arg)
 			pthread_mutex_unlock(&a->mu);
 		}
 	}
+	pthread_mutex_lock(&a->mu);
+	if (a->reg_ret == 1) {
+		a->reg_ret = -ESHUTDOWN;
+		pthread_cond_broadcast(&a->cv);
+	}
+	pthread_mutex_unlock(&a->mu);
 	io_uring_queue_exit(&a->ring);
 	return NULL;
 }
@@ -246,6 +301,31 @@ static int ua_submit(struct uasync *a, struct dev_batch *b)
 		(void)!write(a->efd, &one, sizeof(one));
 	}
 	return 0;
+}
+
+/* Ask the thread to register [base, base + len) and wait for it. */
+static int ua_register(struct uasync *a, void *base, size_t len)
+{
+	uint64_t one = 1;
+	int ret;
+
+	pthread_mutex_lock(&a->mu);
+	if (a->stop || a->reg_base) {	/* one region, registered once */
+		pthread_mutex_unlock(&a->mu);
+		return -EBUSY;
+	}
+	a->reg_base = base;
+	a->reg_len = len;
+	a->reg_ret = 1;
+	pthread_mutex_unlock(&a->mu);
+	/* Wake it even when it is not asleep yet: one spare turn. */
+	(void)!write(a->efd, &one, sizeof(one));
+	pthread_mutex_lock(&a->mu);
+	while (a->reg_ret == 1)
+		pthread_cond_wait(&a->cv, &a->mu);
+	ret = a->reg_ret;
+	pthread_mutex_unlock(&a->mu);
+	return ret;
 }
 
 static void ua_drain(struct uasync *a)
@@ -357,6 +437,21 @@ int dev_uring_async_submit(struct dev_backend *be, struct dev_batch *b)
 	struct uasync_set *set = be->async;
 
 	return ua_submit(set->a[atomic_fetch_add(&set->next, 1) % set->n], b);
+}
+
+int dev_uring_async_register(struct dev_backend *be, void *base, size_t len)
+{
+	struct uasync_set *set = be->async;
+	int ret = 0;
+
+	/* A thread that fails goes on without: its I/Os are pinned as before. */
+	for (unsigned i = 0; i < set->n; i++) {
+		int r = ua_register(set->a[i], base, len);
+
+		if (r && !ret)
+			ret = r;
+	}
+	return ret;
 }
 
 void dev_uring_async_drain(struct dev_backend *be)

@@ -447,10 +447,30 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
+/* The bounce pool's buffers as io_uring fixed buffers: a large write then
+ * skips pinning and unpinning its 256 pages per mirror (W2's daemon CPU
+ * went from 1.75 s to 1.41 s, medians of 5 pairs).  It pins the pool for
+ * the mount's life; refused (a memlock limit without CAP_IPC_LOCK, another
+ * backend), every I/O goes as before.  The small pool's 4 KiB I/Os pin one
+ * page each: left as they are. */
+static void fs_fixed_buffers(struct tfs *fs)
+{
+	size_t len;
+	void *base = bounce_base(fs->bounce, &len);
+	int ret = dev_register_buffers(fs->be, base, len);
+
+	if (ret && ret != -EOPNOTSUPP)
+		tfs_log(LOG_DEBUG, "bounce pool not registered for fixed I/O: %s",
+			strerror(-ret));
+}
+
+/* The mount goes live: the pool registered, the background thread. */
 int fs_bg_start(struct tfs *fs)
 {
 	int ret;
 
+	if (fs->bounce && fs->be)
+		fs_fixed_buffers(fs);
 	fs->bg_stop = false;
 	fs->bg_want_ckpt = false;
 	ret = -pthread_create(&fs->bg_thread, NULL, bg_main, fs);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: every device backend (io_uring, libaio, file; direct and buffered) writes, flushes and reads back batches from one and many threads; dev_open errors; fault rules and the crash journal. */
+/* Description: every device backend (io_uring, libaio, file; direct and buffered) writes, flushes and reads back batches from one and many threads; dev_open errors; fault rules and the crash journal; fixed buffers of the asynchronous engine. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -721,6 +721,60 @@ static void test_async_batches(void **state)
 	}
 }
 
+/* dev_register_buffers: I/Os from inside the registered region (io_uring
+ * fixed buffers), from outside it and straddling its end all move the
+ * right bytes; a second region is refused; a backend without an engine
+ * for it says so. */
+static void test_async_fixed(void **state)
+{
+	struct dev_backend *be = new_backend("uring");
+	char *path = make_image(IMG_SIZE);
+	struct dev *d = open_dev(be, path, true);
+	uint8_t *mem = xalloc(64 * BS), *reg = mem + 8 * BS, *orig = xalloc(64 * BS);
+	/* Blocks of mem: inside [8, 40), before it, across its end. */
+	static const unsigned at[] = { 8, 20, 0, 36 }, len[] = { 4, 16, 6, 8 };
+	struct dev_io ios[4];
+
+	(void)state;
+	assert_true(dev_async_supported(be));
+	assert_int_equal(dev_register_buffers(be, reg, 32 * BS), 0);
+	assert_int_equal(dev_register_buffers(be, reg, 32 * BS), -EBUSY);
+	for (unsigned round = 0; round < 2; round++) {
+		pattern(mem, 64 * BS, 7 + round);
+		memcpy(orig, mem, 64 * BS);
+		for (unsigned i = 0; i < 4; i++)
+			ios[i] = (struct dev_io){ .dev = d, .op = DEV_WRITE,
+						  .off = (uint64_t)i * 64 * BS,
+						  .buf = mem + (size_t)at[i] * BS,
+						  .len = len[i] * BS, .fua = round == 1 };
+		abatch_run(be, ios, 4);
+		for (unsigned i = 0; i < 4; i++)
+			assert_int_equal(ios[i].res, 0);
+		/* Read each back into another of the places and compare. */
+		for (unsigned i = 0; i < 4; i++) {
+			uint8_t *dst = mem + (size_t)at[(i + 1) % 4] * BS;
+
+			memset(dst, 0, (size_t)len[i] * BS);
+			ios[0] = (struct dev_io){ .dev = d, .op = DEV_READ,
+						  .off = (uint64_t)i * 64 * BS, .buf = dst,
+						  .len = len[i] * BS };
+			abatch_run(be, ios, 1);
+			assert_int_equal(ios[0].res, 0);
+			assert_memory_equal(dst, orig + (size_t)at[i] * BS, (size_t)len[i] * BS);
+		}
+	}
+	dev_async_drain(be);
+	dev_backend_destroy(be);
+	dev_close(d);
+
+	be = new_backend("file");
+	assert_int_equal(dev_register_buffers(be, reg, 32 * BS), -EOPNOTSUPP);
+	dev_backend_destroy(be);
+	drop_image(path);
+	free(mem);
+	free(orig);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -733,6 +787,7 @@ int main(void)
 		cmocka_unit_test(test_fault_parse),
 		cmocka_unit_test(test_fault_journal),
 		cmocka_unit_test(test_async_batches),
+		cmocka_unit_test(test_async_fixed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
