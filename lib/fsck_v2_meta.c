@@ -420,7 +420,8 @@ static void check_names(struct v2ck *v, struct btree *t)
 	}
 }
 
-/* Inodes the root reaches through the entries kept. */
+/* Inodes the root (and what is already reached: orphans moved to
+ * /lost+found) reach through the entries kept. */
 static void reach(struct v2meta *m)
 {
 	uint64_t *q = malloc((m->nino + 1) * sizeof(*q));
@@ -431,10 +432,11 @@ static void reach(struct v2meta *m)
 		m->oom = true;
 		return;
 	}
-	if (r) {
+	if (r)
 		r->reach = true;
-		q[qt++] = r->ino;
-	}
+	for (size_t i = 0; i < m->nino; i++)
+		if (m->ino[i].reach)
+			q[qt++] = m->ino[i].ino;
 	while (qh < qt) {
 		struct mname key = { .dir = q[qh++] };
 		size_t lo = 0, hi = m->nent;
@@ -535,15 +537,18 @@ static void orphan(struct v2ck *v, struct mino *e)
 		rec(v, A_RECLAIM, e->ino, 0, 0, 0, 0);
 		return;
 	}
-	fsck_meta_problem(v->c, false, "unreachable %s inode %llu (link count %u): moving it "
-			  "to /lost+found/#%llu", kind(e->mode), (unsigned long long)e->ino,
-			  e->nlink, (unsigned long long)e->ino);
 	lf = lost_found(v);
 	e = ifind(v->meta, e->ino);	/* lost_found may have moved the array */
 	if (!lf) {
-		fsck_say(v->c, "cannot make /lost+found: the root is not a directory");
+		fsck_hard_problem(v->c, "unreachable %s inode %llu (link count %u): no "
+				  "/lost+found to move it to (no root directory, or "
+				  "/lost+found is not a directory)", kind(e->mode),
+				  (unsigned long long)e->ino, e->nlink);
 		return;
 	}
+	fsck_meta_problem(v->c, false, "unreachable %s inode %llu (link count %u): moving it "
+			  "to /lost+found/#%llu", kind(e->mode), (unsigned long long)e->ino,
+			  e->nlink, (unsigned long long)e->ino);
 	a.a = lf->ino;
 	a.b = e->ino;
 	snprintf(a.name, sizeof(a.name), "#%llu", (unsigned long long)e->ino);
@@ -566,18 +571,17 @@ static void check_orphans(struct v2ck *v)
 	size_t n = m->nino;
 
 	reach(m);
+	for (size_t i = 0; i < n; i++)
+		if (!m->ino[i].reach && !m->ino[i].nent)
+			orphan(v, &m->ino[i]);
+	reach(m);	/* what the orphans moved hold */
 	for (size_t i = 0; i < n; i++) {
 		struct mino *e = &m->ino[i];
 
-		if (e->reach)
-			continue;
-		if (e->nent) {
+		if (!e->reach && e->nent && !e->reclaim)
 			fsck_hard_problem(v->c, "%s inode %llu is named only from directories cut "
 					  "off from the root", kind(e->mode),
 					  (unsigned long long)e->ino);
-			continue;
-		}
-		orphan(v, e);
 	}
 }
 

@@ -170,6 +170,9 @@ static void test_orphans(void **state)
 	v2b_inode(&b, 7, S_IFREG | 0644, 0, 0);	/* unlinked while open */
 	v2b_extent(&b, 7, 0, p7, 16);
 	v2b_inode(&b, 8, S_IFDIR | 0755, 2, 1);	/* a directory without a name */
+	v2b_inode(&b, 9, S_IFREG | 0644, 1, 0);	/* named in it */
+	v2b_dirent(&b, x.sb.hash_seed, 8, "k", 9, DT_REG);
+	v2b_dirindex(&b, 8, 2, "k", 9, DT_REG);
 	v2b_commit(&x, &b);
 	assert_int_equal(v2img_fsck(FSCK_CHECK, &out), FSCK_EXIT_UNCORRECTED);
 	assert_non_null(strstr(out, "unreachable file inode 6 (link count 1): moving it to "
@@ -177,18 +180,19 @@ static void test_orphans(void **state)
 	assert_non_null(strstr(out, "unreachable directory inode 8 (link count 2)"));
 	assert_non_null(strstr(out, "note: orphan file inode 7 (no name, link count 0"));
 	assert_null(strstr(out, "no extent references"));	/* 7's blocks are its */
+	assert_null(strstr(out, "cut off"));	/* 9 comes with 8 */
 	free(out);
 	v2img_expect_mode(FSCK_PREEN, FSCK_EXIT_UNCORRECTED, "UNEXPECTED INCONSISTENCY");
 	assert_int_equal(v2img_fsck(FSCK_REPAIR, &out), FSCK_EXIT_FIXED);
-	assert_non_null(strstr(out, "creating /lost+found (inode 9)"));
+	assert_non_null(strstr(out, "creating /lost+found (inode 10)"));
 	assert_non_null(strstr(out, "orphan file inode 7 (no name, link count 0): reclaiming it: "
 				    "fixing"));
 	free(out);
-	/* lost+found holds #6 and #8; 7 and its 16 blocks are gone. */
-	v2img_expect(FSCK_EXIT_OK, "7 inodes (4 directories, 3 files");
+	/* lost+found holds #6 and #8 (with k); 7 and its 16 blocks are gone. */
+	v2img_expect(FSCK_EXIT_OK, "8 inodes (4 directories, 4 files");
 	img_open(&x);
 	assert_true(fspace_free_blocks(x.fs) == before);
-	assert_true(x.sb.next_ino == 10);
+	assert_true(x.sb.next_ino == 11);
 	img_close(&x);
 	v2img_expect(FSCK_EXIT_OK, "0 errors found");
 }
