@@ -21,7 +21,13 @@
  *     superblock's free_blocks, and the node map against the trees: every
  *     node reachable from the three roots is marked used and every used
  *     slot is such a node (nodes are recorded as the walk reads them
- *     through a store that wraps the mirror's).
+ *     through a store that wraps the mirror's);
+ *   - every node named by one pointer only (a root or one parent: the
+ *     recording store reads the pointers of each node the first time it
+ *     reads it);
+ *   - what the items mean together (fsck_v2_meta.c): names, link counts,
+ *     orphans, extents against the refcount and free-space trees.  Its
+ *     repairs are committed here (commit_repairs) as a checkpoint would.
  *
  * Nodes are read through the node store on the mirror (bstore.c), which
  * tries every copy: a bad copy on one device is counted in the mirror's
