@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: fsck of what a format-v2 image's items mean together (fsck_v2_meta.c): on a small tree (a directory, two files with extents) built through btree + fspace, each damage is found with its exact line and exit code, -y (or -p where the repair is safe) repairs it and a second fsck is clean: a wrong link count, a missing DIRINDEX item, an index item without its entry, an entry of the wrong type, an entry naming a missing inode, orphans (to lost+found; link count 0 reclaimed with its blocks), a leaked data run, an extent on free blocks; not repaired but found: blocks claimed by two extents without a REFCOUNT item and a REFCOUNT item whose count is wrong (clean with the right one), a node referenced twice. */
+/* Description: fsck of what a format-v2 image's items mean together (fsck_v2_meta.c): on a small tree (a directory, two files with extents) built through btree + fspace, each damage is found with its exact line and exit code, -y (or -p where the repair is safe) repairs it and a second fsck is clean: a wrong link count, a missing DIRINDEX item, an index item without its entry, an entry of the wrong type, an entry naming a missing inode, orphans (to lost+found; link count 0 reclaimed with its blocks), a leaked data run, an extent on free blocks; not repaired but found: blocks claimed by two extents without a REFCOUNT item and a REFCOUNT item whose count is wrong (clean with the right one), a node referenced twice (by two tree roots; twice by one parent). */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -321,6 +321,56 @@ static void test_node_twice(void **state)
 	v2img_expect(FSCK_EXIT_OK, "0 errors found");
 }
 
+/* Inside one tree: the root names its first child twice (in place of its
+ * second), sealed again so only the double pointer is wrong. */
+static void test_node_twice_parent(void **state)
+{
+	struct v2batch b = { 0 };
+	struct bptr p0;
+	struct img2 x;
+	void *orig = NULL, *bad = NULL;
+	uint64_t csum;
+	char want[96];
+
+	(void)state;
+	base();
+	for (uint64_t base_ino = 100; base_ino < 500; base_ino += 100) {
+		/* 256 INODE items of 116 bytes: more than one 16 KiB leaf */
+		img_open(&x);
+		for (uint64_t ino = base_ino; ino < base_ino + V2B_MAX; ino++)
+			v2b_inode(&b, ino, S_IFREG | 0644, 0, 0);
+		v2b_commit(&x, &b);
+	}
+	img_open(&x);
+	assert_true(x.sb.roots[0].level >= 1);
+	assert_int_equal(posix_memalign(&orig, 4096, BNODE_SIZE), 0);
+	assert_int_equal(posix_memalign(&bad, 4096, BNODE_SIZE), 0);
+	assert_int_equal(x.s.store.ops->read(x.s.store.ctx, &x.sb.roots[0].ptr, orig), 0);
+	assert_true(bnode_nritems(orig) >= 2);
+	memcpy(bad, orig, BNODE_SIZE);
+	bnode_ptr(bad, 0, &p0);
+	bnode_set_ptr(bad, 1, &p0);
+	csum = bnode_seal(bad);
+	assert_int_equal(x.s.store.ops->write(x.s.store.ctx, x.sb.roots[0].ptr.addr, bad), 0);
+	x.sb.roots[0].ptr.csum = csum;
+	x.sb.generation++;
+	write_supers(&x);
+	img_close(&x);
+	snprintf(want, sizeof(want), "node %llu is referenced twice (again by node %llu)",
+		 (unsigned long long)p0.addr, (unsigned long long)bnode_addr(bad));
+	v2img_expect(FSCK_EXIT_UNCORRECTED, want);
+	/* The root as it was: clean but for the orphans noted. */
+	img_open(&x);
+	assert_int_equal(x.s.store.ops->write(x.s.store.ctx, x.sb.roots[0].ptr.addr, orig), 0);
+	x.sb.roots[0].ptr.csum = bnode_stored_csum(orig);
+	x.sb.generation++;
+	write_supers(&x);
+	img_close(&x);
+	v2img_expect(FSCK_EXIT_OK, "0 errors found");
+	free(orig);
+	free(bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,6 +384,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_free_referenced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_node_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_twice_parent, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
