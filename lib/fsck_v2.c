@@ -50,7 +50,6 @@
 
 static const char *const tree_name[V2_NTREES + 1] = { "?", "inodes", "refcounts", "free space" };
 
-
 /* One more reference to the node at @addr (from the node at @from, or a
  * root when 0): a second one is reported (a node is never shared: freeing
  * it through one tree would free it under the other). */
@@ -87,10 +86,14 @@ static int rec_read(void *ctx, const struct bptr *p, void *buf)
 	ret = v->s.store.ops->read(v->s.store.ctx, p, buf);
 	if (ret == 0 && a >= v->sb->node_start && (a - v->sb->node_start) % BNODE_BLOCKS == 0 &&
 	    slot < v->nslots && !bm_count(v->reached, slot, slot + 1)) {
+		char why[128];
+		bool sound = bnode_check(buf, why, sizeof(why)) == 0;
+
 		bm_set(v->reached, slot, slot + 1);
 		/* Its first read: the children it names (a cache miss reads
-		 * a node again, never with its pointers counted twice). */
-		for (unsigned i = 0; bnode_level(buf) && i < bnode_nritems(buf); i++) {
+		 * a node again, never with its pointers counted twice).  A
+		 * node whose structure is bad is left to bt_verify. */
+		for (unsigned i = 0; sound && bnode_level(buf) && i < bnode_nritems(buf); i++) {
 			struct bptr c;
 
 			bnode_ptr(buf, i, &c);
@@ -190,10 +193,10 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 
 static void v2_close(struct v2ck *v)
 {
+	if (v->fs)
+		fspace_close(v->fs);	/* before the cache its nodes are in */
 	if (v->cache)
 		bcache_destroy(v->cache);
-	if (v->fs)
-		fspace_close(v->fs);
 	v2m_free(v);
 	bstore_mirror_destroy(&v->s);
 	free(v->reached);
