@@ -21,7 +21,13 @@
  *     superblock's free_blocks, and the node map against the trees: every
  *     node reachable from the three roots is marked used and every used
  *     slot is such a node (nodes are recorded as the walk reads them
- *     through a store that wraps the mirror's).
+ *     through a store that wraps the mirror's);
+ *   - every node named by one pointer only (a root or one parent: the
+ *     recording store reads the pointers of each node the first time it
+ *     reads it);
+ *   - what the items mean together (fsck_v2_meta.c): names, link counts,
+ *     orphans, extents against the refcount and free-space trees.  Its
+ *     repairs are committed here (commit_repairs) as a checkpoint would.
  *
  * Nodes are read through the node store on the mirror (bstore.c), which
  * tries every copy: a bad copy on one device is counted in the mirror's
@@ -34,14 +40,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bcache.h"
-#include "bstore.h"
-#include "btree.h"
 #include "bmap.h"
 #include "format_v2.h"
-#include "fsck_i.h"
-#include "fspace.h"
-#include "v2item.h"
+#include "fsck_v2_i.h"
 
 #define V2_FSCK_CACHE (64u << 20)
 #define V2_FSCK_MAX_ITEM_LINES 20	/* then one line with the count */
@@ -49,27 +50,27 @@
 
 static const char *const tree_name[V2_NTREES + 1] = { "?", "inodes", "refcounts", "free space" };
 
-struct v2ck {
-	struct fck *c;
-	const struct super *sb;
-	struct mirror m;
-	struct bstore_mirror s;
-	struct bstore rec;		/* s.store, recording what it reads */
-	uint64_t *reached;		/* node slots read through rec */
-	uint64_t nslots;
-	struct bcache *cache;
-	struct dev_backend *be;
-	struct dev *d[DEV_MAX];
-	unsigned bad_items;
-	bool root_seen;
-	uint64_t nodes;			/* nodes verified (every copy) */
-	/* The inode whose items the walk is in (items sort by inode, its
-	 * INODE item first): what the others must agree with. */
-	uint64_t cur_ino;		/* 0: none yet */
-	uint32_t cur_mode, cur_tlen;
-	unsigned cur_chunks;		/* SYMLINK items seen */
-	bool tree_bad[V2_NTREES + 1];	/* could not be walked */
-};
+/* One more reference to the node at @addr (from the node at @from, or a
+ * root when 0): a second one is reported (a node is never shared: freeing
+ * it through one tree would free it under the other). */
+static void point_at(struct v2ck *v, uint64_t addr, uint64_t from)
+{
+	uint64_t slot = (addr - v->sb->node_start) / BNODE_BLOCKS;
+
+	if (addr < v->sb->node_start || slot >= v->nslots)
+		return;		/* bt_verify reports the pointer */
+	if (!bm_count(v->pointed, slot, slot + 1)) {
+		bm_set(v->pointed, slot, slot + 1);
+		return;
+	}
+	v->twice++;
+	if (from)
+		fsck_hard_problem(v->c, "node %llu is referenced twice (again by node %llu)",
+				  (unsigned long long)addr, (unsigned long long)from);
+	else
+		fsck_hard_problem(v->c, "node %llu is referenced twice (again by a tree root)",
+				  (unsigned long long)addr);
+}
 
 /* The recording store: reads go to the mirror's store, and every node read
  * intact is marked in reached.  Each node the walks reach is read at least
@@ -84,8 +85,21 @@ static int rec_read(void *ctx, const struct bptr *p, void *buf)
 
 	ret = v->s.store.ops->read(v->s.store.ctx, p, buf);
 	if (ret == 0 && a >= v->sb->node_start && (a - v->sb->node_start) % BNODE_BLOCKS == 0 &&
-	    slot < v->nslots)
+	    slot < v->nslots && !bm_count(v->reached, slot, slot + 1)) {
+		char why[128];
+		bool sound = bnode_check(buf, why, sizeof(why)) == 0;
+
 		bm_set(v->reached, slot, slot + 1);
+		/* Its first read: the children it names (a cache miss reads
+		 * a node again, never with its pointers counted twice).  A
+		 * node whose structure is bad is left to bt_verify. */
+		for (unsigned i = 0; sound && bnode_level(buf) && i < bnode_nritems(buf); i++) {
+			struct bptr c;
+
+			bnode_ptr(buf, i, &c);
+			point_at(v, c.addr, a);
+		}
+	}
 	return ret;
 }
 
@@ -158,8 +172,11 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 		ret = bcache_create(V2_FSCK_CACHE, &v->cache);
 	v->nslots = v->sb->node_blocks / BNODE_BLOCKS;
 	v->reached = calloc((v->nslots + 63) / 64, 8);
-	if (ret == 0 && !v->reached)
+	v->pointed = calloc((v->nslots + 63) / 64, 8);
+	if (ret == 0 && (!v->reached || !v->pointed))
 		ret = -ENOMEM;
+	if (ret == 0)
+		ret = v2m_init(v);
 	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v };
 	if (ret < 0) {
 		fsck_say(c, "cannot set up the node store: %s", strerror(-ret));
@@ -176,10 +193,14 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 
 static void v2_close(struct v2ck *v)
 {
+	if (v->fs)
+		fspace_close(v->fs);	/* before the cache its nodes are in */
 	if (v->cache)
 		bcache_destroy(v->cache);
+	v2m_free(v);
 	bstore_mirror_destroy(&v->s);
 	free(v->reached);
+	free(v->pointed);
 	if (v->be)
 		dev_backend_destroy(v->be);
 	for (unsigned i = 0; i < DEV_MAX; i++)
@@ -265,6 +286,7 @@ static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, con
 		count_inode(v, k, val, len);
 	else if (owner == V2_TREE_INODES)
 		check_owned(v, k, len);
+	v2m_item(v, owner, k, val, len);
 }
 
 /* One tree: structure, then every item. */
@@ -367,7 +389,10 @@ static void check_free_space(struct v2ck *v)
 			 (unsigned long long)fspace_nodes_used(fs), (unsigned long long)v->nslots);
 	if (!v->tree_bad[V2_TREE_INODES] && !v->tree_bad[V2_TREE_REFCOUNT])
 		check_node_map(v, fs);
-	fspace_close(fs);
+	if (ret)
+		fspace_close(fs);	/* no data checks or repairs on it */
+	else
+		v->fs = fs;
 }
 
 /* Bad node copies found (and rewritten) on each device, from the
@@ -409,9 +434,9 @@ static void node_copies(struct v2ck *v)
  * slots of every present device are rewritten (a damaged or missing slot,
  * a device behind), with the node copies found and repaired added to the
  * counters, as a v1 repair keeps them.  The trees are unchanged. */
-static int rewrite_supers(struct v2ck *v)
+static int rewrite_supers(struct v2ck *v, const struct super *base)
 {
-	struct super sb = *v->sb;
+	struct super sb = *base;
 	int ret = 0;
 
 	for (unsigned d = 0; d < sb.ndevs; d++) {
@@ -439,6 +464,76 @@ static int rewrite_supers(struct v2ck *v)
 	return ret;
 }
 
+/* -y, or -p when every repair is one a crash explains: the repairs
+ * fsck_v2_meta.c recorded, in one transaction of generation tree_gen + 1
+ * on the inodes tree and the free space (its node map and groups), as a
+ * checkpoint commits them: nodes written and flushed, then the superblocks
+ * naming the new roots, and only then the replaced nodes given back. */
+static int commit_repairs(struct v2ck *v)
+{
+	struct super sb = *v->sb;
+	uint64_t gen = sb.tree_gen + 1, *freed = NULL;
+	size_t nfreed = 0;
+	struct btree t;
+	int ret;
+
+	ret = bt_open(&t, fspace_node_store(v->fs), v->cache, V2_TREE_INODES, sb.fs_uuid,
+		      &sb.roots[V2_TREE_INODES - 1]);
+	if (ret)
+		return ret;
+	ret = bt_begin(&t, gen);
+	if (ret == 0)
+		ret = v2m_apply(v, &t);
+	if (ret == 0)
+		ret = bt_commit(&t, &sb.roots[V2_TREE_INODES - 1], &freed, &nfreed);
+	if (ret == 0)
+		ret = fspace_commit(v->fs, gen, freed, nfreed, &sb.roots[V2_TREE_FREE - 1]);
+	if (ret == 0) {
+		sb.tree_gen = gen;
+		if (v->next_ino > sb.next_ino)
+			sb.next_ino = v->next_ino;
+		sb.free_blocks = fspace_free_blocks(v->fs);
+		ret = rewrite_supers(v, &sb);
+		if (ret == 0) {
+			bt_release(&t, freed, nfreed);
+			fspace_commit_done(v->fs);
+		} else {
+			fspace_commit_abort(v->fs);
+		}
+	}
+	free(freed);
+	bt_close(&t);	/* aborts the transaction after an error */
+	return ret;
+}
+
+/* What the repairs come to: written (fixed), refused by -p, or left. */
+static void finish(struct v2ck *v)
+{
+	struct fck *c = v->c;
+	int ret;
+
+	if (c->fix && c->o->mode == FSCK_PREEN && c->unsafe) {
+		fsck_say(c, "UNEXPECTED INCONSISTENCY: run fsck.twinfs -y (or -n to see it all)");
+		c->left += c->meta_fixes;
+	} else if (c->fix && v2m_pending(v)) {
+		ret = v->fs ? commit_repairs(v) : -EUCLEAN;
+		if (ret == 0) {
+			c->res->fixed += c->meta_fixes;
+		} else {
+			fsck_say(c, "cannot write the repairs: %s", ret == -EUCLEAN ?
+				 "the free-space tree is damaged" : strerror(-ret));
+			c->left += c->meta_fixes;
+		}
+	} else if (c->fix && (c->meta_fixes || c->res->fixed) && rewrite_supers(v, v->sb) == 0) {
+		/* The superblock problems fsck.c found (slots, generations)
+		 * are mended by rewriting them; repaired node copies are
+		 * counted there. */
+		c->res->fixed += c->meta_fixes;
+	} else {
+		c->left += c->meta_fixes;
+	}
+}
+
 int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 		const struct super *sb)
 {
@@ -452,6 +547,9 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 		return rc;
 	}
 	for (uint64_t owner = 1; owner <= V2_NTREES; owner++)
+		if (sb->roots[owner - 1].ptr.addr)
+			point_at(&v, sb->roots[owner - 1].ptr.addr, 0);
+	for (uint64_t owner = 1; owner <= V2_NTREES; owner++)
 		check_tree(&v, owner);
 	end_inode(&v);
 	if (v.bad_items > V2_FSCK_MAX_ITEM_LINES)
@@ -460,13 +558,9 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 		fsck_hard_problem(c, "the root directory's inode is missing");
 	if (!v.tree_bad[V2_TREE_FREE])
 		check_free_space(&v);
+	v2m_check(&v);
 	node_copies(&v);
-	/* The superblock problems fsck.c found (slots, generations) are
-	 * mended by rewriting them; repaired node copies are counted there. */
-	if (c->fix && (c->meta_fixes || c->res->fixed) && rewrite_supers(&v) == 0)
-		c->res->fixed += c->meta_fixes;
-	else
-		c->left += c->meta_fixes;
+	finish(&v);
 	v2_close(&v);
 	return 0;
 }

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fsck_v2_i.h: private to the format-v2 fsck files.  fsck_v2.c: the
+ * devices, the node store, the structure of every tree, free space against
+ * the node map, node copies and the commit of repairs; fsck_v2_meta.c: what
+ * the items mean together (names, link counts, orphans, extents against
+ * the refcount and free-space trees) and the repairs of that.
+ *
+ * Single-threaded.
+ */
+#ifndef TWINFS_FSCK_V2_I_H
+#define TWINFS_FSCK_V2_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bcache.h"
+#include "bstore.h"
+#include "btree.h"
+#include "fsck_i.h"
+#include "fspace.h"
+#include "mirror.h"
+#include "v2item.h"
+
+struct v2meta;
+
+struct v2ck {
+	struct fck *c;
+	const struct super *sb;
+	struct mirror m;
+	struct bstore_mirror s;
+	struct bstore rec;		/* s.store, recording what it reads */
+	uint64_t *reached;		/* node slots read through rec */
+	uint64_t *pointed;		/* node slots a root or parent names */
+	uint64_t nslots;
+	struct bcache *cache;
+	struct dev_backend *be;
+	struct dev *d[DEV_MAX];
+	unsigned bad_items;
+	bool root_seen;
+	uint64_t nodes;			/* nodes verified (every copy) */
+	/* The inode whose items the walk is in (items sort by inode, its
+	 * INODE item first): what the others must agree with. */
+	uint64_t cur_ino;		/* 0: none yet */
+	uint32_t cur_mode, cur_tlen;
+	unsigned cur_chunks;		/* SYMLINK items seen */
+	bool tree_bad[V2_NTREES + 1];	/* could not be walked */
+	uint64_t twice;			/* nodes referenced more than once */
+	uint64_t next_ino;		/* a repair raises the superblock's to it */
+	struct fspace *fs;		/* open after check_free_space (NULL: damaged) */
+	struct v2meta *meta;
+};
+
+/* ---- fsck_v2_meta.c ---- */
+/* 0 or -ENOMEM. */
+int v2m_init(struct v2ck *v);
+void v2m_free(struct v2ck *v);
+/* Every item that decoded, in walk order (fsck_v2.c's check_item). */
+void v2m_item(struct v2ck *v, uint64_t owner, const struct bkey *k, const void *val,
+	      unsigned len);
+/* After the walks and the free-space check: the cross-item rules, each
+ * problem reported and its repair recorded. */
+void v2m_check(struct v2ck *v);
+/* Repairs recorded (tree items or free space). */
+bool v2m_pending(const struct v2ck *v);
+/* Apply the recorded repairs: items through @t (a transaction open on the
+ * inodes tree), data runs through v->fs.  0 or -errno. */
+int v2m_apply(struct v2ck *v, struct btree *t);
+
+#endif
