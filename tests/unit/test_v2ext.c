@@ -64,6 +64,8 @@ static void runs_norm(struct runs *s)
 {
 	size_t o = 0;
 
+	if (!s->n)
+		return;		/* r may be NULL: qsort must not see it */
 	qsort(s->r, s->n, sizeof(*s->r), run_cmp);
 	for (size_t i = 0; i < s->n; i++) {
 		if (o && s->r[o - 1].a + s->r[o - 1].n > s->r[i].a)
