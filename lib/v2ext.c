@@ -85,29 +85,6 @@ static void slice(const struct xitem *x, uint64_t from, uint64_t to, struct xite
 		memmove(out->csums, x->csums + (from - x->off), out->n * sizeof(uint64_t));
 }
 
-/* The item holding block @f (< EXTENT_MAX_FBLK): 1 and *x, 0 for a hole. */
-static int floor_item(struct btree *t, uint64_t ino, uint64_t f, struct xitem *x)
-{
-	struct bkey start = v2_key_extent(ino, f + 1), k;
-	struct bt_iter it;
-	const void *v;
-	unsigned len;
-	int ret = bt_iter_init(&it, t, &start);
-
-	if (ret)
-		return ret;
-	ret = bt_iter_prev(&it, &k, &v, &len);
-	if (ret == -ENOENT) {
-		ret = 0;
-	} else if (!ret && is_ext(&k, ino)) {
-		ret = load(&k, v, len, x);
-		if (!ret)
-			ret = xend(x) > f;
-	}
-	bt_iter_free(&it);
-	return ret;
-}
-
 /* The next item of the file starting below @to: 1 and *x, 0 past them. */
 static int scan_next(struct bt_iter *it, uint64_t ino, uint64_t to, struct xitem *x)
 {
@@ -126,13 +103,44 @@ static int scan_next(struct bt_iter *it, uint64_t ino, uint64_t to, struct xitem
 	return ret ? ret : 1;
 }
 
+/* Open @it at key (ino, from) and read the item before it: 1 and *x when
+ * that item holds from, 2 and *x when it is the file's and ends at or
+ * before from, 0 otherwise.  The iterator's next item is then the first
+ * at or after from.  The caller frees @it whatever this returns. */
+static int head_item(struct bt_iter *it, struct btree *t, uint64_t ino, uint64_t from,
+		     struct xitem *x)
+{
+	struct bkey start = v2_key_extent(ino, from), k;
+	const void *v;
+	unsigned len;
+	int ret = bt_iter_init(it, t, &start);
+
+	x->off = x->n = 0;
+	if (!ret)
+		ret = bt_iter_prev(it, &k, &v, &len);
+	if (ret == -ENOENT || (!ret && !is_ext(&k, ino)))
+		return 0;
+	if (!ret)
+		ret = load(&k, v, len, x);
+	return ret ? ret : xend(x) > from ? 1 : 2;
+}
+
+/* The item holding block @f (< EXTENT_MAX_FBLK): 1 and *x, 0 for a hole. */
+static int floor_item(struct btree *t, uint64_t ino, uint64_t f, struct xitem *x)
+{
+	struct bt_iter it;
+	int ret = head_item(&it, t, ino, f + 1, x);
+
+	bt_iter_free(&it);
+	return ret <= 0 ? ret : xend(x) > f;
+}
+
 /* Call fn for every item meeting [from, to) with the part [a, b) inside. */
 typedef int (*visit_fn)(void *arg, const struct xitem *x, uint64_t a, uint64_t b);
 
 static int visit(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, visit_fn fn,
 		 void *arg)
 {
-	struct bkey start = v2_key_extent(ino, from);
 	struct xitem x;
 	struct bt_iter it;
 	int ret;
@@ -141,20 +149,13 @@ static int visit(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, visi
 		to = EXTENT_MAX_FBLK;
 	if (from >= to)
 		return 0;
-	/* An item starting at from is the scan's. */
-	ret = floor_item(t, ino, from, &x);
-	if (ret > 0)
-		ret = x.off < from ? fn(arg, &x, from, min64(xend(&x), to)) : 0;
-	if (ret)
-		return ret;
-	ret = bt_iter_init(&it, t, &start);
-	if (ret)
-		return ret;
-	while ((ret = scan_next(&it, ino, to, &x)) == 1) {
+	ret = head_item(&it, t, ino, from, &x);
+	if (ret == 1)
+		ret = fn(arg, &x, from, min64(xend(&x), to));
+	else if (ret > 0)
+		ret = 0;
+	while (!ret && (ret = scan_next(&it, ino, to, &x)) == 1)
 		ret = fn(arg, &x, x.off, min64(xend(&x), to));
-		if (ret)
-			break;
-	}
 	bt_iter_free(&it);
 	return ret;
 }
@@ -274,6 +275,8 @@ struct punch {
 	void *ctx;
 	uint64_t nfblk, nphys;
 	uint64_t removed;		/* mapped blocks unmapped */
+	bool have_left;
+	struct xitem left;		/* ends at from after the punch */
 };
 
 /* Blocks [a, b) of @x are unmapped. */
@@ -290,35 +293,36 @@ static void gone(struct punch *p, const struct xitem *x, uint64_t a, uint64_t b)
 }
 
 /* Unmap [from, to): cut the item holding from, delete the ones starting
- * inside, cut the last one at to. */
+ * inside, cut the last one at to.  p->left gets the item that ends at from
+ * afterwards, if any (the one a set may join). */
 static int punch(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, struct punch *p)
 {
-	struct bkey start = v2_key_extent(ino, from), k;
 	struct xitem x, tail;
 	struct bt_iter it;
-	int ret = floor_item(t, ino, from, &x);
+	struct bkey k;
+	bool done = false;
+	int ret = head_item(&it, t, ino, from, &x);
 
-	if (ret < 0)
-		return ret;
-	if (ret && x.off < from) {
+	if (ret == 1) {
 		uint64_t end = xend(&x);
 
 		gone(p, &x, from, min64(end, to));
+		ret = 0;
 		if (end > to) {
 			slice(&x, to, end, &tail);
 			ret = store(t, ino, &tail);
-			if (ret)
-				return ret;
 		}
 		x.n = from - x.off;
-		ret = store(t, ino, &x);
-		if (ret || end >= to)
-			return ret;
+		if (!ret)
+			ret = store(t, ino, &x);
+		done = end >= to;
 	}
-	ret = bt_iter_init(&it, t, &start);
-	if (ret)
-		return ret;
-	while ((ret = scan_next(&it, ino, to, &x)) == 1) {
+	if (ret > 0) {
+		ret = 0;
+		p->have_left = xend(&x) == from;
+		p->left = x;
+	}
+	while (!ret && !done && (ret = scan_next(&it, ino, to, &x)) == 1) {
 		uint64_t end = xend(&x);
 
 		gone(p, &x, x.off, min64(end, to));
@@ -328,8 +332,7 @@ static int punch(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, stru
 			slice(&x, to, end, &tail);
 			ret = store(t, ino, &tail);
 		}
-		if (ret || end >= to)
-			break;
+		done = end >= to;
 	}
 	bt_iter_free(&it);
 	return ret;
@@ -369,43 +372,39 @@ static int merge_next(struct btree *t, uint64_t ino, uint64_t f, struct xitem *p
 /* Write [fblk, fblk+n) -> phys into the hole punch left: items of at most
  * the limit, the first one continuing the item before when it joins. */
 static int place(struct btree *t, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t phys,
-		 bool unwritten, const uint8_t *csums)
+		 bool unwritten, const uint8_t *csums, struct punch *pu)
 {
 	uint64_t max = item_max(unwritten);
-	struct xitem pend;
-	bool have = false;
+	struct xitem *pend = &pu->left;	/* the item before, when it joins */
+	bool have = pu->have_left && joins(pend, fblk, phys, unwritten);
 	int ret;
 
-	if (fblk) {
-		ret = floor_item(t, ino, fblk - 1, &pend);
-		if (ret < 0)
-			return ret;
-		have = ret && joins(&pend, fblk, phys, unwritten);
-	}
 	for (uint64_t i = 0; i < n;) {
 		uint64_t k;
 
 		if (!have) {
-			pend = (struct xitem){ .off = fblk + i, .phys = phys + i,
-					       .unwritten = unwritten };
+			pend->off = fblk + i;
+			pend->phys = phys + i;
+			pend->n = 0;
+			pend->unwritten = unwritten;
 			have = true;
 		}
-		k = min64(max - pend.n, n - i);
+		k = min64(max - pend->n, n - i);
 		if (!unwritten && csums)
-			memcpy(pend.csums + pend.n, csums + i * 8, k * 8);
+			memcpy(pend->csums + pend->n, csums + i * 8, k * 8);
 		else if (!unwritten)
-			memset(pend.csums + pend.n, 0, k * 8);
-		pend.n += k;
+			memset(pend->csums + pend->n, 0, k * 8);
+		pend->n += k;
 		i += k;
 		if (i < n) {		/* full: the rest starts a new item */
-			ret = store(t, ino, &pend);
+			ret = store(t, ino, pend);
 			if (ret)
 				return ret;
 			have = false;
 		}
 	}
-	ret = merge_next(t, ino, fblk + n, &pend);
-	return ret ? ret : store(t, ino, &pend);
+	ret = merge_next(t, ino, fblk + n, pend);
+	return ret ? ret : store(t, ino, pend);
 }
 
 int v2ext_set(struct btree *t, uint64_t ino, uint64_t fblk, uint32_t n, uint64_t phys,
@@ -413,7 +412,7 @@ int v2ext_set(struct btree *t, uint64_t ino, uint64_t fblk, uint32_t n, uint64_t
 {
 	bool unwritten = phys & EXTENT_UNWRITTEN;
 	uint64_t p0 = EXTENT_PHYS(phys);
-	struct punch pu = { drop, ctx, fblk, p0, 0 };
+	struct punch pu = { .drop = drop, .ctx = ctx, .nfblk = fblk, .nphys = p0 };
 	int ret;
 
 	if (dmapped)
@@ -426,7 +425,7 @@ int v2ext_set(struct btree *t, uint64_t ino, uint64_t fblk, uint32_t n, uint64_t
 		return -EINVAL;
 	ret = punch(t, ino, fblk, fblk + n, &pu);
 	if (!ret)
-		ret = place(t, ino, fblk, n, p0, unwritten, csums);
+		ret = place(t, ino, fblk, n, p0, unwritten, csums, &pu);
 	if (!ret && dmapped)
 		*dmapped = (int64_t)n - (int64_t)pu.removed;
 	return ret;
@@ -435,7 +434,7 @@ int v2ext_set(struct btree *t, uint64_t ino, uint64_t fblk, uint32_t n, uint64_t
 int v2ext_clear(struct btree *t, uint64_t ino, uint64_t fblk, uint64_t n, extent_drop_fn drop,
 		void *ctx, int64_t *dmapped)
 {
-	struct punch pu = { drop, ctx, 0, 0, 0 };
+	struct punch pu = { .drop = drop, .ctx = ctx };
 	uint64_t to;
 	int ret;
 
