@@ -421,8 +421,8 @@ int v2ext_set(struct btree *t, uint64_t ino, uint64_t fblk, uint32_t n, uint64_t
 		return 0;
 	if (fblk >= EXTENT_MAX_FBLK || n > EXTENT_MAX_FBLK - fblk)
 		return -EFBIG;
-	if (!p0 || p0 >= V2_PHYS_LIMIT || n > V2_PHYS_LIMIT - p0)
-		return -EINVAL;
+	if (!ino || !p0 || p0 >= V2_PHYS_LIMIT || n > V2_PHYS_LIMIT - p0)
+		return -EINVAL;	/* items no decoder would take back */
 	ret = punch(t, ino, fblk, fblk + n, &pu);
 	if (!ret)
 		ret = place(t, ino, fblk, n, p0, unwritten, csums, &pu);

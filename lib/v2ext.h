@@ -67,7 +67,7 @@ int v2ext_walk(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, extent
  * extent_set: each replaced block is dropped except where the new block is
  * the same physical block (an unwritten block written in place keeps its
  * reference).  *dmapped (may be NULL) gets the change in mapped blocks.
- * -EFBIG past EXTENT_MAX_FBLK; -EINVAL for phys 0 or past 2^48. */
+ * -EFBIG past EXTENT_MAX_FBLK; -EINVAL for ino 0, phys 0 or past 2^48. */
 int v2ext_set(struct btree *t, uint64_t ino, uint64_t fblk, uint32_t n, uint64_t phys,
 	      const void *csums, extent_drop_fn drop, void *ctx, int64_t *dmapped);
 

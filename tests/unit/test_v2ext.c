@@ -561,7 +561,7 @@ static void test_fallocate(void **state)
 	env_close(&e);
 }
 
-/* Bounds: past the last file block, phys 0 or past 2^48; nothing changes. */
+/* Bounds: past the last file block, ino 0, phys 0 or past 2^48; nothing changes. */
 static void test_bounds(void **state)
 {
 	struct env e;
@@ -575,6 +575,7 @@ static void test_bounds(void **state)
 	assert_int_equal(v2ext_set(&e.t, INO, MAXF - 1, 2, 10, &cs, NULL, NULL, NULL), -EFBIG);
 	assert_int_equal(v2ext_set(&e.t, INO, MAXF, 1, 10, &cs, NULL, NULL, NULL), -EFBIG);
 	assert_int_equal(v2ext_set(&e.t, INO, 5, 1, 0, &cs, NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(v2ext_set(&e.t, 0, 5, 1, 10, &cs, NULL, NULL, NULL), -EINVAL);
 	assert_int_equal(v2ext_set(&e.t, INO, 5, 1, EXTENT_UNWRITTEN, NULL, NULL, NULL, NULL),
 			 -EINVAL);
 	assert_int_equal(v2ext_set(&e.t, INO, 5, 2, V2_PHYS_LIMIT - 1, &cs, NULL, NULL, NULL),
