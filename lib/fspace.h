@@ -126,6 +126,14 @@ int fspace_release_durable(struct fspace *fs, uint64_t durable_seq);
 int fspace_release_all(struct fspace *fs);
 uint64_t fspace_free_blocks(struct fspace *fs);
 uint64_t fspace_deferred_blocks(struct fspace *fs);
+/* The data area [*start, *end). */
+void fspace_data_area(struct fspace *fs, uint64_t *start, uint64_t *end);
+/* Make the used bits of [blk, blk + 64 nwords) exactly @used (bit i % 64
+ * of used[i / 64]: block blk + i in use), whatever they were: another
+ * allocator's map persisted through this one (alloc_v2.c).  blk - start a
+ * multiple of 64; bits past the area's end are ignored.  Only the words
+ * that differ mark their group changed.  -EINVAL; -EIO/-ENOMEM (a load). */
+int fspace_set_words(struct fspace *fs, uint64_t blk, size_t nwords, const uint64_t *used);
 
 /* ---- tree nodes ---- */
 /* The store other trees use: @io's read/write/flush, slots of the node map
