@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: alloc_v2, alloc.c's state in format v2's trees: a model of random allocations, puts, reflink uses, deferred frees and discard holds, written (refcount tree and free-space tree) and committed, published or aborted, then reopened from the published roots on a cold cache and compared block by block with the allocator (reference counts and used map), items canonical; cost: one changed block writes a handful of items. */
+/* Description: alloc_v2, alloc.c's state in format v2's trees: a model of random allocations, puts, reflink uses, deferred frees and discard holds, written while other threads allocate or not, (refcount tree and free-space tree) and committed, published or aborted, then reopened from the published roots on a cold cache and compared block by block with the allocator (reference counts and used map), items canonical; cost: one changed block writes a handful of items. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -429,11 +431,94 @@ static void test_cost(void **state)
 	mem_destroy(&s.ms);
 }
 
+/* ---- threads: the allocator in use while checkpoints write it ---- */
+
+#define T_WORKERS 3
+
+static _Atomic bool t_stop;
+static _Atomic uint64_t t_ops;
+
+struct targ {
+	struct alloc *a;
+	uint64_t rng;
+	struct run ref[256];
+	size_t nref;
+};
+
+static void *t_worker(void *arg)
+{
+	struct targ *t = arg;
+
+	/* Until told to stop, or a bounded number on a slow machine. */
+	for (unsigned i = 0; i < 200000 && !atomic_load(&t_stop); i++) {
+		unsigned op;
+		size_t k;
+		uint64_t blk, got;
+
+		t->rng ^= t->rng << 13;
+		t->rng ^= t->rng >> 7;
+		t->rng ^= t->rng << 17;
+		op = (unsigned)(t->rng % 100);
+		k = t->nref ? (size_t)((t->rng >> 20) % t->nref) : 0;
+		if ((op < 40 || !t->nref) && t->nref < 256) {
+			if (alloc_get(t->a, 1 + t->rng % 16, t->rng >> 8, ALLOC_DATA, &blk, &got) == 0)
+				t->ref[t->nref++] = (struct run){ blk, got };
+		} else if (op < 70 && t->nref < 256) {
+			uint64_t n = 1 + (t->rng >> 30) % t->ref[k].n;
+
+			if (alloc_use(t->a, t->ref[k].blk, n) == 0)
+				t->ref[t->nref++] = (struct run){ t->ref[k].blk, n };
+		} else if (t->nref) {
+			alloc_put(t->a, t->ref[k].blk, t->ref[k].n);
+			t->ref[k] = t->ref[--t->nref];
+		}
+		atomic_fetch_add(&t_ops, 1);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct st s = { .p = { .start = 2000, .end = 2000 + 80000, .gblocks = 4096,
+		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 64u << 10 } };
+	struct targ t[T_WORKERS];
+	pthread_t th[T_WORKERS];
+	unsigned commits = 0;
+	uint64_t first = 0;
+
+	(void)state;
+	atomic_store(&t_stop, false);
+	mem_init(&s.ms, s.p.node_start, s.p.nslots);
+	st_open(&s);
+	for (unsigned i = 0; i < T_WORKERS; i++) {
+		t[i] = (struct targ){ .a = s.a, .rng = 0x2545f4914f6cdd1dull * (i + 1) };
+		assert_int_equal(pthread_create(&th[i], NULL, t_worker, &t[i]), 0);
+	}
+	/* Checkpoints while they run; each publishes what it saw. */
+	for (unsigned i = 0; i < 10; i++, commits++) {
+		st_commit(&s, i % 5 != 4);
+		if (!i)
+			first = atomic_load(&t_ops);
+	}
+	atomic_store(&t_stop, true);
+	for (unsigned i = 0; i < T_WORKERS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	/* Quiet: the next checkpoint catches up with everything. */
+	st_commit(&s, true);
+	printf("%u checkpoints during %llu operations (%llu when the first ended); "
+	       "%llu REFCOUNT items at the end\n", commits, (unsigned long long)atomic_load(&t_ops),
+	       (unsigned long long)first, (unsigned long long)st_check(&s));
+	assert_int_equal(alloc_errors(s.a), 0);
+	st_close(&s);
+	mem_destroy(&s.ms);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_cost),
+		cmocka_unit_test(test_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
