@@ -38,7 +38,8 @@
  * fsck; see FORMAT.md).
  *
  * Shared blocks (reflink) are not counted here: a block is used or free.
- * Reference counts go into the refcount tree (owner 2), not built yet.
+ * Reference counts go into the refcount tree (owner 2, alloc_v2.c, which
+ * also persists alloc.c's used map here with fspace_set_words).
  *
  * Thread-safe.  Lock order: fs->commit_mu, then group mus in ascending
  * order (one, or the groups of a run across boundaries: fspace_claim and
