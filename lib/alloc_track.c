@@ -63,6 +63,8 @@ static int take_group_refs(struct alloc *a, struct ag *g, struct alloc_run **out
 {
 	size_t more = g->rchg_all ? 1 : g->nrchg;
 
+	if (!more)
+		return 0;
 	if (*n + more > *cap) {
 		size_t c = (*n + more) * 2;
 		struct alloc_run *r = realloc(*out, c * sizeof(*r));
@@ -73,10 +75,10 @@ static int take_group_refs(struct alloc *a, struct ag *g, struct alloc_run **out
 		*cap = c;
 	}
 	if (g->rchg_all)
-		(*out)[(*n)++] = (struct alloc_run){ a->start + g->gstart, g->gend - g->gstart };
+		(*out)[*n] = (struct alloc_run){ a->start + g->gstart, g->gend - g->gstart };
 	else
 		memcpy(*out + *n, g->rchg, g->nrchg * sizeof(**out));
-	*n += g->rchg_all ? 0 : g->nrchg;
+	*n += more;
 	g->nrchg = 0;
 	g->rchg_all = false;
 	return 0;
