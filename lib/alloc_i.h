@@ -112,8 +112,8 @@ static inline void rchg_mark(struct alloc *a, struct ag *g, uint64_t blk)
 
 	if (!a->chg || g->rchg_all)
 		return;
-	if (last && last->blk + last->n == blk) {
-		last->n++;
+	if (last && blk >= last->blk && blk <= last->blk + last->n) {
+		last->n += blk == last->blk + last->n;	/* inside it: recorded */
 		return;
 	}
 	if (g->nrchg == g->rchgcap) {

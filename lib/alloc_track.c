@@ -16,8 +16,14 @@ static int track_area(struct alloc *a)
 {
 	uint64_t nchunks = ((a->total + (1ull << CHG_SHIFT) - 1) >> CHG_SHIFT);
 
-	a->chg = calloc((nchunks + 63) / 64, sizeof(*a->chg));
-	return a->chg ? 0 : -ENOMEM;
+	/* Whole cache lines of its own: every allocation and free reads it. */
+	size_t bytes = ((nchunks + 63) / 64 * 8 + 63) & ~(size_t)63;
+
+	a->chg = aligned_alloc(64, bytes);
+	if (!a->chg)
+		return -ENOMEM;
+	memset(a->chg, 0, bytes);
+	return 0;
 }
 
 int alloc_track(struct alloc *a)
