@@ -313,6 +313,57 @@ int alloc_v2_load_refs(struct alloc_v2 *v)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+/* Forget the changes recorded so far (the trees hold them). */
+static int drop_changes(struct alloc *a)
+{
+	struct alloc_run *r;
+	size_t n;
+	int ret = alloc_take_used_changes(a, &r, &n);
+
+	if (!ret)
+		free(r);
+	if (!ret)
+		ret = alloc_take_ref_changes(a, &r, &n);
+	if (!ret)
+		free(r);
+	return ret;
+}
+
+/* alloc_use every run of set bits of @w (block @base + bit). */
+static int use_word(struct alloc *a, uint64_t base, uint64_t w, uint64_t lim)
+{
+	int ret = 0;
+
+	while (w && !ret) {
+		uint64_t s = (uint64_t)__builtin_ctzll(w), e = s;
+
+		while (e < 64 && (w >> e) & 1)
+			e++;
+		if (base + s < lim)
+			ret = alloc_use(a, base + s, (base + e < lim ? base + e : lim) - base - s);
+		w &= e < 64 ? ~0ull << e : 0;
+	}
+	return ret;
+}
+
+int alloc_v2_load(struct alloc_v2 *v)
+{
+	uint64_t fstart, fend, words[USED_PIECE];
+	int ret = 0;
+
+	fspace_data_area(v->fs, &fstart, &fend);
+	for (uint64_t s = fstart; s < fend && !ret; s += 64 * USED_PIECE) {
+		size_t nw = (fend - s + 63) / 64 < USED_PIECE ? (size_t)((fend - s + 63) / 64) : USED_PIECE;
+
+		ret = fspace_get_words(v->fs, s, nw, words);
+		for (size_t i = 0; i < nw && !ret; i++)
+			ret = use_word(v->a, s + 64 * i, words[i], fend);
+	}
+	if (!ret)
+		ret = alloc_v2_load_refs(v);
+	return ret ? ret : drop_changes(v->a);
+}
+
 /* Copy the allocator's map of [s, e) (s at a word of fspace's map). */
 static int sync_range(struct alloc_v2 *v, uint64_t s, uint64_t e)
 {

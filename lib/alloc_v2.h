@@ -58,6 +58,13 @@ void alloc_v2_destroy(struct alloc_v2 *v);
  * when the allocator is not rebuilt from the extents.  -EUCLEAN for an
  * item that does not decode or overlaps the previous one. */
 int alloc_v2_load_refs(struct alloc_v2 *v);
+/* Mount without walking the extents: fill an allocator just created
+ * (nothing in use) from the trees, the used map from fspace's groups (every
+ * group's FREE items are read once; clean groups are evicted again under
+ * fspace's budget), then the counts (alloc_v2_load_refs); the changes this
+ * records are dropped (the trees hold them).  Before the allocator is
+ * shared between threads. */
+int alloc_v2_load(struct alloc_v2 *v);
 /* Write the reference counts changed since the last write into @refs'
  * open transaction: for each changed run, the REFCOUNT items there become
  * the maximal runs of equal counts >= 2 (FORMAT.md), reading only the

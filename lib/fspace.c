@@ -679,3 +679,31 @@ int fspace_set_words(struct fspace *fs, uint64_t blk, size_t nwords, const uint6
 	}
 	return 0;
 }
+
+int fspace_get_words(struct fspace *fs, uint64_t blk, size_t nwords, uint64_t *used)
+{
+	uint64_t pos, end;
+
+	if (blk < fs->p.start || blk >= fs->p.end || (blk - fs->p.start) & 63)
+		return -EINVAL;
+	memset(used, 0xff, nwords * 8);
+	pos = blk - fs->p.start;
+	end = pos + 64 * (uint64_t)nwords < fs->total ? pos + 64 * (uint64_t)nwords : fs->total;
+	while (pos < end) {
+		uint64_t gi = pos / fs->p.gblocks, gs = fs_gstart(fs, gi);
+		uint64_t e = gs + fs_glen(fs, gi) < end ? gs + fs_glen(fs, gi) : end;
+		struct fs_group *g = &fs->groups[gi];
+		int ret;
+
+		pthread_mutex_lock(&g->mu);
+		ret = fs_group_load(fs, gi);
+		if (!ret)
+			memcpy(used + ((pos - (blk - fs->p.start)) >> 6), g->bm + ((pos - gs) >> 6),
+			       ((e - pos + 63) >> 6) * 8);
+		pthread_mutex_unlock(&g->mu);
+		if (ret)
+			return ret;
+		pos = e;
+	}
+	return 0;
+}

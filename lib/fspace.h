@@ -135,6 +135,9 @@ void fspace_data_area(struct fspace *fs, uint64_t *start, uint64_t *end);
  * multiple of 64; bits past the area's end are ignored.  Only the words
  * that differ mark their group changed.  -EINVAL; -EIO/-ENOMEM (a load). */
 int fspace_set_words(struct fspace *fs, uint64_t blk, size_t nwords, const uint64_t *used);
+/* The used bits of [blk, blk + 64 nwords) into @used (the reverse of
+ * fspace_set_words; blocks past the area's end read as used). */
+int fspace_get_words(struct fspace *fs, uint64_t blk, size_t nwords, uint64_t *used);
 
 /* ---- tree nodes ---- */
 /* The store other trees use: @io's read/write/flush, slots of the node map
