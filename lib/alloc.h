@@ -2,8 +2,10 @@
 /*
  * alloc: free-space allocator over the data area [start, end) in blocks.
  *
- * Free space is not stored on disk: at mount every block the metadata
- * references is marked with alloc_use() and the rest is free.  Blocks can be
+ * Free space is not stored on disk by this module: at mount every block the
+ * metadata references is marked with alloc_use() and the rest is free
+ * (format v2: alloc_v2.c writes its changes into the trees and can fill it
+ * from them, see the change tracking below).  Blocks can be
  * shared (copy_file_range reflinks), so a block carries a reference count:
  * one bit in a bitmap for the common single owner, and a hash table for the
  * few blocks with more than one.
