@@ -5,7 +5,11 @@
  * Owns the in-memory block map: one bit per block (set = at least one
  * reference), a per-group hash of the extra references of shared blocks,
  * the allocation groups (lock, free count, cursor) and the list of deferred
- * frees.  Nothing here is persistent; mount rebuilds it with alloc_use().
+ * frees.  Nothing here is persistent; format v1's mount rebuilds it with
+ * alloc_use().  For format v2 (alloc_v2.c), alloc_track() makes it record
+ * what changed since the last take: the chunks of the used map (one bit per
+ * CHG_BLOCKS blocks, atomic) and, per group, the runs of blocks whose count
+ * above 1 changed (under the group's lock).
  *
  * Groups start at multiples of 64 blocks, so every bitmap word belongs to
  * exactly one group and that group's lock protects it.  Scans skip whole
@@ -24,72 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "alloc_i.h"
 #include "bmap.h"
 
 #define AG_MIN_BLOCKS 32768u
 #define AG_MAX 8u
 #define RUN_UNKNOWN UINT64_MAX
-
-/* Extra references (count - 1) of one shared block; key = blk + 1, 0 = empty. */
-struct ref_ent {
-	uint64_t key;
-	uint32_t extra;
-};
-
-struct ag {
-	pthread_mutex_t mu;
-	/* Everything below, and the bitmap words of [gstart, gend), under mu. */
-	uint64_t gstart, gend;		/* block offsets relative to the area start */
-	uint64_t free;
-	uint64_t cursor;		/* next search starts here */
-	uint64_t maxrun;		/* upper bound of the longest free run; reset on frees */
-	struct ref_ent *refs;		/* open addressing, linear probing */
-	uint64_t nrefs, refcap;		/* refcap is 0 or a power of two */
-} __attribute__((aligned(64)));
-
-struct defer_ent {
-	uint64_t blk, n, seq;
-};
-
-struct alloc {
-	uint64_t start, end, total, reserve;
-	/* The metadata reserve: the last `reserve` blocks are a nested
-	 * allocator only ALLOC_META may use, so a checkpoint always finds a
-	 * contiguous run however fragmented a full data area is.  NULL in the
-	 * nested one (and when there is no reserve). */
-	struct alloc *tail;
-	uint64_t *bm;			/* bit i = block start + i is used */
-	unsigned ngroups;
-	uint64_t gsize;			/* blocks per group but the last */
-	_Atomic uint64_t nfree;		/* free blocks minus outstanding reservations */
-	_Atomic uint64_t errors;	/* double frees, out-of-range puts */
-
-	pthread_mutex_t defer_mu;
-	/* under defer_mu */
-	struct defer_ent *defer;
-	size_t ndefer, defercap;
-
-	/*
-	 * Discard (top level only): blocks a release frees are handed to
-	 * discard_fn still marked used ("held"), so nothing can allocate and
-	 * write them while their discard is in flight; alloc_unhold frees
-	 * them.  discard_fn is set before any release and cleared only when
-	 * no other thread frees blocks any more (alloc_set_discard).
-	 */
-	int (*discard_fn)(void *ctx, uint64_t blk, uint64_t n);
-	void *discard_ctx;
-	_Atomic uint64_t held;		/* blocks held for a discard */
-	pthread_mutex_t hold_mu;	/* leaf lock for waiting on hold_cv */
-	pthread_cond_t hold_cv;		/* an unhold happened */
-	/* Unholds so far: read lock-free by every alloc_get (no global lock
-	 * on the data path), bumped before hold_cv is broadcast under
-	 * hold_mu, and compared under hold_mu by a waiter, so no wakeup is
-	 * lost. */
-	_Atomic uint64_t unholds;
-
-	struct ag groups[];
-};
 
 /* ---- extra reference table (per group, under its lock) ---- */
 
@@ -182,12 +126,6 @@ static void ref_remove(struct ag *g, struct ref_ent *e)
 
 /* ---- groups ---- */
 
-static unsigned group_of(const struct alloc *a, uint64_t off)
-{
-	uint64_t gi = off / a->gsize;
-	return gi >= a->ngroups ? a->ngroups - 1 : (unsigned)gi;
-}
-
 /*
  * Find a free run of @want in @g starting the search at the cursor and
  * wrapping.  Returns want (run at *rs) or, when there is none, the longest
@@ -208,6 +146,7 @@ static void group_take(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
 	bm_set(a->bm, rs, rs + n);
 	g->free -= n;
 	g->cursor = rs + n < g->gend ? rs + n : g->gstart;
+	chg_mark(a, rs, rs + n);
 }
 
 static uint64_t group_bound(struct ag *g)
@@ -358,7 +297,9 @@ static void area_destroy(struct alloc *a)
 	for (unsigned i = 0; i < a->ngroups; i++) {
 		pthread_mutex_destroy(&a->groups[i].mu);
 		free(a->groups[i].refs);
+		free(a->groups[i].rchg);
 	}
+	free(a->chg);
 	pthread_mutex_destroy(&a->defer_mu);
 	pthread_mutex_destroy(&a->hold_mu);
 	pthread_cond_destroy(&a->hold_cv);
@@ -467,10 +408,15 @@ static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 			newly += (uint64_t)__builtin_popcountll(~*w & m);
 			*w |= m;
 			while (used) {
-				ref_inc(g, a->start + ((p & ~63ull) | (uint64_t)__builtin_ctzll(used)));
+				uint64_t b = a->start + ((p & ~63ull) | (uint64_t)__builtin_ctzll(used));
+
+				ref_inc(g, b);
+				rchg_mark(a, g, b);
 				used &= used - 1;
 			}
 		}
+		if (newly)
+			chg_mark(a, pos, gend);
 		g->free -= newly;
 		pthread_mutex_unlock(&g->mu);
 		atomic_fetch_sub(&a->nfree, newly);
@@ -543,6 +489,7 @@ static void area_put(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t 
 				struct ref_ent *e = ref_find(g, a->start + ((p & ~63ull) | bit));
 
 				if (e) {	/* shared: only a reference goes */
+					rchg_mark(a, g, e->key - 1);
 					if (!--e->extra)
 						ref_remove(g, e);
 					last &= ~(1ull << bit);
@@ -570,6 +517,7 @@ static void area_put(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t 
 		if (freed) {
 			g->free += freed;
 			group_widen(a, g, pos, gend);
+			chg_mark(a, pos, gend);
 		}
 		pthread_mutex_unlock(&g->mu);
 		atomic_fetch_add(&a->nfree, freed);
@@ -606,6 +554,7 @@ static int area_take_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t
 				/* not group_take: the allocation cursor stays */
 				bm_set(a->bm, z, z + take);
 				g->free -= take;
+				chg_mark(a, z, z + take);
 			}
 		}
 		pthread_mutex_unlock(&g->mu);
@@ -715,11 +664,6 @@ static int area_claim(struct alloc *a, uint64_t blk, uint64_t n)
 	if (ret)
 		atomic_fetch_add(&a->nfree, n);
 	return ret;
-}
-
-static uint64_t tail_start(const struct alloc *a)
-{
-	return a->tail ? a->tail->start : UINT64_MAX;
 }
 
 /*
@@ -958,4 +902,85 @@ uint64_t alloc_deferred_blocks(struct alloc *a)
 		n += a->defer[i].n;
 	pthread_mutex_unlock(&a->defer_mu);
 	return n;
+}
+
+/* ---- format v2: reference counts by run (alloc_v2.c) ---- */
+
+void alloc_refs_run(struct alloc *a, uint64_t blk, uint64_t n, uint32_t *out)
+{
+	uint64_t end = blk + n;
+
+	memset(out, 0, n * sizeof(*out));
+	for (struct alloc *ar = a; ar; ar = ar->tail) {
+		uint64_t s = blk > ar->start ? blk : ar->start, e = end < ar->end ? end : ar->end;
+
+		while (s < e) {
+			struct ag *g = &ar->groups[group_of(ar, s - ar->start)];
+			uint64_t ge = ar->start + g->gend < e ? ar->start + g->gend : e;
+
+			pthread_mutex_lock(&g->mu);
+			for (uint64_t b = s; b < ge; b++) {
+				uint64_t off = b - ar->start;
+				struct ref_ent *r;
+
+				if (!(ar->bm[off >> 6] & (1ull << (off & 63))))
+					continue;
+				r = ref_find(g, b);
+				out[b - blk] = 1 + (r ? r->extra : 0);
+			}
+			pthread_mutex_unlock(&g->mu);
+			s = ge;
+		}
+	}
+}
+
+/* alloc_set_refs inside one group of area @a.  Under g->mu. */
+static int set_refs_group(struct alloc *a, struct ag *g, uint64_t s, uint64_t e, uint32_t refs)
+{
+	uint64_t newly = 0;
+	int ret = refs > 1 ? ref_reserve(g, e - s) : 0;
+
+	for (uint64_t b = s; b < e && !ret; b++) {
+		uint64_t off = b - a->start, *w = &a->bm[off >> 6], bit = 1ull << (off & 63);
+		struct ref_ent *r = ref_find(g, b);
+
+		if (!(*w & bit)) {
+			*w |= bit;
+			newly++;
+		}
+		if (r && refs > 1)
+			r->extra = refs - 1;
+		else if (r)
+			ref_remove(g, r);
+		else if (refs > 1) {
+			ref_insert_slot(g->refs, g->refcap, b + 1, refs - 1);
+			g->nrefs++;
+		}
+	}
+	g->free -= newly;
+	atomic_fetch_sub(&a->nfree, newly);
+	return ret;
+}
+
+int alloc_set_refs(struct alloc *a, uint64_t blk, uint64_t n, uint32_t refs)
+{
+	uint64_t end = blk + n;
+	int ret = 0;
+
+	if (!refs || n > UINT64_MAX - blk || blk < a->start || end > (a->tail ? a->tail->end : a->end))
+		return -EINVAL;
+	for (struct alloc *ar = a; ar && !ret; ar = ar->tail) {
+		uint64_t s = blk > ar->start ? blk : ar->start, e = end < ar->end ? end : ar->end;
+
+		while (s < e && !ret) {
+			struct ag *g = &ar->groups[group_of(ar, s - ar->start)];
+			uint64_t ge = ar->start + g->gend < e ? ar->start + g->gend : e;
+
+			pthread_mutex_lock(&g->mu);
+			ret = set_refs_group(ar, g, s, ge, refs);
+			pthread_mutex_unlock(&g->mu);
+			s = ge;
+		}
+	}
+	return ret;
 }

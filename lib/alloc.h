@@ -2,8 +2,10 @@
 /*
  * alloc: free-space allocator over the data area [start, end) in blocks.
  *
- * Free space is not stored on disk: at mount every block the metadata
- * references is marked with alloc_use() and the rest is free.  Blocks can be
+ * Free space is not stored on disk by this module: at mount every block the
+ * metadata references is marked with alloc_use() and the rest is free
+ * (format v2: alloc_v2.c writes its changes into the trees and can fill it
+ * from them, see the change tracking below).  Blocks can be
  * shared (copy_file_range reflinks), so a block carries a reference count:
  * one bit in a bitmap for the common single owner, and a hash table for the
  * few blocks with more than one.
@@ -34,6 +36,7 @@
 #ifndef TWINFS_ALLOC_H
 #define TWINFS_ALLOC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct alloc;
@@ -103,5 +106,39 @@ uint64_t alloc_reserve_blocks(struct alloc *a);
 uint64_t alloc_errors(struct alloc *a);
 /* Blocks waiting in the deferred-free list. */
 uint64_t alloc_deferred_blocks(struct alloc *a);
+
+/*
+ * Change tracking, for format v2's on-disk state (alloc_v2.c).  After
+ * alloc_track (before the allocator is shared between threads; it cannot
+ * be turned off) every change is recorded until taken: the reference
+ * counts above 1 that changed (alloc_take_ref_changes) and the chunks of
+ * the used map that changed (alloc_take_used_changes).  A take returns
+ * the runs sorted and merged, absolute blocks, malloc'd (free() them; NULL
+ * and 0 when nothing changed).  Changes racing with a take are recorded
+ * for the next one.  -ENOMEM.
+ */
+struct alloc_run {
+	uint64_t blk, n;
+};
+int alloc_track(struct alloc *a);
+int alloc_take_ref_changes(struct alloc *a, struct alloc_run **runs, size_t *n);
+/* Record runs as changed again (a write of them that was aborted). */
+void alloc_mark_ref_changes(struct alloc *a, const struct alloc_run *runs, size_t n);
+/* Runs cover whole chunks of 4096 blocks (of the data area and of the
+ * reserve: each area's chunks start at its first block), cut at the
+ * area's end. */
+int alloc_take_used_changes(struct alloc *a, struct alloc_run **runs, size_t *n);
+/* Record runs as changed again (a sync of them that failed). */
+void alloc_mark_used_changes(struct alloc *a, const struct alloc_run *runs, size_t n);
+/* The used map of [blk, blk + 64 nwords): bit i % 64 of out[i / 64] set
+ * when block blk + i has a reference, held for a discard included;
+ * blocks outside the allocator read as used. */
+void alloc_used_words(struct alloc *a, uint64_t blk, size_t nwords, uint64_t *out);
+/* alloc_refs of the n blocks from blk into out[n]: one lock per group. */
+void alloc_refs_run(struct alloc *a, uint64_t blk, uint64_t n, uint32_t *out);
+/* Set the reference count of every block of the run to @refs (>= 1): a
+ * free block becomes used.  Records no change (the loader of the refcount
+ * tree: the tree holds it already).  -EINVAL outside, -ENOMEM. */
+int alloc_set_refs(struct alloc *a, uint64_t blk, uint64_t n, uint32_t refs);
 
 #endif

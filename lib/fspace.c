@@ -618,3 +618,92 @@ uint64_t fspace_deferred_blocks(struct fspace *fs)
 {
 	return atomic_load(&fs->deferred);
 }
+
+void fspace_data_area(struct fspace *fs, uint64_t *start, uint64_t *end)
+{
+	*start = fs->p.start;
+	*end = fs->p.end;
+}
+
+/* fspace_set_words inside group @gi: its words [w0, w0 + n) become @used. */
+static int set_words_group(struct fspace *fs, uint64_t gi, uint64_t w0, size_t n,
+			   const uint64_t *used)
+{
+	struct fs_group *g = &fs->groups[gi];
+	uint64_t len = fs_glen(fs, gi), lo = UINT64_MAX, hi = 0, taken = 0, freed = 0;
+	int ret;
+
+	pthread_mutex_lock(&g->mu);
+	ret = fs_group_load(fs, gi);
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint64_t w = w0 + i, nw = used[i];
+
+		if ((w << 6) + 64 > len)	/* past a short group's end: used */
+			nw |= ~0ull << (len & 63);
+		if (nw == g->bm[w])
+			continue;
+		taken += (uint64_t)__builtin_popcountll(nw & ~g->bm[w]);
+		freed += (uint64_t)__builtin_popcountll(g->bm[w] & ~nw);
+		g->bm[w] = nw;
+		lo = lo < w << 6 ? lo : w << 6;
+		hi = (w << 6) + 64 < len ? (w << 6) + 64 : len;
+	}
+	if (!ret && hi) {
+		atomic_store(&g->free, atomic_load(&g->free) + freed - taken);
+		atomic_fetch_add(&fs->nfree, freed - taken);
+		if (freed)
+			widen(fs, gi, lo, hi);
+		fs_group_mark(g, lo, hi);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return ret;
+}
+
+int fspace_set_words(struct fspace *fs, uint64_t blk, size_t nwords, const uint64_t *used)
+{
+	uint64_t pos, end;
+
+	if (blk < fs->p.start || blk >= fs->p.end || (blk - fs->p.start) & 63)
+		return -EINVAL;
+	pos = blk - fs->p.start;
+	end = pos + 64 * (uint64_t)nwords < fs->total ? pos + 64 * (uint64_t)nwords : fs->total;
+	while (pos < end) {
+		uint64_t gi = pos / fs->p.gblocks, gs = fs_gstart(fs, gi);
+		uint64_t e = gs + fs_glen(fs, gi) < end ? gs + fs_glen(fs, gi) : end;
+		int ret = set_words_group(fs, gi, (pos - gs) >> 6, (e - pos + 63) >> 6,
+					  used + ((pos - (blk - fs->p.start)) >> 6));
+
+		if (ret)
+			return ret;
+		pos = e;
+	}
+	return 0;
+}
+
+int fspace_get_words(struct fspace *fs, uint64_t blk, size_t nwords, uint64_t *used)
+{
+	uint64_t pos, end;
+
+	if (blk < fs->p.start || blk >= fs->p.end || (blk - fs->p.start) & 63)
+		return -EINVAL;
+	memset(used, 0xff, nwords * 8);
+	pos = blk - fs->p.start;
+	end = pos + 64 * (uint64_t)nwords < fs->total ? pos + 64 * (uint64_t)nwords : fs->total;
+	while (pos < end) {
+		uint64_t gi = pos / fs->p.gblocks, gs = fs_gstart(fs, gi);
+		uint64_t e = gs + fs_glen(fs, gi) < end ? gs + fs_glen(fs, gi) : end;
+		struct fs_group *g = &fs->groups[gi];
+		int ret;
+
+		pthread_mutex_lock(&g->mu);
+		ret = fs_group_load(fs, gi);
+		if (!ret)
+			memcpy(used + ((pos - (blk - fs->p.start)) >> 6), g->bm + ((pos - gs) >> 6),
+			       ((e - pos + 63) >> 6) * 8);
+		pthread_mutex_unlock(&g->mu);
+		if (ret)
+			return ret;
+		pos = e;
+	}
+	return 0;
+}

@@ -38,7 +38,8 @@
  * fsck; see FORMAT.md).
  *
  * Shared blocks (reflink) are not counted here: a block is used or free.
- * Reference counts go into the refcount tree (owner 2), not built yet.
+ * Reference counts go into the refcount tree (owner 2, alloc_v2.c, which
+ * also persists alloc.c's used map here with fspace_set_words).
  *
  * Thread-safe.  Lock order: fs->commit_mu, then group mus in ascending
  * order (one, or the groups of a run across boundaries: fspace_claim and
@@ -126,6 +127,17 @@ int fspace_release_durable(struct fspace *fs, uint64_t durable_seq);
 int fspace_release_all(struct fspace *fs);
 uint64_t fspace_free_blocks(struct fspace *fs);
 uint64_t fspace_deferred_blocks(struct fspace *fs);
+/* The data area [*start, *end). */
+void fspace_data_area(struct fspace *fs, uint64_t *start, uint64_t *end);
+/* Make the used bits of [blk, blk + 64 nwords) exactly @used (bit i % 64
+ * of used[i / 64]: block blk + i in use), whatever they were: another
+ * allocator's map persisted through this one (alloc_v2.c).  blk - start a
+ * multiple of 64; bits past the area's end are ignored.  Only the words
+ * that differ mark their group changed.  -EINVAL; -EIO/-ENOMEM (a load). */
+int fspace_set_words(struct fspace *fs, uint64_t blk, size_t nwords, const uint64_t *used);
+/* The used bits of [blk, blk + 64 nwords) into @used (the reverse of
+ * fspace_set_words; blocks past the area's end read as used). */
+int fspace_get_words(struct fspace *fs, uint64_t blk, size_t nwords, uint64_t *used);
 
 /* ---- tree nodes ---- */
 /* The store other trees use: @io's read/write/flush, slots of the node map

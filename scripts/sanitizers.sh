@@ -7,7 +7,8 @@
 #   tsan  build-tsan, -Db_sanitize=thread: the parallel-writer unit tests
 #         (file and file_space, rangelock, namei, log group commit, the
 #         asynchronous data path on the io_uring completion threads, the v2
-#         B+tree's per-node locks: btree, btree_mt)
+#         B+tree's per-node locks: btree, btree_mt; alloc_v2's checkpoint
+#         writes while other threads allocate)
 #   fuzz  build-fuzz, clang -Dfuzz=true with ASan/UBSan: every libFuzzer
 #         target for FUZZ_SECONDS (20) from its own seeds
 # Usage: scripts/sanitizers.sh [asan|tsan|fuzz]...   (default: all three)
@@ -50,7 +51,7 @@ run_asan() {
 }
 
 run_tsan() {
-	local tests=(file file_space rangelock namei gcommit async btree btree_mt)
+	local tests=(file file_space rangelock namei gcommit async btree btree_mt alloc_v2)
 	setup "$B-tsan" -Dwerror=false -Db_sanitize=thread
 	ninja -C "$B-tsan" "${tests[@]/#/tests/unit/test_}"
 	meson test -C "$B-tsan" --no-rebuild --print-errorlogs --suite unit "${tests[@]}"

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * alloc_v2: alloc.c's reference counts and used map written to format
+ * v2's trees (see alloc_v2.h).  Above alloc.c, alloc_track.c, fspace.c,
+ * btree.c and v2item.c; none of them calls here.
+ *
+ * A changed run of reference counts [lo, hi) is written as a window: the
+ * REFCOUNT items overlapping or touching it are read, the new items of
+ * the window are those items' parts outside [lo, hi) (unchanged since the
+ * last write) joined with the allocator's counts inside it, merged into
+ * maximal runs of equal counts, and only the items that differ are
+ * deleted or inserted.  So a write costs the changed blocks plus the items
+ * around them, whatever the size of the runs that stay shared.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_v2.h"
+#include "v2item.h"
+
+#define REF_PIECE 65536u		/* blocks of one window at most */
+#define USED_PIECE 64u			/* words per fspace_set_words */
+
+struct alloc_v2 {
+	struct alloc *a;
+	struct fspace *fs;
+	struct btree *refs;
+	struct alloc_run *pend;		/* runs written in the open transaction */
+	size_t npend;
+	struct alloc_v2_stats st;
+};
+
+/* One REFCOUNT item: [s, s + n) shared by refs. */
+struct rc {
+	uint64_t s, n;
+	uint32_t refs;
+};
+
+struct rcvec {
+	struct rc *v;
+	size_t n, cap;
+};
+
+int alloc_v2_create(struct alloc *a, struct fspace *fs, struct btree *refs,
+		    struct alloc_v2 **out)
+{
+	struct alloc_v2 *v = calloc(1, sizeof(*v));
+	int ret;
+
+	if (!v)
+		return -ENOMEM;
+	ret = alloc_track(a);
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	v->a = a;
+	v->fs = fs;
+	v->refs = refs;
+	*out = v;
+	return 0;
+}
+
+void alloc_v2_destroy(struct alloc_v2 *v)
+{
+	if (!v)
+		return;
+	free(v->pend);
+	free(v);
+}
+
+static int rc_push(struct rcvec *r, uint64_t s, uint64_t n, uint32_t refs)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		struct rc *nv = realloc(r->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		r->v = nv;
+		r->cap = cap;
+	}
+	r->v[r->n++] = (struct rc){ s, n, refs };
+	return 0;
+}
+
+/* Append [s, s + n) at @refs to the sorted list, joining the last run when
+ * it touches with the same count (an item holds at most UINT32_MAX). */
+static int rc_emit(struct rcvec *r, uint64_t s, uint64_t n, uint32_t refs)
+{
+	struct rc *last = r->n ? &r->v[r->n - 1] : NULL;
+	int ret = 0;
+
+	if (refs < 2 || !n)
+		return 0;
+	if (last && last->s + last->n == s && last->refs == refs && last->n < UINT32_MAX) {
+		uint64_t k = UINT32_MAX - last->n < n ? UINT32_MAX - last->n : n;
+
+		last->n += k;
+		s += k;
+		n -= k;
+	}
+	while (n && !ret) {
+		uint64_t k = n < UINT32_MAX ? n : UINT32_MAX;
+
+		ret = rc_push(r, s, k, refs);
+		s += k;
+		n -= k;
+	}
+	return ret;
+}
+
+static int rc_decode(const struct bkey *k, const void *val, unsigned len, struct rc *out)
+{
+	uint32_t n, refs;
+	int ret = v2_refcount_decode(k, val, len, &n, &refs);
+
+	*out = (struct rc){ k->id, n, refs };
+	return ret;
+}
+
+/* The items that overlap or touch [lo, hi), in order, into @old. */
+static int read_window(struct alloc_v2 *v, uint64_t lo, uint64_t hi, struct rcvec *old)
+{
+	struct bt_iter it;
+	struct bkey k;
+	const void *val;
+	unsigned len;
+	struct rc r;
+	int ret;
+
+	ret = bt_iter_init(&it, v->refs, &(struct bkey){ lo, 0, 0 });
+	if (!ret)
+		ret = bt_iter_prev(&it, &k, &val, &len);
+	if (!ret) {
+		v->st.ref_items_read++;
+		ret = rc_decode(&k, val, len, &r);
+		if (!ret && r.s + r.n >= lo)
+			ret = rc_push(old, r.s, r.n, r.refs);
+	}
+	bt_iter_free(&it);
+	if (ret && ret != -ENOENT)
+		return ret;
+	ret = bt_iter_init(&it, v->refs, &(struct bkey){ lo, 0, 0 });
+	while (!ret && !(ret = bt_iter_next(&it, &k, &val, &len))) {
+		struct rc *last = old->n ? &old->v[old->n - 1] : NULL;
+
+		v->st.ref_items_read++;
+		ret = rc_decode(&k, val, len, &r);
+		if (ret)
+			break;
+		/* Past hi only a full item's continuation can join the window. */
+		if (r.s > hi && !(last && last->s + last->n == r.s && last->n == UINT32_MAX))
+			break;
+		if (last && r.s < last->s + last->n)
+			ret = -EUCLEAN;	/* overlapping items */
+		else
+			ret = rc_push(old, r.s, r.n, r.refs);
+	}
+	bt_iter_free(&it);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/* The window's new items: @old outside [lo, hi), the allocator inside. */
+static int build_window(struct alloc_v2 *v, uint64_t lo, uint64_t hi, const struct rcvec *old,
+			struct rcvec *nw)
+{
+	uint32_t *cnt = malloc((hi - lo) * sizeof(*cnt));
+	int ret = cnt ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < old->n && !ret; i++)
+		if (old->v[i].s < lo)
+			ret = rc_emit(nw, old->v[i].s,
+				      (old->v[i].s + old->v[i].n < lo ? old->v[i].s + old->v[i].n : lo) -
+					      old->v[i].s, old->v[i].refs);
+	if (!ret) {
+		alloc_refs_run(v->a, lo, hi - lo, cnt);
+		v->st.ref_blocks += hi - lo;
+	}
+	for (uint64_t b = lo; b < hi && !ret;) {
+		uint64_t e = b + 1;
+
+		while (e < hi && cnt[e - lo] == cnt[b - lo])
+			e++;
+		ret = rc_emit(nw, b, e - b, cnt[b - lo]);
+		b = e;
+	}
+	for (size_t i = 0; i < old->n && !ret; i++) {
+		uint64_t s = old->v[i].s > hi ? old->v[i].s : hi, e = old->v[i].s + old->v[i].n;
+
+		if (e > s)
+			ret = rc_emit(nw, s, e - s, old->v[i].refs);
+	}
+	free(cnt);
+	return ret;
+}
+
+static int put_item(struct alloc_v2 *v, const struct rc *r)
+{
+	uint8_t val[V2_REFCOUNT_LEN];
+	struct bkey k = v2_key_refcount(r->s);
+	int ret = v2_refcount_encode(r->s, (uint32_t)r->n, r->refs, val);
+
+	v->st.ref_items_written++;
+	return ret ? ret : bt_insert(v->refs, &k, val, sizeof(val));
+}
+
+/* Change the tree from @old to @nw (both sorted): only what differs. */
+static int apply_window(struct alloc_v2 *v, const struct rcvec *old, const struct rcvec *nw)
+{
+	size_t i = 0, j = 0;
+	int ret = 0;
+
+	while (!ret && (i < old->n || j < nw->n)) {
+		const struct rc *o = i < old->n ? &old->v[i] : NULL;
+		const struct rc *n = j < nw->n ? &nw->v[j] : NULL;
+
+		if (o && n && o->s == n->s) {
+			if (o->n != n->n || o->refs != n->refs)
+				ret = put_item(v, n);	/* replaces the value */
+			i++;
+			j++;
+		} else if (o && (!n || o->s < n->s)) {
+			struct bkey k = v2_key_refcount(o->s);
+
+			v->st.ref_items_written++;
+			ret = bt_delete(v->refs, &k);
+			i++;
+		} else {
+			ret = put_item(v, n);
+			j++;
+		}
+	}
+	return ret;
+}
+
+static int write_window(struct alloc_v2 *v, uint64_t lo, uint64_t hi)
+{
+	struct rcvec old = { 0 }, nw = { 0 };
+	int ret = read_window(v, lo, hi, &old);
+
+	if (!ret)
+		ret = build_window(v, lo, hi, &old, &nw);
+	if (!ret)
+		ret = apply_window(v, &old, &nw);
+	free(old.v);
+	free(nw.v);
+	return ret;
+}
+
+int alloc_v2_write_refs(struct alloc_v2 *v)
+{
+	struct alloc_run *r, *all;
+	size_t n;
+	int ret = alloc_take_ref_changes(v->a, &r, &n);
+
+	if (ret || !n)
+		return ret;
+	/* Pending first, so an abort marks them changed again whatever fails. */
+	all = realloc(v->pend, (v->npend + n) * sizeof(*all));
+	if (!all) {
+		alloc_mark_ref_changes(v->a, r, n);
+		free(r);
+		return -ENOMEM;
+	}
+	memcpy(all + v->npend, r, n * sizeof(*r));
+	v->pend = all;
+	v->npend += n;
+	for (size_t i = 0; i < n && !ret; i++)
+		for (uint64_t s = r[i].blk; s < r[i].blk + r[i].n && !ret; s += REF_PIECE) {
+			uint64_t e = r[i].blk + r[i].n - s > REF_PIECE ? s + REF_PIECE : r[i].blk + r[i].n;
+
+			ret = write_window(v, s, e);
+		}
+	free(r);
+	return ret;
+}
+
+void alloc_v2_refs_done(struct alloc_v2 *v)
+{
+	free(v->pend);
+	v->pend = NULL;
+	v->npend = 0;
+}
+
+void alloc_v2_refs_abort(struct alloc_v2 *v)
+{
+	alloc_mark_ref_changes(v->a, v->pend, v->npend);
+	alloc_v2_refs_done(v);
+}
+
+int alloc_v2_load_refs(struct alloc_v2 *v)
+{
+	struct bt_iter it;
+	struct bkey k;
+	const void *val;
+	unsigned len;
+	uint64_t end = 0;
+	struct rc r;
+	int ret;
+
+	ret = bt_iter_init(&it, v->refs, &(struct bkey){ 0, 0, 0 });
+	while (!ret && !(ret = bt_iter_next(&it, &k, &val, &len))) {
+		ret = rc_decode(&k, val, len, &r);
+		if (!ret && r.s < end)
+			ret = -EUCLEAN;
+		if (!ret)
+			ret = alloc_set_refs(v->a, r.s, r.n, r.refs);
+		end = r.s + r.n;
+	}
+	bt_iter_free(&it);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/* Forget the changes recorded so far (the trees hold them). */
+static int drop_changes(struct alloc *a)
+{
+	struct alloc_run *r;
+	size_t n;
+	int ret = alloc_take_used_changes(a, &r, &n);
+
+	if (!ret)
+		free(r);
+	if (!ret)
+		ret = alloc_take_ref_changes(a, &r, &n);
+	if (!ret)
+		free(r);
+	return ret;
+}
+
+/* alloc_use every run of set bits of @w (block @base + bit). */
+static int use_word(struct alloc *a, uint64_t base, uint64_t w, uint64_t lim)
+{
+	int ret = 0;
+
+	while (w && !ret) {
+		uint64_t s = (uint64_t)__builtin_ctzll(w), e = s;
+
+		while (e < 64 && (w >> e) & 1)
+			e++;
+		if (base + s < lim)
+			ret = alloc_use(a, base + s, (base + e < lim ? base + e : lim) - base - s);
+		w &= e < 64 ? ~0ull << e : 0;
+	}
+	return ret;
+}
+
+int alloc_v2_load(struct alloc_v2 *v)
+{
+	uint64_t fstart, fend, words[USED_PIECE];
+	int ret = 0;
+
+	fspace_data_area(v->fs, &fstart, &fend);
+	for (uint64_t s = fstart; s < fend && !ret; s += 64 * USED_PIECE) {
+		size_t nw = (fend - s + 63) / 64 < USED_PIECE ? (size_t)((fend - s + 63) / 64) : USED_PIECE;
+
+		ret = fspace_get_words(v->fs, s, nw, words);
+		for (size_t i = 0; i < nw && !ret; i++)
+			ret = use_word(v->a, s + 64 * i, words[i], fend);
+	}
+	if (!ret)
+		ret = alloc_v2_load_refs(v);
+	return ret ? ret : drop_changes(v->a);
+}
+
+/* Copy the allocator's map of [s, e) (s at a word of fspace's map). */
+static int sync_range(struct alloc_v2 *v, uint64_t s, uint64_t e)
+{
+	uint64_t words[USED_PIECE];
+	int ret = 0;
+
+	while (s < e && !ret) {
+		size_t nw = (e - s + 63) / 64 < USED_PIECE ? (size_t)((e - s + 63) / 64) : USED_PIECE;
+
+		alloc_used_words(v->a, s, nw, words);
+		ret = fspace_set_words(v->fs, s, nw, words);
+		v->st.used_words += nw;
+		s += 64 * (uint64_t)nw;
+	}
+	return ret;
+}
+
+int alloc_v2_sync_free(struct alloc_v2 *v)
+{
+	uint64_t fstart, fend;
+	struct alloc_run *r;
+	size_t n, i;
+	int ret = alloc_take_used_changes(v->a, &r, &n);
+
+	if (ret)
+		return ret;
+	fspace_data_area(v->fs, &fstart, &fend);
+	for (i = 0; i < n && !ret; i++) {
+		uint64_t s = r[i].blk > fstart ? r[i].blk : fstart;
+		uint64_t e = r[i].blk + r[i].n < fend ? r[i].blk + r[i].n : fend;
+
+		if (s < e)
+			ret = sync_range(v, fstart + ((s - fstart) & ~63ull), e);
+	}
+	if (ret)	/* the failed run and those after it stay changed */
+		alloc_mark_used_changes(v->a, r + i - 1, n - i + 1);
+	free(r);
+	return ret;
+}
+
+void alloc_v2_stats(struct alloc_v2 *v, struct alloc_v2_stats *st)
+{
+	*st = v->st;
+}
