@@ -27,10 +27,17 @@
  * both its handler has returned and its reply is written (refs), never
  * while the handler may still read the request.
  *
- * Lock order: a queue's sq_mu and the map's map_mu are leaves.
+ * Only the queue's thread submits to its ring.  The kernel hands the next
+ * request to an entry through task work of the task that submitted the
+ * entry's command: committed from a short-lived thread (op_lseek's), the
+ * entry's next request failed with ECANCELED once that thread had exited
+ * (opcheck's mkdir after its seek test), and from a completion thread
+ * it would run in that thread.  So a reply written on another thread is
+ * queued (pend) and the queue's thread woken through its eventfd.
+ *
+ * Lock order: a queue's pend_mu and the map's map_mu are leaves.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -75,9 +82,13 @@ struct furing_q {
 	unsigned qid;
 	struct io_uring ring;
 	bool ring_ok, started;
-	pthread_mutex_t sq_mu;		/* protects the ring's submission side */
 	pthread_t tid;
-	int efd;			/* written at stop: ends the thread */
+	int efd;			/* wakes the thread: replies pending, or stop */
+	uint64_t efd_val;		/* where the eventfd read lands */
+	pthread_mutex_t pend_mu;	/* protects pend, woken */
+	struct furing_ent *pend;	/* replied on other threads: to commit */
+	bool woken;			/* efd written since the thread took pend */
+	_Atomic bool stopping;
 	struct furing_ent *ents;
 };
 
@@ -93,8 +104,8 @@ struct tfsd_uring {
 	atomic_bool refused;		/* the kernel refused; said once */
 };
 
-/* The queue whose thread is running: its own commits wait for the batch
- * to end (one submit for all of them). */
+/* The queue whose thread is running (the only one that submits to its
+ * ring; its commits go with the next submit-and-wait). */
 static __thread struct furing_q *tls_q;
 
 int tfsd_uring_check(void)
@@ -146,7 +157,7 @@ static struct furing_ent *map_take(struct tfsd_uring *u, uint64_t unique)
 	return e;
 }
 
-/* Under q->sq_mu. */
+/* On q's thread only. */
 static void sqe_prep(struct furing_q *q, struct furing_ent *e, uint32_t op)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
@@ -177,21 +188,57 @@ static void sqe_prep(struct furing_q *q, struct furing_ent *e, uint32_t op)
 	e->last_op = op;
 }
 
-static void ent_send(struct furing_ent *e, uint32_t op)
+/* The eventfd's read, on q's thread. */
+static void efd_arm(struct furing_q *q)
 {
-	struct furing_q *q = e->q;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 
-	pthread_mutex_lock(&q->sq_mu);
-	sqe_prep(q, e, op);
-	if (tls_q != q)
+	if (!sqe) {
 		io_uring_submit(&q->ring);
-	pthread_mutex_unlock(&q->sq_mu);
+		sqe = io_uring_get_sqe(&q->ring);
+	}
+	io_uring_prep_read(sqe, q->efd, &q->efd_val, sizeof(q->efd_val), 0);
+	io_uring_sqe_set_data(sqe, NULL);
 }
 
 static void ent_put(struct furing_ent *e)
 {
-	if (atomic_fetch_sub(&e->refs, 1) == 1)
-		ent_send(e, TFSD_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+	struct furing_q *q = e->q;
+	bool wake;
+	uint64_t one = 1;
+
+	if (atomic_fetch_sub(&e->refs, 1) != 1)
+		return;
+	if (tls_q == q) {
+		sqe_prep(q, e, TFSD_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+		return;
+	}
+	pthread_mutex_lock(&q->pend_mu);
+	e->next = q->pend;
+	q->pend = e;
+	wake = !q->woken;
+	q->woken = true;
+	pthread_mutex_unlock(&q->pend_mu);
+	if (wake && write(q->efd, &one, sizeof(one)) != sizeof(one))
+		tlog(LOG_ERR, "uring: cannot wake queue %u: %s", q->qid, strerror(errno));
+}
+
+/* The eventfd fired: commit what other threads replied; false to stop. */
+static bool q_take_pending(struct furing_q *q)
+{
+	struct furing_ent *e;
+
+	pthread_mutex_lock(&q->pend_mu);
+	e = q->pend;
+	q->pend = NULL;
+	q->woken = false;
+	pthread_mutex_unlock(&q->pend_mu);
+	for (; e; e = e->next)
+		sqe_prep(q, e, TFSD_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+	if (atomic_load(&q->stopping))
+		return false;
+	efd_arm(q);
+	return true;
 }
 
 bool tfsd_uring_reply(struct tfsd *d, const struct iovec *iov, int count, ssize_t *ret)
@@ -268,13 +315,13 @@ static bool q_cqe(struct furing_q *q, const struct io_uring_cqe *cqe)
 	int res = cqe->res;
 
 	if (!e)
-		return false;	/* the stop eventfd */
+		return q_take_pending(q);
 	if (res == 0) {
 		ent_request(e);
 		return true;
 	}
 	if (res == -EAGAIN || res == -EINTR) {
-		ent_send(e, e->last_op);
+		sqe_prep(q, e, e->last_op);
 		return true;
 	}
 	/* -ENOTCONN, -ECANCELED: the connection is going away. */
@@ -302,12 +349,9 @@ static void *q_main(void *arg)
 		bool go = true;
 		int ret;
 
-		/* The replies given on this thread in the last batch. */
-		pthread_mutex_lock(&q->sq_mu);
-		io_uring_submit(&q->ring);
-		pthread_mutex_unlock(&q->sq_mu);
-		ret = io_uring_wait_cqe(&q->ring, &cqe);
-		if (ret == -EINTR)
+		/* The commits of the last batch, and wait for the next. */
+		ret = io_uring_submit_and_wait(&q->ring, 1);
+		if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
 			continue;
 		if (ret < 0) {
 			tlog(LOG_ERR, "uring: queue %u: %s", q->qid, strerror(-ret));
@@ -355,7 +399,7 @@ static void q_free(struct furing_q *q, size_t payload_sz)
 		free(e->hdr);
 	}
 	free(q->ents);
-	pthread_mutex_destroy(&q->sq_mu);
+	pthread_mutex_destroy(&q->pend_mu);
 }
 
 /* A queue's ring, entries and REGISTER commands (not yet submitted). */
@@ -367,7 +411,7 @@ static int q_init(struct tfsd_uring *u, struct furing_q *q, unsigned qid)
 	q->u = u;
 	q->qid = qid;
 	q->efd = eventfd(0, EFD_CLOEXEC);
-	pthread_mutex_init(&q->sq_mu, NULL);
+	pthread_mutex_init(&q->pend_mu, NULL);
 	q->ents = calloc(FURING_DEPTH, sizeof(*q->ents));
 	if (q->efd < 0 || !q->ents)
 		return -ENOMEM;
@@ -394,7 +438,7 @@ static int q_init(struct tfsd_uring *u, struct furing_q *q, unsigned qid)
 		e->iov[1] = (struct iovec){ e->payload, u->payload_sz };
 		sqe_prep(q, e, TFSD_FUSE_IO_URING_CMD_REGISTER);
 	}
-	io_uring_prep_poll_add(io_uring_get_sqe(&q->ring), q->efd, POLLIN);
+	efd_arm(q);
 	return 0;
 }
 
@@ -430,7 +474,6 @@ void tfsd_uring_start(struct tfsd *d, int fd, const struct fuse_init_out *init)
 	for (i = 0; i < u->nq; i++) {
 		struct furing_q *q = &u->qs[i];
 
-		io_uring_submit(&q->ring);
 		if (pthread_create(&q->tid, NULL, q_main, q) == 0)
 			q->started = true;
 		else
@@ -461,6 +504,7 @@ void tfsd_uring_stop(struct tfsd *d)
 
 		if (!q->started)
 			continue;
+		atomic_store(&q->stopping, true);
 		if (write(q->efd, &one, sizeof(one)) != sizeof(one))
 			tlog(LOG_ERR, "uring: cannot stop queue %u: %s", i, strerror(errno));
 		pthread_join(q->tid, NULL);
