@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <syslog.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include <fuse_lowlevel.h>
 
@@ -50,6 +51,8 @@ struct tfsd {
 	struct fuse_session *se;	/* for notifications to the kernel */
 	bool writethrough;		/* every open is direct + parallel */
 	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
+	bool uring;			/* -o uring: start furing.c after INIT */
+	struct tfsd_uring *_Atomic ur;	/* furing.c, once started */
 
 	pthread_mutex_t files_lock;	/* protects files (open/release only) */
 	struct tfsd_file files;		/* list head of open files */
@@ -105,6 +108,17 @@ void tfsd_files_release_all(struct tfsd *d);
  * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
  * opens).  Call after fuse_session_mount, before the loop.  0 or -errno. */
 int tfsd_io_install(struct fuse_session *se);
+/* furing.c: FUSE over io_uring (-o uring).  tfsd_uring_check before
+ * mounting: 0, or one line said and -errno when the kernel has it off.
+ * fuseio.c calls tfsd_uring_start once the INIT reply is written, and
+ * offers every reply to tfsd_uring_reply (true: it was a ring request's,
+ * *ret is what writev would return).  tfsd_uring_stop after the
+ * unmount. */
+struct fuse_init_out;
+int tfsd_uring_check(void);
+void tfsd_uring_start(struct tfsd *d, int fd, const struct fuse_init_out *init);
+bool tfsd_uring_reply(struct tfsd *d, const struct iovec *iov, int count, ssize_t *ret);
+void tfsd_uring_stop(struct tfsd *d);
 /* space.c: low-space mode (see there).  Call tfsd_space_init after the
  * mount exists (it finds the mount's bdi in mountinfo). */
 void tfsd_space_init(struct tfsd *d, const char *mnt);

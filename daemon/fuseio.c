@@ -25,7 +25,8 @@
  * How: read() notes the INIT request's unique id and which of the flags
  * the kernel offers (ALLOW_MMAP in flags2, under FUSE_INIT_EXT);
  * writev() adds them to libfuse's reply to that request and sends a copy.  Every other message
- * passes through unchanged, with read(2) and writev(2) as libfuse would
+ * passes through unchanged (or, with -o uring, a reply to a request that
+ * came over the ring goes to furing.c), with read(2) and writev(2) as libfuse would
  * call them (it already reads without splice: ops.c turns splice off, the
  * write path wants memory buffers for its one copy).
  */
@@ -66,8 +67,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		tlog(LOG_WARNING, "the kernel does not offer FUSE_DIRECT_IO_ALLOW_MMAP: shared "
 		     "mmap of files opened O_DIRECT, and of every file with -o writethrough, "
 		     "fails with ENODEV");
-	if (d->init_mmap || d->init_killpriv)
-		atomic_store(&d->init_unique, in->unique);
+	atomic_store(&d->init_unique, in->unique);
 	return n;
 }
 
@@ -79,7 +79,10 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct fuse_init_out init;
 	struct iovec v[2];
+	ssize_t n;
 
+	if (tfsd_uring_reply(d, iov, count, &n))
+		return n;
 	if (!unique || count != 2 || iov[0].iov_len != sizeof(*out) || out->unique != unique)
 		return writev(fd, iov, count);
 	atomic_store(&d->init_unique, 0);
@@ -98,12 +101,15 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		init.flags = (init.flags & ~FUSE_HANDLE_KILLPRIV) | FUSE_HANDLE_KILLPRIV_V2;
 	v[0] = iov[0];
 	v[1] = (struct iovec){ .iov_base = &init, .iov_len = sizeof(init) };
-	ssize_t n = writev(fd, v, 2);
+	n = writev(fd, v, 2);
 	if (n >= 0) {
 		atomic_store(&d->dio_mmap, d->init_mmap);
 		atomic_store(&d->killpriv_v2, d->init_killpriv);
 		tlog(LOG_DEBUG, "init: DIRECT_IO_ALLOW_MMAP %s, HANDLE_KILLPRIV_V2 %s",
 		     d->init_mmap ? "on" : "off", d->init_killpriv ? "on" : "off");
+		/* The kernel takes ring entries only once INIT is done. */
+		if (d->uring)
+			tfsd_uring_start(d, fd, &init);
 	}
 	return n;
 }

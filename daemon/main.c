@@ -109,6 +109,7 @@ struct cfg {
 	int writethrough;
 	int writeback_cache;
 	int nodiscard;
+	int uring;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
 	 * take -1 as 4294967295 and a typo as a multi-line usage error. */
 	char *commit_ms;
@@ -135,6 +136,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("no_writeback_cache", writeback_cache, 0),
 	CFG_OPT("discard", nodiscard, 0),
 	CFG_OPT("nodiscard", nodiscard, 1),
+	CFG_OPT("uring", uring, 1),
 	CFG_OPT("commit=%s", commit_ms, 0),
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
@@ -216,6 +218,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
 		"    -o discard             discard freed blocks on every device (default)\n"
 		"    -o nodiscard           keep freed blocks allocated (twinfs-ctl trim frees them)\n"
+		"    -o uring               requests over FUSE-over-io_uring (kernel 6.14+, with\n"
+		"                           /sys/module/fuse/parameters/enable_uring set)\n"
 		"    -o commit=MS           background commit interval, 1..%u (default 5000)\n"
 		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
 		"                           devices before write(2) returns (default: what\n"
@@ -575,6 +579,9 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 		return 1;
 	log_debug = s->cmd.debug;
 	d->writethrough = cfg->writethrough;
+	d->uring = cfg->uring;
+	if (d->uring && tfsd_uring_check() < 0)
+		return 1;
 	/* With writethrough every open is direct: the page cache holds no file
 	 * data, and a writeback cache would only make the kernel keep its own
 	 * mtime, which direct writes do not advance. */
@@ -759,6 +766,8 @@ int main(int argc, char *argv[])
 
 	exit_code = run_session(&s, &d, se);
 	fuse_session_unmount(se);
+	/* After the unmount: its DESTROY may come over the ring. */
+	tfsd_uring_stop(&d);
 	fuse_remove_signal_handlers(se);
 out_tfs:
 	/* Handles the kernel never released (aborted connection, lazy
