@@ -68,6 +68,9 @@ struct ckpt_v2 {
 	 * ckpt_mu). */
 	uint64_t *pending;
 	size_t npending;
+	/* The newest generation a commit used (under ckpt_mu): a commit
+	 * whose superblock failed used one the superblock does not show. */
+	uint64_t last_gen;
 };
 
 /* ---- setup ---- */
@@ -705,8 +708,10 @@ int ckpt_v2_write(struct tfs *fs)
 		ret = -ENOMEM;
 		goto give_back;
 	}
-	gen = fs->sb.tree_gen + 1;
+	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
 	ret = put_changes(fs, v, vec, n, gen);
+	if (ret == 0)
+		v->last_gen = gen;
 	if (ret)
 		goto give_back;
 	ret = commit_trees(fs, v, gen, seq, pos);

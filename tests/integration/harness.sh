@@ -123,6 +123,7 @@ h_setup() {
 	done
 	if [[ ${TWINFS_FORMAT:-v1} == v2 && " $* " != *" -O "* ]]; then
 		set -- -O v2 "$@"
+		h_log "TWINFS_FORMAT=v2: mkfs -O v2"
 	fi
 	if ! out=$("$MKFS" "$@" "${IMGS[@]}" 2>&1); then
 		echo "$out" >&2

@@ -76,7 +76,7 @@ PY
 ) || h_fail "operations"
 manifest "$T/m1"
 grep -q 'xattr user.big=' "$T/m1" || h_fail "manifest has no xattr: $(head -5 "$T/m1")"
-grep -q 'entries=.*f3@' "$T/m1" || h_fail "manifest has no cookies"
+grep -q 'entries=.*f5@.*r9@' "$T/m1" || h_fail "manifest has no cookies"
 
 h_umount
 fsck_clean "the first unmount"
