@@ -513,15 +513,15 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 
 int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to)
 {
-	struct bkey lo = v2_key_extent(ip->ino, from);
-	struct bkey hi = v2_key_extent(ip->ino, to);
 	struct put_ext p = { .t = t, .ino = ip->ino };
+	struct bkey lo, hi;
 	int ret;
 
 	if (from >= EXTENT_MAX_FBLK)
 		return 0;
 	if (to > EXTENT_MAX_FBLK)
 		to = EXTENT_MAX_FBLK;
+	lo = v2_key_extent(ip->ino, from);
 	hi = v2_key_extent(ip->ino, to);
 	ret = del_range(t, &lo, &hi);
 	if (ret)
