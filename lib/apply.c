@@ -23,6 +23,7 @@
 #include "fs_i.h"
 #include "inode_i.h"
 #include "tlog.h"
+#include "v2dirty.h"
 
 void meta_tx_init(struct meta_tx *tx)
 {
@@ -202,6 +203,46 @@ static void apply_xattr_del(struct tfs_inode *ip, const struct log_rec *r)
 	free(x);
 }
 
+/* Format v2: note what @r changes for the next checkpoint (v2dirty.h),
+ * before it is applied (a removed name's cookie is still there). */
+static void v2_note(struct tfs *fs, const struct log_rec *r)
+{
+	struct v2dirty *d = fs->v2dirty;
+	struct tfs_inode *ip;
+	uint64_t ino, cookie = 0, n;
+
+	switch (r->type) {
+	case LR_INODE:
+		v2d_note_inode(d, r->inode.ino, V2D_INODE);
+		break;
+	case LR_INODE_DEL:
+		v2d_note_inode(d, r->del.ino, V2D_DEAD);
+		break;
+	case LR_DENT_DEL:
+		ip = fs_iget(fs, r->dent.parent);
+		if (ip && ip->dir)
+			(void)dir_lookup_cookie(ip->dir, r->dent.name, r->dent.namelen, &ino,
+						&cookie);
+		/* fall through */
+	case LR_DENT_SET:
+		v2d_note_name(d, r->dent.parent, r->dent.name, r->dent.namelen, cookie);
+		break;
+	case LR_EXT_SET:
+		v2d_note_ext(d, r->ext.ino, r->ext.fblk, r->ext.n);
+		break;
+	case LR_EXT_CLEAR:
+		n = r->clr.fblk < EXTENT_MAX_FBLK ? EXTENT_MAX_FBLK - r->clr.fblk : 0;
+		v2d_note_ext(d, r->clr.ino, r->clr.fblk, r->clr.n < n ? r->clr.n : n);
+		break;
+	case LR_XATTR_SET:
+	case LR_XATTR_DEL:
+		v2d_note_inode(d, r->xattr.ino, V2D_XATTR);
+		break;
+	default:
+		break;
+	}
+}
+
 int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 {
 	extent_drop_fn drop = NULL;
@@ -210,6 +251,8 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 	/* Replay: the allocator is rebuilt from the final state afterwards. */
 	if (drops && !fs->replaying)
 		drop = drop_collect;
+	if (fs->v2dirty)
+		v2_note(fs, r);
 
 	switch (r->type) {
 	case LR_INODE:

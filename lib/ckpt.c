@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_v2.h"
 #include "dir.h"
 #include "discard.h"
 #include "fs_i.h"
@@ -322,6 +323,8 @@ int ckpt_write(struct tfs *fs)
 	uint8_t *buf = NULL;
 	int ret;
 
+	if (fs->v2)
+		return ckpt_v2_write(fs);
 	log_buf_init(&lb);
 	pthread_mutex_lock(&fs->ckpt_mu);
 
@@ -424,6 +427,8 @@ int ckpt_load(struct tfs *fs)
 	struct load_ctx lc = { .fs = fs };
 	int ret = -EUCLEAN;
 
+	if (sb->version == SUPER_VERSION_V2)
+		return ckpt_v2_load(fs);
 	if (sb->ckpt_blocks == 0)
 		return 0;
 	ckpt_geom(sb->ckpt_bytes, &payload, &table);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * ctl: the control-channel dispatcher (tfs_ctl) and the core commands:
- * status, stats, scrub start/status/cancel, help.  Device commands
+ * status, stats, scrub start/status/cancel, checkpoint, help.  Device commands
  * (rebuild, replace) live in ctl_dev.c's table; tfs_ctl searches both and
  * takes the longest matching command name, so "scrub status" wins over a
  * hypothetical "scrub".
@@ -262,6 +262,23 @@ static int cmd_scrub_cancel(struct tfs *fs, int argc, char **argv, struct jbuf *
 	return 0;
 }
 
+/* Write a checkpoint now (tests and benchmarks measure what one costs). */
+static int cmd_checkpoint(struct tfs *fs, int argc, char **argv, struct jbuf *j)
+{
+	int ret;
+
+	if (argc)
+		return -EINVAL;
+	if (fs->readonly || !fs->log)
+		return -EROFS;
+	ret = ckpt_write(fs);
+	if (ret < 0)
+		return ret;
+	jb_u64(j, "writes", atomic_load(&fs->ckpt_writes));
+	jb_u64(j, "written_bytes", atomic_load(&fs->ckpt_written_blocks) * TFS_BLOCK_SIZE);
+	return 0;
+}
+
 static int cmd_help(struct tfs *fs, int argc, char **argv, struct jbuf *j);
 
 const struct ctl_cmd ctl_core_cmds[] = {
@@ -270,6 +287,7 @@ const struct ctl_cmd ctl_core_cmds[] = {
 	{ "scrub start", "scrub start [rate=N[KMG]]", cmd_scrub_start },
 	{ "scrub status", "scrub status", cmd_scrub_status },
 	{ "scrub cancel", "scrub cancel", cmd_scrub_cancel },
+	{ "checkpoint", "checkpoint", cmd_checkpoint },
 	{ "help", "help", cmd_help },
 	{ NULL, NULL, NULL },
 };

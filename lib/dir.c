@@ -295,6 +295,35 @@ int dir_lookup(const struct dir *d, const char *name, size_t namelen, uint64_t *
 	return 0;
 }
 
+int dir_lookup_cookie(const struct dir *d, const char *name, size_t namelen, uint64_t *ino,
+		      uint64_t *cookie)
+{
+	if (check_name(namelen))
+		return -ENOENT;
+	size_t i = tab_find(d, name, namelen, name_hash(name, namelen));
+	if (i == NONE)
+		return -ENOENT;
+	*ino = d->tab[i]->ino;
+	*cookie = d->tab[i]->cookie;
+	return 0;
+}
+
+int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, uint64_t cookie)
+{
+	uint64_t old = d->next_cookie, cur;
+	int ret;
+
+	if (cookie < old || cookie == UINT64_MAX)
+		return -EINVAL;
+	if (dir_lookup(d, name, namelen, &cur) == 0)
+		return -EEXIST;
+	d->next_cookie = cookie;
+	ret = dir_set(d, name, namelen, ino);
+	if (ret)
+		d->next_cookie = old;
+	return ret;
+}
+
 int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino)
 {
 	int ret = check_name(namelen);

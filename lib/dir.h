@@ -6,7 +6,7 @@
  * bitmap of live slots skips deleted ones in a few word operations), so
  * large directories list in (near) linear time whatever was deleted.
  * Cookies are 2.. upward (0 and 1 are "." and ".."), never reused while the
- * directory lives; they are not persistent.  An entry keeps its cookie until
+ * directory lives; format v2 keeps them across a clean remount (dir_set_at).  An entry keeps its cookie until
  * it is removed; a new name (create, link, or the new name of a rename)
  * gets a cookie past every existing one, so a listing that stops at
  * dir_end() taken when it began returns no entry twice, and returns every
@@ -38,6 +38,14 @@ void dir_free(struct dir *d);
 size_t dir_count(const struct dir *d);
 /* 0 and *ino, or -ENOENT. */
 int dir_lookup(const struct dir *d, const char *name, size_t namelen, uint64_t *ino);
+/* The same with the entry's cookie. */
+int dir_lookup_cookie(const struct dir *d, const char *name, size_t namelen, uint64_t *ino,
+		      uint64_t *cookie);
+/* Insert a new name with a given cookie (format v2 loads its DIRINDEX
+ * items, in cookie order, so cookies stay what readdir handed out): the
+ * cookie must be at or past dir_end(), which becomes cookie + 1.
+ * -EEXIST for a name present, -EINVAL for a cookie below dir_end(). */
+int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, uint64_t cookie);
 /* Insert or replace (replace keeps the cookie).  -EINVAL for an empty
  * name, -ENAMETOOLONG past 255 bytes, -ENOMEM (directory unchanged). */
 int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_v2.h"
 #include "csum.h"
 #include "dir.h"
 #include "event.h"
@@ -139,6 +140,7 @@ void fs_free(struct tfs *fs)
 	event_close(fs);	/* after every thread that emits */
 	if (fs->log)
 		log_close(fs->log);
+	ckpt_v2_free(fs);	/* before the inodes: meta_apply notes into it */
 	fs_itable_destroy(fs);
 	if (fs->bounce)
 		bounce_pool_destroy(fs->bounce);
@@ -197,8 +199,13 @@ static uint64_t fs_reserve(uint64_t data_blocks)
 
 int fs_alloc_create(struct tfs *fs)
 {
-	return alloc_create(fs->sb.data_start, fs->sb.total_blocks,
-			    fs_reserve(fs->sb.total_blocks - fs->sb.data_start), &fs->alloc);
+	/* Version 2: the node area starts the data area; alloc.c gets the
+	 * rest (ckpt_v2.h). */
+	uint64_t start = fs->sb.version == SUPER_VERSION_V2 ?
+			 fs->sb.node_start + fs->sb.node_blocks : fs->sb.data_start;
+
+	return alloc_create(start, fs->sb.total_blocks,
+			    fs_reserve(fs->sb.total_blocks - start), &fs->alloc);
 }
 
 void fs_log_geom(const struct tfs *fs, struct log_geom *g)

@@ -83,6 +83,11 @@ struct tfs {
 	struct sbc sbc;
 	struct scrub *scrub;		/* scrub.c: set up by mount, freed by fs_free */
 	struct discard *discard;	/* discard.c: set up by mount, freed by fs_free */
+	/* Format v2 (ckpt_v2.c): the trees, node cache and free space; NULL
+	 * on version 1.  v2dirty: what changed since the last checkpoint,
+	 * noted by meta_apply once the trees are loaded (NULL before). */
+	struct ckpt_v2 *v2;
+	struct v2dirty *v2dirty;
 
 	struct itable *itab;		/* inode.c: the inode table (inode_i.h) */
 	_Atomic uint64_t next_ino;

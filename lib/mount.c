@@ -169,10 +169,16 @@ static int read_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **op
 				   why[0] ? why : strerror(-ret));
 			return ret;
 		}
-		if (sbs[i].version != SUPER_VERSION) {
-			tfs_seterr(err, errlen, "%s: format v2 (experimental) cannot be mounted by "
-				   "this version yet; use mkfs.twinfs without -O v2", o->devs[i]);
+		/* Version 2 (experimental) mounts too: ckpt_v2.c. */
+		if (sbs[i].version != SUPER_VERSION && sbs[i].version != SUPER_VERSION_V2) {
+			tfs_seterr(err, errlen, "%s: superblock version %u is not supported",
+				   o->devs[i], sbs[i].version);
 			return -EPROTONOSUPPORT;
+		}
+		if (first >= 0 && sbs[i].version != sbs[first].version) {
+			tfs_seterr(err, errlen, "%s: format v%u, but %s is format v%u", o->devs[i],
+				   sbs[i].version, o->devs[first], sbs[first].version);
+			return -EINVAL;
 		}
 		if (opened[i]->size / TFS_BLOCK_SIZE < sbs[i].total_blocks) {
 			/* A shortened image would turn reads of its tail into
@@ -550,7 +556,8 @@ static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t 
 	int ret;
 
 	ret = ckpt_load(fs);
-	if ((ret == -EUCLEAN || ret == -EIO) && fs->rescue) {
+	/* Version 2 keeps no previous checkpoint to fall back to (yet). */
+	if ((ret == -EUCLEAN || ret == -EIO) && fs->rescue && !fs->v2) {
 		struct super prev = { 0 };
 
 		/* The previous checkpoint survives until the next one is

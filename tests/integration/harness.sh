@@ -12,6 +12,8 @@
 #   OPCHECK MODEL     helper binaries
 #   TEST_TIMEOUT      seconds before the watchdog kills the test (default 280)
 #   HARNESS_OPTS      extra -o options for every mount (e.g. backend=aio)
+#   TWINFS_FORMAT     v2: h_setup makes format v2 file systems (mkfs -O v2,
+#                     experimental) unless the test asks for a format itself
 #
 # Exit 77 (skip) only when /dev/fuse is absent, or when not root.
 
@@ -119,6 +121,10 @@ h_setup() {
 	for ((i = 0; i < n; i++)); do
 		IMGS+=("$(h_mkimg "disk$i.img" "$size")")
 	done
+	if [[ ${TWINFS_FORMAT:-v1} == v2 && " $* " != *" -O "* ]]; then
+		set -- -O v2 "$@"
+		h_log "TWINFS_FORMAT=v2: mkfs -O v2"
+	fi
 	if ! out=$("$MKFS" "$@" "${IMGS[@]}" 2>&1); then
 		echo "$out" >&2
 		h_fail "mkfs.twinfs ${IMGS[*]} failed"

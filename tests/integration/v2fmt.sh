@@ -7,8 +7,7 @@
 # a node garbled on one image is reported by -n (exit 4),
 # rewritten from the other image by -y (exit 1), then clean (0); a damaged
 # superblock slot is rewritten by -y; a node garbled on both images is
-# unrecoverable (exit 4); twinfs refuses to mount it with
-# one line that names the format and says what to do.
+# unrecoverable (exit 4).  Mounting v2 is tests/integration/v2mount.sh.
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -28,12 +27,6 @@ grep -q "^1 inodes (1 directories" <<<"$FOUT" || h_fail "fsck root inode: $FOUT"
 grep -q "^free space: 59376 free blocks, 2 of 512 node slots used" <<<"$FOUT" ||
 	h_fail "fsck free space: $FOUT"
 grep -q "^0 errors found" <<<"$FOUT" || h_fail "fsck: $FOUT"
-
-# Mount: refused with one line (twinfs reads v2 superblocks but not v2 yet).
-h_mount_fails "$(h_devspec "${IMGS[@]}")"
-h_expect_one_line "$FAIL_OUT" \
-	"format v2 (experimental) cannot be mounted by this version yet; use mkfs.twinfs without -O v2" \
-	"mount of a v2 image"
 
 # Layout (docs/FORMAT.md): 256 MiB = 65536 blocks, log 4096 blocks from
 # block 16, data and the node area from block 4112; mkfs writes the inode

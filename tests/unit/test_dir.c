@@ -17,6 +17,34 @@ static int set_s(struct dir *d, const char *s, uint64_t ino)
 	return dir_set(d, s, strlen(s), ino);
 }
 
+/* Format v2 loads entries with their cookies (dir_set_at, ascending):
+ * readdir hands out the same ones, and new names go past the largest. */
+static void test_set_at(void **state)
+{
+	struct dir *d = dir_new();
+	uint64_t ino = 0, ck = 0;
+	struct dir_ent e;
+
+	(void)state;
+	assert_non_null(d);
+	assert_int_equal(dir_set_at(d, "x", 1, 10, 5), 0);
+	assert_int_equal(dir_set_at(d, "y", 1, 11, 9), 0);
+	assert_int_equal(dir_set_at(d, "z", 1, 12, 9), -EINVAL);	/* below dir_end */
+	assert_int_equal(dir_set_at(d, "x", 1, 12, 20), -EEXIST);
+	assert_int_equal(dir_end(d), 10);
+	assert_int_equal(dir_next(d, 0, &e), 0);
+	assert_int_equal(e.cookie, 5);
+	assert_int_equal(dir_next(d, 6, &e), 0);
+	assert_int_equal(e.cookie, 9);
+	assert_string_equal(e.name, "y");
+	assert_int_equal(dir_set(d, "w", 1, 13), 0);
+	assert_int_equal(dir_lookup_cookie(d, "w", 1, &ino, &ck), 0);
+	assert_int_equal(ino, 13);
+	assert_int_equal(ck, 10);
+	assert_int_equal(dir_lookup_cookie(d, "q", 1, &ino, &ck), -ENOENT);
+	dir_free(d);
+}
+
 static void test_basic(void **state)
 {
 	struct dir *d = dir_new();
@@ -351,6 +379,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic),
+		cmocka_unit_test(test_set_at),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_iterate_while_deleting),
 		cmocka_unit_test(test_pass_bounded_while_renaming),

@@ -1,0 +1,733 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ckpt_v2: format v2, step 3 (experimental): mount a v2 image and write its
+ * checkpoints into the trees (ckpt_v2.h, docs/FORMAT.md "Mounting version
+ * 2").  Part of the metadata core (it reads and fills struct tfs_inode).
+ *
+ * Load.  The node store on the mirror (bstore_mirror), the node cache,
+ * fspace over the free-space tree (its node store is where the INODES
+ * tree's nodes come from and go back to), the INODES tree.  Every item is
+ * turned into what version 1's checkpoint holds and applied the same way:
+ * INODE (with its SYMLINK chunks) as LR_INODE, XATTR (with XCHUNK items)
+ * as LR_XATTR_SET, EXTENT as LR_EXT_SET, all through meta_apply; DIRINDEX
+ * items go into the directory with their cookie (dir_set_at), so readdir
+ * cookies stay what they were; DIRENT items are the name index of the
+ * same entries and are not needed in memory.  Items sort by inode and the
+ * INODE item comes first, so every inode exists before its other items.
+ * Then the log is replayed on top exactly as in version 1 (mount.c), with
+ * the changes noted for the next checkpoint.
+ *
+ * Checkpoint.  Under ckpt_mu: the log barrier (everything up to seq is
+ * applied), then the set of changes (v2dirty) is taken, so every record up
+ * to seq is in it; one transaction of the INODES tree writes the items of
+ * those inodes from memory, under ns_lock and each inode's range lock and
+ * lock, as version 1 serializes them: INODE and SYMLINK items, all XATTR
+ * and XCHUNK items of an inode whose xattrs changed, the DIRENT list and
+ * DIRINDEX item of every name set or removed (DIRINDEX of removed
+ * cookies deleted), EXTENT items of the changed ranges
+ * (ckpt_v2_put_extents), every item of a deleted inode deleted.  Then
+ * ckpt_v2_sync_data_space, bt_commit, fspace_commit with the freed nodes,
+ * the write-intent bitmap, a flush, the superblock (roots, tree_gen,
+ * ckpt_seq, log head, free_blocks) through sbc_commit, then bt_release,
+ * fspace_commit_done and the log trimmed.  A failure before the superblock
+ * gives the set of changes back (the log still holds them all); nodes a
+ * commit freed whose superblock never became durable stay allocated until
+ * the next commit that is (pending).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bcache.h"
+#include "bstore.h"
+#include "btree.h"
+#include "ckpt_v2.h"
+#include "dir.h"
+#include "fs_i.h"
+#include "fspace.h"
+#include "inode_i.h"
+#include "sbcommit.h"
+#include "v2dirty.h"
+#include "v2item.h"
+#include "wib.h"
+
+#define V2_CACHE_BYTES (64u << 20)	/* node cache of a mount (step 3) */
+#define V2_DEL_BATCH 256		/* keys collected before deleting them */
+
+struct ckpt_v2 {
+	struct bstore_mirror s;		/* nodes on the mirror */
+	bool s_init;
+	struct bcache *cache;
+	struct fspace *fsp;
+	struct btree itree;		/* INODES */
+	bool itree_open;
+	struct v2dirty dirty;
+	bool dirty_init;
+	/* Nodes commits freed whose superblock is not durable yet (under
+	 * ckpt_mu). */
+	uint64_t *pending;
+	size_t npending;
+	/* The newest generation a commit used (under ckpt_mu): a commit
+	 * whose superblock failed used one the superblock does not show. */
+	uint64_t last_gen;
+};
+
+/* ---- setup ---- */
+
+void ckpt_v2_free(struct tfs *fs)
+{
+	struct ckpt_v2 *v = fs->v2;
+
+	if (!v)
+		return;
+	fs->v2dirty = NULL;
+	if (v->itree_open)
+		bt_close(&v->itree);
+	if (v->fsp)
+		fspace_close(v->fsp);
+	if (v->cache)
+		bcache_destroy(v->cache);
+	if (v->s_init)
+		bstore_mirror_destroy(&v->s);
+	if (v->dirty_init)
+		v2d_destroy(&v->dirty);
+	free(v->pending);
+	free(v);
+	fs->v2 = NULL;
+}
+
+/* The free space's geometry the superblock records (the same as
+ * format_v2_fspace_params, which mkfs and fsck use: format_v2.c calls
+ * fs.c, which calls the checkpoint, so it is not called from here). */
+static void v2_fspace_params(const struct super *sb, struct fspace_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->start = sb->node_start + sb->node_blocks;
+	p->end = sb->total_blocks;
+	p->gblocks = sb->gblocks;
+	p->node_start = sb->node_start;
+	p->nslots = sb->node_blocks / BNODE_BLOCKS;
+	p->node_reserve = sb->node_reserve;
+}
+
+static int v2_open(struct tfs *fs)
+{
+	const struct super *sb = &fs->sb;
+	struct fspace_params fp;
+	struct ckpt_v2 *v;
+	int ret;
+
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	fs->v2 = v;
+	v2_fspace_params(sb, &fp);
+	ret = v2d_init(&v->dirty);
+	if (ret)
+		return ret;
+	v->dirty_init = true;
+	ret = bstore_mirror_init(&v->s, &fs->mirror, sb->node_start, fp.nslots);
+	if (ret)
+		return ret;
+	v->s_init = true;
+	ret = bcache_create(V2_CACHE_BYTES, &v->cache);
+	if (ret == 0)
+		ret = fspace_open(&v->s.store, v->cache, sb->fs_uuid, &fp,
+				  &sb->roots[V2_TREE_FREE - 1], &v->fsp);
+	if (ret == 0)
+		ret = bt_open(&v->itree, fspace_node_store(v->fsp), v->cache, V2_TREE_INODES,
+			      sb->fs_uuid, &sb->roots[V2_TREE_INODES - 1]);
+	if (ret == 0)
+		v->itree_open = true;
+	return ret;
+}
+
+/* ---- load ---- */
+
+/* The value of @k, which must be exactly @want bytes, into buf. */
+static int lookup_exact(struct btree *t, const struct bkey *k, void *buf, unsigned want)
+{
+	unsigned len;
+	int ret = bt_lookup(t, k, buf, want, &len);
+
+	if (ret == -ENOENT || ret == -EOVERFLOW || (ret == 0 && len != want))
+		return -EUCLEAN;
+	return ret;
+}
+
+static int load_inode(struct tfs *fs, struct btree *t, const struct bkey *k, const void *val,
+		      unsigned len)
+{
+	struct log_rec r = { .type = LR_INODE };
+	char *target = NULL;
+	int ret;
+
+	ret = v2_inode_decode(k, val, len, &r.inode);
+	if (ret)
+		return ret;
+	if (r.inode.target_len) {
+		unsigned n = v2_symlink_chunks(r.inode.target_len);
+
+		if (!S_ISLNK(r.inode.mode) || r.inode.target_len > LOG_SYMLINK_MAX)
+			return -EUCLEAN;
+		target = malloc(r.inode.target_len);
+		if (!target)
+			return -ENOMEM;
+		for (unsigned c = 0; ret == 0 && c < n; c++) {
+			struct bkey sk = v2_key_symlink(k->id, c);
+
+			ret = lookup_exact(t, &sk, target + c * V2_SYMLINK_CHUNK,
+					   v2_symlink_chunk_len(r.inode.target_len, c));
+		}
+		r.inode.target = target;
+	}
+	if (ret == 0)
+		ret = meta_apply(fs, &r, NULL);
+	free(target);
+	return ret;
+}
+
+static int load_xattrs(struct tfs *fs, struct btree *t, const struct bkey *k, const void *val,
+		       unsigned len)
+{
+	struct log_rec r = { .type = LR_XATTR_SET };
+	struct v2_xattr x;
+	unsigned pos = 0;
+	int ret;
+
+	while ((ret = v2_xattr_next(val, len, &pos, &x)) == 1) {
+		uint8_t *buf = NULL;
+
+		r.xattr.ino = k->id;
+		r.xattr.namelen = x.namelen;
+		r.xattr.name = x.name;
+		r.xattr.vallen = x.vallen;
+		r.xattr.val = x.val;
+		if (x.vid) {
+			buf = malloc(x.vallen ? x.vallen : 1);
+			if (!buf)
+				return -ENOMEM;
+			for (unsigned c = 0; ret >= 0 && c < v2_xchunk_count(x.vallen); c++) {
+				struct bkey ck = v2_key_xchunk(k->id, x.vid, c);
+
+				ret = lookup_exact(t, &ck, buf + (size_t)c * V2_XCHUNK_SIZE,
+						   v2_xchunk_len(x.vallen, c));
+			}
+			r.xattr.val = buf;
+		}
+		if (ret >= 0)
+			ret = meta_apply(fs, &r, NULL);
+		free(buf);
+		if (ret < 0)
+			return ret;
+	}
+	return ret;
+}
+
+static int load_dirindex(struct tfs *fs, const struct bkey *k, const void *val, unsigned len)
+{
+	struct tfs_inode *dp = fs_iget(fs, k->id);
+	struct v2_dirent e;
+	int ret;
+
+	ret = v2_dirindex_decode(k, val, len, &e);
+	if (ret)
+		return ret;
+	if (!dp || !dp->dir || e.ino == TFS_ROOT_INO || e.ino == k->id || e.ino >= (1ull << 62))
+		return -EUCLEAN;
+	ret = dir_set_at(dp->dir, e.name, e.namelen, e.ino, k->off);
+	return ret == -EEXIST ? -EUCLEAN : ret;
+}
+
+static int load_extent(struct tfs *fs, const struct bkey *k, const void *val, unsigned len)
+{
+	struct log_rec r = { .type = LR_EXT_SET };
+	struct v2_extent e;
+	int ret;
+
+	ret = v2_extent_decode(k, val, len, &e);
+	if (ret)
+		return ret;
+	r.ext.ino = k->id;
+	r.ext.fblk = k->off;
+	r.ext.phys = e.phys | (e.unwritten ? EXTENT_UNWRITTEN : 0);
+	r.ext.n = e.n;
+	r.ext.csums = e.csums;		/* little-endian, as in a log record */
+	return meta_apply(fs, &r, NULL);
+}
+
+static int load_item(struct tfs *fs, struct btree *t, const struct bkey *k, const void *val,
+		     unsigned len)
+{
+	switch (k->type) {
+	case V2_INODE:
+		return load_inode(fs, t, k, val, len);
+	case V2_DIRINDEX:
+		return load_dirindex(fs, k, val, len);
+	case V2_XATTR:
+		return load_xattrs(fs, t, k, val, len);
+	case V2_EXTENT:
+		return load_extent(fs, k, val, len);
+	case V2_SYMLINK:	/* read with their INODE */
+	case V2_XCHUNK:		/* read with their XATTR */
+	case V2_DIRENT:		/* the name index of the DIRINDEX entries */
+		return 0;
+	default:
+		return -EUCLEAN;
+	}
+}
+
+int ckpt_v2_load(struct tfs *fs)
+{
+	struct bt_iter it;
+	struct bkey k;
+	const void *val;
+	unsigned len;
+	int ret;
+
+	ret = v2_open(fs);
+	if (ret)
+		return ret;
+	ret = bt_iter_init(&it, &fs->v2->itree, &bkey_min);
+	if (ret)
+		return ret;
+	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0) {
+		ret = load_item(fs, &fs->v2->itree, &k, val, len);
+		if (ret)
+			break;
+	}
+	bt_iter_free(&it);
+	if (ret == -ENOENT)
+		ret = 0;
+	if (ret)
+		return ret;
+	/* From here on (log replay included) every change is noted for the
+	 * next checkpoint. */
+	fs->v2dirty = &fs->v2->dirty;
+	return 0;
+}
+
+/* ---- checkpoint: items of one inode ---- */
+
+/* Delete every item with a key in [lo, hi). */
+static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *hi)
+{
+	struct bkey keys[V2_DEL_BATCH];
+	int ret;
+
+	for (;;) {
+		struct bt_iter it;
+		const void *val;
+		unsigned len, n = 0;
+		struct bkey k;
+
+		ret = bt_iter_init(&it, t, lo);
+		if (ret)
+			return ret;
+		while (n < V2_DEL_BATCH && (ret = bt_iter_next(&it, &k, &val, &len)) == 0 &&
+		       bkey_cmp(&k, hi) < 0)
+			keys[n++] = k;
+		bt_iter_free(&it);
+		if (ret && ret != -ENOENT)
+			return ret;
+		for (unsigned i = 0; i < n; i++) {
+			ret = bt_delete(t, &keys[i]);
+			if (ret)
+				return ret;
+		}
+		if (n < V2_DEL_BATCH)
+			return 0;
+	}
+}
+
+static int put_inode(struct btree *t, struct tfs_inode *ip)
+{
+	uint8_t ival[V2_INODE_LEN];
+	struct log_rec r;
+	struct bkey k = v2_key_inode(ip->ino);
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	fs_iencode(ip, &r);
+	ret = v2_inode_encode(&r.inode, ival);
+	if (ret == 0)
+		ret = bt_insert(t, &k, ival, sizeof(ival));
+	for (unsigned c = 0; ret == 0 && c < v2_symlink_chunks(r.inode.target_len); c++) {
+		k = v2_key_symlink(ip->ino, c);
+		ret = bt_insert(t, &k, r.inode.target + c * V2_SYMLINK_CHUNK,
+				v2_symlink_chunk_len(r.inode.target_len, c));
+	}
+	return ret;
+}
+
+/* Every XATTR and XCHUNK item of @ip rewritten from memory. */
+static int put_xattrs(struct btree *t, uint64_t hseed, struct tfs_inode *ip, uint8_t *buf)
+{
+	struct bkey lo = { .id = ip->ino, .type = V2_XATTR, .off = 0 };
+	struct bkey hi = { .id = ip->ino, .type = V2_XCHUNK + 1, .off = 0 };
+	uint64_t vid = 0;
+	int ret;
+
+	ret = del_range(t, &lo, &hi);
+	for (struct xattr *x = ip->xattrs; ret == 0 && x; x = x->next) {
+		uint16_t nl = (uint16_t)strlen(x->name);
+		struct v2_xattr xe = { .namelen = nl, .vallen = x->vallen, .name = x->name };
+		struct bkey k = v2_key_xattr(ip->ino, v2_hash56(hseed, x->name, nl));
+		unsigned len = 0;
+
+		if (x->vallen > V2_XATTR_INLINE_MAX)
+			xe.vid = ++vid;
+		else
+			xe.val = x->val;
+		ret = bt_lookup(t, &k, buf, BNODE_MAX_VAL, &len);
+		if (ret == -ENOENT) {
+			len = 0;
+			ret = 0;
+		}
+		if (ret == 0)
+			ret = v2_xattr_add(buf, &len, BNODE_MAX_VAL, &xe);
+		if (ret == 0)
+			ret = bt_insert(t, &k, buf, len);
+		for (unsigned c = 0; ret == 0 && xe.vid && c < v2_xchunk_count(x->vallen); c++) {
+			k = v2_key_xchunk(ip->ino, xe.vid, c);
+			ret = bt_insert(t, &k, (const uint8_t *)x->val + (size_t)c * V2_XCHUNK_SIZE,
+					v2_xchunk_len(x->vallen, c));
+		}
+	}
+	return ret;
+}
+
+static uint8_t dtype_of(struct tfs *fs, uint64_t ino, int *err)
+{
+	struct tfs_inode *cp;
+	uint32_t mode;
+
+	if (inode_get(fs, ino, &cp)) {
+		*err = -EUCLEAN;	/* an entry naming no inode */
+		return 0;
+	}
+	mode = inode_mode(cp);
+	inode_put(fs, cp);
+	return (uint8_t)((mode & S_IFMT) >> 12);	/* DT_* (IFTODT) */
+}
+
+/* One name of directory @dp as memory has it now: its DIRENT list and,
+ * if it exists, its DIRINDEX item. */
+static int put_name(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
+		    const struct v2d_name *nm, uint8_t *buf)
+{
+	struct bkey k = v2_key_dirent(dp->ino, v2_hash56(fs->sb.hash_seed, nm->name, nm->len));
+	struct v2_dirent e = { .namelen = nm->len, .name = nm->name };
+	uint64_t cookie;
+	unsigned len = 0, ilen;
+	int ret;
+
+	ret = bt_lookup(t, &k, buf, BNODE_MAX_VAL, &len);
+	if (ret == -ENOENT) {
+		len = 0;
+		ret = 0;
+	}
+	if (ret == 0 && len) {
+		ret = v2_dirent_del(buf, &len, nm->name, nm->len);
+		if (ret == -ENOENT)
+			ret = 0;
+	}
+	if (ret == 0 && dir_lookup_cookie(dp->dir, nm->name, nm->len, &e.ino, &cookie) == 0) {
+		uint8_t ibuf[V2_DIRENT_HDR + LOG_NAME_MAX];
+		struct bkey ik = v2_key_dirindex(dp->ino, cookie);
+
+		e.dtype = dtype_of(fs, e.ino, &ret);
+		if (ret == 0)
+			ret = v2_dirent_add(buf, &len, BNODE_MAX_VAL, &e);
+		if (ret == 0)
+			ret = v2_dirindex_encode(&e, ibuf, sizeof(ibuf), &ilen);
+		if (ret == 0)
+			ret = bt_insert(t, &ik, ibuf, ilen);
+	}
+	if (ret)
+		return ret;
+	if (len)
+		return bt_insert(t, &k, buf, len);
+	ret = bt_delete(t, &k);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
+		     const struct v2d_ino *e, uint8_t *buf)
+{
+	int ret = 0;
+
+	if (!dp->dir)
+		return e->nnames ? -EUCLEAN : 0;
+	/* Removed entries' cookies first: a name set again has a new one. */
+	for (size_t i = 0; ret == 0 && i < e->ncookies; i++) {
+		struct bkey k = v2_key_dirindex(dp->ino, e->cookies[i]);
+
+		ret = bt_delete(t, &k);
+		if (ret == -ENOENT)
+			ret = 0;
+	}
+	for (size_t i = 0; ret == 0 && i < e->nnames; i++)
+		ret = put_name(fs, t, dp, &e->names[i], buf);
+	return ret;
+}
+
+struct put_ext {
+	struct btree *t;
+	uint64_t ino;
+	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
+	uint8_t *buf;			/* BNODE_MAX_VAL */
+};
+
+/* One run of the map as EXTENT items, split at every V2D_CHUNK boundary. */
+static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		   const struct extent_ent *ents)
+{
+	struct put_ext *p = ctx;
+
+	for (uint32_t off = 0; off < n; ) {
+		uint64_t f = fblk + off;
+		uint32_t k = (uint32_t)(V2D_CHUNK - (f & (V2D_CHUNK - 1)));
+		struct v2_extent e = { .phys = EXTENT_PHYS(phys) + off,
+				       .unwritten = (phys & EXTENT_UNWRITTEN) != 0 };
+		struct bkey key = v2_key_extent(p->ino, f);
+		unsigned len;
+		int ret;
+
+		if (k > n - off)
+			k = n - off;
+		e.n = k;
+		for (uint32_t i = 0; !e.unwritten && i < k; i++)
+			p->csums[i] = ents[off + i].csum;
+		e.csums = e.unwritten ? NULL : p->csums;
+		ret = v2_extent_encode(f, &e, p->buf, BNODE_MAX_VAL, &len);
+		if (ret == 0)
+			ret = bt_insert(p->t, &key, p->buf, len);
+		if (ret)
+			return ret;
+		off += k;
+	}
+	return 0;
+}
+
+int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to)
+{
+	struct put_ext p = { .t = t, .ino = ip->ino };
+	struct bkey lo, hi;
+	int ret;
+
+	if (from >= EXTENT_MAX_FBLK)
+		return 0;
+	if (to > EXTENT_MAX_FBLK)
+		to = EXTENT_MAX_FBLK;
+	lo = v2_key_extent(ip->ino, from);
+	hi = v2_key_extent(ip->ino, to);
+	ret = del_range(t, &lo, &hi);
+	if (ret)
+		return ret;
+	p.csums = malloc(V2_EXT_MAX_BLOCKS * sizeof(*p.csums));
+	p.buf = malloc(BNODE_MAX_VAL);
+	if (!p.csums || !p.buf)
+		ret = -ENOMEM;
+	if (ret == 0)
+		ret = extent_walk(&ip->map, from, to, put_run, &p);
+	free(p.csums);
+	free(p.buf);
+	return ret;
+}
+
+/* Everything @e says changed about one inode, as memory has it now.
+ * Holds the inode's range lock (regular files) and its lock. */
+static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uint8_t *buf)
+{
+	struct bkey lo = { .id = e->ino, .type = 0, .off = 0 };
+	struct bkey hi = { .id = e->ino + 1, .type = 0, .off = 0 };
+	struct tfs_inode *ip;
+	struct rl_range r;
+	bool reg;
+	int ret = 0;
+
+	if (inode_get(fs, e->ino, &ip))
+		return del_range(t, &lo, &hi);	/* deleted (numbers are never reused) */
+	pthread_mutex_lock(&ip->lock);
+	reg = S_ISREG(ip->mode);
+	pthread_mutex_unlock(&ip->lock);
+	if (reg)
+		rl_lock(&ip->rl, &r, 0, RL_EOF, false);
+	pthread_mutex_lock(&ip->lock);
+	if (e->flags & V2D_INODE)
+		ret = put_inode(t, ip);
+	if (ret == 0 && (e->flags & V2D_XATTR))
+		ret = put_xattrs(t, fs->sb.hash_seed, ip, buf);
+	if (ret == 0)
+		ret = put_names(fs, t, ip, e, buf);
+	for (size_t i = 0; ret == 0 && reg && i < e->next; i++)
+		ret = ckpt_v2_put_extents(t, ip, e->ext[i].from, e->ext[i].to);
+	pthread_mutex_unlock(&ip->lock);
+	if (reg)
+		rl_unlock(&ip->rl, &r);
+	inode_put(fs, ip);
+	return ret;
+}
+
+/* The INODES tree's transaction: every changed inode's items. */
+static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, size_t n,
+		       uint64_t gen)
+{
+	uint8_t *buf = malloc(BNODE_MAX_VAL);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	ret = bt_begin(&v->itree, gen);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	pthread_mutex_lock(&fs->ns_lock);
+	for (size_t i = 0; ret == 0 && i < n; i++)
+		ret = put_one(fs, &v->itree, vec[i], buf);
+	pthread_mutex_unlock(&fs->ns_lock);
+	free(buf);
+	if (ret)
+		bt_abort(&v->itree);
+	return ret;
+}
+
+int ckpt_v2_sync_data_space(struct tfs *fs)
+{
+	(void)fs;
+	return 0;
+}
+
+/* ---- checkpoint: commit ---- */
+
+static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n)
+{
+	uint64_t *p;
+
+	if (!n)
+		return 0;
+	p = realloc(v->pending, (v->npending + n) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	memcpy(p + v->npending, freed, n * sizeof(*p));
+	v->pending = p;
+	v->npending += n;
+	return 0;
+}
+
+/* Commit the trees and publish them; ckpt_mu held, the INODES tree's
+ * transaction open.  0 once the superblock naming them is durable. */
+static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_t seq,
+			uint64_t pos)
+{
+	struct broot iroot, froot;
+	struct wib_loc wib = { 0 };
+	uint64_t *freed = NULL, w0;
+	size_t nfreed = 0;
+	struct super old;
+	int ret;
+
+	w0 = atomic_load(&v->itree.written) + atomic_load(&fspace_tree(v->fsp)->written);
+	ret = ckpt_v2_sync_data_space(fs);
+	if (ret) {
+		bt_abort(&v->itree);
+		return ret;
+	}
+	ret = bt_commit(&v->itree, &iroot, &freed, &nfreed);
+	if (ret) {
+		bt_abort(&v->itree);
+		return ret;
+	}
+	/* The tree in memory is the new one from here: its changes stay in
+	 * it whether or not this superblock makes it. */
+	ret = add_pending(v, freed, nfreed);
+	free(freed);
+	if (ret == 0)
+		ret = fspace_commit(v->fsp, gen, v->pending, v->npending, &froot);
+	if (ret)
+		return ret;
+	ret = wib_write(fs, &wib);
+	if (ret == 0)
+		ret = mirror_flush(&fs->mirror);
+	if (ret) {
+		wib_put(fs, wib.start, wib.blocks);
+		fspace_commit_abort(v->fsp);
+		return ret;
+	}
+	old = fs->sb;
+	fs->sb.roots[V2_TREE_INODES - 1] = iroot;
+	fs->sb.roots[V2_TREE_FREE - 1] = froot;
+	fs->sb.tree_gen = gen;
+	fs->sb.ckpt_seq = seq;
+	fs->sb.log_head_pos = pos;
+	fs->sb.log_head_seq = seq + 1;
+	fs->sb.next_ino = atomic_load(&fs->next_ino);
+	fs->sb.free_blocks = fspace_free_blocks(v->fsp);
+	fs->sb.wib_start = wib.start;
+	fs->sb.wib_blocks = wib.blocks;
+	fs->sb.wib_shift = wib.start ? wib.shift : 0;
+	fs->sb.wib_csum = wib.csum;
+	ret = sbc_commit(fs);
+	if (ret) {
+		fs->sb = old;
+		wib_put(fs, wib.start, wib.blocks);
+		fspace_commit_abort(v->fsp);
+		return ret;
+	}
+	bt_release(&v->itree, v->pending, v->npending);
+	v->npending = 0;
+	fspace_commit_done(v->fsp);
+	wib_put(fs, old.wib_start, old.wib_blocks);
+	atomic_fetch_add(&fs->ckpt_written_blocks,
+			 (atomic_load(&v->itree.written) +
+			  atomic_load(&fspace_tree(v->fsp)->written) - w0) * BNODE_BLOCKS);
+	return 0;
+}
+
+int ckpt_v2_write(struct tfs *fs)
+{
+	struct ckpt_v2 *v = fs->v2;
+	struct v2d_ino **vec = NULL;
+	struct v2d_set set;
+	uint64_t seq, pos, gen;
+	size_t n = 0;
+	int ret;
+
+	pthread_mutex_lock(&fs->ckpt_mu);
+	ret = log_barrier(fs->log, &seq, &pos);
+	if (ret < 0)
+		goto out;
+	/* After the barrier: every record up to seq has noted its change. */
+	ret = v2d_take(&v->dirty, &set, &vec, &n);
+	if (ret < 0)
+		goto out;
+	if (set.lost) {
+		ret = -ENOMEM;
+		goto give_back;
+	}
+	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
+	ret = put_changes(fs, v, vec, n, gen);
+	if (ret == 0)
+		v->last_gen = gen;
+	if (ret)
+		goto give_back;
+	ret = commit_trees(fs, v, gen, seq, pos);
+	if (ret) {
+		/* A tree committed in memory keeps the changes; the log keeps
+		 * them too until a superblock names a tree that holds them. */
+		goto give_back;
+	}
+	log_set_head(fs->log, pos, seq + 1);
+	atomic_fetch_add(&fs->ckpt_writes, 1);
+	v2d_set_free(&set);
+	goto out;
+give_back:
+	v2d_give_back(&v->dirty, &set);
+out:
+	free(vec);
+	pthread_mutex_unlock(&fs->ckpt_mu);
+	return ret;
+}

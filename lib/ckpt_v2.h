@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ckpt_v2: mount and checkpoint of a format-v2 file system, step 3
+ * (experimental; docs/FORMAT.md "Mounting version 2").  ckpt.c's
+ * ckpt_load and ckpt_write hand a v2 file system over to these.
+ *
+ * Load: the node store on the mirror, the node cache, the free space
+ * (fspace) and the INODES tree; every item goes into the in-memory
+ * metadata (full load: the bounded cache and lazy loading are the next
+ * step); then meta_apply notes every change (v2dirty.h).
+ *
+ * Checkpoint: one transaction of the INODES tree with the items of what
+ * changed since the last one, the free space, the superblock, the log
+ * trimmed: its cost follows what changed, not the file system's size.
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef TWINFS_CKPT_V2_H
+#define TWINFS_CKPT_V2_H
+
+#include <stdint.h>
+
+struct tfs;
+struct btree;
+struct tfs_inode;
+
+/* Set up the trees from fs->sb (version 2) and load every item. */
+int ckpt_v2_load(struct tfs *fs);
+/* Write what changed, commit the trees and the superblock, trim the log. */
+int ckpt_v2_write(struct tfs *fs);
+/* Free the trees' state (fs_free); nothing is written. */
+void ckpt_v2_free(struct tfs *fs);
+
+/* The EXTENT items of @ip in file blocks [from, to) (multiples of
+ * V2D_CHUNK, v2dirty.h) replaced by what its map holds there, each item
+ * inside one chunk.  The caller holds the inode's range lock over them and
+ * has the tree's transaction open.  (lib/v2ext.c's range operations will
+ * replace this.) */
+int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to);
+
+/*
+ * The integration point of the data area: bring the free-space tree's data
+ * groups (and, later, the REFCOUNT tree) in line with alloc.c, called by
+ * the checkpoint after the INODES tree's changes and before fspace_commit.
+ * Step 3 does nothing here: the data allocator is alloc.c, rebuilt at mount
+ * from the extents (as version 1 does), and the free-space tree lists the
+ * whole data area free (docs/FORMAT.md).  Branch valloc fills it in.
+ */
+int ckpt_v2_sync_data_space(struct tfs *fs);
+
+#endif

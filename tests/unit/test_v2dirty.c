@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: the set of changes of a format-v2 checkpoint (v2dirty.c): extent ranges widened to 256-block chunks and merged (a truncate is one range), flags, names and removed cookies, take in inode order, give back merged. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "v2dirty.h"
+
+static struct v2d_ino *find(struct v2d_ino **v, size_t n, uint64_t ino)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i]->ino == ino)
+			return v[i];
+	return NULL;
+}
+
+static void test_ranges(void **state)
+{
+	struct v2dirty d;
+	struct v2d_set s;
+	struct v2d_ino **v, *e;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(v2d_init(&d), 0);
+	v2d_note_ext(&d, 7, 10, 1);		/* [0, 256) */
+	v2d_note_ext(&d, 7, 1000, 3);		/* [768, 1024) */
+	v2d_note_ext(&d, 7, 5000, 1);		/* [4864, 5120) */
+	v2d_note_ext(&d, 7, 300, 1);		/* [256, 512): touches the first */
+	v2d_note_ext(&d, 7, 255, 2);		/* inside [0, 512) */
+	v2d_note_ext(&d, 7, 3, 0);		/* nothing */
+	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
+	assert_int_equal(n, 1);
+	e = v[0];
+	assert_int_equal(e->next, 3);
+	assert_int_equal(e->ext[0].from, 0);
+	assert_int_equal(e->ext[0].to, 512);
+	assert_int_equal(e->ext[1].from, 768);
+	assert_int_equal(e->ext[1].to, 1024);
+	assert_int_equal(e->ext[2].from, 4864);
+	assert_int_equal(e->ext[2].to, 5120);
+	assert_int_equal(e->flags, 0);
+	free(v);
+	v2d_set_free(&s);
+	assert_int_equal(v2d_count(&d), 0);
+
+	/* A truncate: one range over everything after it, swallowing the
+	 * ranges inside. */
+	v2d_note_ext(&d, 7, 600, 1);
+	v2d_note_ext(&d, 7, 9000, 1);
+	v2d_note_ext(&d, 7, 100, 1ull << 51);
+	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
+	assert_int_equal(v[0]->next, 1);
+	assert_int_equal(v[0]->ext[0].from, 0);
+	assert_int_equal(v[0]->ext[0].to, (100 + (1ull << 51) + 255) & ~255ull);
+	free(v);
+	v2d_set_free(&s);
+	v2d_destroy(&d);
+}
+
+static void test_names_take_give_back(void **state)
+{
+	struct v2dirty d;
+	struct v2d_set s;
+	struct v2d_ino **v, *e;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(v2d_init(&d), 0);
+	for (uint64_t ino = 5000; ino > 1; ino--)
+		v2d_note_inode(&d, ino, V2D_INODE);
+	v2d_note_inode(&d, 42, V2D_XATTR);
+	v2d_note_inode(&d, 43, V2D_DEAD);
+	v2d_note_name(&d, 1, "a", 1, 0);
+	v2d_note_name(&d, 1, "a", 1, 0);	/* the same name again: kept once */
+	v2d_note_name(&d, 1, "bb", 2, 17);
+	assert_int_equal(v2d_count(&d), 5000);
+	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
+	assert_int_equal(n, 5000);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(v[i]->ino, i + 1);	/* ascending */
+	assert_int_equal(find(v, n, 42)->flags, V2D_INODE | V2D_XATTR);
+	assert_int_equal(find(v, n, 43)->flags, V2D_INODE | V2D_DEAD);
+	e = find(v, n, 1);
+	assert_int_equal(e->nnames, 2);
+	assert_int_equal(e->ncookies, 1);
+	assert_int_equal(e->cookies[0], 17);
+	assert_memory_equal(e->names[1].name, "bb", 2);
+	free(v);
+	assert_int_equal(v2d_count(&d), 0);
+
+	/* Meanwhile: more changes; the failed checkpoint gives its set back. */
+	v2d_note_ext(&d, 1, 0, 1);
+	v2d_note_name(&d, 1, "c", 1, 0);
+	v2d_give_back(&d, &s);
+	assert_int_equal(v2d_count(&d), 5000);
+	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
+	e = find(v, n, 1);
+	assert_int_equal(e->flags, 0);	/* names only */
+	assert_int_equal(e->next, 1);
+	assert_int_equal(e->nnames, 3);
+	assert_int_equal(e->ncookies, 1);
+	assert_false(s.lost);
+	free(v);
+	v2d_set_free(&s);
+	v2d_destroy(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ranges),
+		cmocka_unit_test(test_names_take_give_back),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
