@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc_v2.h"
 #include "bcache.h"
 #include "bstore.h"
 #include "btree.h"
@@ -62,6 +63,13 @@ struct ckpt_v2 {
 	struct fspace *fsp;
 	struct btree itree;		/* INODES */
 	bool itree_open;
+	struct btree rtree;		/* REFCOUNT */
+	bool rtree_open;
+	/* alloc.c's used map and shared counts into the free-space and
+	 * refcount trees (alloc_v2.h); tracking starts before the mount
+	 * rebuilds the allocator, so the first checkpoint writes it all. */
+	struct alloc_v2 *av;
+	struct broot rroot;		/* REFCOUNT root of the open commit */
 	struct v2dirty dirty;
 	bool dirty_init;
 	/* Nodes commits freed whose superblock is not durable yet (under
@@ -82,6 +90,10 @@ void ckpt_v2_free(struct tfs *fs)
 	if (!v)
 		return;
 	fs->v2dirty = NULL;
+	if (v->av)
+		alloc_v2_destroy(v->av);
+	if (v->rtree_open)
+		bt_close(&v->rtree);
 	if (v->itree_open)
 		bt_close(&v->itree);
 	if (v->fsp)
@@ -140,6 +152,13 @@ static int v2_open(struct tfs *fs)
 			      sb->fs_uuid, &sb->roots[V2_TREE_INODES - 1]);
 	if (ret == 0)
 		v->itree_open = true;
+	if (ret == 0)
+		ret = bt_open(&v->rtree, fspace_node_store(v->fsp), v->cache, V2_TREE_REFCOUNT,
+			      sb->fs_uuid, &sb->roots[V2_TREE_REFCOUNT - 1]);
+	if (ret == 0)
+		v->rtree_open = true;
+	if (ret == 0)
+		ret = alloc_v2_create(fs->alloc, v->fsp, &v->rtree, &v->av);
 	return ret;
 }
 
@@ -595,10 +614,59 @@ static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, 
 	return ret;
 }
 
-int ckpt_v2_sync_data_space(struct tfs *fs)
+static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n);
+
+/* The data area into the trees, at the checkpoint's point: the shared
+ * counts alloc.c changed as REFCOUNT items (a transaction of the refcount
+ * tree at @gen, committed here, its freed nodes joining the pending ones),
+ * then its used map into fspace for the chunks that changed, so
+ * fspace_commit writes their FREE items.  The INODES tree's transaction is
+ * open; on failure the caller aborts it. */
+int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen)
 {
-	(void)fs;
-	return 0;
+	struct ckpt_v2 *v = fs->v2;
+	uint64_t *freed = NULL;
+	size_t nfreed = 0;
+	int ret;
+
+	ret = bt_begin(&v->rtree, gen);
+	if (ret)
+		return ret;
+	ret = alloc_v2_write_refs(v->av);
+	if (ret) {
+		bt_abort(&v->rtree);
+		alloc_v2_refs_abort(v->av);
+		return ret;
+	}
+	ret = bt_commit(&v->rtree, &v->rroot, &freed, &nfreed);
+	if (ret) {
+		bt_abort(&v->rtree);
+		alloc_v2_refs_abort(v->av);
+		return ret;
+	}
+	ret = add_pending(v, freed, nfreed);
+	free(freed);
+	if (ret == 0)
+		ret = alloc_v2_sync_free(v->av);
+	if (ret)
+		alloc_v2_refs_abort(v->av);
+	return ret;
+}
+
+/* The mount rebuilt alloc.c from the extents: have the first checkpoint
+ * compare its whole used map with the free-space tree, so blocks the tree
+ * still shows in use that nothing references any more (frees of a crash,
+ * leaks of allocations never referenced) are written free.  Step 3 reads
+ * every group once for it, as its full load reads every inode. */
+void ckpt_v2_rebuilt(struct tfs *fs)
+{
+	struct alloc_run all;
+
+	if (!fs->v2)
+		return;
+	all.blk = fs->sb.node_start + fs->sb.node_blocks;
+	all.n = fs->sb.total_blocks - all.blk;
+	alloc_mark_used_changes(fs->alloc, &all, 1);
 }
 
 /* ---- checkpoint: commit ---- */
@@ -630,8 +698,9 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	struct super old;
 	int ret;
 
-	w0 = atomic_load(&v->itree.written) + atomic_load(&fspace_tree(v->fsp)->written);
-	ret = ckpt_v2_sync_data_space(fs);
+	w0 = atomic_load(&v->itree.written) + atomic_load(&v->rtree.written) +
+	     atomic_load(&fspace_tree(v->fsp)->written);
+	ret = ckpt_v2_sync_data_space(fs, gen);
 	if (ret) {
 		bt_abort(&v->itree);
 		return ret;
@@ -647,19 +716,23 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	free(freed);
 	if (ret == 0)
 		ret = fspace_commit(v->fsp, gen, v->pending, v->npending, &froot);
-	if (ret)
+	if (ret) {
+		alloc_v2_refs_abort(v->av);
 		return ret;
+	}
 	ret = wib_write(fs, &wib);
 	if (ret == 0)
 		ret = mirror_flush(&fs->mirror);
 	if (ret) {
 		wib_put(fs, wib.start, wib.blocks);
 		fspace_commit_abort(v->fsp);
+		alloc_v2_refs_abort(v->av);
 		return ret;
 	}
 	old = fs->sb;
 	fs->sb.roots[V2_TREE_INODES - 1] = iroot;
 	fs->sb.roots[V2_TREE_FREE - 1] = froot;
+	fs->sb.roots[V2_TREE_REFCOUNT - 1] = v->rroot;
 	fs->sb.tree_gen = gen;
 	fs->sb.ckpt_seq = seq;
 	fs->sb.log_head_pos = pos;
@@ -675,14 +748,16 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 		fs->sb = old;
 		wib_put(fs, wib.start, wib.blocks);
 		fspace_commit_abort(v->fsp);
+		alloc_v2_refs_abort(v->av);
 		return ret;
 	}
 	bt_release(&v->itree, v->pending, v->npending);
 	v->npending = 0;
 	fspace_commit_done(v->fsp);
+	alloc_v2_refs_done(v->av);
 	wib_put(fs, old.wib_start, old.wib_blocks);
 	atomic_fetch_add(&fs->ckpt_written_blocks,
-			 (atomic_load(&v->itree.written) +
+			 (atomic_load(&v->itree.written) + atomic_load(&v->rtree.written) +
 			  atomic_load(&fspace_tree(v->fsp)->written) - w0) * BNODE_BLOCKS);
 	return 0;
 }

@@ -39,13 +39,18 @@ void ckpt_v2_free(struct tfs *fs);
 int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to);
 
 /*
- * The integration point of the data area: bring the free-space tree's data
- * groups (and, later, the REFCOUNT tree) in line with alloc.c, called by
- * the checkpoint after the INODES tree's changes and before fspace_commit.
- * Step 3 does nothing here: the data allocator is alloc.c, rebuilt at mount
- * from the extents (as version 1 does), and the free-space tree lists the
- * whole data area free (docs/FORMAT.md).  Branch valloc fills it in.
+ * The data area into the trees (alloc_v2.h), called by the checkpoint after
+ * the INODES tree's changes and before fspace_commit, at generation @gen:
+ * the shared counts alloc.c changed as REFCOUNT items (the refcount tree
+ * committed in memory, published with the other roots), then its used map
+ * into the free-space tree's groups for the chunks that changed.  The data
+ * allocator is still alloc.c, rebuilt at mount from the extents (step 3);
+ * its change tracking starts before that rebuild, so the mount's first
+ * checkpoint brings both trees in line with it (docs/FORMAT.md).
  */
-int ckpt_v2_sync_data_space(struct tfs *fs);
+int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen);
+/* After the mount rebuilt alloc.c: the next checkpoint compares all of its
+ * used map with the free-space tree (nothing on version 1). */
+void ckpt_v2_rebuilt(struct tfs *fs);
 
 #endif

@@ -545,6 +545,11 @@ int tfs_unmount(struct tfs *fs)
 	 * they are durable: otherwise fs_free hands the blocks back unissued. */
 	if (ret == 0)
 		discard_stop(fs);
+	/* Version 2 keeps free space on disk: what the final checkpoint still
+	 * held (deferred frees, discards) is written free by one more, which
+	 * writes only those groups. */
+	if (ret == 0 && fs->v2 && !fs->readonly)
+		ret = ckpt_write(fs);
 	fs_teardown(fs);
 	return ret;
 }

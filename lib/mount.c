@@ -17,8 +17,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "event.h"
+#include "ckpt_v2.h"
 #include "discard.h"
+#include "event.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -804,6 +805,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = wib_mount_load(fs, err, errlen);
 	if (ret < 0)
 		goto out_fs;
+	ckpt_v2_rebuilt(fs);
 	fs->replaying = false;
 	if (fs->rescue)
 		ret = mount_rescue(fs, o, name0, end_pos, next_seq, err, errlen);
