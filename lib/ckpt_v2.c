@@ -109,20 +109,6 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->v2 = NULL;
 }
 
-/* The free space's geometry the superblock records (the same as
- * format_v2_fspace_params, which mkfs and fsck use: format_v2.c calls
- * fs.c, which calls the checkpoint, so it is not called from here). */
-static void v2_fspace_params(const struct super *sb, struct fspace_params *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->start = sb->node_start + sb->node_blocks;
-	p->end = sb->total_blocks;
-	p->gblocks = sb->gblocks;
-	p->node_start = sb->node_start;
-	p->nslots = sb->node_blocks / BNODE_BLOCKS;
-	p->node_reserve = sb->node_reserve;
-}
-
 static int v2_open(struct tfs *fs)
 {
 	const struct super *sb = &fs->sb;
@@ -134,7 +120,7 @@ static int v2_open(struct tfs *fs)
 	if (!v)
 		return -ENOMEM;
 	fs->v2 = v;
-	v2_fspace_params(sb, &fp);
+	fspace_sb_params(sb, &fp);
 	ret = v2d_init(&v->dirty);
 	if (ret)
 		return ret;

@@ -96,17 +96,6 @@ int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 	return 0;
 }
 
-void format_v2_fspace_params(const struct super *sb, struct fspace_params *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->start = sb->node_start + sb->node_blocks;
-	p->end = sb->total_blocks;
-	p->gblocks = sb->gblocks;
-	p->node_start = sb->node_start;
-	p->nslots = sb->node_blocks / BNODE_BLOCKS;
-	p->node_reserve = sb->node_reserve;
-}
-
 /* One tree with the given items, committed at generation 1: *root. */
 static int v2_tree(struct bstore *s, struct bcache *c, const struct super *sb, uint64_t owner,
 		   const struct bkey *k, const void *val, unsigned len, struct broot *root)
@@ -172,7 +161,7 @@ static int v2_trees(struct mirror *m, struct super *sb, char *err, size_t errlen
 	struct bkey k;
 	int ret;
 
-	format_v2_fspace_params(sb, &fp);
+	fspace_sb_params(sb, &fp);
 	ret = bstore_mirror_init(&s, m, sb->node_start, fp.nslots);
 	if (ret == 0)
 		ret = bcache_create(V2_MKFS_CACHE, &c);

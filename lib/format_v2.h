@@ -20,8 +20,6 @@ uint64_t format_v2_node_blocks(uint64_t total_blocks);
 /* The version 2 superblock of a new file system of @n devices. */
 int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 		    const struct tfs_format_opts *o, char *err, size_t errlen);
-/* The free space's geometry a v2 superblock records (mkfs, fsck). */
-void format_v2_fspace_params(const struct super *sb, struct fspace_params *p);
 /* The trees (through the node store on @m) and superblock generation 1 on
  * every device, all flushed. */
 int format_v2_write(struct dev_backend *be, struct dev **d, struct mirror *m, struct super *sb,

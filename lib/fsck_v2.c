@@ -368,7 +368,7 @@ static void check_free_space(struct v2ck *v)
 	char why[256] = "";
 	int ret;
 
-	format_v2_fspace_params(v->sb, &p);
+	fspace_sb_params(v->sb, &p);
 	ret = fspace_open(&v->rec, v->cache, v->sb->fs_uuid, &p, &v->sb->roots[V2_TREE_FREE - 1],
 			  &fs);
 	if (ret) {

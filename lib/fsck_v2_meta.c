@@ -811,7 +811,7 @@ static void check_free(struct v2ck *v)
 	uint64_t ngroups, *summ, pos = 0;	/* offsets from the data area's start */
 	int ret;
 
-	format_v2_fspace_params(v->sb, &p);
+	fspace_sb_params(v->sb, &p);
 	if (!p.gblocks)
 		p.gblocks = FSPACE_GROUP_DEFAULT;
 	ngroups = (p.end - p.start + p.gblocks - 1) / p.gblocks;

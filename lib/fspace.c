@@ -17,6 +17,18 @@
 
 #include "bmap.h"
 #include "fspace_i.h"
+#include "super.h"
+
+void fspace_sb_params(const struct super *sb, struct fspace_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->start = sb->node_start + sb->node_blocks;
+	p->end = sb->total_blocks;
+	p->gblocks = sb->gblocks;
+	p->node_start = sb->node_start;
+	p->nslots = sb->node_blocks / BNODE_BLOCKS;
+	p->node_reserve = sb->node_reserve;
+}
 
 /* ---- loading and eviction ---- */
 

@@ -102,6 +102,11 @@ struct fspace_stats {
  */
 int fspace_open(struct bstore *io, struct bcache *c, const uint8_t fs_uuid[16],
 		const struct fspace_params *p, const struct broot *root, struct fspace **out);
+/* The geometry a version 2 superblock records (mkfs, mount, fsck):
+ * the data area after the node area, to the end of the devices. */
+struct super;
+void fspace_sb_params(const struct super *sb, struct fspace_params *p);
+
 /* Drops everything not committed (a crash, for tests) and frees the memory. */
 void fspace_close(struct fspace *fs);
 

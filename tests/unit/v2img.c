@@ -89,7 +89,7 @@ void img_open(struct img2 *x)
 	assert_int_equal(bstore_mirror_init(&x->s, &x->m, x->sb.node_start,
 					    x->sb.node_blocks / BNODE_BLOCKS), 0);
 	assert_int_equal(bcache_create(1u << 20, &x->c), 0);
-	format_v2_fspace_params(&x->sb, &p);
+	fspace_sb_params(&x->sb, &p);
 	assert_int_equal(fspace_open(&x->s.store, x->c, x->sb.fs_uuid, &p,
 				     &x->sb.roots[V2_TREE_FREE - 1], &x->fs), 0);
 }
