@@ -100,6 +100,9 @@ int dev_open(const char *path, bool readonly, struct dev **out, char *err, size_
 	}
 	d->fd = fd;
 	d->idx = -1;
+	/* Whatever another process left in the device's cache: the first
+	 * flush is never skipped. */
+	d->wr_done = 1;
 	d->size = size & ~(uint64_t)4095;
 	d->direct = direct;
 	d->is_blk = S_ISBLK(st.st_mode);
@@ -257,13 +260,43 @@ inval:
 	return -EINVAL;
 }
 
+void dev_note_done(const struct dev_io *ios, unsigned n)
+{
+	/* Failed ones too: a partly done write may have reached the cache. */
+	for (unsigned i = 0; i < n; i++)
+		if (ios[i].op == DEV_WRITE && !ios[i].fua)
+			atomic_fetch_add(&ios[i].dev->wr_done, 1);
+}
+
+/* A flush of @d issued after @seen plain writes had completed succeeded. */
+static void note_flushed(struct dev *d, uint64_t seen)
+{
+	uint64_t cur = atomic_load(&d->wr_flushed);
+
+	while (cur < seen && !atomic_compare_exchange_weak(&d->wr_flushed, &cur, seen))
+		;
+}
+
 int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 {
+	uint64_t seen[DEV_MAX];
 	int ret = dev_check(ios, n);
 
 	if (ret || !n)
 		return ret;
-	return be->ops->submit(be, ios, n);
+	for (unsigned i = 0; i < n && i < DEV_MAX; i++)
+		seen[i] = ios[i].op == DEV_FLUSH ? atomic_load(&ios[i].dev->wr_done) : 0;
+	ret = be->ops->submit(be, ios, n);
+	dev_note_done(ios, n);
+	for (unsigned i = 0; i < n && i < DEV_MAX; i++)
+		if (ios[i].op == DEV_FLUSH && !ret && !ios[i].res)
+			note_flushed(ios[i].dev, seen[i]);
+	return ret;
+}
+
+bool dev_flush_needed(struct dev *d)
+{
+	return atomic_load(&d->wr_flushed) != atomic_load(&d->wr_done);
 }
 
 /*
@@ -306,6 +339,7 @@ static void *emu_main(void *arg)
 			for (unsigned i = 0; i < b->n; i++)
 				if (b->ios[i].res > 0)
 					b->ios[i].res = -EIO;
+		dev_note_done(b->ios, b->n);
 		b->done(b);
 		pthread_mutex_lock(&e->mu);
 		if (!--e->busy)

@@ -42,6 +42,11 @@ struct dev {
 	bool direct;		/* opened with O_DIRECT */
 	bool is_blk;		/* block device (else regular file) */
 	_Atomic int discard;	/* enum dev_discard_mode */
+	/* Plain (not FUA) writes completed, and how many of them the last
+	 * completed DEV_FLUSH covered: equal means a flush has nothing to
+	 * make durable (dev_note_done, mirror_flush). */
+	_Atomic uint64_t wr_done;
+	_Atomic uint64_t wr_flushed;
 };
 
 struct dev_io {
@@ -150,6 +155,15 @@ int dev_backend_create(const char *name, struct dev_backend **out);
 /* Attach a device: assigns d->idx.  All devices are attached before I/O. */
 int dev_backend_attach(struct dev_backend *be, struct dev *d);
 int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n);
+/*
+ * Count the plain writes of @ios as completed (dev_io.dev->wr_done).  The
+ * dev layer calls it for every batch before the caller sees it complete,
+ * so a flush issued after that covers them.
+ */
+void dev_note_done(const struct dev_io *ios, unsigned n);
+/* Whether a plain write completed on @d since the last DEV_FLUSH through
+ * dev_submit was issued: if not, a flush would make nothing durable. */
+bool dev_flush_needed(struct dev *d);
 /* Whether @be runs batches asynchronously (io_uring: yes). */
 bool dev_async_supported(const struct dev_backend *be);
 /*
@@ -255,6 +269,10 @@ struct dev_fault_rec {
 	uint64_t off;
 	uint32_t len;
 	void *data;		/* DEV_WRITE only; owned by the journal */
+	/* DEV_WRITE with FUA: durable once journaled (records are appended
+	 * when their batch completed), while the device's earlier plain
+	 * writes still need a DEV_FLUSH. */
+	bool fua;
 };
 void dev_fault_record(struct dev_backend *be, bool on);
 /* Borrow the journal; valid until dev_fault_record(be, true) or destroy. */

@@ -27,7 +27,7 @@ struct fault_be {
 	struct dev_fault_rule *rules;
 	size_t nrules, rules_cap;
 	uint64_t issued[DEV_MAX][3];	/* by device idx and op */
-	uint64_t fua[DEV_MAX];		/* FUA writes done (fault_submit_fua) */
+	uint64_t fua[DEV_MAX];		/* FUA writes done (passed down as FUA) */
 	uint64_t discards[DEV_MAX];	/* discards passed down, by device idx */
 	bool recording;
 	struct dev_fault_rec *jnl;
@@ -124,6 +124,7 @@ static int jnl_append(struct fault_be *fb, const struct dev_io *io, const void *
 	rec->dev_idx = io->dev->idx;
 	rec->off = io->off;
 	rec->len = io->len;
+	rec->fua = io->op == DEV_WRITE && io->fua;
 	if (io->op == DEV_WRITE) {
 		rec->data = malloc(io->len);
 		if (!rec->data)
@@ -132,52 +133,6 @@ static int jnl_append(struct fault_be *fb, const struct dev_io *io, const void *
 	}
 	fb->njnl++;
 	return 0;
-}
-
-static int fault_submit(struct dev_backend *be, struct dev_io *ios, unsigned n);
-
-/*
- * A FUA write (dev_io.fua) is passed on as what the block layer makes of
- * it on a device without FUA: the plain write, then a flush of its device,
- * each matched against the rules and journaled as such.  The crash
- * explorer then takes the flush to cover the device's earlier writes too,
- * which a real FUA write does not: callers must not count on that (the log
- * flushes before its FUA chunk write).
- */
-static int fault_submit_fua(struct dev_backend *be, struct dev_io *ios, unsigned n)
-{
-	struct dev_io fl[DEV_MAX];
-	bool *fua = calloc(n, sizeof(*fua));
-	unsigned i, k, m = 0;
-	int ret;
-
-	if (!fua)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		fua[i] = ios[i].fua && ios[i].op == DEV_WRITE;
-		ios[i].fua = false;
-	}
-	ret = fault_submit(be, ios, n);
-	for (i = 0; i < n && !ret; i++) {	/* one flush per device written */
-		for (k = 0; k < m && fl[k].dev != ios[i].dev; k++)
-			;
-		if (fua[i] && !ios[i].res && k == m && m < DEV_MAX)
-			fl[m++] = (struct dev_io){ .dev = ios[i].dev, .op = DEV_FLUSH };
-	}
-	if (!ret && m)
-		ret = fault_submit(be, fl, m);
-	for (i = 0; i < n && !ret; i++) {
-		for (k = 0; fua[i] && k < m; k++)
-			if (fl[k].dev == ios[i].dev && !ios[i].res)
-				ios[i].res = fl[k].res;
-	}
-	pthread_mutex_lock(&fault_of(be)->lock);
-	for (i = 0; i < n && !ret; i++)
-		if (fua[i] && !ios[i].res && ios[i].dev->idx >= 0 && ios[i].dev->idx < DEV_MAX)
-			fault_of(be)->fua[ios[i].dev->idx]++;
-	pthread_mutex_unlock(&fault_of(be)->lock);
-	free(fua);
-	return ret;
 }
 
 static int fault_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
@@ -189,9 +144,6 @@ static int fault_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	unsigned i, m = 0;
 	int ret = 0;
 
-	for (i = 0; i < n; i++)
-		if (ios[i].fua && ios[i].op == DEV_WRITE)
-			return fault_submit_fua(be, ios, n);
 	act = calloc(n, sizeof(*act));
 	low = calloc(n, sizeof(*low));
 	map = calloc(n, sizeof(*map));
@@ -244,9 +196,12 @@ static int fault_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	}
 
 	pthread_mutex_lock(&fb->lock);
-	for (i = 0; i < m; i++)
-		if (low[i].dev->idx >= 0 && low[i].dev->idx < DEV_MAX)
-			fb->issued[low[i].dev->idx][low[i].op]++;
+	for (i = 0; i < m; i++) {
+		if (low[i].dev->idx < 0 || low[i].dev->idx >= DEV_MAX)
+			continue;
+		fb->issued[low[i].dev->idx][low[i].op]++;
+		fb->fua[low[i].dev->idx] += low[i].op == DEV_WRITE && low[i].fua && !low[i].res;
+	}
 	if (fb->recording) {
 		/* A flush only covers writes that completed before it was
 		 * issued, so within one batch the flushes go first: a write

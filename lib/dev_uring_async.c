@@ -251,6 +251,7 @@ static void *ua_main(void *arg)
 			struct dev_batch *b = done;
 
 			done = b->next;
+			dev_note_done(b->ios, b->n);
 			b->done(b);	/* may free b */
 		}
 		if (ndone) {

@@ -247,8 +247,14 @@ static int w_prepare(struct wjob *j)
 					 j->cw.runs[i].n, &j->mw[i]);
 		if (ret)
 			break;
-		for (unsigned d = 0; d < j->mw[i].n; d++)
+		/* O_DSYNC: the data as FUA writes, durable when they
+		 * complete, so the commit that follows needs no flush first
+		 * (mirror_flush skips a device with only FUA writes since its
+		 * last flush): one device round trip less per write. */
+		for (unsigned d = 0; d < j->mw[i].n; d++) {
+			j->mw[i].ios[d].fua = j->dsync;
 			j->ios[total++] = j->mw[i].ios[d];
+		}
 	}
 	if (ret) {
 		while (i--)
@@ -481,6 +487,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 
 	if (!j)
 		return -ENOMEM;
+	j->dsync = ((flags | f->flags) & (O_DSYNC | O_SYNC)) != 0;
 	ret = w_enter(j, f, off);
 	if (!ret) {
 		ret = w_locked(j, fill, ctx);
@@ -488,7 +495,7 @@ ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, v
 	}
 	/* Wait for durability without the range lock, so other writers
 	 * proceed and join the same group commit. */
-	if (!ret && ((flags | f->flags) & (O_DSYNC | O_SYNC))) {
+	if (!ret && j->dsync) {
 		t0 = prof_begin();
 		ret = log_commit(fs->log, j->seq);
 		prof_end(PROF_SYNC, t0);

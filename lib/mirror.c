@@ -566,18 +566,24 @@ int mirror_flush(struct mirror *m)
 	struct dev_io ios[DEV_MAX];
 	unsigned slot[DEV_MAX];
 	bool insync[DEV_MAX];
-	unsigned i, n = 0, ok = 0;
+	unsigned i, n = 0, ok = 0, clean = 0;
 	int ret;
 
 	for (i = 0; i < m->ndevs; i++) {
 		if (!dev_writable(m, i))
 			continue;
 		insync[n] = atomic_load(&m->state[i]) == MDEV_OK;
+		/* Nothing but FUA writes since its last flush: already
+		 * durable (an O_DSYNC write's data, then its log chunk). */
+		if (!dev_flush_needed(m->devs[i])) {
+			clean += insync[n];
+			continue;
+		}
 		slot[n] = i;
 		ios[n++] = (struct dev_io){ .dev = m->devs[i], .op = DEV_FLUSH };
 	}
 	if (!n)
-		return -EIO;
+		return clean ? ack_degraded(m) : -EIO;
 	ret = dev_submit(m->be, ios, n);
 	for (i = 0; i < n; i++) {
 		int res = ret ? ret : ios[i].res;
@@ -590,7 +596,7 @@ int mirror_flush(struct mirror *m)
 			ok++;
 		}
 	}
-	return ok ? ack_degraded(m) : -EIO;
+	return ok + clean ? ack_degraded(m) : -EIO;
 }
 
 static void count_read(struct mirror *m, unsigned dev, uint32_t nblk)

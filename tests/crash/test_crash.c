@@ -3,8 +3,9 @@
 /*
  * How a crash state is built: base images (taken right after a syncfs) plus
  * journal writes.  For a cut C (a position in the journal) each device keeps
- * every write it flushed before C, and of its writes after its last flush
- * before C a chosen subset (all, none, or random whole writes and random
+ * every write it flushed before C and every FUA write before C (durable
+ * when complete, but no flush of the writes before it), and of its other
+ * writes after its last flush before C a chosen subset (all, none, or random whole writes and random
  * blocks of multi-block writes).  Metadata is one ordered log and data is
  * copy-on-write, so the recovered tree must be exactly the model after some
  * operation k with lo <= k <= hi, where lo is the last operation whose
@@ -536,7 +537,9 @@ static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
 		}
 		if (w->op != DEV_WRITE)
 			continue;
-		if (i < lastflush[w->dev_idx] || s->mode == S_ALL) {
+		/* A FUA write is durable once complete (journaled), but
+		 * makes nothing else durable: a device that has real FUA. */
+		if (i < lastflush[w->dev_idx] || s->mode == S_ALL || w->fua) {
 			put_blocks(w, 0, nb);
 			continue;
 		}
@@ -723,7 +726,9 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 	} while (0)
 
 	for (size_t i = 0; i < nj; i++) {
-		if (j[i].op != DEV_FLUSH)
+		/* FUA writes too: an O_DSYNC write's data and its log chunk
+		 * may be durable with no flush between them. */
+		if (j[i].op != DEV_FLUSH && !(j[i].op == DEV_WRITE && j[i].fua))
 			continue;
 		nflush++;
 		ADD(i + 1, S_ALL);
@@ -793,7 +798,7 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 		free(base[d].data);
 		base[d].data = NULL;
 	}
-	printf("crash: %zu journal entries (%zu flushes, %zu discards), %zu operations: %zu crash "
+	printf("crash: %zu journal entries (%zu flushes and FUA writes, %zu discards), %zu operations: %zu crash "
 	       "states explored of %zu candidates\n", nj, nflush, ndiscard, nops - 1, explored, nst);
 	total_states += explored;
 	free(st);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: concurrent O_DSYNC writers and fsync callers share group commits (fewer log chunks than waits), and every acknowledged write survives a crash that drops everything not flushed (fault-backend journal replayed up to each device's last flush). */
+/* Description: concurrent O_DSYNC writers and fsync callers share group commits (fewer log chunks than waits), and every acknowledged write survives a crash that drops everything neither flushed nor written FUA (fault-backend journal replayed up to each device's last flush, plus its FUA writes). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -240,16 +240,18 @@ static void group_commit_durable(bool async)
 	/* Each of the NT * ROUNDS writes was durable when it returned (checked
 	 * below through the crash images); a write another leader's chunk had
 	 * already covered returns without waiting, so "waits" can be fewer.
-	 * Sharing shows as fewer chunk writes (each flush-write-flush) than
-	 * durable writes. */
+	 * Sharing shows as fewer chunk writes than durable writes. */
 	assert_true(waits > 0);
 	assert_true(chunks < NT * ROUNDS);
 
-	/* Crash: keep each device's writes up to its last flush, drop the rest. */
+	/* Crash: keep each device's writes up to its last flush and its FUA
+	 * writes (O_DSYNC data, log chunks: durable once complete, nothing
+	 * else made durable by them), drop the rest. */
 	j = dev_fault_journal(fs->be, &nj);
 	for (size_t k = 0; k < nj; k++)
-		if (j[k].op == DEV_FLUSH && j[k].dev_idx >= 0 && j[k].dev_idx < 2) {
-			last_flush[j[k].dev_idx] = k;
+		if ((j[k].op == DEV_FLUSH || j[k].fua) && j[k].dev_idx >= 0 && j[k].dev_idx < 2) {
+			if (j[k].op == DEV_FLUSH)
+				last_flush[j[k].dev_idx] = k;
 			flushed[j[k].dev_idx] = true;
 		}
 	for (int d = 0; d < 2; d++) {
@@ -257,8 +259,9 @@ static void group_commit_durable(bool async)
 
 		assert_true(fd >= 0);
 		assert_true(flushed[d]);
-		for (size_t k = 0; k < last_flush[d]; k++)
-			if (j[k].op == DEV_WRITE && j[k].dev_idx == d)
+		for (size_t k = 0; k < nj; k++)
+			if (j[k].op == DEV_WRITE && j[k].dev_idx == d &&
+			    (k < last_flush[d] || j[k].fua))
 				assert_int_equal(pwrite(fd, j[k].data, j[k].len, (off_t)j[k].off),
 						 (ssize_t)j[k].len);
 		close(fd);

@@ -157,9 +157,8 @@ static void write_ids(struct log *l, uint64_t from, uint64_t to, uint32_t extra)
 }
 
 /* A commit flushes every mirror, then writes its chunk with FUA: per
- * device the journal shows flush, chunk write, flush (the fault backend
- * passes a FUA write on as the write and a flush), and the chunk write was
- * a FUA write, not a plain write followed by a second flush of our own. */
+ * device the journal shows flush, chunk write, and the chunk write was a
+ * FUA write, not a plain write followed by a second flush of our own. */
 static void test_commit_fua(void **state)
 {
 	struct env e;
@@ -186,13 +185,84 @@ static void test_commit_fua(void **state)
 		for (size_t i = 0; i < n; i++)
 			if (j[i].dev_idx == d && k < 8)
 				ops[k++] = j[i].op;
-		assert_int_equal(k, 3);
+		assert_int_equal(k, 2);
 		assert_int_equal(ops[0], DEV_FLUSH);
 		assert_int_equal(ops[1], DEV_WRITE);
-		assert_int_equal(ops[2], DEV_FLUSH);
 		assert_int_equal(dev_fault_fua_writes(e.be, d), 1);
 	}
 	dev_fault_record(e.be, false);
+	log_buf_free(&b);
+	log_close(l);
+	env_close(&e);
+}
+
+/* Per device, the ops of the journal and whether each write was FUA. */
+static unsigned dev_ops(struct env *e, int d, uint8_t ops[8], bool fua[8])
+{
+	size_t n;
+	const struct dev_fault_rec *j = dev_fault_journal(e->be, &n);
+	unsigned k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (j[i].dev_idx == d && k < 8) {
+			fua[k] = j[i].fua;
+			ops[k++] = j[i].op;
+		}
+	return k;
+}
+
+/* The flush before a chunk is there for the data the records point to: a
+ * device whose only writes since its last flush were FUA writes (an
+ * O_DSYNC write's data, the previous chunk) is not flushed again, one
+ * with a plain write since is. */
+static void test_commit_flush_only_dirty(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g;
+	struct log_buf b;
+	uint64_t seq;
+	uint8_t ops[8];
+	bool fua[8];
+	void *data = NULL;
+
+	env_open(&e, 1024);
+	g = geom(&e, 78, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, NULL, &l), 0);
+	log_buf_init(&b);
+	assert_int_equal(posix_memalign(&data, 4096, 4096), 0);
+	memset(data, 0x5a, 4096);
+	make_tx(&b, 1, 100);
+	assert_int_equal(log_append(l, &b, &seq), 0);
+	assert_int_equal(log_commit(l, seq), 0);	/* flushes what the open left */
+
+	/* Only FUA writes since: the chunk alone. */
+	assert_int_equal(mirror_write_fua(&e.m, 8, data, 1), 0);
+	make_tx(&b, 2, 100);
+	assert_int_equal(log_append(l, &b, &seq), 0);
+	dev_fault_record(e.be, true);
+	assert_int_equal(log_commit(l, seq), 0);
+	for (int d = 0; d < 2; d++) {
+		assert_int_equal(dev_ops(&e, d, ops, fua), 1);
+		assert_int_equal(ops[0], DEV_WRITE);
+		assert_true(fua[0]);
+	}
+
+	/* A plain write since: flush, then the chunk. */
+	assert_int_equal(mirror_write(&e.m, 9, data, 1), 0);
+	make_tx(&b, 3, 100);
+	assert_int_equal(log_append(l, &b, &seq), 0);
+	dev_fault_record(e.be, true);
+	assert_int_equal(log_commit(l, seq), 0);
+	for (int d = 0; d < 2; d++) {
+		/* the plain write was before recording started */
+		assert_int_equal(dev_ops(&e, d, ops, fua), 2);
+		assert_int_equal(ops[0], DEV_FLUSH);
+		assert_int_equal(ops[1], DEV_WRITE);
+		assert_true(fua[1]);
+	}
+	dev_fault_record(e.be, false);
+	free(data);
 	log_buf_free(&b);
 	log_close(l);
 	env_close(&e);
@@ -840,6 +910,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_append_replay),
 		cmocka_unit_test(test_commit_fua),
+		cmocka_unit_test(test_commit_flush_only_dirty),
 		cmocka_unit_test(test_group_commit),
 		cmocka_unit_test(test_wraparound),
 		cmocka_unit_test(test_torn_and_single_mirror),

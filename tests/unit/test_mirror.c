@@ -348,12 +348,20 @@ static void flush_error(struct fx *f)
 	assert_int_equal(mirror_flush(&f->m), 0);
 	dev_fault_counts(f->be, 0, c);
 	assert_int_equal(c[DEV_FLUSH], 1);
+	/* Nothing written since: no flush to fail. */
 	add_rule(f, 1, DEV_FLUSH, DEV_FAULT_ERROR, -1);
+	assert_int_equal(mirror_flush(&f->m), 0);
+	dev_fault_counts(f->be, 1, c);
+	assert_int_equal(c[DEV_FLUSH], 1);
+	assert_int_equal(atomic_load(&f->m.state[1]), MDEV_OK);
+	/* A plain write since: the flush runs, fails and fails dev1. */
+	assert_int_equal(mirror_write(&f->m, BLK0, f->good, NB), 0);
 	assert_int_equal(mirror_flush(&f->m), 0);
 	assert_int_equal(f->m.ctr[1].flush_err, 1);
 	assert_int_equal(atomic_load(&f->m.state[1]), MDEV_FAILED);
 	assert_int_equal(f->state_calls, 1);
 	add_rule(f, -1, DEV_FLUSH, DEV_FAULT_ERROR, -1);
+	assert_int_equal(mirror_write(&f->m, BLK0, f->good, NB), 0);
 	assert_int_equal(mirror_flush(&f->m), -EIO);
 	assert_int_equal(mirror_healthy(&f->m), 0);
 }
