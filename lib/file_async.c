@@ -9,7 +9,9 @@
  *    for the log to be durable.  It commits the log up to the highest
  *    sequence it holds and only then calls back every item it took: one
  *    flush and one log write per batch (group commit).  An fsync that
- *    finds it idle commits on its own thread instead (tfs_fsync_async).
+ *    finds it idle commits on its own thread instead (tfs_fsync_async),
+ *    and so does an O_DSYNC write, its data write included
+ *    (tfs_write_async, file_sync_try_inline).
  *
  *  - the worker: whatever an I/O completion thread must not wait for
  *    (dev.h, dev_assert_may_block): a write that found a device out of
@@ -233,6 +235,16 @@ static void work_round(struct fa_queue *q, struct fa_item *list)
 void file_sync_add(struct tfs *fs, struct fa_item *it)
 {
 	queue_add(&fs->fa->sync, it);
+}
+
+bool file_sync_try_inline(struct tfs *fs)
+{
+	return queue_try_inline(&fs->fa->sync);
+}
+
+void file_sync_inline_done(struct tfs *fs)
+{
+	queue_inline_done(&fs->fa->sync);
 }
 
 void file_work_add(struct tfs *fs, struct fa_item *it)

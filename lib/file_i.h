@@ -178,6 +178,10 @@ void *file_jc_get(struct jcache *c, size_t size);	/* contents are garbage */
 void file_jc_put(struct jcache *c, void *p);
 /* Queue @it for the syncer / the worker (run here if it cannot start). */
 void file_sync_add(struct tfs *fs, struct fa_item *it);
+/* Lead the syncer's next round on the caller's thread if it has none to
+ * run (true: call file_sync_inline_done after the commit). */
+bool file_sync_try_inline(struct tfs *fs);
+void file_sync_inline_done(struct tfs *fs);
 void file_work_add(struct tfs *fs, struct fa_item *it);
 
 /* Write [off, off + len) copy-on-write with the range lock already held over

@@ -24,7 +24,10 @@
  *  6. unlock    the range lock
  *  7. ack       O_DSYNC/O_SYNC: the log made durable up to the write's
  *               record (sync: on the caller; async: the syncer's group
- *               commit), then the result or the caller's callback
+ *               commit, or the caller's own when the syncer is idle), then
+ *               the result or the caller's callback.  Their data went as
+ *               FUA writes in stage 3, so that commit needs no flush
+ *               unless plain writes came in between (mirror_flush)
  *
  * Stages 1-3 run on the caller's thread.  In the asynchronous path stages
  * 4 and 5 run on the completion thread only while nothing there would
@@ -515,6 +518,18 @@ void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill
 
 	if (!dev_async_supported(fs->be)) {
 		cb(arg, tfs_write(f, off, len, fill, ctx, flags));
+		return;
+	}
+	/* O_DSYNC with the syncer idle: the whole write on this thread, its
+	 * commit included, as tfs_fsync_async does.  A lone synchronous
+	 * writer saves the hops to the completion thread and to the syncer
+	 * (each a wakeup, dear on a busy machine); writers arriving
+	 * meanwhile go the asynchronous way and share the syncer's commit. */
+	if (((flags | f->flags) & (O_DSYNC | O_SYNC)) && file_sync_try_inline(fs)) {
+		ssize_t n = tfs_write(f, off, len, fill, ctx, flags);
+
+		file_sync_inline_done(fs);
+		cb(arg, n);
 		return;
 	}
 	j = wjob_get(fs, f->ip, len, true);
