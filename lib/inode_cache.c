@@ -29,6 +29,7 @@
  * a bounded step at a time, and after every checkpoint (icache_trim).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,7 @@
 
 #define EVICT_SCAN 256		/* buckets the hand passes per step */
 #define EVICT_BATCH 64		/* inodes dropped per step at most */
+#define EVICT_TRIM_MIN 4096	/* drops after which a trim returns memory */
 
 void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
 		   uint64_t max)
@@ -121,7 +123,7 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 void icache_trim(struct tfs *fs)
 {
 	struct itable *t = fs->itab;
-	size_t idle = 0;
+	size_t idle = 0, dropped = 0, n;
 
 	if (!t || !t->lazy)
 		return;
@@ -130,11 +132,17 @@ void icache_trim(struct tfs *fs)
 	while (atomic_load(&t->n) > t->max) {
 		size_t turn = 2 * (t->size / EVICT_SCAN + 1);
 
-		if (evict_step(fs, NULL))
+		n = evict_step(fs, NULL);
+		dropped += n;
+		if (n)
 			idle = 0;
 		else if (++idle >= turn)
 			break;
 	}
+	/* Many small frees: give the pages back, or the daemon's RSS would
+	 * stay at its peak. */
+	if (dropped >= EVICT_TRIM_MIN)
+		malloc_trim(0);
 }
 
 /* The table's @ino, with a handle when @handle; NULL if absent. */
