@@ -19,9 +19,11 @@
  * (inode_lookup_add) or an open (inode_open_add, dropped by fs_iput_open),
  * as before.  Changes go through meta_apply() (apply.c) only.
  *
- * Today the in-memory table backs every call, so nothing fails but a
- * missing inode; the format v2 inode cache will fault inodes in here and
- * may return -EIO or -ENOMEM, which callers already pass on.
+ * On version 1 the in-memory table backs every call, so nothing fails but
+ * a missing inode; on a format v2 mount the inode cache (inode_cache.c)
+ * faults inodes in here from the INODES tree and may return -EIO, -EUCLEAN
+ * or -ENOMEM, which callers pass on.  A miss may read a device: never call
+ * inode_get for an inode not held on an I/O completion thread.
  *
  * Field accessors: the caller holds the inode lock (inode_lock) unless the
  * comment says otherwise.
