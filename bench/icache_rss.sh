@@ -24,11 +24,8 @@ truncate -s 4G "$W/a.img" "$W/b.img"
 "$B/mkfs.twinfs" -O v2 "$W/a.img" "$W/b.img" >/dev/null
 
 rss() { awk '/VmRSS/ { print $2 }' "/proc/$1/status"; }
-daemon_pid() {	# the daemon serving $W/mnt
-	local p
-	for p in $(pgrep -x twinfs); do
-		tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF "$W/a.img" && { echo "$p"; return; }
-	done
+daemon_pid() {	# the daemon serving $W/mnt (whatever its binary is called)
+	pgrep -f -- "$W/a.img:$W/b.img $W/mnt" | head -1
 }
 wait_exit() { while kill -0 "$1" 2>/dev/null; do sleep 0.2; done; }
 
