@@ -116,6 +116,7 @@ struct cfg {
 	char *threads;
 	char *bufs;
 	char *space_reserve;
+	char *cache;
 	char *event_cmd;
 	char *event_timeout;
 	int help;
@@ -141,6 +142,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
 	CFG_OPT("space_reserve=%s", space_reserve, 0),
+	CFG_OPT("cache=%s", cache, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
 	CFG_OPT("event_timeout=%s", event_timeout, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -224,6 +226,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
 		"                           devices before write(2) returns (default: what\n"
 		"                           the kernel may cache for this mount, plus 20M)\n"
+		"    -o cache=SIZE          format v2: node cache and resident inodes together\n"
+		"                           (default 256M, at least 4M; version 1 ignores it)\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
 		"    -o bufs=N              bounce buffers, 1..%u (default: lib's)\n"
 		"    -o event_cmd=PATH      run PATH (absolute) for every event (device failed...)\n"
@@ -525,6 +529,7 @@ struct startup {
 	struct cfg cfg;
 	struct fuse_cmdline_opts cmd;
 	unsigned threads, commit_ms, bufs, event_timeout;
+	uint64_t cache_bytes;	/* -o cache= (0: the default) */
 	const char *devs[DEVS_MAX];
 	int ndevs;
 	char *devlist;		/* the device list as given, for messages */
@@ -591,6 +596,12 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 		fprintf(stderr, "twinfs: space_reserve=%s: expected a size such as 64M or 1G\n",
 			cfg->space_reserve);
 		goto out_usage;
+	}
+	if (cfg->cache && (ctl_parse_size(cfg->cache, &s->cache_bytes) < 0 ||
+			   s->cache_bytes < (4ull << 20))) {
+		fprintf(stderr, "twinfs: cache=%s: expected a size of at least 4M, such as 64M "
+			"or 1G\n", cfg->cache);
+		return 2;
 	}
 	tfsd_files_init(d);
 	return -1;
@@ -665,6 +676,7 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.event_cmd = s->cfg.event_cmd;
 	to.mountpoint = s->mnt;
 	to.event_timeout_s = s->event_timeout;
+	to.cache_bytes = s->cache_bytes;
 	ret = tfs_mount(&to, &d->fs, err, sizeof(err));
 	if (ret < 0)
 		startup_report(&s->report_fd, "%s", err[0] ? err : strerror(-ret));

@@ -89,26 +89,21 @@ static void bump_next_ino(struct tfs *fs, uint64_t ino)
 		;
 }
 
-static int apply_inode(struct tfs *fs, const struct log_inode *li)
+/* Hostile images: inode 0 is no inode, a number near 2^64 would wrap
+ * next_ino (and hand out the root's number again), the root must be a
+ * directory. */
+static int inode_rec_ok(const struct log_inode *li)
 {
-	struct tfs_inode *ip;
-
-	/* Hostile images: inode 0 is no inode, a number near 2^64 would wrap
-	 * next_ino (and hand out the root's number again), the root must be a
-	 * directory, and no operation changes an inode's type (numbers are
-	 * never reused). */
 	if (!li->ino || li->ino >= FS_INO_LIMIT)
 		return -EUCLEAN;
 	if (li->ino == TFS_ROOT_INO && !S_ISDIR(li->mode))
 		return -EUCLEAN;
-	ip = fs_iget(fs, li->ino);
-	if (ip && ((ip->mode ^ li->mode) & S_IFMT))
-		return -EUCLEAN;
-	if (!ip) {
-		ip = fs_inew(fs, li->ino);
-		if (!ip)
-			return -ENOMEM;
-	}
+	return 0;
+}
+
+/* The inode @ip (in the table or about to be) takes the record's state. */
+static int inode_fill(struct tfs *fs, struct tfs_inode *ip, const struct log_inode *li)
+{
 	if (li->target_len) {
 		if (!ip->symlink || strlen(ip->symlink) != li->target_len ||
 		    memcmp(ip->symlink, li->target, li->target_len)) {
@@ -142,6 +137,34 @@ static int apply_inode(struct tfs *fs, const struct log_inode *li)
 	ip->btime = fs_ns_ts(li->btime_ns);
 	bump_next_ino(fs, li->ino);
 	return 0;
+}
+
+/* The inode of a record: 0, or -ENOENT (missing() decides), or on a lazily
+ * loaded format v2 mount -EIO/-ENOMEM from reading it in. */
+static int find(struct tfs *fs, uint64_t ino, struct tfs_inode **ip)
+{
+	return fs_ifind(fs, ino, ip);
+}
+
+static int apply_inode(struct tfs *fs, const struct log_inode *li)
+{
+	struct tfs_inode *ip;
+	int ret = inode_rec_ok(li);
+
+	if (ret)
+		return ret;
+	ret = find(fs, li->ino, &ip);
+	if (ret && ret != -ENOENT)
+		return ret;
+	/* No operation changes an inode's type (numbers are never reused). */
+	if (ret == 0 && ((ip->mode ^ li->mode) & S_IFMT))
+		return -EUCLEAN;
+	if (ret) {
+		ip = fs_inew(fs, li->ino);
+		if (!ip)
+			return -ENOMEM;
+	}
+	return inode_fill(fs, ip, li);
 }
 
 static struct xattr *xattr_find(struct tfs_inode *ip, const char *name, size_t len,
@@ -219,7 +242,8 @@ static void v2_note(struct tfs *fs, const struct log_rec *r)
 		v2d_note_inode(d, r->del.ino, V2D_DEAD);
 		break;
 	case LR_DENT_DEL:
-		ip = fs_iget(fs, r->dent.parent);
+		if (find(fs, r->dent.parent, &ip))
+			ip = NULL;
 		if (ip && ip->dir)
 			(void)dir_lookup_cookie(ip->dir, r->dent.name, r->dent.namelen, &ino,
 						&cookie);
@@ -243,79 +267,129 @@ static void v2_note(struct tfs *fs, const struct log_rec *r)
 	}
 }
 
+/* LR_EXT_SET's block range: a hostile phys near 2^63 would carry into the
+ * unwritten flag (phys + i with the flag set and block 0 underneath).
+ * Blocks outside the data area are left to the allocator rebuild at mount
+ * (refused there) and to fsck, which must load them. */
+static int ext_rec_ok(const struct log_rec *r)
+{
+	uint64_t p = EXTENT_PHYS(r->ext.phys);
+
+	return !p || p >= EXTENT_UNWRITTEN - r->ext.n ? -EUCLEAN : 0;
+}
+
+static int apply_dent(struct tfs *fs, const struct log_rec *r, struct tfs_inode *ip)
+{
+	int ret;
+
+	if (!ip->dir)
+		return -EUCLEAN;
+	/* no name for the root, for nothing, or for the directory itself */
+	if (r->type == LR_DENT_SET && (!r->dent.ino || r->dent.ino >= FS_INO_LIMIT ||
+				       r->dent.ino == TFS_ROOT_INO ||
+				       r->dent.ino == r->dent.parent))
+		return -EUCLEAN;
+	if (r->type == LR_DENT_SET)
+		return dir_set(ip->dir, r->dent.name, r->dent.namelen, r->dent.ino);
+	ret = dir_del(ip->dir, r->dent.name, r->dent.namelen);
+	/* Replay may delete a name the snapshot never had. */
+	if (ret == -ENOENT && fs->replaying)
+		ret = 0;
+	return ret;
+}
+
+/* The inode a record other than LR_INODE changes; false for no record. */
+static bool rec_ino(const struct log_rec *r, uint64_t *ino)
+{
+	switch (r->type) {
+	case LR_INODE_DEL:
+		*ino = r->del.ino;
+		return true;
+	case LR_DENT_SET:
+	case LR_DENT_DEL:
+		*ino = r->dent.parent;
+		return true;
+	case LR_EXT_SET:
+		*ino = r->ext.ino;
+		return true;
+	case LR_EXT_CLEAR:
+		*ino = r->clr.ino;
+		return true;
+	case LR_XATTR_SET:
+	case LR_XATTR_DEL:
+		*ino = r->xattr.ino;
+		return true;
+	default:
+		return false;
+	}
+}
+
 int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 {
 	extent_drop_fn drop = NULL;
 	struct tfs_inode *ip;
+	uint64_t ino;
+	int ret;
 
 	/* Replay: the allocator is rebuilt from the final state afterwards. */
 	if (drops && !fs->replaying)
 		drop = drop_collect;
 	if (fs->v2dirty)
 		v2_note(fs, r);
+	if (r->type == LR_INODE)
+		return apply_inode(fs, &r->inode);
+	if (r->type == LR_EXT_SET && ext_rec_ok(r))
+		return -EUCLEAN;
+	if (!rec_ino(r, &ino))
+		return -EUCLEAN;
+	ret = find(fs, ino, &ip);
+	if (ret == -ENOENT)
+		return missing(fs);
+	if (ret)
+		return ret;
 
 	switch (r->type) {
-	case LR_INODE:
-		return apply_inode(fs, &r->inode);
 	case LR_INODE_DEL:
-		ip = fs_iget(fs, r->del.ino);
-		if (!ip)
-			return missing(fs);
 		if (ip->ino == TFS_ROOT_INO)
 			return -EUCLEAN;
 		fs_ifree(fs, ip, drop, drops);
 		return 0;
 	case LR_DENT_SET:
 	case LR_DENT_DEL:
-		ip = fs_iget(fs, r->dent.parent);
-		if (!ip)
-			return missing(fs);
-		if (!ip->dir)
-			return -EUCLEAN;
-		/* no name for the root, for nothing, or for the directory itself */
-		if (r->type == LR_DENT_SET && (!r->dent.ino || r->dent.ino >= FS_INO_LIMIT ||
-					       r->dent.ino == TFS_ROOT_INO ||
-					       r->dent.ino == r->dent.parent))
-			return -EUCLEAN;
-		if (r->type == LR_DENT_SET)
-			return dir_set(ip->dir, r->dent.name, r->dent.namelen, r->dent.ino);
-		{
-			int ret = dir_del(ip->dir, r->dent.name, r->dent.namelen);
-			/* Replay may delete a name the snapshot never had. */
-			if (ret == -ENOENT && fs->replaying)
-				ret = 0;
-			return ret;
-		}
-	case LR_EXT_SET: {
-		/* A hostile phys near 2^63 would carry into the unwritten flag
-		 * (phys + i with the flag set and block 0 underneath).  Blocks
-		 * outside the data area are left to the allocator rebuild at
-		 * mount (refused there) and to fsck, which must load them. */
-		uint64_t p = EXTENT_PHYS(r->ext.phys);
-
-		if (!p || p >= EXTENT_UNWRITTEN - r->ext.n)
-			return -EUCLEAN;
-		ip = fs_iget(fs, r->ext.ino);
-		if (!ip)
-			return missing(fs);
+		return apply_dent(fs, r, ip);
+	case LR_EXT_SET:
 		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
 				  drop, drops);
-	}
 	case LR_EXT_CLEAR:
-		ip = fs_iget(fs, r->clr.ino);
-		if (!ip)
-			return missing(fs);
 		extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
 		return 0;
 	case LR_XATTR_SET:
+		return apply_xattr_set(ip, r);
 	case LR_XATTR_DEL:
-		ip = fs_iget(fs, r->xattr.ino);
-		if (!ip)
-			return missing(fs);
-		if (r->type == LR_XATTR_SET)
-			return apply_xattr_set(ip, r);
 		apply_xattr_del(ip, r);
 		return 0;
+	default:
+		return -EUCLEAN;
+	}
+}
+
+int meta_fill(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *r)
+{
+	int ret;
+
+	switch (r->type) {
+	case LR_INODE:
+		ret = inode_rec_ok(&r->inode);
+		if (ret == 0 && ip->mode && ((ip->mode ^ r->inode.mode) & S_IFMT))
+			ret = -EUCLEAN;
+		return ret ? ret : inode_fill(fs, ip, &r->inode);
+	case LR_XATTR_SET:
+		return apply_xattr_set(ip, r);
+	case LR_EXT_SET:
+		if (ext_rec_ok(r))
+			return -EUCLEAN;
+		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
+				  NULL, NULL);
 	default:
 		return -EUCLEAN;
 	}
@@ -423,7 +497,7 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 	/* The caller holds the locks of these inodes (those deleted in this tx
 	 * are gone from the table). */
 	for (size_t i = 0; i < c.ntouched; i++) {
-		struct tfs_inode *ip = fs_iget(fs, c.touched[i]);
+		struct tfs_inode *ip = fs_iget(fs, c.touched[i]);	/* resident: held */
 		if (ip && s > ip->last_seq)
 			ip->last_seq = s;
 	}

@@ -28,5 +28,10 @@ int meta_tx_add(struct meta_tx *tx, const struct log_rec *r);
 int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq);
 /* Apply one record (replay and live). */
 int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
+/* Apply an LR_INODE, LR_XATTR_SET or LR_EXT_SET record read from the
+ * INODES tree to @ip, an inode not in the table yet (the format v2 inode
+ * cache fills it before it inserts it: icache.c).  Notes nothing. */
+struct tfs_inode;
+int meta_fill(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *r);
 
 #endif

@@ -53,7 +53,6 @@
 #include "v2item.h"
 #include "wib.h"
 
-#define V2_CACHE_BYTES (64u << 20)	/* node cache of a mount (step 3) */
 #define V2_DEL_BATCH 256		/* keys collected before deleting them */
 
 struct ckpt_v2 {
@@ -109,7 +108,7 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->v2 = NULL;
 }
 
-static int v2_open(struct tfs *fs)
+static int v2_open(struct tfs *fs, uint64_t node_cache)
 {
 	const struct super *sb = &fs->sb;
 	struct fspace_params fp;
@@ -129,7 +128,7 @@ static int v2_open(struct tfs *fs)
 	if (ret)
 		return ret;
 	v->s_init = true;
-	ret = bcache_create(V2_CACHE_BYTES, &v->cache);
+	ret = bcache_create(node_cache, &v->cache);
 	if (ret == 0)
 		ret = fspace_open(&v->s.store, v->cache, sb->fs_uuid, &fp,
 				  &sb->roots[V2_TREE_FREE - 1], &v->fsp);
@@ -161,8 +160,8 @@ static int lookup_exact(struct btree *t, const struct bkey *k, void *buf, unsign
 	return ret;
 }
 
-static int load_inode(struct tfs *fs, struct btree *t, const struct bkey *k, const void *val,
-		      unsigned len)
+static int load_inode(struct tfs *fs, struct btree *t, struct tfs_inode *ip, const struct bkey *k,
+		      const void *val, unsigned len)
 {
 	struct log_rec r = { .type = LR_INODE };
 	char *target = NULL;
@@ -188,13 +187,13 @@ static int load_inode(struct tfs *fs, struct btree *t, const struct bkey *k, con
 		r.inode.target = target;
 	}
 	if (ret == 0)
-		ret = meta_apply(fs, &r, NULL);
+		ret = meta_fill(fs, ip, &r);
 	free(target);
 	return ret;
 }
 
-static int load_xattrs(struct tfs *fs, struct btree *t, const struct bkey *k, const void *val,
-		       unsigned len)
+static int load_xattrs(struct tfs *fs, struct btree *t, struct tfs_inode *ip,
+		       const struct bkey *k, const void *val, unsigned len)
 {
 	struct log_rec r = { .type = LR_XATTR_SET };
 	struct v2_xattr x;
@@ -222,7 +221,7 @@ static int load_xattrs(struct tfs *fs, struct btree *t, const struct bkey *k, co
 			r.xattr.val = buf;
 		}
 		if (ret >= 0)
-			ret = meta_apply(fs, &r, NULL);
+			ret = meta_fill(fs, ip, &r);
 		free(buf);
 		if (ret < 0)
 			return ret;
@@ -230,22 +229,23 @@ static int load_xattrs(struct tfs *fs, struct btree *t, const struct bkey *k, co
 	return ret;
 }
 
-static int load_dirindex(struct tfs *fs, const struct bkey *k, const void *val, unsigned len)
+static int load_dirindex(struct tfs_inode *dp, const struct bkey *k, const void *val,
+			 unsigned len)
 {
-	struct tfs_inode *dp = fs_iget(fs, k->id);
 	struct v2_dirent e;
 	int ret;
 
 	ret = v2_dirindex_decode(k, val, len, &e);
 	if (ret)
 		return ret;
-	if (!dp || !dp->dir || e.ino == TFS_ROOT_INO || e.ino == k->id || e.ino >= (1ull << 62))
+	if (!dp->dir || e.ino == TFS_ROOT_INO || e.ino == k->id || e.ino >= (1ull << 62))
 		return -EUCLEAN;
 	ret = dir_set_at(dp->dir, e.name, e.namelen, e.ino, k->off);
 	return ret == -EEXIST ? -EUCLEAN : ret;
 }
 
-static int load_extent(struct tfs *fs, const struct bkey *k, const void *val, unsigned len)
+static int load_extent(struct tfs *fs, struct tfs_inode *ip, const struct bkey *k,
+		       const void *val, unsigned len)
 {
 	struct log_rec r = { .type = LR_EXT_SET };
 	struct v2_extent e;
@@ -259,21 +259,22 @@ static int load_extent(struct tfs *fs, const struct bkey *k, const void *val, un
 	r.ext.phys = e.phys | (e.unwritten ? EXTENT_UNWRITTEN : 0);
 	r.ext.n = e.n;
 	r.ext.csums = e.csums;		/* little-endian, as in a log record */
-	return meta_apply(fs, &r, NULL);
+	return meta_fill(fs, ip, &r);
 }
 
-static int load_item(struct tfs *fs, struct btree *t, const struct bkey *k, const void *val,
-		     unsigned len)
+/* One item of @ip other than its extents; the INODE item comes first. */
+static int load_item(struct tfs *fs, struct btree *t, struct tfs_inode *ip,
+		     const struct bkey *k, const void *val, unsigned len, bool first)
 {
+	if (first != (k->type == V2_INODE))
+		return first ? -ENOENT : -EUCLEAN;
 	switch (k->type) {
 	case V2_INODE:
-		return load_inode(fs, t, k, val, len);
+		return load_inode(fs, t, ip, k, val, len);
 	case V2_DIRINDEX:
-		return load_dirindex(fs, k, val, len);
+		return load_dirindex(ip, k, val, len);
 	case V2_XATTR:
-		return load_xattrs(fs, t, k, val, len);
-	case V2_EXTENT:
-		return load_extent(fs, k, val, len);
+		return load_xattrs(fs, t, ip, k, val, len);
 	case V2_SYMLINK:	/* read with their INODE */
 	case V2_XCHUNK:		/* read with their XATTR */
 	case V2_DIRENT:		/* the name index of the DIRINDEX entries */
@@ -283,30 +284,156 @@ static int load_item(struct tfs *fs, struct btree *t, const struct bkey *k, cons
 	}
 }
 
-int ckpt_v2_load(struct tfs *fs)
+int ckpt_v2_load_extents(struct tfs *fs, struct tfs_inode *ip)
 {
+	struct bkey lo = v2_key_extent(ip->ino, 0), k;
 	struct bt_iter it;
-	struct bkey k;
 	const void *val;
 	unsigned len;
 	int ret;
 
-	ret = v2_open(fs);
+	ret = bt_iter_init(&it, &fs->v2->itree, &lo);
 	if (ret)
 		return ret;
-	ret = bt_iter_init(&it, &fs->v2->itree, &bkey_min);
-	if (ret)
-		return ret;
-	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0) {
-		ret = load_item(fs, &fs->v2->itree, &k, val, len);
+	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == ip->ino &&
+	       k.type == V2_EXTENT) {
+		ret = load_extent(fs, ip, &k, val, len);
 		if (ret)
 			break;
 	}
 	bt_iter_free(&it);
-	if (ret == -ENOENT)
-		ret = 0;
+	return ret == -ENOENT || ret == 0 ? 0 : ret;
+}
+
+/* icache_fill_fn: inode @ip's items from the INODES tree, as the full load
+ * of step 3 applied them: INODE (+SYMLINK), XATTR (+XCHUNK), a directory's
+ * DIRINDEX entries with their cookies, then its extents. */
+static int v2_fill(struct tfs *fs, struct tfs_inode *ip)
+{
+	struct bkey lo = { .id = ip->ino, .type = 0, .off = 0 }, k;
+	struct btree *t = &fs->v2->itree;
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	bool first = true;
+	int ret;
+
+	ret = bt_iter_init(&it, t, &lo);
 	if (ret)
 		return ret;
+	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == ip->ino &&
+	       k.type < V2_EXTENT) {
+		ret = load_item(fs, t, ip, &k, val, len, first);
+		if (ret)
+			break;
+		first = false;
+	}
+	bt_iter_free(&it);
+	if (ret == 0 || ret == -ENOENT)
+		ret = first ? -ENOENT : 0;
+	if (ret == 0)
+		ret = ckpt_v2_load_extents(fs, ip);
+	return ret;
+}
+
+/* icache_next_fn: the first INODE key with a number > @after. */
+static int v2_next_ino(struct tfs *fs, uint64_t after, uint64_t *ino)
+{
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	struct bkey k;
+	int ret;
+
+	for (;;) {
+		struct bkey lo = { .id = after + 1, .type = 0, .off = 0 };
+
+		if (after == UINT64_MAX)
+			return -ENOENT;
+		ret = bt_iter_init(&it, &fs->v2->itree, &lo);
+		if (ret)
+			return ret;
+		ret = bt_iter_next(&it, &k, &val, &len);
+		bt_iter_free(&it);
+		if (ret)
+			return ret;
+		if (k.type == V2_INODE) {
+			*ino = k.id;
+			return 0;
+		}
+		after = k.id;	/* items without an INODE item: fsck's business */
+	}
+}
+
+int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_fn cb, void *ctx)
+{
+	struct bkey k = v2_key_inode(ino), lo = v2_key_extent(ino, 0);
+	uint8_t ival[V2_INODE_LEN];
+	struct log_inode li;
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	int ret;
+
+	ret = bt_lookup(&fs->v2->itree, &k, ival, sizeof(ival), &len);
+	if (ret == 0)
+		ret = v2_inode_decode(&k, ival, len, &li);
+	if (ret)
+		return ret == -EOVERFLOW ? -EUCLEAN : ret;
+	out->mode = li.mode;
+	out->nlink = li.nlink;
+	out->mapped = 0;
+	ret = bt_iter_init(&it, &fs->v2->itree, &lo);
+	if (ret)
+		return ret;
+	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == ino &&
+	       k.type == V2_EXTENT) {
+		struct v2_extent e;
+
+		ret = v2_extent_decode(&k, val, len, &e);
+		if (ret == 0 && cb)
+			ret = cb(ctx, k.off, e.phys | (e.unwritten ? EXTENT_UNWRITTEN : 0), e.n, NULL);
+		if (ret)
+			break;
+		out->mapped += e.n;
+	}
+	bt_iter_free(&it);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/* Every inode into the table (fsck: offline, the whole tree checked). */
+static int load_all(struct tfs *fs)
+{
+	uint64_t ino = 0;
+	int ret;
+
+	while ((ret = v2_next_ino(fs, ino, &ino)) == 0) {
+		struct tfs_inode *ip;
+
+		ret = icache_fault(fs, ino, false, &ip);
+		if (ret)
+			return ret;
+	}
+	return ret == -ENOENT ? 0 : ret;
+}
+
+int ckpt_v2_load(struct tfs *fs)
+{
+	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
+	int ret;
+
+	ret = v2_open(fs, cache - cache / TFS_CACHE_INODE_SHARE);
+	if (ret)
+		return ret;
+	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
+		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST);
+	if (!fs->v2_lazy) {
+		ret = load_all(fs);
+		if (ret)
+			return ret;
+	} else if (!inode_exists(fs, TFS_ROOT_INO)) {
+		return -EUCLEAN;
+	}
 	/* From here on (log replay included) every change is noted for the
 	 * next checkpoint. */
 	fs->v2dirty = &fs->v2->dirty;
@@ -783,8 +910,11 @@ int ckpt_v2_write(struct tfs *fs)
 	}
 	log_set_head(fs->log, pos, seq + 1);
 	atomic_fetch_add(&fs->ckpt_writes, 1);
-	v2d_set_free(&set);
-	goto out;
+	v2d_release(&v->dirty, &set);
+	pthread_mutex_unlock(&fs->ckpt_mu);
+	free(vec);
+	icache_trim(fs);	/* what it wrote may leave memory now */
+	return 0;
 give_back:
 	v2d_give_back(&v->dirty, &set);
 out:

@@ -20,12 +20,27 @@
 
 #include <stdint.h>
 
+#include "extent.h"
+
 struct tfs;
 struct btree;
 struct tfs_inode;
 
 /* Set up the trees from fs->sb (version 2) and load every item. */
 int ckpt_v2_load(struct tfs *fs);
+/* A file's EXTENT items into its map (the inode cache's fault-in: the
+ * inode is not in the table yet).  0 or -errno. */
+int ckpt_v2_load_extents(struct tfs *fs, struct tfs_inode *ip);
+/* What the mount's walks (orphans, the allocator rebuild) need of inode
+ * @ino straight from the INODES tree, without reading it into the inode
+ * cache: its mode, nlink and mapped blocks, and every EXTENT item as a
+ * run through @cb (NULL: none; ents NULL).  For an inode that is not
+ * resident, so the tree holds all of it.  0, -ENOENT, -errno. */
+struct v2_peek {
+	uint32_t mode, nlink;
+	uint64_t mapped;
+};
+int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_fn cb, void *ctx);
 /* Write what changed, commit the trees and the superblock, trim the log. */
 int ckpt_v2_write(struct tfs *fs);
 /* Free the trees' state (fs_free); nothing is written. */

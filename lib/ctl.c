@@ -125,6 +125,22 @@ static void space_json(struct tfs *fs, struct jbuf *j)
 
 /* ---- commands ---- */
 
+/* The format v2 inode cache: resident inodes, the budget, fault-ins and
+ * evictions since mount (zeros and lazy false otherwise). */
+static void icache_json(struct tfs *fs, struct jbuf *j)
+{
+	struct icache_stats st;
+
+	icache_stats(fs, &st);
+	jb_obj_begin(j, "icache");
+	jb_bool(j, "lazy", st.lazy);
+	jb_u64(j, "resident", st.resident);
+	jb_u64(j, "max", st.max);
+	jb_u64(j, "faults", st.faults);
+	jb_u64(j, "evictions", st.evictions);
+	jb_obj_end(j);
+}
+
 static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
@@ -148,6 +164,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_str(j, "backend", tfs_backend_name(fs));
 	space_json(fs, j);
 	jb_u64(j, "inodes", fs_ninodes(fs));
+	icache_json(fs, j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");
 	scrub_status_json(fs, j);
@@ -172,6 +189,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_str(j, "backend", tfs_backend_name(fs));
 	jb_u64(j, "inodes", fs_ninodes(fs));
 	jb_u64(j, "next_ino", atomic_load(&fs->next_ino));
+	icache_json(fs, j);
 	jb_u64(j, "commit_ms", fs->commit_ms);
 	jb_obj_begin(j, "space");
 	space_json(fs, j);

@@ -343,27 +343,53 @@ int fs_backend_create(const char *name, const char *fault, struct dev_backend **
 int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
 		       size_t errlen)
 {
-	struct tfs_inode **v = NULL;
-	size_t n = 0;
+	struct icursor c;
+	uint64_t ino;
 	int ret;
 
 	*count = *bytes = 0;
-	ret = fs_isnapshot(fs, &v, &n);
+	/* One inode at a time (format v2: read in, and may leave memory). */
+	ret = icursor_init(fs, &c);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
 		return ret;
 	}
-	for (size_t i = 0; i < n; i++) {
+	/* Live (unmount): the inode cache never drops an inode without a
+	 * name and mount reclaimed the older ones, so orphans are resident. */
+	if (!fs->replaying)
+		c.tree_end = true;
+	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
 		struct log_rec r = { .type = LR_INODE_DEL };
+		struct tfs_inode *ip;
 		uint64_t blocks;
+		bool orphan;
 
-		if (inode_nlink(v[i]) != 0 || inode_ino(v[i]) == TFS_ROOT_INO)
+		if (ino == TFS_ROOT_INO)
 			continue;
-		blocks = S_ISREG(inode_mode(v[i])) ? inode_mapped(v[i]) : 0;
-		r.del.ino = inode_ino(v[i]);
+		ret = inode_get_resident(fs, ino, &ip);
+		if (ret == 0) {
+			orphan = inode_nlink(ip) == 0;
+			blocks = S_ISREG(inode_mode(ip)) ? inode_mapped(ip) : 0;
+			inode_put(fs, ip);
+		} else if (ret == -ENOENT && fs->v2) {
+			/* Not resident (format v2): its INODE item says, without
+			 * reading it into the inode cache. */
+			struct v2_peek pk = { .nlink = 1 };
+
+			ret = ckpt_v2_peek(fs, ino, &pk, NULL, NULL);
+			orphan = pk.nlink == 0;
+			blocks = pk.mapped;
+		}
+		if (ret == -ENOENT)
+			continue;
+		if (ret)
+			break;
+		if (!orphan)
+			continue;
+		r.del.ino = ino;
 		ret = meta_apply(fs, &r, NULL);
 		if (ret < 0) {
-			fs_isnapshot_put(fs, v, n);
+			icursor_free(&c);
 			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
 				   (unsigned long long)r.del.ino, strerror(-ret));
 			return ret;
@@ -371,7 +397,11 @@ int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *e
 		(*count)++;
 		*bytes += blocks * TFS_BLOCK_SIZE;
 	}
-	fs_isnapshot_put(fs, v, n);
+	icursor_free(&c);
+	if (ret != -ENOENT) {
+		tfs_seterr(err, errlen, "cannot read the inodes: %s", strerror(-ret));
+		return ret;
+	}
 	return 0;
 }
 

@@ -88,8 +88,19 @@ struct tfs {
 	 * noted by meta_apply once the trees are loaded (NULL before). */
 	struct ckpt_v2 *v2;
 	struct v2dirty *v2dirty;
+	/* -o cache= (0: TFS_CACHE_DEFAULT): the node cache and the resident
+	 * inodes of a v2 mount together; v2_lazy: inodes fault in (a mount),
+	 * not all loaded (fsck's offline load). */
+	uint64_t cache_bytes;
+	bool v2_lazy;
 
 	struct itable *itab;		/* inode.c: the inode table (inode_i.h) */
+#define TFS_CACHE_DEFAULT (256ull << 20)
+#define TFS_CACHE_MIN (4ull << 20)
+/* Of -o cache=, 1/TFS_CACHE_INODE_SHARE goes to resident inodes, each
+ * counted as TFS_CACHE_INODE_COST bytes; the rest is the node cache. */
+#define TFS_CACHE_INODE_SHARE 4
+#define TFS_CACHE_INODE_COST 1024
 	_Atomic uint64_t next_ino;
 
 	pthread_mutex_t ns_lock;	/* serializes namespace changes */

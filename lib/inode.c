@@ -19,7 +19,6 @@
 #include "dir.h"
 #include "fs_i.h"
 #include "inode_i.h"
-#include "inode_i.h"
 #include "tlog.h"
 
 #define ITABLE_MIN 64
@@ -50,16 +49,22 @@ int fs_itable_init(struct tfs *fs)
 	}
 	t->size = ITABLE_MIN;
 	atomic_store(&t->n, 0);
+	for (unsigned i = 0; i < ITABLE_FAULT_STRIPES; i++)
+		pthread_mutex_init(&t->fault_mu[i], NULL);
 	fs->itab = t;
 	return 0;
 }
 
 uint64_t fs_ninodes(struct tfs *fs)
 {
-	return fs->itab ? atomic_load(&fs->itab->n) : 0;
+	if (!fs->itab)
+		return 0;
+	if (fs->itab->lazy)	/* the resident ones are icache_stats' */
+		return (uint64_t)atomic_load(&fs->itab->total);
+	return atomic_load(&fs->itab->n);
 }
 
-static void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *ctx)
+void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *ctx)
 {
 	extent_destroy(&ip->map, drop, ctx);
 	dir_free(ip->dir);
@@ -89,6 +94,8 @@ void fs_itable_destroy(struct tfs *fs)
 	}
 	free(t->b);
 	pthread_rwlock_destroy(&t->lock);
+	for (unsigned i = 0; i < ITABLE_FAULT_STRIPES; i++)
+		pthread_mutex_destroy(&t->fault_mu[i]);
 	free(t);
 	fs->itab = NULL;
 }
@@ -165,7 +172,7 @@ int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout)
 }
 
 /* Caller holds the table lock. */
-static struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino)
+struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino)
 {
 	struct tfs_inode *ip = NULL;
 
@@ -177,14 +184,26 @@ static struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino)
 	return ip;
 }
 
-struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
+int fs_ifind(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 {
 	struct tfs_inode *ip;
 
 	pthread_rwlock_rdlock(&fs->itab->lock);
 	ip = itable_find(fs, ino);
+	if (ip)
+		atomic_store(&ip->used, true);
 	pthread_rwlock_unlock(&fs->itab->lock);
-	return ip;
+	*out = ip;
+	if (!ip && fs->itab->lazy)
+		return icache_fault(fs, ino, false, out);
+	return ip ? 0 : -ENOENT;
+}
+
+struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+
+	return fs_ifind(fs, ino, &ip) ? NULL : ip;
 }
 
 int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
@@ -193,7 +212,24 @@ int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 
 	pthread_rwlock_rdlock(&fs->itab->lock);
 	ip = itable_find(fs, ino);
-	if (ip)		/* in the table: it holds a reference, so ours is not the first */
+	if (ip) {	/* in the table: it holds a reference, so ours is not the first */
+		atomic_fetch_add(&ip->refs, 1);
+		atomic_store(&ip->used, true);
+	}
+	pthread_rwlock_unlock(&fs->itab->lock);
+	*out = ip;
+	if (!ip && fs->itab->lazy)
+		return icache_fault(fs, ino, true, out);
+	return ip ? 0 : -ENOENT;
+}
+
+int inode_get_resident(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+{
+	struct tfs_inode *ip;
+
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	ip = itable_find(fs, ino);
+	if (ip)
 		atomic_fetch_add(&ip->refs, 1);
 	pthread_rwlock_unlock(&fs->itab->lock);
 	*out = ip;
@@ -245,7 +281,7 @@ static void itable_grow(struct tfs *fs)
 	fs->itab->size = nsize;
 }
 
-struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
+struct tfs_inode *inode_alloc(uint64_t ino)
 {
 	struct tfs_inode *ip = calloc(1, sizeof(*ip));
 
@@ -256,26 +292,38 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
 	pthread_mutex_init(&ip->lock, NULL);
 	extent_init(&ip->map);
 	rl_init(&ip->rl);
+	return ip;
+}
 
-	pthread_rwlock_wrlock(&fs->itab->lock);
+bool itable_insert(struct tfs *fs, struct tfs_inode *ip)
+{
+	size_t h;
+
 	if (!fs->itab->b || atomic_load(&fs->itab->n) + 1 > fs->itab->size)
 		itable_grow(fs);
-	if (!fs->itab->b) {
-		pthread_rwlock_unlock(&fs->itab->lock);
-		inode_release_mem(ip, NULL, NULL);
-		return NULL;
-	}
-	size_t h = ihash(ino, fs->itab->size);
-	for (struct tfs_inode *o = fs->itab->b[h]; o; o = o->hnext) {
-		if (o->ino == ino) {	/* already there: callers look first */
-			pthread_rwlock_unlock(&fs->itab->lock);
-			inode_release_mem(ip, NULL, NULL);
-			return o;
-		}
-	}
+	if (!fs->itab->b)
+		return false;
+	h = ihash(ip->ino, fs->itab->size);
 	ip->hnext = fs->itab->b[h];
 	fs->itab->b[h] = ip;
 	atomic_fetch_add(&fs->itab->n, 1);
+	return true;
+}
+
+struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip = inode_alloc(ino), *o;
+
+	if (!ip)
+		return NULL;
+	pthread_rwlock_wrlock(&fs->itab->lock);
+	o = itable_find(fs, ino);
+	if (o || !itable_insert(fs, ip)) {	/* already there: callers look first */
+		pthread_rwlock_unlock(&fs->itab->lock);
+		inode_release_mem(ip, NULL, NULL);
+		return o;
+	}
+	atomic_fetch_add(&fs->itab->total, 1);
 	pthread_rwlock_unlock(&fs->itab->lock);
 	return ip;
 }
@@ -290,6 +338,7 @@ void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *c
 		if (*pp) {
 			*pp = ip->hnext;
 			atomic_fetch_sub(&fs->itab->n, 1);
+			atomic_fetch_sub(&fs->itab->total, 1);
 		}
 	}
 	atomic_store(&ip->dead, true);

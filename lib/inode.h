@@ -19,9 +19,11 @@
  * (inode_lookup_add) or an open (inode_open_add, dropped by fs_iput_open),
  * as before.  Changes go through meta_apply() (apply.c) only.
  *
- * Today the in-memory table backs every call, so nothing fails but a
- * missing inode; the format v2 inode cache will fault inodes in here and
- * may return -EIO or -ENOMEM, which callers already pass on.
+ * On version 1 the in-memory table backs every call, so nothing fails but
+ * a missing inode; on a format v2 mount the inode cache (inode_cache.c)
+ * faults inodes in here from the INODES tree and may return -EIO, -EUCLEAN
+ * or -ENOMEM, which callers pass on.  A miss may read a device: never call
+ * inode_get for an inode not held on an I/O completion thread.
  *
  * Field accessors: the caller holds the inode lock (inode_lock) unless the
  * comment says otherwise.
@@ -56,6 +58,9 @@ struct xattr {
 /* A counted handle to inode @ino: 0, or -ENOENT if there is none (or it is
  * being deleted).  Put it with inode_put(). */
 int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out);
+/* inode_get without reading anything in: -ENOENT when @ino is not in
+ * memory (format v2: not resident; ckpt_v2_peek reads it from the tree). */
+int inode_get_resident(struct tfs *fs, uint64_t ino, struct tfs_inode **out);
 /* Whether inode @ino is there (a get and a put). */
 bool inode_exists(struct tfs *fs, uint64_t ino);
 /* Another handle to an inode the caller holds one of. */
@@ -125,6 +130,11 @@ void inode_open_add(struct tfs_inode *ip);			/* an open handle */
 /* The inode without a handle, NULL if absent: for apply.c and the holders
  * of locks that keep it alive (replay, checkpoint, fsck). */
 struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino);
+/* The same with the error: 0, -ENOENT, or on a lazily loaded format v2
+ * mount what reading the inode in gave (-EIO, -ENOMEM, -EUCLEAN).  An
+ * inode read in without a handle may be dropped by the next miss of
+ * another thread: the caller holds it (a handle) or runs alone (replay). */
+int fs_ifind(struct tfs *fs, uint64_t ino, struct tfs_inode **out);
 /* Create an empty in-memory inode and insert it (apply of LR_INODE). */
 struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino);
 /* Remove from the table and drop its blocks through @drop; the memory goes
@@ -142,7 +152,36 @@ int fs_isnapshot_inos(struct tfs *fs, uint64_t **out, size_t *nout);
  * destroy frees every inode without dropping blocks, and the table. */
 int fs_itable_init(struct tfs *fs);
 void fs_itable_destroy(struct tfs *fs);
-uint64_t fs_ninodes(struct tfs *fs);	/* inodes in the table; no lock */
+uint64_t fs_ninodes(struct tfs *fs);	/* inodes of the fs (v1: the table's); no lock */
+
+/* ---- every inode, one at a time (inode_cache.c) ---- */
+/* A cursor over every inode number in ascending order: the resident ones
+ * and, on a lazily loaded format v2 mount, those of the INODES tree that
+ * are not deleted, read a leaf at a time.  Only numbers: get each with
+ * inode_get (which may say -ENOENT: deleted since).  Memory: the resident
+ * inodes' numbers. */
+struct icursor {
+	uint64_t *res;			/* resident numbers, sorted */
+	size_t nres, i;
+	uint64_t last;			/* last number returned */
+	uint64_t tnext;			/* the tree's next number > last */
+	bool tree_end, tree_valid;
+};
+int icursor_init(struct tfs *fs, struct icursor *c);
+/* 0 and *ino, -ENOENT at the end, or -EIO/-ENOMEM. */
+int icursor_next(struct tfs *fs, struct icursor *c, uint64_t *ino);
+void icursor_free(struct icursor *c);
+/* The inode cache's counters (lazy format v2; zeros otherwise). */
+struct icache_stats {
+	uint64_t resident, max, faults, evictions;
+	bool lazy;
+};
+void icache_stats(struct tfs *fs, struct icache_stats *st);
+/* Mount counted the file system's inodes (fs_ninodes from here on). */
+void icache_set_total(struct tfs *fs, uint64_t n);
+/* Drop clean inodes until the cache is within its budget (after a
+ * checkpoint made inodes clean). */
+void icache_trim(struct tfs *fs);
 
 /* ---- deleting (idelete.c) ---- */
 /* Delete an inode whose nlink is 0 once it has no lookups and no opens.

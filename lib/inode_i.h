@@ -23,6 +23,9 @@
 #include "rangelock.h"
 
 struct dir;		/* dir.h */
+struct tfs;
+
+#define ITABLE_FAULT_STRIPES 64
 
 /* The in-memory inode table: a power-of-two chained hash keyed by inode
  * number (fs->itab).  Format v2 puts its bounded cache here. */
@@ -31,6 +34,18 @@ struct itable {
 	struct tfs_inode **b;		/* NULL until the first inode */
 	size_t size;			/* power of two */
 	_Atomic uint64_t n;		/* inodes in the table */
+	/* Format v2 mounted lazily (icache.c): a miss faults the inode in
+	 * from the INODES tree and clean inodes are dropped beyond max. */
+	bool lazy;
+	uint64_t max;			/* resident inodes the budget allows */
+	int (*fill)(struct tfs *fs, struct tfs_inode *ip);		/* icache_fill_fn */
+	int (*next)(struct tfs *fs, uint64_t after, uint64_t *ino);	/* icache_next_fn */
+	size_t hand;			/* the clock's bucket (under lock) */
+	_Atomic uint64_t faults, evictions;
+	_Atomic int64_t total;		/* inodes of the file system (lazy) */
+	/* Fault-ins of one inode number are serialized by its stripe: an
+	 * inode is read only while it is in no table and nobody else reads it. */
+	pthread_mutex_t fault_mu[ITABLE_FAULT_STRIPES];
 };
 struct xattr;		/* inode.h */
 
@@ -42,6 +57,7 @@ struct tfs_inode {
 	 * dead is set (under the table lock) when the inode leaves the table. */
 	_Atomic uint32_t refs;
 	_Atomic bool dead;
+	_Atomic bool used;		/* the inode cache's clock bit (icache.c) */
 
 	pthread_mutex_t lock;		/* protects everything below except where noted */
 	uint32_t mode, uid, gid, nlink, flags;
@@ -63,5 +79,32 @@ struct tfs_inode {
 	_Atomic uint64_t nlookup;	/* kernel references */
 	_Atomic uint32_t nopen;		/* open handles */
 };
+
+/* ---- inside the metadata core: inode.c and the inode cache ---- */
+struct tfs;
+/* A new inode outside any table (one reference, the table's to be). */
+struct tfs_inode *inode_alloc(uint64_t ino);
+/* Free an inode's memory (no handle left), its blocks through @drop. */
+void inode_release_mem(struct tfs_inode *ip, extent_drop_fn drop, void *ctx);
+/* The table's inode @ino or NULL; the caller holds fs->itab->lock. */
+struct tfs_inode *itable_find(struct tfs *fs, uint64_t ino);
+/* Insert @ip (absent); the caller holds the lock for writing.  false
+ * without memory. */
+bool itable_insert(struct tfs *fs, struct tfs_inode *ip);
+
+/* ---- the format v2 inode cache (inode_cache.c) ---- */
+/* Fill @ip (not in the table) from the trees: 0, -ENOENT (no such inode),
+ * -EIO, -EUCLEAN, -ENOMEM.  Runs in the caller's thread with no table lock. */
+typedef int (*icache_fill_fn)(struct tfs *fs, struct tfs_inode *ip);
+/* The first inode number > @after the trees hold: 0, -ENOENT at the end. */
+typedef int (*icache_next_fn)(struct tfs *fs, uint64_t after, uint64_t *ino);
+/* The trees back the table from here: fill and next as above; lazy: a
+ * miss faults the inode in and clean inodes beyond @max are dropped. */
+void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
+		   uint64_t max);
+/* Read inode @ino in (a miss of the table): 0 and *out (with a handle
+ * when @handle), or -ENOENT/-EIO/-EUCLEAN/-ENOMEM.  Never with a table
+ * lock held; never on an I/O completion thread. */
+int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **out);
 
 #endif

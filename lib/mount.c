@@ -74,14 +74,37 @@ static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
 }
 
+/* Mark the blocks of inode @ino in use: from memory if it is there, else
+ * (format v2, not resident) straight from the tree's EXTENT items, so the
+ * walk does not read every inode into the inode cache.  -ENOENT: gone. */
+static int use_inode(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+	struct v2_peek pk;
+	int ret;
+
+	ret = inode_get_resident(fs, ino, &ip);
+	if (ret == -ENOENT && fs->v2) {
+		ret = ckpt_v2_peek(fs, ino, &pk, use_run, fs);
+		if (ret == -ENOENT || ret == -EIO || ret == -ENOMEM)
+			return ret;
+		return ret < 0 ? -EUCLEAN : 0;
+	}
+	if (ret)
+		return ret;
+	if (S_ISREG(inode_mode(ip)))
+		ret = inode_extent_walk(ip, 0, EXTENT_MAX_FBLK, use_run, fs);
+	inode_put(fs, ip);
+	return ret < 0 ? -EUCLEAN : 0;
+}
+
 /* Unlinked inodes that were still open at the crash: delete them now and
  * say so once. Then mark every block the metadata references, and the
  * checkpoint's. */
 static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 {
-	struct tfs_inode **v = NULL;
-	uint64_t max_ino = TFS_ROOT_INO, norph, obytes;
-	size_t n = 0;
+	uint64_t max_ino = TFS_ROOT_INO, norph, obytes, ino, total = 0;
+	struct icursor c;
 	int ret;
 
 	ret = fs_reclaim_orphans(fs, &norph, &obytes, err, errlen);
@@ -98,25 +121,31 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
 		return -EUCLEAN;
 	}
-	ret = fs_isnapshot(fs, &v, &n);
+	/* One inode at a time: on format v2 each is read in and may leave
+	 * memory again (the inode cache), so this walk does not hold them all. */
+	ret = icursor_init(fs, &c);
 	if (ret < 0)
 		goto nomem;
-	for (size_t i = 0; i < n; i++) {
-		struct tfs_inode *ip = v[i];
-
-		if (inode_ino(ip) > max_ino)
-			max_ino = inode_ino(ip);
-		if (!S_ISREG(inode_mode(ip)))
+	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
+		ret = use_inode(fs, ino);
+		if (ret == -ENOENT)
 			continue;
-		ret = inode_extent_walk(ip, 0, EXTENT_MAX_FBLK, use_run, fs);
-		if (ret < 0) {
+		if (ret == -EUCLEAN)
 			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
-				   (unsigned long long)inode_ino(ip));
-			fs_isnapshot_put(fs, v, n);
-			return -EUCLEAN;
-		}
+				   (unsigned long long)ino);
+		if (ret)
+			break;
+		total++;
+		if (ino > max_ino)
+			max_ino = ino;
 	}
-	fs_isnapshot_put(fs, v, n);
+	icursor_free(&c);
+	if (ret != -ENOENT) {
+		if (ret != -EUCLEAN)
+			tfs_seterr(err, errlen, "cannot read the inodes: %s", strerror(-ret));
+		return ret;
+	}
+	icache_set_total(fs, total);
 	if (atomic_load(&fs->next_ino) <= max_ino)
 		atomic_store(&fs->next_ino, max_ino + 1);
 	if (fs->sb.ckpt_blocks) {
@@ -771,6 +800,14 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	ret = mount_new(o, &fs, err, errlen);
 	if (ret < 0)
 		return ret;
+	if (o->cache_bytes && o->cache_bytes < TFS_CACHE_MIN) {
+		tfs_seterr(err, errlen, "cache=%llu bytes: at least 4M is needed",
+			   (unsigned long long)o->cache_bytes);
+		fs_free(fs);
+		return -EINVAL;
+	}
+	fs->cache_bytes = o->cache_bytes;
+	fs->v2_lazy = !o->offline;	/* fsck checks everything: it loads it all */
 	ret = mount_open_devs(o, opened, err, errlen);
 	if (ret == 0)
 		ret = fs_backend_create(o->backend, o->fault, &fs->be, err, errlen);

@@ -545,41 +545,55 @@ static int cmp_u64(const void *a, const void *b)
 /* The regular files (sorted inode numbers) and the bytes to verify. */
 static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *total)
 {
-	struct tfs_inode **v = NULL;
-	uint64_t *inos = NULL, bytes;
-	size_t n = 0, k = 0;
+	uint64_t *inos = NULL, bytes, ino;
+	size_t k = 0, cap = 0;
+	struct icursor c;
 	int ret;
 
 	pthread_mutex_lock(&fs->ckpt_mu);
 	bytes = fs->sb.ckpt_blocks * BLK;
 	pthread_mutex_unlock(&fs->ckpt_mu);
 
-	/* The handles keep the inodes' memory, ns_lock their fields still. */
-	pthread_mutex_lock(&fs->ns_lock);
-	ret = fs_isnapshot(fs, &v, &n);
-	if (ret < 0) {
-		pthread_mutex_unlock(&fs->ns_lock);
+	/* One inode at a time: on format v2 each may be read in and leave
+	 * memory again; one deleted meanwhile is skipped here or later. */
+	ret = icursor_init(fs, &c);
+	if (ret < 0)
 		return ret;
-	}
-	inos = malloc((n ? n : 1) * sizeof(*inos));
-	if (!inos) {
-		pthread_mutex_unlock(&fs->ns_lock);
-		fs_isnapshot_put(fs, v, n);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
+	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
+		struct tfs_inode *ip;
 		bool reg;
 
-		inode_lock(v[i]);
-		reg = S_ISREG(inode_mode(v[i]));
-		inode_unlock(v[i]);
+		ret = inode_get(fs, ino, &ip);
+		if (ret == -ENOENT)
+			continue;
+		if (ret)
+			break;
+		inode_lock(ip);
+		reg = S_ISREG(inode_mode(ip));
+		inode_unlock(ip);
+		if (reg)
+			bytes += inode_mapped(ip) * BLK;
+		inode_put(fs, ip);
 		if (!reg)
 			continue;
-		inos[k++] = inode_ino(v[i]);
-		bytes += inode_mapped(v[i]) * BLK;
+		if (k == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+			uint64_t *ni = realloc(inos, ncap * sizeof(*ni));
+
+			if (!ni) {
+				ret = -ENOMEM;
+				break;
+			}
+			inos = ni;
+			cap = ncap;
+		}
+		inos[k++] = ino;
 	}
-	pthread_mutex_unlock(&fs->ns_lock);
-	fs_isnapshot_put(fs, v, n);
+	icursor_free(&c);
+	if (ret != -ENOENT) {
+		free(inos);
+		return ret;
+	}
 	qsort(inos, k, sizeof(*inos), cmp_u64);
 	*out = inos;
 	*nout = k;

@@ -54,6 +54,10 @@ struct tfs_opts {
 	const char *mountpoint;		/* for the events' TWINFS_MOUNTPOINT */
 	unsigned event_timeout_s;	/* 0: EVENT_TIMEOUT_DEFAULT_S */
 	bool nodiscard;			/* freed blocks are not discarded (trim still works) */
+	/* -o cache=: bytes for the node cache and the resident inodes of a
+	 * format v2 mount (0: 256 MiB; at least 4 MiB); version 1 keeps all
+	 * metadata in memory and ignores it. */
+	uint64_t cache_bytes;
 };
 
 struct tfs_format_opts {

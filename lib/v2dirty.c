@@ -246,6 +246,7 @@ int v2d_take(struct v2dirty *d, struct v2d_set *out, struct v2d_ino ***v, size_t
 	}
 	*out = d->set;
 	memset(&d->set, 0, sizeof(d->set));
+	d->taken = out;
 	pthread_mutex_unlock(&d->mu);
 	for (size_t i = 0; i < out->nb; i++)
 		for (struct v2d_ino *e = out->b[i]; e; e = e->hnext)
@@ -283,8 +284,45 @@ void v2d_give_back(struct v2dirty *d, struct v2d_set *s)
 	for (size_t i = 0; i < s->nb; i++)
 		for (struct v2d_ino *e = s->b[i]; e; e = e->hnext)
 			merge_one(&d->set, e);
+	if (d->taken == s)
+		d->taken = NULL;
 	pthread_mutex_unlock(&d->mu);
 	v2d_set_free(s);
+}
+
+void v2d_release(struct v2dirty *d, struct v2d_set *s)
+{
+	pthread_mutex_lock(&d->mu);
+	if (d->taken == s)
+		d->taken = NULL;
+	pthread_mutex_unlock(&d->mu);
+	v2d_set_free(s);
+}
+
+static const struct v2d_ino *set_find(const struct v2d_set *s, uint64_t ino)
+{
+	if (!s || !s->nb)
+		return NULL;
+	for (const struct v2d_ino *e = s->b[hslot(s, ino)]; e; e = e->hnext)
+		if (e->ino == ino)
+			return e;
+	return NULL;
+}
+
+int v2d_state(struct v2dirty *d, uint64_t ino)
+{
+	const struct v2d_ino *e, *t;
+	int st = -1;
+
+	pthread_mutex_lock(&d->mu);
+	e = set_find(&d->set, ino);
+	t = set_find(d->taken, ino);
+	if (e || t)
+		st = (int)((e ? e->flags : 0) | (t ? t->flags : 0));
+	else if (d->set.lost || (d->taken && d->taken->lost))
+		st = 0;
+	pthread_mutex_unlock(&d->mu);
+	return st;
 }
 
 size_t v2d_count(struct v2dirty *d)

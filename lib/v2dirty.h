@@ -64,8 +64,12 @@ struct v2d_set {
 };
 
 struct v2dirty {
-	pthread_mutex_t mu;		/* leaf: set */
+	pthread_mutex_t mu;		/* leaf: set, taken */
 	struct v2d_set set;
+	/* The set a checkpoint took and is writing (NULL outside one): its
+	 * inodes are not in the trees until the checkpoint is done (v2d_state
+	 * looks here too). */
+	struct v2d_set *taken;
 };
 
 int v2d_init(struct v2dirty *d);
@@ -83,6 +87,15 @@ void v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t l
 int v2d_take(struct v2dirty *d, struct v2d_set *out, struct v2d_ino ***v, size_t *nv);
 /* Give a taken set back (its checkpoint failed): merged into d's. */
 void v2d_give_back(struct v2dirty *d, struct v2d_set *s);
+/* The checkpoint of a taken set is done (its superblock is durable): free
+ * it; its inodes are clean from here. */
+void v2d_release(struct v2dirty *d, struct v2d_set *s);
+/* What the trees do not show yet about @ino (the inode cache, icache.c,
+ * asks before it drops an inode or reads one in): -1 when nothing (the
+ * INODES tree holds all of it), else the V2D_* flags noted in the set or
+ * in the set a checkpoint is writing (0 for names or extents only).  After
+ * a note failed for memory (lost) every inode counts as changed. */
+int v2d_state(struct v2dirty *d, uint64_t ino);
 void v2d_set_free(struct v2d_set *s);
 size_t v2d_count(struct v2dirty *d);
 

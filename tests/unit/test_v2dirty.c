@@ -111,11 +111,45 @@ static void test_names_take_give_back(void **state)
 	v2d_destroy(&d);
 }
 
+/* What the inode cache asks (v2d_state): an inode noted, or in the set a
+ * checkpoint is writing, is not in the trees yet; released, it is. */
+static void test_state(void **state)
+{
+	struct v2dirty d;
+	struct v2d_set set;
+	struct v2d_ino **v;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(v2d_init(&d), 0);
+	assert_int_equal(v2d_state(&d, 5), -1);
+	v2d_note_inode(&d, 5, V2D_DEAD);
+	v2d_note_ext(&d, 6, 0, 1);
+	assert_int_equal(v2d_state(&d, 5), V2D_DEAD);
+	assert_int_equal(v2d_state(&d, 6), 0);
+	assert_int_equal(v2d_take(&d, &set, &v, &n), 0);
+	free(v);
+	/* Taken, being written: still not in the trees. */
+	assert_int_equal(v2d_state(&d, 5), V2D_DEAD);
+	v2d_note_inode(&d, 7, V2D_INODE);
+	v2d_give_back(&d, &set);	/* the checkpoint failed */
+	assert_int_equal(v2d_state(&d, 5), V2D_DEAD);
+	assert_int_equal(v2d_take(&d, &set, &v, &n), 0);
+	free(v);
+	assert_int_equal(n, 3);
+	v2d_release(&d, &set);		/* written */
+	assert_int_equal(v2d_state(&d, 5), -1);
+	assert_int_equal(v2d_state(&d, 6), -1);
+	assert_int_equal(v2d_state(&d, 7), -1);
+	v2d_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_names_take_give_back),
+		cmocka_unit_test(test_state),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

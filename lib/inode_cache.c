@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * inode_cache: format v2 inodes fault in from the INODES tree and clean
+ * ones leave memory (docs/FORMAT.md "Mounting version 2").  Part of the
+ * metadata core: the inode table (inode.c) calls icache_fault on a miss,
+ * and ckpt_v2.c registers how an inode is read (icache_fill_fn) and how
+ * the tree's inode numbers are walked (icache_next_fn), so the table, a
+ * lower module, never calls the checkpoint code.
+ *
+ * Fault-in.  The inode is read into a new inode outside the table with no
+ * table lock held (a read may go to the devices), under the mutex of its
+ * number's stripe, then inserted under the table lock after a recheck.
+ * While the stripe is held nobody else reads that number in, and the
+ * number cannot become resident any other way (fs_inew only makes numbers
+ * the tree never held), so it cannot be read, changed, written back and
+ * dropped meanwhile: what was read is current.  A number whose deletion
+ * the trees do not show yet (v2d_state: V2D_DEAD, in the set or in the
+ * one a checkpoint writes) is not read.
+ *
+ * Eviction.  A clock over the table's buckets: inode_get and fs_ifind set
+ * an inode's used bit, the hand clears it, and an inode whose bit is clear
+ * goes when nothing but the table holds it (one reference: no handle, so
+ * no operation is using it), the kernel holds no lookup of it, it is not
+ * open, it has a name (nlink > 0: an unlinked inode is deleted, not
+ * dropped), it is not the root, and the trees hold all of it (v2d_state
+ * -1: nothing noted since the last checkpoint, nothing in the one being
+ * written).  So a dirty inode stays until a checkpoint has written it.
+ * The hand turns after every fault-in while the table is over its budget,
+ * a bounded step at a time, and after every checkpoint (icache_trim).
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_i.h"
+#include "inode_i.h"
+#include "v2dirty.h"
+
+#define EVICT_SCAN 256		/* buckets the hand passes per step */
+#define EVICT_BATCH 64		/* inodes dropped per step at most */
+#define EVICT_TRIM_MIN 4096	/* drops after which a trim returns memory */
+
+void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
+		   uint64_t max)
+{
+	struct itable *t = fs->itab;
+
+	t->fill = fill;
+	t->next = next;
+	t->lazy = lazy;
+	t->max = max;
+}
+
+void icache_stats(struct tfs *fs, struct icache_stats *st)
+{
+	struct itable *t = fs->itab;
+
+	memset(st, 0, sizeof(*st));
+	if (!t)
+		return;
+	st->lazy = t->lazy;
+	st->resident = atomic_load(&t->n);
+	st->max = t->max;
+	st->faults = atomic_load(&t->faults);
+	st->evictions = atomic_load(&t->evictions);
+}
+
+void icache_set_total(struct tfs *fs, uint64_t n)
+{
+	atomic_store(&fs->itab->total, (int64_t)n);
+}
+
+/* Whether @ip may leave memory; the caller holds the table lock for
+ * writing, so no handle can be taken meanwhile. */
+static bool evictable(struct tfs *fs, struct tfs_inode *ip, const struct tfs_inode *keep)
+{
+	if (ip == keep || ip->ino == TFS_ROOT_INO)
+		return false;
+	if (atomic_load(&ip->refs) != 1 || atomic_load(&ip->nlookup) || atomic_load(&ip->nopen))
+		return false;
+	/* refs == 1: nobody holds it, so nobody changes nlink now. */
+	if (ip->nlink == 0)
+		return false;
+	return !fs->v2dirty || v2d_state(fs->v2dirty, ip->ino) < 0;
+}
+
+/* One step of the clock: drops up to EVICT_BATCH inodes while the table is
+ * over its budget; the number dropped. */
+static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
+{
+	struct itable *t = fs->itab;
+	struct tfs_inode *batch[EVICT_BATCH];
+	size_t nb = 0;
+
+	pthread_rwlock_wrlock(&t->lock);
+	for (size_t step = 0; t->b && step < EVICT_SCAN && nb < EVICT_BATCH &&
+	     atomic_load(&t->n) > t->max; step++) {
+		size_t b = t->hand & (t->size - 1);
+		struct tfs_inode **pp = &t->b[b];
+
+		t->hand = b + 1;
+		while (*pp && nb < EVICT_BATCH) {
+			struct tfs_inode *ip = *pp;
+
+			if (atomic_exchange(&ip->used, false) || !evictable(fs, ip, keep)) {
+				pp = &ip->hnext;
+				continue;
+			}
+			*pp = ip->hnext;
+			atomic_fetch_sub(&t->n, 1);
+			atomic_store(&ip->dead, true);
+			batch[nb++] = ip;
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	for (size_t i = 0; i < nb; i++)
+		inode_put(fs, batch[i]);	/* the table's: the last reference */
+	atomic_fetch_add(&t->evictions, nb);
+	return nb;
+}
+
+void icache_trim(struct tfs *fs)
+{
+	struct itable *t = fs->itab;
+	size_t idle = 0, dropped = 0, n;
+
+	if (!t || !t->lazy)
+		return;
+	/* Until within budget, or two full turns of the hand dropped nothing
+	 * (everything left is in use or dirty). */
+	while (atomic_load(&t->n) > t->max) {
+		size_t turn = 2 * (t->size / EVICT_SCAN + 1);
+
+		n = evict_step(fs, NULL);
+		dropped += n;
+		if (n)
+			idle = 0;
+		else if (++idle >= turn)
+			break;
+	}
+	/* Many small frees: give the pages back, or the daemon's RSS would
+	 * stay at its peak. */
+	if (dropped >= EVICT_TRIM_MIN)
+		malloc_trim(0);
+}
+
+/* The table's @ino, with a handle when @handle; NULL if absent. */
+static struct tfs_inode *lookup(struct tfs *fs, uint64_t ino, bool handle)
+{
+	struct tfs_inode *ip;
+
+	pthread_rwlock_rdlock(&fs->itab->lock);
+	ip = itable_find(fs, ino);
+	if (ip && handle)
+		atomic_fetch_add(&ip->refs, 1);
+	pthread_rwlock_unlock(&fs->itab->lock);
+	return ip;
+}
+
+/* Read @ino into a new inode; the caller holds its stripe. */
+static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+{
+	struct tfs_inode *ip;
+	int st = fs->v2dirty ? v2d_state(fs->v2dirty, ino) : -1;
+	int ret;
+
+	if (st >= 0 && (st & V2D_DEAD))
+		return -ENOENT;
+	ip = inode_alloc(ino);
+	if (!ip)
+		return -ENOMEM;
+	ret = fs->itab->fill(fs, ip);
+	if (ret) {
+		inode_release_mem(ip, NULL, NULL);
+		return ret;
+	}
+	*out = ip;
+	return 0;
+}
+
+int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **out)
+{
+	struct itable *t = fs->itab;
+	pthread_mutex_t *mu = &t->fault_mu[(ino * 0x9E3779B97F4A7C15ull) >> 58];
+	struct tfs_inode *ip, *o;
+	int ret;
+
+	*out = NULL;
+	if (!t->fill)
+		return -ENOENT;
+	pthread_mutex_lock(mu);
+	ip = lookup(fs, ino, handle);	/* another fault-in was first */
+	if (ip) {
+		pthread_mutex_unlock(mu);
+		*out = ip;
+		return 0;
+	}
+	ret = read_in(fs, ino, &ip);
+	if (ret) {
+		pthread_mutex_unlock(mu);
+		return ret;
+	}
+	atomic_store(&ip->used, true);
+	if (handle)
+		atomic_fetch_add(&ip->refs, 1);
+	pthread_rwlock_wrlock(&t->lock);
+	o = itable_find(fs, ino);
+	if (!o && !itable_insert(fs, ip))
+		ret = -ENOMEM;
+	if (o && handle)
+		atomic_fetch_add(&o->refs, 1);
+	pthread_rwlock_unlock(&t->lock);
+	pthread_mutex_unlock(mu);
+	if (o || ret) {
+		inode_release_mem(ip, NULL, NULL);
+		ip = o;
+	} else {
+		atomic_fetch_add(&t->faults, 1);
+	}
+	if (ret)
+		return ret;
+	if (t->lazy && atomic_load(&t->n) > t->max)
+		evict_step(fs, ip);
+	*out = ip;
+	return 0;
+}
+
+/* ---- every inode, one at a time ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int icursor_init(struct tfs *fs, struct icursor *c)
+{
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	ret = fs_isnapshot_inos(fs, &c->res, &c->nres);
+	if (ret)
+		return ret;
+	qsort(c->res, c->nres, sizeof(*c->res), cmp_u64);
+	c->tree_end = !fs->itab->lazy || !fs->itab->next;
+	return 0;
+}
+
+void icursor_free(struct icursor *c)
+{
+	free(c->res);
+	memset(c, 0, sizeof(*c));
+}
+
+/* The tree's next live number > c->last into c->tnext. */
+static int tree_step(struct tfs *fs, struct icursor *c)
+{
+	uint64_t after = c->last;
+
+	for (;;) {
+		int st, ret = fs->itab->next(fs, after, &c->tnext);
+
+		if (ret == -ENOENT) {
+			c->tree_end = true;
+			return 0;
+		}
+		if (ret)
+			return ret;
+		st = fs->v2dirty ? v2d_state(fs->v2dirty, c->tnext) : -1;
+		if (st < 0 || !(st & V2D_DEAD)) {
+			c->tree_valid = true;
+			return 0;
+		}
+		after = c->tnext;	/* deleted: its items go at the next checkpoint */
+	}
+}
+
+int icursor_next(struct tfs *fs, struct icursor *c, uint64_t *ino)
+{
+	uint64_t best = UINT64_MAX;
+	int ret;
+
+	if (!c->tree_end && (!c->tree_valid || c->tnext <= c->last)) {
+		c->tree_valid = false;
+		ret = tree_step(fs, c);
+		if (ret)
+			return ret;
+	}
+	while (c->i < c->nres && c->res[c->i] <= c->last)
+		c->i++;
+	if (c->i < c->nres)
+		best = c->res[c->i];
+	if (!c->tree_end && c->tree_valid && c->tnext < best)
+		best = c->tnext;
+	if (best == UINT64_MAX)
+		return -ENOENT;
+	c->last = best;
+	*ino = best;
+	return 0;
+}
