@@ -305,8 +305,7 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 		ip = fs_iget(fs, r->clr.ino);
 		if (!ip)
 			return missing(fs);
-		extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
-		return 0;
+		return extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
 	case LR_XATTR_SET:
 	case LR_XATTR_DEL:
 		ip = fs_iget(fs, r->xattr.ino);

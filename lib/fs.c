@@ -21,6 +21,7 @@
 #include "dir.h"
 #include "event.h"
 #include "discard.h"
+#include "extcache.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -142,6 +143,7 @@ void fs_free(struct tfs *fs)
 		log_close(fs->log);
 	ckpt_v2_free(fs);	/* before the inodes: meta_apply notes into it */
 	fs_itable_destroy(fs);
+	extcache_destroy(fs->xc);	/* after the maps that use it */
 	if (fs->bounce)
 		bounce_pool_destroy(fs->bounce);
 	if (fs->bounce_small)

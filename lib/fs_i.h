@@ -88,6 +88,9 @@ struct tfs {
 	 * noted by meta_apply once the trees are loaded (NULL before). */
 	struct ckpt_v2 *v2;
 	struct v2dirty *v2dirty;
+	/* Format v2: the budget and list of the files' map leaves
+	 * (extcache.h), set up with the trees, freed after the inodes. */
+	struct extent_cache *xc;
 
 	struct itable *itab;		/* inode.c: the inode table (inode_i.h) */
 	_Atomic uint64_t next_ino;

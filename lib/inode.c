@@ -254,7 +254,12 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
 	ip->ino = ino;
 	atomic_store(&ip->refs, 1);	/* the table's */
 	pthread_mutex_init(&ip->lock, NULL);
-	extent_init(&ip->map);
+	/* On version 2 a new inode has no EXTENT items (numbers are never
+	 * reused); the load makes the ones it reads read their map. */
+	if (fs->xc)
+		extent_init_lazy(&ip->map, fs->xc, ino, &ip->rl, 0, true);
+	else
+		extent_init(&ip->map);
 	rl_init(&ip->rl);
 
 	pthread_rwlock_wrlock(&fs->itab->lock);
