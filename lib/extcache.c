@@ -109,10 +109,9 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 
 /* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
  * or busy one goes to the end. */
-static void trim_locked(struct extent_cache *xc, const struct ext_leaf *keep)
+static void trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan)
 {
-	for (unsigned scanned = 0; scanned < SCAN_MAX && over_budget(xc) && xc->head;
-	     scanned++) {
+	for (uint64_t scanned = 0; scanned < scan && over_budget(xc) && xc->head; scanned++) {
 		struct ext_leaf *l = xc->head;
 
 		if (l == keep || atomic_exchange(&l->ref, false) || !try_evict(xc, l)) {
@@ -127,7 +126,8 @@ static void trim_locked(struct extent_cache *xc, const struct ext_leaf *keep)
 void extcache_trim(struct extent_cache *xc)
 {
 	pthread_mutex_lock(&xc->mu);
-	trim_locked(xc, NULL);
+	/* Each leaf up to twice: a second chance, then out. */
+	trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1);
 	pthread_mutex_unlock(&xc->mu);
 }
 
@@ -137,7 +137,7 @@ void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
 	list_tail(xc, l);
 	atomic_fetch_add(&xc->leaves, 1);
 	if (over_budget(xc))
-		trim_locked(xc, l);
+		trim_locked(xc, l, SCAN_MAX);
 	pthread_mutex_unlock(&xc->mu);
 }
 
