@@ -131,14 +131,33 @@ void extcache_trim(struct extent_cache *xc)
 	pthread_mutex_unlock(&xc->mu);
 }
 
+void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&xc->mu);
+	xc->pressure = fn;
+	xc->pressure_ctx = ctx;
+	pthread_mutex_unlock(&xc->mu);
+}
+
 void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
 {
+	void (*fn)(void *ctx) = NULL;
+	void *ctx = NULL;
+
 	pthread_mutex_lock(&xc->mu);
 	list_tail(xc, l);
 	atomic_fetch_add(&xc->leaves, 1);
 	if (over_budget(xc))
 		trim_locked(xc, l, SCAN_MAX);
+	/* Still twice over: changed leaves, which only a checkpoint frees. */
+	if (atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > 2 * atomic_load(&xc->budget) &&
+	    xc->pressure && !atomic_exchange(&xc->pressure_sent, true)) {
+		fn = xc->pressure;
+		ctx = xc->pressure_ctx;
+	}
 	pthread_mutex_unlock(&xc->mu);
+	if (fn)
+		fn(ctx);
 }
 
 void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl)
@@ -178,4 +197,5 @@ void extcache_committed(struct extent_cache *xc, uint64_t epoch)
 
 	while (cur < epoch && !atomic_compare_exchange_weak(&xc->committed, &cur, epoch))
 		;
+	atomic_store(&xc->pressure_sent, false);
 }

@@ -56,6 +56,10 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 void extcache_destroy(struct extent_cache *xc);
 /* Bytes of resident leaves to keep at most (dirty ones stay regardless). */
 void extcache_set_budget(struct extent_cache *xc, uint64_t bytes);
+/* @fn(@ctx) is called (once until the next checkpoint commits) when the
+ * changed leaves alone hold twice the budget: a checkpoint makes them
+ * clean.  It runs on the thread that read a leaf in: it must only wake. */
+void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void *ctx);
 /* Evict clean leaves until the budget holds (as far as range locks let). */
 void extcache_trim(struct extent_cache *xc);
 void extcache_stats(struct extent_cache *xc, struct extcache_stats *st);

@@ -46,6 +46,9 @@ struct extent_cache {
 	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
 	_Atomic uint64_t epoch;		/* changes now belong to this one */
 	_Atomic uint64_t committed;	/* epochs up to this are in the tree */
+	void (*pressure)(void *ctx);	/* ask for a checkpoint (may be NULL) */
+	void *pressure_ctx;
+	atomic_bool pressure_sent;	/* asked since the last commit */
 };
 
 /* A leaf now in its slot: counted and listed; then clean leaves over the

@@ -67,6 +67,11 @@ static void fs_kick_bg(struct tfs *fs)
 	pthread_mutex_unlock(&fs->bg_mu);
 }
 
+static void kick_bg_cb(void *ctx)
+{
+	fs_kick_bg(ctx);
+}
+
 static void cb_durable(void *ctx, uint64_t seq)
 {
 	struct tfs *fs = ctx;
@@ -482,6 +487,8 @@ int fs_bg_start(struct tfs *fs)
 		fs_fixed_buffers(fs);
 	fs->bg_stop = false;
 	fs->bg_want_ckpt = false;
+	if (fs->xc)	/* changed map leaves past the budget: checkpoint */
+		extcache_set_pressure(fs->xc, kick_bg_cb, fs);
 	ret = -pthread_create(&fs->bg_thread, NULL, bg_main, fs);
 	if (ret == 0)
 		fs->bg_running = true;
@@ -490,6 +497,8 @@ int fs_bg_start(struct tfs *fs)
 
 static void bg_stop(struct tfs *fs)
 {
+	if (fs->xc)
+		extcache_set_pressure(fs->xc, NULL, NULL);
 	if (!fs->bg_running)
 		return;
 	pthread_mutex_lock(&fs->bg_mu);
