@@ -16,7 +16,7 @@ NWRITES=${BIGFILE_WRITES:-3000}
 
 hwm_mb() { awk '/^VmHWM/ { print int($2 / 1024) }' "/proc/$DAEMON_PID/status"; }
 status_field() {
-	"$CTL" raw "$MNT" status >"$T/st.json" || h_fail "twinfs-ctl raw status"
+	"$CTL" raw "$MNT" stats >"$T/st.json" || h_fail "twinfs-ctl raw stats"
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("extent_cache", {}).get(sys.argv[2], -1))' \
 		"$T/st.json" "$1"
 }
