@@ -133,10 +133,23 @@ void alloc_mark_ref_changes(struct alloc *a, const struct alloc_run *runs, size_
 
 void alloc_mark_used_changes(struct alloc *a, const struct alloc_run *r, size_t n)
 {
+	/* A run may span both areas (the mount's whole data area does):
+	 * each area marks only its own chunks, or its bitmap overflows. */
 	for (size_t i = 0; i < n; i++) {
-		struct alloc *ar = r[i].blk >= tail_start(a) ? a->tail : a;
+		uint64_t blk = r[i].blk, end = r[i].blk + r[i].n;
 
-		chg_mark(ar, r[i].blk - ar->start, r[i].blk + r[i].n - ar->start);
+		while (blk < end) {
+			struct alloc *ar = blk >= tail_start(a) ? a->tail : a;
+			uint64_t lo = blk > ar->start ? blk : ar->start;
+			uint64_t hi = ar == a && end > tail_start(a) ? tail_start(a) : end;
+
+			if (hi > ar->start + ar->total)
+				hi = ar->start + ar->total;
+			if (lo >= hi)
+				break;
+			chg_mark(ar, lo - ar->start, hi - ar->start);
+			blk = ar == a && end > tail_start(a) ? tail_start(a) : end;
+		}
 	}
 }
 

@@ -361,8 +361,7 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
 				  drop, drops);
 	case LR_EXT_CLEAR:
-		extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
-		return 0;
+		return extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
 	case LR_XATTR_SET:
 		return apply_xattr_set(ip, r);
 	case LR_XATTR_DEL:

@@ -45,11 +45,13 @@
 #include "btree.h"
 #include "ckpt_v2.h"
 #include "dir.h"
+#include "extcache.h"
 #include "fs_i.h"
 #include "fspace.h"
 #include "inode_i.h"
 #include "sbcommit.h"
 #include "v2dirty.h"
+#include "v2ext.h"
 #include "v2item.h"
 #include "wib.h"
 
@@ -81,6 +83,23 @@ struct ckpt_v2 {
 };
 
 /* ---- setup ---- */
+
+/* The source of the files' map leaves (extcache.h): their EXTENT items. */
+static int src_walk(void *ctx, uint64_t ino, uint64_t from, uint64_t to, extent_run_fn cb,
+		    void *cbctx)
+{
+	return v2ext_walk(ctx, ino, from, to, cb, cbctx);
+}
+
+static int src_next_data(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
+{
+	return v2ext_next_data(ctx, ino, fblk, out);
+}
+
+static int src_next_hole(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
+{
+	return v2ext_next_hole(ctx, ino, fblk, out);
+}
 
 void ckpt_v2_free(struct tfs *fs)
 {
@@ -137,6 +156,11 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 			      sb->fs_uuid, &sb->roots[V2_TREE_INODES - 1]);
 	if (ret == 0)
 		v->itree_open = true;
+	if (ret == 0) {
+		struct extent_src src = { &v->itree, src_walk, src_next_data, src_next_hole };
+
+		ret = extcache_create(&src, EXTCACHE_DEFAULT_BUDGET, &fs->xc);
+	}
 	if (ret == 0)
 		ret = bt_open(&v->rtree, fspace_node_store(v->fsp), v->cache, V2_TREE_REFCOUNT,
 			      sb->fs_uuid, &sb->roots[V2_TREE_REFCOUNT - 1]);
@@ -189,6 +213,12 @@ static int load_inode(struct tfs *fs, struct btree *t, struct tfs_inode *ip, con
 	if (ret == 0)
 		ret = meta_fill(fs, ip, &r);
 	free(target);
+	if (ret == 0) {
+		/* Its map is the tree's: read by leaf when used, its count of
+		 * mapped blocks summed from its EXTENT items
+		 * (ckpt_v2_load_extents). */
+		extent_init_lazy(&ip->map, fs->xc, ip->ino, &ip->rl, 0, false);
+	}
 	return ret;
 }
 
@@ -244,22 +274,21 @@ static int load_dirindex(struct tfs_inode *dp, const struct bkey *k, const void 
 	return ret == -EEXIST ? -EUCLEAN : ret;
 }
 
-static int load_extent(struct tfs *fs, struct tfs_inode *ip, const struct bkey *k,
-		       const void *val, unsigned len)
+/* An EXTENT item stays in the tree (the file's map reads it when used):
+ * checked as meta_apply checks LR_EXT_SET and counted. */
+static int load_extent(struct tfs_inode *ip, const struct bkey *k, const void *val,
+		       unsigned len)
 {
-	struct log_rec r = { .type = LR_EXT_SET };
 	struct v2_extent e;
 	int ret;
 
 	ret = v2_extent_decode(k, val, len, &e);
 	if (ret)
 		return ret;
-	r.ext.ino = k->id;
-	r.ext.fblk = k->off;
-	r.ext.phys = e.phys | (e.unwritten ? EXTENT_UNWRITTEN : 0);
-	r.ext.n = e.n;
-	r.ext.csums = e.csums;		/* little-endian, as in a log record */
-	return meta_fill(fs, ip, &r);
+	if (!ip || !e.phys || e.phys >= EXTENT_UNWRITTEN - e.n)
+		return -EUCLEAN;
+	extent_count_mapped(&ip->map, e.n);
+	return 0;
 }
 
 /* One item of @ip other than its extents; the INODE item comes first. */
@@ -297,7 +326,7 @@ int ckpt_v2_load_extents(struct tfs *fs, struct tfs_inode *ip)
 		return ret;
 	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == ip->ino &&
 	       k.type == V2_EXTENT) {
-		ret = load_extent(fs, ip, &k, val, len);
+		ret = load_extent(ip, &k, val, len);
 		if (ret)
 			break;
 	}
@@ -608,6 +637,7 @@ static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 struct put_ext {
 	struct btree *t;
 	uint64_t ino;
+	struct extent_map *map;
 	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
 	uint8_t *buf;			/* BNODE_MAX_VAL */
 };
@@ -643,27 +673,34 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
+/* One part of the range the map holds in memory: its items rewritten. */
+static int put_piece(void *ctx, uint64_t from, uint64_t to)
+{
+	struct put_ext *p = ctx;
+	struct bkey lo = v2_key_extent(p->ino, from), hi = v2_key_extent(p->ino, to);
+	int ret = del_range(p->t, &lo, &hi);
+
+	return ret ? ret : extent_walk(p->map, from, to, put_run, p);
+}
+
+/* Items are rewritten where the map holds the blocks in memory (its
+ * changed leaves stay resident until this checkpoint: extcache.h); the
+ * rest of the range the tree already holds as it is. */
 int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to)
 {
-	struct put_ext p = { .t = t, .ino = ip->ino };
-	struct bkey lo, hi;
-	int ret;
+	struct put_ext p = { .t = t, .ino = ip->ino, .map = &ip->map };
+	int ret = 0;
 
 	if (from >= EXTENT_MAX_FBLK)
 		return 0;
 	if (to > EXTENT_MAX_FBLK)
 		to = EXTENT_MAX_FBLK;
-	lo = v2_key_extent(ip->ino, from);
-	hi = v2_key_extent(ip->ino, to);
-	ret = del_range(t, &lo, &hi);
-	if (ret)
-		return ret;
 	p.csums = malloc(V2_EXT_MAX_BLOCKS * sizeof(*p.csums));
 	p.buf = malloc(BNODE_MAX_VAL);
 	if (!p.csums || !p.buf)
 		ret = -ENOMEM;
 	if (ret == 0)
-		ret = extent_walk(&ip->map, from, to, put_run, &p);
+		ret = extent_resident(&ip->map, from, to, put_piece, &p);
 	free(p.csums);
 	free(p.buf);
 	return ret;
@@ -880,7 +917,7 @@ int ckpt_v2_write(struct tfs *fs)
 	struct ckpt_v2 *v = fs->v2;
 	struct v2d_ino **vec = NULL;
 	struct v2d_set set;
-	uint64_t seq, pos, gen;
+	uint64_t seq, pos, gen, epoch;
 	size_t n = 0;
 	int ret;
 
@@ -888,6 +925,9 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = log_barrier(fs->log, &seq, &pos);
 	if (ret < 0)
 		goto out;
+	/* Before the take: a change noted after it stamps its leaf with a
+	 * later epoch, so the leaf stays until a checkpoint has it. */
+	epoch = extcache_epoch_begin(fs->xc);
 	/* After the barrier: every record up to seq has noted its change. */
 	ret = v2d_take(&v->dirty, &set, &vec, &n);
 	if (ret < 0)
@@ -910,15 +950,17 @@ int ckpt_v2_write(struct tfs *fs)
 	}
 	log_set_head(fs->log, pos, seq + 1);
 	atomic_fetch_add(&fs->ckpt_writes, 1);
+	extcache_committed(fs->xc, epoch);
 	v2d_release(&v->dirty, &set);
-	pthread_mutex_unlock(&fs->ckpt_mu);
-	free(vec);
-	icache_trim(fs);	/* what it wrote may leave memory now */
-	return 0;
+	goto out;
 give_back:
 	v2d_give_back(&v->dirty, &set);
 out:
 	free(vec);
 	pthread_mutex_unlock(&fs->ckpt_mu);
+	if (ret == 0) {
+		icache_trim(fs);	/* what it wrote may leave memory now */
+		extcache_trim(fs->xc);	/* leaves it wrote may go now */
+	}
 	return ret;
 }

@@ -19,6 +19,7 @@
 
 #include "ctl.h"
 #include "discard.h"
+#include "extcache.h"
 #include "fs_i.h"
 #include "json.h"
 #include "rebuild.h"
@@ -141,6 +142,25 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_obj_end(j);
 }
 
+/* Format v2: the files' map leaves in memory (extcache.h). */
+static void extcache_json(struct tfs *fs, struct jbuf *j)
+{
+	struct extcache_stats st;
+
+	if (!fs->xc)
+		return;
+	extcache_stats(fs->xc, &st);
+	jb_obj_begin(j, "extent_cache");
+	jb_u64(j, "budget_bytes", st.budget);
+	jb_u64(j, "leaves", st.leaves);
+	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "faults", st.faults);
+	jb_u64(j, "empty_faults", st.empty_faults);
+	jb_u64(j, "evictions", st.evictions);
+	jb_u64(j, "fault_errors", st.fault_errors);
+	jb_obj_end(j);
+}
+
 static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
@@ -217,6 +237,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "writes", atomic_load(&fs->ckpt_writes));
 	jb_u64(j, "written_bytes", atomic_load(&fs->ckpt_written_blocks) * TFS_BLOCK_SIZE);
 	jb_obj_end(j);
+	extcache_json(fs, j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
 	jb_obj_end(j);

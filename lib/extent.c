@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "extent.h"
+#include "extent_i.h"
 
 #define LVL_BITS 9
 #define FAN (1u << LVL_BITS)
@@ -142,6 +143,29 @@ void extent_init(struct extent_map *m)
 	m->root = NULL;
 	m->high = NULL;
 	atomic_init(&m->mapped, 0);
+	m->xc = NULL;
+	m->rl = NULL;
+	m->ino = 0;
+}
+
+void extent_init_lazy(struct extent_map *m, struct extent_cache *xc, uint64_t ino,
+		      struct rangelock *rl, uint64_t mapped, bool fresh)
+{
+	extent_init(m);
+	m->xc = xc;
+	m->rl = rl;
+	m->ino = ino;
+	atomic_init(&m->mapped, mapped);
+	if (fresh) {
+		m->tiny = EXT_EMPTY;
+		m->root = EXT_EMPTY;
+		m->high = EXT_EMPTY;
+	}
+}
+
+void extent_count_mapped(struct extent_map *m, uint64_t n)
+{
+	atomic_fetch_add_explicit(&m->mapped, n, memory_order_relaxed);
 }
 
 static void mapped_add(struct extent_map *m, int64_t delta)
@@ -161,6 +185,8 @@ int extent_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
 		return -EFBIG;
 	if (!EXTENT_PHYS(phys))
 		return -EINVAL;
+	if (m->xc)
+		return extlz_set(m, fblk, n, phys, csums, drop, ctx);
 
 	struct dropper d = { drop, ctx, 0, 0 };
 	const unsigned char *cs = csums;
@@ -202,10 +228,8 @@ int extent_set1(struct extent_map *m, uint64_t fblk, const struct extent_ent *e,
 {
 	if (fblk >= EXTENT_MAX_FBLK)
 		return -EFBIG;
-	if (!e->phys) {
-		extent_clear(m, fblk, 1, drop, ctx);
-		return 0;
-	}
+	if (!e->phys)
+		return extent_clear(m, fblk, 1, drop, ctx);
 	return extent_set(m, fblk, 1, e->phys, &e->csum, drop, ctx);
 }
 
@@ -275,11 +299,13 @@ static uint64_t clear_tiny(struct extent_map *m, uint64_t from, uint64_t to,
 	return cleared;
 }
 
-void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn drop,
-		  void *ctx)
+int extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn drop,
+		 void *ctx)
 {
 	if (fblk >= EXTENT_MAX_FBLK || !n)
-		return;
+		return 0;
+	if (m->xc)
+		return extlz_clear(m, fblk, n, drop, ctx, false);
 	uint64_t to = n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK : fblk + n;
 	struct dropper d = { drop, ctx, 0, 0 };
 	uint64_t cleared = 0;
@@ -301,15 +327,16 @@ void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_f
 
 	mapped_add(m, -(int64_t)cleared);
 	drop_flush(&d);
+	return 0;
 }
 
 void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx)
 {
-	extent_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx);
-	m->tiny = NULL;
-	m->root = NULL;
-	m->high = NULL;
-	atomic_store(&m->mapped, 0);
+	if (m->xc)
+		(void)extlz_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx, true);
+	else
+		extent_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx);
+	extent_init(m);
 }
 
 int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *out)
@@ -317,6 +344,8 @@ int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *
 	struct extent_ent *e = NULL;
 	unsigned room;
 
+	if (m->xc)
+		return extlz_lookup((struct extent_map *)m, fblk, out);
 	if (fblk < EXTENT_MAX_FBLK)
 		e = get_ent((struct extent_map *)m, fblk, 0, &room);
 	if (e) {
@@ -402,6 +431,8 @@ uint64_t extent_next_data(const struct extent_map *m, uint64_t fblk)
 {
 	uint64_t found = EXTENT_MAX_FBLK;
 
+	if (m->xc)
+		return extlz_next_data((struct extent_map *)m, fblk);
 	visit_map(m, fblk, EXTENT_MAX_FBLK, first_data, &found);
 	return found;
 }
@@ -435,6 +466,8 @@ uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk)
 
 	if (fblk >= EXTENT_MAX_FBLK)
 		return EXTENT_MAX_FBLK;
+	if (m->xc)
+		return extlz_next_hole((struct extent_map *)m, fblk);
 	if (fblk < EXTENT_TINY_FBLK) {
 		const struct extent_ent *tiny = load_ptr((void *const *)&m->tiny);
 
@@ -488,5 +521,19 @@ int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to, extent_r
 {
 	struct walk_arg w = { cb, ctx };
 
+	if (m->xc)
+		return extlz_walk((struct extent_map *)m, from, to, cb, ctx);
 	return visit_map(m, from, to, walk_leaf, &w);
+}
+
+int extent_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
+		    void *ctx)
+{
+	if (to > EXTENT_MAX_FBLK)
+		to = EXTENT_MAX_FBLK;
+	if (from >= to)
+		return 0;
+	if (m->xc)
+		return extlz_resident(m, from, to, cb, ctx);
+	return cb(ctx, from, to);
 }

@@ -19,6 +19,7 @@
 #define TWINFS_EXTENT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define EXTENT_MAX_FBLK (1ull << 51)
@@ -38,11 +39,20 @@ struct extent_ent {
 	uint64_t csum;
 };
 
+struct extent_cache;
+struct rangelock;
+
 struct extent_map {
 	void *tiny;		/* leaf of blocks below EXTENT_TINY_FBLK, installed with CAS */
 	void *root;		/* radix root below EXTENT_LOW_FBLK, installed with CAS */
 	void *high;		/* radix root from EXTENT_LOW_FBLK on (usually NULL) */
 	_Atomic uint64_t mapped;	/* number of non-hole blocks (st_blocks) */
+	/* Format v2 (extcache.h): the map is a cache of the file's EXTENT
+	 * items, read in by leaf and evicted under @xc's budget; NULL: all
+	 * of it in memory (version 1, tests). */
+	struct extent_cache *xc;
+	struct rangelock *rl;	/* the file's range lock, tried by the evictor */
+	uint64_t ino;		/* the file, for the source */
 };
 
 /* Called for each physical block a set/clear replaces; @n consecutive
@@ -50,7 +60,20 @@ struct extent_map {
 typedef void (*extent_drop_fn)(void *ctx, uint64_t phys, uint64_t n);
 
 void extent_init(struct extent_map *m);
-/* Frees the tree; calls drop for every mapped block if drop != NULL. */
+/* A map whose leaves are read from @xc's source for file @ino when used
+ * (format v2); @mapped: its blocks mapped in the tree (st_blocks).  @rl
+ * (may be NULL when nothing runs in parallel) is the range lock users of
+ * the map hold; every lookup, set, clear and walk below may then also fail
+ * with the source's error (-EIO) or -ENOMEM.  @fresh: a file the tree
+ * has no items of (created since): nothing is ever read. */
+void extent_init_lazy(struct extent_map *m, struct extent_cache *xc, uint64_t ino,
+		      struct rangelock *rl, uint64_t mapped, bool fresh);
+/* Add @n to a lazy map's count of mapped blocks (its items were counted
+ * while mounting, not read). */
+void extent_count_mapped(struct extent_map *m, uint64_t n);
+/* Frees the tree; calls drop for every mapped block if drop != NULL (for a
+ * lazy map those the tree holds too).  The map is then an empty one of
+ * version 1 (xc NULL). */
 void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx);
 
 /* Map file blocks [fblk, fblk+n) to physical [phys, phys+n) with csums[i].
@@ -69,8 +92,8 @@ int extent_set1(struct extent_map *m, uint64_t fblk, const struct extent_ent *e,
 /* Make [fblk, fblk+n) a hole; n may be huge (truncate: EXTENT_MAX_FBLK).
  * Absent subtrees are skipped; nodes whose whole span is cleared are freed,
  * so the caller must hold the range exclusively (no reader inside it). */
-void extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n,
-		  extent_drop_fn drop, void *ctx);
+int extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n,
+		 extent_drop_fn drop, void *ctx);
 /* Look up one block: 0, or -ENOENT for a hole (*out zeroed).  In memory
  * nothing else fails; the format v2 map read from disk will add -EIO, so
  * callers pass any other error on. */
@@ -80,7 +103,9 @@ int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *
  * (the data path through inode_extent_lookup, file_extent in file_i.h). */
 void extent_get(const struct extent_map *m, uint64_t fblk, struct extent_ent *out);
 
-/* First mapped block >= fblk, or EXTENT_MAX_FBLK. Skips empty subtrees. */
+/* First mapped block >= fblk, or EXTENT_MAX_FBLK. Skips empty subtrees.
+ * (A lazy map whose source fails answers fblk itself, in both: the lookup
+ * there fails then.) */
 uint64_t extent_next_data(const struct extent_map *m, uint64_t fblk);
 /* First hole >= fblk (EXTENT_MAX_FBLK never, practically). */
 uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk);
@@ -95,6 +120,14 @@ typedef int (*extent_run_fn)(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n
 			     const struct extent_ent *ents);
 int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to,
 		extent_run_fn cb, void *ctx);
+
+/* The parts of [from, to) a lazy map holds in memory (resident leaves and
+ * spans known to be holes), merged where they touch, in file order: what a
+ * checkpoint writes; the rest the tree holds as it is.  A map of version 1
+ * is one piece. */
+typedef int (*extent_piece_fn)(void *ctx, uint64_t from, uint64_t to);
+int extent_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
+		    void *ctx);
 
 static inline uint64_t extent_mapped(const struct extent_map *m)
 {

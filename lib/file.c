@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "event.h"
+#include "extcache.h"
 #include "file_i.h"
 #include "fs_i.h"
 #include "prof.h"
@@ -784,6 +785,10 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 			meta_tx_free(&tx);
 		}
 		rl_unlock(inode_rl(ip), &r);
+		/* Format v2: the leaves this piece made may go once a
+		 * checkpoint wrote them; not while we hold the whole file. */
+		if (fs->xc)
+			extcache_trim(fs->xc);
 		if (done)
 			return ret;
 		ret = log_wait_space(fs->log);

@@ -21,6 +21,7 @@
 #include "dir.h"
 #include "event.h"
 #include "discard.h"
+#include "extcache.h"
 #include "fs_i.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -64,6 +65,11 @@ static void fs_kick_bg(struct tfs *fs)
 	fs->bg_want_ckpt = true;
 	pthread_cond_signal(&fs->bg_cv);
 	pthread_mutex_unlock(&fs->bg_mu);
+}
+
+static void kick_bg_cb(void *ctx)
+{
+	fs_kick_bg(ctx);
 }
 
 static void cb_durable(void *ctx, uint64_t seq)
@@ -142,6 +148,7 @@ void fs_free(struct tfs *fs)
 		log_close(fs->log);
 	ckpt_v2_free(fs);	/* before the inodes: meta_apply notes into it */
 	fs_itable_destroy(fs);
+	extcache_destroy(fs->xc);	/* after the maps that use it */
 	if (fs->bounce)
 		bounce_pool_destroy(fs->bounce);
 	if (fs->bounce_small)
@@ -510,6 +517,8 @@ int fs_bg_start(struct tfs *fs)
 		fs_fixed_buffers(fs);
 	fs->bg_stop = false;
 	fs->bg_want_ckpt = false;
+	if (fs->xc)	/* changed map leaves past the budget: checkpoint */
+		extcache_set_pressure(fs->xc, kick_bg_cb, fs);
 	ret = -pthread_create(&fs->bg_thread, NULL, bg_main, fs);
 	if (ret == 0)
 		fs->bg_running = true;
@@ -518,6 +527,8 @@ int fs_bg_start(struct tfs *fs)
 
 static void bg_stop(struct tfs *fs)
 {
+	if (fs->xc)
+		extcache_set_pressure(fs->xc, NULL, NULL);
 	if (!fs->bg_running)
 		return;
 	pthread_mutex_lock(&fs->bg_mu);

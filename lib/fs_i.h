@@ -93,6 +93,9 @@ struct tfs {
 	 * not all loaded (fsck's offline load). */
 	uint64_t cache_bytes;
 	bool v2_lazy;
+	/* Format v2: the budget and list of the files' map leaves
+	 * (extcache.h), set up with the trees, freed after the inodes. */
+	struct extent_cache *xc;
 
 	struct itable *itab;		/* inode.c: the inode table (inode_i.h) */
 #define TFS_CACHE_DEFAULT (256ull << 20)

@@ -316,6 +316,10 @@ struct tfs_inode *fs_inew(struct tfs *fs, uint64_t ino)
 
 	if (!ip)
 		return NULL;
+	/* On version 2 a new inode has no EXTENT items (numbers are never
+	 * reused); a fault-in makes the ones it reads read their map. */
+	if (fs->xc)
+		extent_init_lazy(&ip->map, fs->xc, ino, &ip->rl, 0, true);
 	pthread_rwlock_wrlock(&fs->itab->lock);
 	o = itable_find(fs, ino);
 	if (o || !itable_insert(fs, ip)) {	/* already there: callers look first */

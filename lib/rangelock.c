@@ -160,7 +160,9 @@ static void wake_blocked_by(struct rangelock *rl, const struct rl_range *r)
 		wake_later(*chain_of(rl, b), r);
 }
 
-void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end, bool write)
+/* Under rl->mu: r joins the list as the newest arrival. */
+static void enqueue(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end,
+		    bool write)
 {
 	r->start = start;
 	r->end = end;
@@ -168,8 +170,6 @@ void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t 
 	r->granted = false;
 	r->wake = NULL;
 	r->next = NULL;
-
-	pthread_mutex_lock(&rl->mu);
 	r->seq = ++rl->seq;
 	r->prev = rl->tail;
 	if (rl->tail)
@@ -181,7 +181,30 @@ void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t 
 		idx_add(rl, r);
 	else if (++rl->n >= RL_INDEX_AT)
 		idx_build(rl);
+}
 
+/* Under rl->mu: r leaves the list. */
+static void dequeue(struct rangelock *rl, struct rl_range *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		rl->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		rl->tail = r->prev;
+	if (rl->chain)
+		idx_del(r);
+	else
+		rl->n--;
+	r->next = r->prev = NULL;
+}
+
+void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end, bool write)
+{
+	pthread_mutex_lock(&rl->mu);
+	enqueue(rl, r, start, end, write);
 	if (blocked(rl, r)) {
 		pthread_cond_t cv;
 
@@ -201,26 +224,32 @@ void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t 
 	pthread_mutex_unlock(&rl->mu);
 }
 
+bool rl_trylock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end,
+		bool write)
+{
+	pthread_mutex_lock(&rl->mu);
+	enqueue(rl, r, start, end, write);
+	if (blocked(rl, r)) {
+		/* The newest entry: nobody waits behind it. */
+		dequeue(rl, r);
+		pthread_mutex_unlock(&rl->mu);
+		return false;
+	}
+	r->granted = true;
+	if (write && ++rl->cur_writers > rl->max_writers)
+		rl->max_writers = rl->cur_writers;
+	pthread_mutex_unlock(&rl->mu);
+	return true;
+}
+
 void rl_unlock(struct rangelock *rl, struct rl_range *r)
 {
 	pthread_mutex_lock(&rl->mu);
 	if (rl->nwait)
 		wake_blocked_by(rl, r);
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		rl->head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	else
-		rl->tail = r->prev;
-	if (rl->chain)
-		idx_del(r);
-	else
-		rl->n--;
+	dequeue(rl, r);
 	if (r->write)
 		rl->cur_writers--;
 	r->granted = false;
-	r->next = r->prev = NULL;
 	pthread_mutex_unlock(&rl->mu);
 }

@@ -49,6 +49,10 @@ struct rangelock {
 void rl_init(struct rangelock *rl);
 void rl_destroy(struct rangelock *rl);
 void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end, bool write);
+/* rl_lock without waiting: false (nothing held) when any range held or
+ * waiting overlaps in a conflicting mode (extcache's evictor). */
+bool rl_trylock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t end,
+		bool write);
 void rl_unlock(struct rangelock *rl, struct rl_range *r);
 
 #endif

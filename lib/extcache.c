@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * extcache: the budget, list and epochs of a format-v2 mount's file map
+ * leaves (extcache.h).  extent.c faults leaves in and frees the ones its
+ * clears cover; this file counts them and evicts clean ones.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "extent_i.h"
+#include "rangelock.h"
+
+/* Leaves looked at per eviction pass: dirty ones are passed over, so a
+ * cache full of them costs a bounded scan, not one of all of them. */
+#define SCAN_MAX 64
+
+int extcache_create(const struct extent_src *src, uint64_t budget, struct extent_cache **out)
+{
+	struct extent_cache *xc = calloc(1, sizeof(*xc));
+
+	if (!xc)
+		return -ENOMEM;
+	pthread_mutex_init(&xc->mu, NULL);
+	xc->src = *src;
+	atomic_init(&xc->budget, budget);
+	atomic_init(&xc->epoch, 1);	/* leaves read in carry 0: clean */
+	atomic_init(&xc->committed, 0);
+	*out = xc;
+	return 0;
+}
+
+void extcache_destroy(struct extent_cache *xc)
+{
+	if (!xc)
+		return;
+	pthread_mutex_destroy(&xc->mu);
+	free(xc);
+}
+
+void extcache_set_budget(struct extent_cache *xc, uint64_t bytes)
+{
+	atomic_store(&xc->budget, bytes);
+	extcache_trim(xc);
+}
+
+static void unlist(struct extent_cache *xc, struct ext_leaf *l)
+{
+	if (l->lprev)
+		l->lprev->lnext = l->lnext;
+	else
+		xc->head = l->lnext;
+	if (l->lnext)
+		l->lnext->lprev = l->lprev;
+	else
+		xc->tail = l->lprev;
+	l->lnext = l->lprev = NULL;
+}
+
+static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
+{
+	l->lnext = NULL;
+	l->lprev = xc->tail;
+	if (xc->tail)
+		xc->tail->lnext = l;
+	else
+		xc->head = l;
+	xc->tail = l;
+}
+
+static bool over_budget(struct extent_cache *xc)
+{
+	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > atomic_load(&xc->budget);
+}
+
+static bool is_clean(struct extent_cache *xc, struct ext_leaf *l)
+{
+	return atomic_load(&l->stamp) <= atomic_load(&xc->committed);
+}
+
+/*
+ * Under xc->mu: evict @l if it is clean and nobody is inside its range:
+ * its file's range lock over the leaf is tried (never waited for), and
+ * the stamp checked again under it (a writer that held it may have
+ * changed the leaf since).  The slot goes back to NULL: read again from
+ * the tree on next use.
+ */
+static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
+{
+	struct rangelock *rl = l->m->rl;
+	struct rl_range r;
+
+	if (!is_clean(xc, l))
+		return false;
+	if (rl && !rl_trylock(rl, &r, l->base, l->base + EXT_FAN, true))
+		return false;
+	bool ok = is_clean(xc, l);
+	if (ok) {
+		__atomic_store_n(l->slot, NULL, __ATOMIC_RELEASE);
+		unlist(xc, l);
+		atomic_fetch_sub(&xc->leaves, 1);
+		atomic_fetch_add(&xc->evictions, 1);
+	}
+	if (rl)
+		rl_unlock(rl, &r);
+	if (ok)
+		free(l);
+	return ok;
+}
+
+/* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
+ * or busy one goes to the end. */
+static void trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan)
+{
+	for (uint64_t scanned = 0; scanned < scan && over_budget(xc) && xc->head; scanned++) {
+		struct ext_leaf *l = xc->head;
+
+		if (l == keep || atomic_exchange(&l->ref, false) || !try_evict(xc, l)) {
+			if (l == xc->tail)
+				break;
+			unlist(xc, l);
+			list_tail(xc, l);
+		}
+	}
+}
+
+void extcache_trim(struct extent_cache *xc)
+{
+	pthread_mutex_lock(&xc->mu);
+	/* Each leaf up to twice: a second chance, then out. */
+	trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1);
+	pthread_mutex_unlock(&xc->mu);
+}
+
+void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&xc->mu);
+	xc->pressure = fn;
+	xc->pressure_ctx = ctx;
+	pthread_mutex_unlock(&xc->mu);
+}
+
+void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+{
+	void (*fn)(void *ctx) = NULL;
+	void *ctx = NULL;
+
+	pthread_mutex_lock(&xc->mu);
+	list_tail(xc, l);
+	atomic_fetch_add(&xc->leaves, 1);
+	if (over_budget(xc))
+		trim_locked(xc, l, SCAN_MAX);
+	/* Still twice over: changed leaves, which only a checkpoint frees. */
+	if (atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > 2 * atomic_load(&xc->budget) &&
+	    xc->pressure && !atomic_exchange(&xc->pressure_sent, true)) {
+		fn = xc->pressure;
+		ctx = xc->pressure_ctx;
+	}
+	pthread_mutex_unlock(&xc->mu);
+	if (fn)
+		fn(ctx);
+}
+
+void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl)
+{
+	void *cur;
+
+	pthread_mutex_lock(&xc->mu);
+	cur = ext_load(slot);
+	if (cur && cur != EXT_EMPTY) {
+		unlist(xc, cur);
+		atomic_fetch_sub(&xc->leaves, 1);
+		__atomic_store_n(slot, repl, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&xc->mu);
+	return cur;
+}
+
+void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
+{
+	st->budget = atomic_load(&xc->budget);
+	st->leaves = atomic_load(&xc->leaves);
+	st->bytes = st->leaves * sizeof(struct ext_leaf);
+	st->faults = atomic_load(&xc->faults);
+	st->empty_faults = atomic_load(&xc->empty_faults);
+	st->evictions = atomic_load(&xc->evictions);
+	st->fault_errors = atomic_load(&xc->fault_errors);
+}
+
+uint64_t extcache_epoch_begin(struct extent_cache *xc)
+{
+	return atomic_fetch_add(&xc->epoch, 1);
+}
+
+void extcache_committed(struct extent_cache *xc, uint64_t epoch)
+{
+	uint64_t cur = atomic_load(&xc->committed);
+
+	while (cur < epoch && !atomic_compare_exchange_weak(&xc->committed, &cur, epoch))
+		;
+	atomic_store(&xc->pressure_sent, false);
+}

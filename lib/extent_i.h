@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * extent_i.h: what extent.c and extcache.c share about a format-v2 map's
+ * leaves (nobody else includes it).
+ *
+ * A leaf of a lazy map (extent.h: struct extent_map with xc set) is a
+ * struct ext_leaf: its 512 entries first (extent.c hands out pointers into
+ * them), then what the cache needs to evict it: the map and the slot that
+ * holds it, its first block, and the epoch of its last change (stamp).  A
+ * leaf is clean when the checkpoint of its stamp's epoch, or a later one,
+ * has committed (stamp <= xc->committed): the tree then holds exactly what
+ * it holds, and it may go (the slot back to NULL: not resident).
+ */
+#ifndef TWINFS_EXTENT_I_H
+#define TWINFS_EXTENT_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "extcache.h"
+#include "extent.h"
+
+#define EXT_FAN 512u
+
+/* A slot whose whole span is known to hold no mapped block (a clear, or
+ * a fault that found nothing): a hole without a node, never faulted. */
+#define EXT_EMPTY ((void *)1)
+
+struct ext_leaf {
+	struct extent_ent e[EXT_FAN];
+	struct extent_map *m;
+	void **slot;			/* where the map holds it */
+	uint64_t base;			/* first block of its span */
+	_Atomic uint64_t stamp;		/* epoch of its last change; 0: as read */
+	atomic_bool ref;		/* used since the evictor last looked */
+	struct ext_leaf *lnext, *lprev;	/* the cache's list, under xc->mu */
+};
+
+struct extent_cache {
+	pthread_mutex_t mu;		/* leaf: the list */
+	struct extent_src src;
+	struct ext_leaf *head, *tail;	/* oldest first */
+	_Atomic uint64_t budget;	/* bytes of leaves kept at most (clean ones go) */
+	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
+	_Atomic uint64_t epoch;		/* changes now belong to this one */
+	_Atomic uint64_t committed;	/* epochs up to this are in the tree */
+	void (*pressure)(void *ctx);	/* ask for a checkpoint (may be NULL) */
+	void *pressure_ctx;
+	atomic_bool pressure_sent;	/* asked since the last commit */
+};
+
+/* A leaf now in its slot: counted and listed; then clean leaves over the
+ * budget go (never @l itself). */
+void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l);
+/* Under xc->mu, the leaf in *slot (if any) unlisted and *slot set to
+ * @repl: the leaf for the caller to free, or what the slot held (NULL:
+ * evicted meanwhile, EXT_EMPTY). */
+void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl);
+
+/* ---- shared by extent.c and extent_lazy.c ---- */
+
+#define EXT_LVL_BITS 9
+#define EXT_TOP_LOW 3		/* level of the low tree's root; leaves are level 0 */
+#define EXT_TOP_HIGH 5		/* level of the high tree's root: 54 bits >= 51 */
+
+/* Blocks covered by one node (or leaf) at level @lvl. */
+static inline uint64_t ext_span(int lvl)
+{
+	return 1ull << (EXT_LVL_BITS * (lvl + 1));
+}
+
+static inline unsigned ext_slot(uint64_t fblk, int lvl)
+{
+	return (unsigned)(fblk >> (EXT_LVL_BITS * lvl)) & (EXT_FAN - 1);
+}
+
+static inline void *ext_load(void *const *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/* Coalesces dropped blocks into physical runs before calling drop. */
+struct ext_dropper {
+	extent_drop_fn fn;
+	void *ctx;
+	uint64_t start, n;
+};
+
+static inline void ext_drop_flush(struct ext_dropper *d)
+{
+	if (d->n && d->fn)
+		d->fn(d->ctx, d->start, d->n);
+	d->n = 0;
+}
+
+static inline void ext_drop_run(struct ext_dropper *d, uint64_t phys, uint64_t n)
+{
+	phys = EXTENT_PHYS(phys);
+	if (d->n && phys == d->start + d->n) {
+		d->n += n;
+		return;
+	}
+	ext_drop_flush(d);
+	d->start = phys;
+	d->n = n;
+}
+
+static inline void ext_mapped_add(struct extent_map *m, int64_t delta)
+{
+	if (delta > 0)
+		atomic_fetch_add_explicit(&m->mapped, (uint64_t)delta, memory_order_relaxed);
+	else if (delta < 0)
+		atomic_fetch_sub_explicit(&m->mapped, (uint64_t)-delta, memory_order_relaxed);
+}
+
+/* extent_lazy.c: the operations of a map with xc set. */
+int extlz_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
+	      const void *csums, extent_drop_fn drop, void *ctx);
+int extlz_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn drop, void *ctx,
+		bool destroy);
+int extlz_lookup(struct extent_map *m, uint64_t fblk, struct extent_ent *out);
+uint64_t extlz_next_data(struct extent_map *m, uint64_t fblk);
+uint64_t extlz_next_hole(struct extent_map *m, uint64_t fblk);
+int extlz_walk(struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb, void *ctx);
+int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
+		   void *ctx);
+
+#endif

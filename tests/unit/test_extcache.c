@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a node that cannot be read fails a lookup with -EIO and installs nothing. */
+#include <errno.h>
+#include <stdbool.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bt_memstore.h"
+#include "btree.h"
+#include "extcache.h"
+#include "extent.h"
+#include "v2ext.h"
+
+#define INO 9u
+#define MAXF EXTENT_MAX_FBLK
+#define BUDGET 40000u		/* about 4 leaves */
+
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rs ^= rs << 13;
+	rs ^= rs >> 7;
+	rs ^= rs << 17;
+	return rs;
+}
+
+/* ---- dropped blocks, compared as sums (count and a hash of blocks) ---- */
+
+struct drops {
+	uint64_t n, h;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ull;
+	x ^= x >> 27;
+	return x ^ (x >> 33);
+}
+
+static void drop_cb(void *ctx, uint64_t phys, uint64_t n)
+{
+	struct drops *d = ctx;
+
+	for (uint64_t i = 0; i < n; i++)
+		d->h += mix(phys + i);
+	d->n += n;
+}
+
+/* ---- the source: v2ext over the test's tree ---- */
+
+static int s_walk(void *ctx, uint64_t ino, uint64_t from, uint64_t to, extent_run_fn cb, void *c)
+{
+	return v2ext_walk(ctx, ino, from, to, cb, c);
+}
+
+static int s_data(void *ctx, uint64_t ino, uint64_t f, uint64_t *out)
+{
+	return v2ext_next_data(ctx, ino, f, out);
+}
+
+static int s_hole(void *ctx, uint64_t ino, uint64_t f, uint64_t *out)
+{
+	return v2ext_next_hole(ctx, ino, f, out);
+}
+
+/* ---- comparing the lazy map with the model ---- */
+
+struct seen {
+	uint64_t h, blocks;
+};
+
+static int seen_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		    const struct extent_ent *ents)
+{
+	struct seen *s = ctx;
+
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(ents[i].phys, phys + i);
+		s->h += mix((fblk + i) ^ mix(ents[i].phys) ^ mix(mix(ents[i].csum)));
+	}
+	s->blocks += n;
+	return 0;
+}
+
+#define ZONE_SPAN 40000u
+static const uint64_t zone[] = { 0, EXTENT_LOW_FBLK - ZONE_SPAN / 2, MAXF - ZONE_SPAN };
+
+static void cmp_walk(const struct extent_map *m, const struct extent_map *l, uint64_t from,
+		     uint64_t to)
+{
+	struct seen a = { 0 }, b = { 0 };
+
+	assert_int_equal(extent_walk(m, from, to, seen_run, &a), 0);
+	assert_int_equal(extent_walk(l, from, to, seen_run, &b), 0);
+	if (getenv("DBG") && a.h != b.h) {
+		for (int z = 0; z < 3; z++)
+			for (uint64_t f = zone[z]; f < zone[z] + ZONE_SPAN; f++) {
+				struct extent_ent x, y;
+				int r1 = extent_lookup(m, f, &x), r2 = extent_lookup(l, f, &y);
+				if (r1 != r2 || x.phys != y.phys || x.csum != y.csum) {
+					printf("diff at %llu: model %d %llx %llx lazy %d %llx %llx\n",
+					       (unsigned long long)f, r1, (unsigned long long)x.phys,
+					       (unsigned long long)x.csum, r2, (unsigned long long)y.phys,
+					       (unsigned long long)y.csum);
+					break;
+				}
+			}
+	}
+	assert_int_equal(a.blocks, b.blocks);
+	assert_int_equal(a.h, b.h);
+}
+
+static void cmp_point(const struct extent_map *m, const struct extent_map *l, uint64_t f)
+{
+	struct extent_ent a, b;
+
+	assert_int_equal(extent_lookup(l, f, &b), extent_lookup(m, f, &a));
+	assert_int_equal(a.phys, b.phys);
+	assert_int_equal(a.csum, b.csum);
+	assert_int_equal(extent_next_data(l, f), extent_next_data(m, f));
+	assert_int_equal(extent_next_hole(l, f), extent_next_hole(m, f));
+}
+
+static uint64_t rnd_fblk(void)
+{
+	return zone[rnd() % 3] + rnd() % ZONE_SPAN;
+}
+
+struct st {
+	struct env e;
+	struct broot root;
+	uint64_t gen;
+	struct extent_cache *xc;
+	struct extent_map m, l;		/* model, lazy */
+	struct drops dm, dl;
+	uint64_t nextphys;
+	uint64_t over;			/* times the dirty leaves passed the budget */
+};
+
+static void op_set(struct st *s)
+{
+	uint64_t f = rnd_fblk(), cs[600];
+	uint32_t n = 1 + (uint32_t)(rnd() % (rnd() % 4 ? 16 : 600));
+	uint64_t phys = s->nextphys;
+
+	if (f + n > MAXF)
+		n = (uint32_t)(MAXF - f);
+	for (uint32_t i = 0; i < n; i++)
+		cs[i] = rnd();
+	bool unwritten = rnd() % 5 == 0;
+
+	if (unwritten)
+		phys |= EXTENT_UNWRITTEN;	/* no csums (fallocate) */
+	s->nextphys += n;
+	assert_int_equal(extent_set(&s->l, f, n, phys, unwritten ? NULL : cs, drop_cb, &s->dl),
+			 extent_set(&s->m, f, n, phys, unwritten ? NULL : cs, drop_cb, &s->dm));
+}
+
+static void op_clear(struct st *s)
+{
+	uint64_t f = rnd_fblk(), n = rnd() % 8 ? 1 + rnd() % 1500 : MAXF;
+
+	assert_int_equal(extent_clear(&s->l, f, n, drop_cb, &s->dl),
+			 extent_clear(&s->m, f, n, drop_cb, &s->dm));
+}
+
+/* ---- the checkpoint: what the map holds in memory into the tree ---- */
+
+static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		   const struct extent_ent *ents)
+{
+	uint64_t cs[EXTENT_TINY_FBLK > 512 ? EXTENT_TINY_FBLK : 512];
+
+	for (uint32_t i = 0; i < n; i++)
+		cs[i] = ents[i].csum;
+	return v2ext_set(ctx, INO, fblk, n, phys, cs, NULL, NULL, NULL);
+}
+
+struct piece_ctx {
+	struct st *s;
+	unsigned pieces;
+};
+
+static int put_piece(void *ctx, uint64_t from, uint64_t to)
+{
+	struct piece_ctx *p = ctx;
+	int ret = v2ext_clear(&p->s->e.t, INO, from, to - from, NULL, NULL, NULL);
+
+	p->pieces++;
+	return ret ? ret : extent_walk(&p->s->l, from, to, put_run, &p->s->e.t);
+}
+
+static void checkpoint(struct st *s)
+{
+	uint64_t epoch = extcache_epoch_begin(s->xc);
+	struct piece_ctx p = { s, 0 };
+	struct extcache_stats st;
+
+	assert_int_equal(bt_begin(&s->e.t, s->gen++), 0);
+	assert_int_equal(extent_resident(&s->l, 0, MAXF, put_piece, &p), 0);
+	commit_release(&s->e.t, &s->root);
+	extcache_stats(s->xc, &st);
+	if (st.bytes > BUDGET)
+		s->over++;	/* changed leaves stayed past the budget */
+	extcache_committed(s->xc, epoch);
+	extcache_trim(s->xc);
+	extcache_stats(s->xc, &st);
+	assert_true(st.bytes <= BUDGET);
+}
+
+static void setup(struct st *s)
+{
+	struct extent_src src;
+
+	memset(s, 0, sizeof(*s));
+	s->gen = 1;
+	s->nextphys = 1000;
+	env_open(&s->e, 8 * BNODE_SIZE);
+	src = (struct extent_src){ &s->e.t, s_walk, s_data, s_hole };
+	assert_int_equal(extcache_create(&src, BUDGET, &s->xc), 0);
+	extent_init(&s->m);
+	extent_init_lazy(&s->l, s->xc, INO, NULL, 0, false);
+}
+
+static void teardown(struct st *s)
+{
+	extent_destroy(&s->l, NULL, NULL);
+	extent_destroy(&s->m, NULL, NULL);
+	extcache_destroy(s->xc);
+	env_close(&s->e);
+}
+
+static void test_model(void **state)
+{
+	struct extcache_stats st;
+	struct st s;
+
+	(void)state;
+	setup(&s);
+	for (unsigned b = 0; b < 40; b++) {
+		for (unsigned i = 0; i < 150; i++) {
+			if (rnd() % 4)
+				op_set(&s);
+			else
+				op_clear(&s);
+			assert_int_equal(extent_mapped(&s.l), extent_mapped(&s.m));
+			if (i % 8 == 0)
+				cmp_point(&s.m, &s.l, rnd_fblk());
+		}
+		assert_int_equal(s.dl.n, s.dm.n);
+		assert_int_equal(s.dl.h, s.dm.h);
+		cmp_walk(&s.m, &s.l, 0, MAXF);
+		checkpoint(&s);
+		/* Read back through the cache, leaves coming and going. */
+		for (unsigned i = 0; i < 60; i++)
+			cmp_point(&s.m, &s.l, rnd_fblk());
+		uint64_t f = rnd_fblk();
+
+		cmp_walk(&s.m, &s.l, f, f + rnd() % 5000);
+		if (b % 10 == 9) {	/* a remount: the map read from the tree alone */
+			uint64_t mapped = extent_mapped(&s.l);
+
+			extent_destroy(&s.l, NULL, NULL);
+			extent_init_lazy(&s.l, s.xc, INO, NULL, mapped, false);
+			cmp_walk(&s.m, &s.l, 0, MAXF);
+		}
+	}
+	/* Truncate to 0 drops every block, resident or not. */
+	assert_int_equal(extent_clear(&s.l, 0, MAXF, drop_cb, &s.dl), 0);
+	extent_clear(&s.m, 0, MAXF, drop_cb, &s.dm);
+	assert_int_equal(s.dl.n, s.dm.n);
+	assert_int_equal(s.dl.h, s.dm.h);
+	assert_int_equal(extent_mapped(&s.l), 0);
+	extcache_stats(s.xc, &st);
+	printf("extcache model: %llu faults (%llu empty), %llu evictions, %llu leaves left, "
+	       "dirty leaves over the budget at %llu checkpoints\n",
+	       (unsigned long long)st.faults, (unsigned long long)st.empty_faults,
+	       (unsigned long long)st.evictions, (unsigned long long)st.leaves,
+	       (unsigned long long)s.over);
+	assert_true(st.faults > 100 && st.evictions > 100 && s.over > 0);
+	teardown(&s);
+}
+
+/* Every node unreadable: a lookup that must read fails with -EIO, installs
+ * nothing, and works once the nodes read again; resident leaves still
+ * answer meanwhile. */
+static void test_eio(void **state)
+{
+	struct extent_ent e;
+	struct extcache_stats st;
+	uint64_t cs[64] = { 0 };
+	struct st s;
+
+	(void)state;
+	setup(&s);
+	for (uint64_t f = 0; f < 200000; f += 1000)
+		assert_int_equal(extent_set(&s.l, f, 64, s.nextphys += 64, cs, NULL, NULL), 0);
+	checkpoint(&s);
+	extcache_set_budget(s.xc, 0);
+	extcache_stats(s.xc, &st);
+	assert_int_equal(st.leaves, 0);
+	/* A cold cache, then every node's bytes flipped. */
+	bt_close(&s.e.t);
+	bcache_destroy(s.e.cache);
+	assert_int_equal(bcache_create(8 * BNODE_SIZE, &s.e.cache), 0);
+	assert_int_equal(bt_open(&s.e.t, &s.e.ms.store, s.e.cache, 5, bt_uuid, &s.root), 0);
+	for (size_t i = 0; i < s.e.ms.cap; i++)
+		if (s.e.ms.node[i])
+			((uint8_t *)s.e.ms.node[i])[100] ^= 0xff;
+	assert_int_equal(extent_lookup(&s.l, 5000, &e), -EIO);
+	assert_int_equal(e.phys, 0);
+	assert_int_equal(extent_set(&s.l, 7000, 1, 99, NULL, NULL, NULL), -EIO);
+	assert_int_equal(extent_walk(&s.l, 0, MAXF, seen_run, &(struct seen){ 0 }), -EIO);
+	extcache_stats(s.xc, &st);
+	assert_int_equal(st.leaves, 0);
+	assert_true(st.fault_errors >= 2);
+	for (size_t i = 0; i < s.e.ms.cap; i++)
+		if (s.e.ms.node[i])
+			((uint8_t *)s.e.ms.node[i])[100] ^= 0xff;
+	assert_int_equal(extent_lookup(&s.l, 5000, &e), 0);
+	assert_int_equal(extent_lookup(&s.l, 5064, &e), -ENOENT);
+	teardown(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_eio),
+		cmocka_unit_test(test_model),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
