@@ -56,7 +56,7 @@
 
 static bool long_run;
 static bool fmt_v2;	/* --v2 / TWINFS_CRASH_FORMAT=v2: mkfs -O v2, checkpoints forced often */
-static unsigned long total_states, total_discards, total_node_writes;
+static unsigned long total_states, total_discards, total_node_writes, total_node_wraps;
 
 /* ---- rng ---- */
 static uint64_t rng_s;
@@ -736,8 +736,9 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 	size_t nflush = 0;
 	size_t ndiscard = 0;
 
-	size_t nsuper = 0, nnode = 0, nlog = 0;
+	size_t nsuper = 0, nnode = 0, nlog = 0, nwrap = 0;
 	const struct super *sb = &wfs->sb;
+	uint64_t lastnode[NDEV] = { 0 };
 
 	for (size_t i = 0; i < nj; i++) {
 		uint64_t b = j[i].off / BS;
@@ -747,11 +748,16 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 			continue;
 		nsuper += b < 2;
 		nlog += b >= sb->log_start && b < sb->log_start + sb->log_blocks;
-		nnode += sb->node_blocks && b >= sb->node_start &&
-			 b < sb->node_start + sb->node_blocks;
+		if (sb->node_blocks && b >= sb->node_start && b < sb->node_start + sb->node_blocks) {
+			/* the node cursor wrapped: slots freed earlier come back */
+			nwrap += b < lastnode[j[i].dev_idx];
+			lastnode[j[i].dev_idx] = b;
+			nnode++;
+		}
 	}
 	total_discards += ndiscard;
 	total_node_writes += nnode;
+	total_node_wraps += nwrap;
 
 #define ADD(c, m) do {							\
 		if (nst == cap) {					\
@@ -835,11 +841,40 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 		base[d].data = NULL;
 	}
 	printf("crash: %zu journal entries (%zu flushes, %zu discards; writes: %zu superblock, %zu "
-	       "log, %zu tree node), %zu operations: %zu crash states explored of %zu candidates\n",
-	       nj, nflush, ndiscard, nsuper, nlog, nnode, nops - 1, explored, nst);
+	       "log, %zu tree node, %zu node-area wraps), %zu operations: %zu crash states "
+	       "explored of %zu candidates\n", nj, nflush, ndiscard, nsuper, nlog, nnode, nwrap,
+	       nops - 1, explored, nst);
 	total_states += explored;
 	free(st);
 #undef ADD
+}
+
+/* Version 2 takes node slots next-fit (a cursor over the node area): bring
+ * the cursor near the end of the area with small checkpoints (the root's
+ * mtime), so the recorded checkpoints wrap around and reuse the slots
+ * earlier commits freed.  Where a commit put the INODES root shows where
+ * the cursor is. */
+static void v2_age(void)
+{
+	const struct super *sb = &wfs->sb;
+	uint64_t end = sb->node_start + sb->node_blocks;
+	uint64_t room = (4 + rndn(24)) * BNODE_BLOCKS;	/* slots left before the wrap */
+	struct stat st;
+
+	for (int i = 0; i < 1000; i++) {
+		uint64_t top = 0;
+
+		for (unsigned t = 0; t < SUPER_V2_TREES; t++)
+			if (sb->roots[t].ptr.addr > top)
+				top = sb->roots[t].ptr.addr;
+		if (top + room >= end)
+			return;
+		memset(&st, 0, sizeof(st));
+		st.st_mtim.tv_sec = 1000 + i;
+		assert_int_equal(tfs_setattr(wfs, TFS_ROOT_INO, &st, TFS_SET_MTIME, NULL, &st), 0);
+		assert_int_equal(tfs_checkpoint(wfs), 0);
+	}
+	fail_msg("v2: the node cursor does not move");
 }
 
 static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
@@ -868,8 +903,10 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 		char d[96];
 		do_op(d, sizeof(d));
 	}
-	if (fmt_v2)	/* the base already has trees with items */
+	if (fmt_v2) {	/* the base already has trees with items */
 		assert_int_equal(tfs_checkpoint(wfs), 0);
+		v2_age();
+	}
 	assert_int_equal(tfs_syncfs(wfs), 0);
 	for (int d = 0; d < NDEV; d++)
 		copy_image(orig_p[d], work_p[d]);
@@ -933,7 +970,7 @@ static void test_crash_states(void **state)
 	assert_true(total_discards > 0);
 	/* On version 2 the checkpoints' node writes are part of it too. */
 	if (fmt_v2)
-		assert_true(total_node_writes > 0);
+		assert_true(total_node_writes > 0 && total_node_wraps > 0);
 	if (!ns || !*ns)
 		assert_true(total_states >= (long_run ? 5000u : fmt_v2 ? 500u : 1000u));
 }
