@@ -22,8 +22,19 @@
  * images stay as built and only the blocks the workload touched need to be
  * restored from the base between states.
  *
+ * A state may also stop the two mirrors at different points (S_SPLIT): one
+ * device has every write up to the cut, the other only its writes up to a
+ * random point after its last flush.
+ *
+ * Format v2 (--v2, TWINFS_CRASH_FORMAT=v2; the test crash_v2): mkfs -O v2,
+ * a checkpoint before about one operation in eight, so the journal holds
+ * the checkpoints' node writes, free-space commits and superblocks, and
+ * the node cursor is first brought near the end of the node area so the
+ * recorded commits reuse slots earlier ones freed (v2_age).
+ *
  * TWINFS_CRASH_LONG=1: every candidate state, more random subsets, more
- * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed.
+ * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed,
+ * TWINFS_CRASH_SEEDS=N how many.
  */
 #include <errno.h>
 #include <fcntl.h>
