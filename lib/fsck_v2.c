@@ -161,6 +161,16 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 				 "in use (mounted?)" : strerror(-ret));
 			return FSCK_EXIT_OPERROR;
 		}
+		/* As mount refuses it: the maps below are sized by the
+		 * superblock's geometry, which a damaged (but verifying)
+		 * superblock could make anything. */
+		if (v->d[i]->size / TFS_BLOCK_SIZE < v->sb->total_blocks) {
+			fsck_hard_problem(c, "%s: truncated: %llu blocks, the file system needs "
+					  "%llu", usable[i],
+					  (unsigned long long)(v->d[i]->size / TFS_BLOCK_SIZE),
+					  (unsigned long long)v->sb->total_blocks);
+			return FSCK_EXIT_UNCORRECTED;
+		}
 		if (dsb.dev_index < v->sb->ndevs && !v->sb->dev_state[dsb.dev_index])
 			mdevs[dsb.dev_index] = v->d[i];
 	}

@@ -611,8 +611,11 @@ static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t 
 	}
 	if (ret == -EUCLEAN || ret == -EIO) {
 		tfs_seterr(err, errlen, "%s: the checkpoint is damaged on every device%s%s "
-			   "(run fsck.twinfs -n to see the damage; -o rescue tries the previous "
-			   "checkpoint, read-only)", name0, fs->damage[0] ? "; " : "", fs->damage);
+			   "(run fsck.twinfs -n to see the damage; %s)", name0,
+			   fs->damage[0] ? "; " : "", fs->damage,
+			   fs->sb.version == SUPER_VERSION_V2 ?
+			   "format v2 has no previous checkpoint to fall back to, not even with "
+			   "-o rescue" : "-o rescue tries the previous checkpoint, read-only");
 		return ret;
 	}
 	if (ret < 0) {

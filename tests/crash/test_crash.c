@@ -23,8 +23,19 @@
  * images stay as built and only the blocks the workload touched need to be
  * restored from the base between states.
  *
+ * A state may also stop the two mirrors at different points (S_SPLIT): one
+ * device has every write up to the cut, the other only its writes up to a
+ * random point after its last flush.
+ *
+ * Format v2 (--v2, TWINFS_CRASH_FORMAT=v2; the test crash_v2): mkfs -O v2,
+ * a checkpoint before about one operation in eight, so the journal holds
+ * the checkpoints' node writes, free-space commits and superblocks, and
+ * the node cursor is first brought near the end of the node area so the
+ * recorded commits reuse slots earlier ones freed (v2_age).
+ *
  * TWINFS_CRASH_LONG=1: every candidate state, more random subsets, more
- * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed.
+ * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed,
+ * TWINFS_CRASH_SEEDS=N how many.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +67,8 @@
 #define VERIFY_FAULT "op=write,kind=drop;op=flush,kind=drop"
 
 static bool long_run;
-static unsigned long total_states, total_discards;
+static bool fmt_v2;	/* --v2 / TWINFS_CRASH_FORMAT=v2: mkfs -O v2, checkpoints forced often */
+static unsigned long total_states, total_discards, total_node_writes, total_node_wraps;
 
 /* ---- rng ---- */
 static uint64_t rng_s;
@@ -198,6 +210,13 @@ static bool do_op(char *desc, size_t dlen)
 	char nm[16];
 	int r, n, p, d;
 
+	/* Version 2 writes its trees only at checkpoints: force many, so
+	 * node writes, free-space commits and superblocks fill the journal. */
+	if (fmt_v2 && rndn(8) == 0) {
+		assert_int_equal(tfs_checkpoint(wfs), 0);
+		snprintf(desc, dlen, "checkpoint (v2)");
+		return true;
+	}
 	for (;;) {
 		switch (rndn(22)) {
 		case 0: case 1: {	/* create */
@@ -460,7 +479,10 @@ static int wfd[NDEV];
 /* blocks written into the work images for the current state */
 static uint8_t dirty[NDEV][NBLK / 8];
 
-enum { S_ALL, S_NONE, S_RANDOM };
+/* S_SPLIT: the mirrors stop at different points: one device (seed bit 1)
+ * got every write up to the cut, the other its writes in order only up to
+ * a random point after its last flush (none after it). */
+enum { S_ALL, S_NONE, S_RANDOM, S_SPLIT };
 struct cstate {
 	size_t cut;
 	int mode;
@@ -523,10 +545,15 @@ static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
 	size_t lastflush[NDEV] = { 0 }, first_out = s->cut;
 	uint64_t saved = rng_s;
 
+	size_t stop[NDEV];
+	int lead = (int)((s->seed >> 1) % NDEV);
+
 	rng_s = s->seed;
 	for (size_t i = 0; i < s->cut; i++)
 		if (j[i].op == DEV_FLUSH)
 			lastflush[j[i].dev_idx] = i + 1;
+	for (int d = 0; d < NDEV; d++)	/* S_SPLIT: where each device stopped */
+		stop[d] = d == lead ? s->cut : lastflush[d] + rndn(s->cut - lastflush[d] + 1);
 	for (size_t i = 0; i < s->cut; i++) {
 		const struct dev_fault_rec *w = &j[i];
 		uint32_t nb = w->len / BS;
@@ -539,11 +566,12 @@ static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
 			continue;
 		/* A FUA write is durable once complete (journaled), but
 		 * makes nothing else durable: a device that has real FUA. */
-		if (i < lastflush[w->dev_idx] || s->mode == S_ALL || w->fua) {
+		if (i < lastflush[w->dev_idx] || s->mode == S_ALL || w->fua ||
+		    (s->mode == S_SPLIT && i < stop[w->dev_idx])) {
 			put_blocks(w, 0, nb);
 			continue;
 		}
-		if (s->mode == S_NONE) {
+		if (s->mode == S_NONE || s->mode == S_SPLIT) {
 			if (first_out > i)
 				first_out = i;
 			continue;
@@ -628,6 +656,16 @@ static void dump_fail(const struct cstate *s, const char *what, size_t lo, size_
  * superblock slot one mirror did not get. */
 static unsigned long fsck_runs, fsck_findings;
 
+/* Version 2: blocks the free-space tree of the checkpoint shows in use
+ * that no extent of it references (blocks freed or allocated after the
+ * checkpoint's barrier, which the next checkpoint writes free).  A crash
+ * leaves them; -p frees them and so does the mount's first checkpoint
+ * (ckpt_v2_rebuilt). */
+static bool v2_leak(const char *l)
+{
+	return fmt_v2 && strstr(l, "are in use in the free-space tree but no extent references them");
+}
+
 static void check_fsck(const struct cstate *s, size_t lo, size_t hi)
 {
 	struct fsck_result res;
@@ -657,7 +695,7 @@ static void check_fsck(const struct cstate *s, size_t lo, size_t hi)
 			*e = 0;
 		if (strstr(l, "not fixed") && !strstr(l, "orphan file inode") &&
 		    !strstr(l, "log copy damaged at transaction") &&
-		    !strstr(l, "superblock generation"))
+		    !strstr(l, "superblock generation") && !v2_leak(l))
 			rc = FSCK_EXIT_OPERROR;
 		if (e)
 			*e = '\n';
@@ -712,9 +750,28 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 	size_t nflush = 0;
 	size_t ndiscard = 0;
 
-	for (size_t i = 0; i < nj; i++)
+	size_t nsuper = 0, nnode = 0, nlog = 0, nwrap = 0;
+	const struct super *sb = &wfs->sb;
+	uint64_t lastnode[NDEV] = { 0 };
+
+	for (size_t i = 0; i < nj; i++) {
+		uint64_t b = j[i].off / BS;
+
 		ndiscard += j[i].op == DEV_DISCARD;
+		if (j[i].op != DEV_WRITE)
+			continue;
+		nsuper += b < 2;
+		nlog += b >= sb->log_start && b < sb->log_start + sb->log_blocks;
+		if (sb->node_blocks && b >= sb->node_start && b < sb->node_start + sb->node_blocks) {
+			/* the node cursor wrapped: slots freed earlier come back */
+			nwrap += b < lastnode[j[i].dev_idx];
+			lastnode[j[i].dev_idx] = b;
+			nnode++;
+		}
+	}
 	total_discards += ndiscard;
+	total_node_writes += nnode;
+	total_node_wraps += nwrap;
 
 #define ADD(c, m) do {							\
 		if (nst == cap) {					\
@@ -737,6 +794,7 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 			ADD(i + 1, S_RANDOM);
 			ADD(i, S_RANDOM);	/* before the flush: e.g. before the first flush of a commit */
 		}
+		ADD(i + 1, S_SPLIT);
 	}
 	ADD(nj, S_ALL);
 	for (int r = 0; r < 8; r++)
@@ -798,16 +856,46 @@ static void explore(const struct dev_fault_rec *j, size_t nj, unsigned budget)
 		free(base[d].data);
 		base[d].data = NULL;
 	}
-	printf("crash: %zu journal entries (%zu flushes and FUA writes, %zu discards), %zu operations: %zu crash "
-	       "states explored of %zu candidates\n", nj, nflush, ndiscard, nops - 1, explored, nst);
+	printf("crash: %zu journal entries (%zu flushes and FUA writes, %zu discards; writes: %zu "
+	       "superblock, %zu log, %zu tree node, %zu node-area wraps), %zu operations: %zu "
+	       "crash states explored of %zu candidates\n", nj, nflush, ndiscard, nsuper, nlog,
+	       nnode, nwrap, nops - 1, explored, nst);
 	total_states += explored;
 	free(st);
 #undef ADD
 }
 
+/* Version 2 takes node slots next-fit (a cursor over the node area): bring
+ * the cursor near the end of the area with small checkpoints (the root's
+ * mtime), so the recorded checkpoints wrap around and reuse the slots
+ * earlier commits freed.  Where a commit put the INODES root shows where
+ * the cursor is. */
+static void v2_age(void)
+{
+	const struct super *sb = &wfs->sb;
+	uint64_t end = sb->node_start + sb->node_blocks;
+	uint64_t room = (4 + rndn(24)) * BNODE_BLOCKS;	/* slots left before the wrap */
+	struct stat st;
+
+	for (int i = 0; i < 1000; i++) {
+		uint64_t top = 0;
+
+		for (unsigned t = 0; t < SUPER_V2_TREES; t++)
+			if (sb->roots[t].ptr.addr > top)
+				top = sb->roots[t].ptr.addr;
+		if (top + room >= end)
+			return;
+		memset(&st, 0, sizeof(st));
+		st.st_mtim.tv_sec = 1000 + i;
+		assert_int_equal(tfs_setattr(wfs, TFS_ROOT_INO, &st, TFS_SET_MTIME, NULL, &st), 0);
+		assert_int_equal(tfs_checkpoint(wfs), 0);
+	}
+	fail_msg("v2: the node cursor does not move");
+}
+
 static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file" };
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = fmt_v2 };
 	struct tfs_opts o = {
 		.devs = orig_p, .ndevs = NDEV, .backend = "file", .fault = "",
 		.commit_ms = 3600000,	/* no background commits between base and recording */
@@ -816,7 +904,8 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 	const struct dev_fault_rec *j;
 	size_t nj;
 
-	printf("crash: seed %llu, %u operations\n", (unsigned long long)seed, nop);
+	printf("crash: seed %llu, %u operations, format %s\n", (unsigned long long)seed, nop,
+	       fmt_v2 ? "v2" : "v1");
 	rng_s = seed * 0x9e3779b97f4a7c15ull | 1;
 	assert_int_equal(tfs_format(orig_p, NDEV, &fo, err, sizeof(err)), 0);
 	assert_int_equal(tfs_mount(&o, &wfs, err, sizeof(err)), 0);
@@ -829,6 +918,10 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 	for (int i = 0; i < 6; i++) {
 		char d[96];
 		do_op(d, sizeof(d));
+	}
+	if (fmt_v2) {	/* the base already has trees with items */
+		assert_int_equal(tfs_checkpoint(wfs), 0);
+		v2_age();
 	}
 	assert_int_equal(tfs_syncfs(wfs), 0);
 	for (int d = 0; d < NDEV; d++)
@@ -881,7 +974,8 @@ static void test_crash_states(void **state)
 {
 	const char *s = getenv("TWINFS_CRASH_SEED");
 	uint64_t seed = s && *s ? strtoull(s, NULL, 0) : 1;
-	int nseeds = long_run ? 10 : 4;
+	const char *ns = getenv("TWINFS_CRASH_SEEDS");
+	int nseeds = ns && *ns ? atoi(ns) : long_run ? 10 : fmt_v2 ? 2 : 4;
 
 	for (int i = 0; i < nseeds; i++)
 		run_seed(seed + (uint64_t)i, long_run ? 400 : 120, long_run ? 1000000 : 400);
@@ -890,7 +984,11 @@ static void test_crash_states(void **state)
 	       total_states, total_discards, fsck_runs, fsck_findings);
 	/* The workload frees blocks: discards must be part of what is explored. */
 	assert_true(total_discards > 0);
-	assert_true(total_states >= (long_run ? 5000u : 1000u));
+	/* On version 2 the checkpoints' node writes are part of it too. */
+	if (fmt_v2)
+		assert_true(total_node_writes > 0 && total_node_wraps > 0);
+	if (!ns || !*ns)
+		assert_true(total_states >= (long_run ? 5000u : fmt_v2 ? 500u : 1000u));
 }
 
 static int setup(void **state)
@@ -923,7 +1021,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_crash_states),
 	};
 
-	long_run = (l && *l && strcmp(l, "0")) || (argc > 1 && !strcmp(argv[1], "--long"));
+	const char *f = getenv("TWINFS_CRASH_FORMAT");
+
+	long_run = l && *l && strcmp(l, "0");
+	fmt_v2 = f && !strcmp(f, "v2");
+	for (int i = 1; i < argc; i++) {
+		long_run |= !strcmp(argv[i], "--long");
+		fmt_v2 |= !strcmp(argv[i], "--v2");
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

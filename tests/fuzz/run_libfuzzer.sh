@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Description: run one libFuzzer target for a bounded time on a fresh corpus
-# seeded by the target itself.  run_libfuzzer.sh FUZZER SECONDS
+# seeded by the target itself, plus the files of SEEDDIR (- for none).
+#   run_libfuzzer.sh FUZZER SECONDS [SEEDDIR]
 set -euo pipefail
-fz=$1 secs=$2
+fz=$1 secs=$2 seeds=${3:--}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/corpus"
 "$fz" -twinfs_seeds="$dir/corpus"
+if [[ $seeds != - ]]; then
+	cp "$seeds"/* "$dir/corpus/"
+fi
 # -error_exitcode: libFuzzer's default (77) is meson's "skipped", which hid
 # a crash; a crash input is kept in the build dir (artifact_prefix).
 "$fz" -max_total_time="$secs" -seed=1 -rss_limit_mb=1024 -timeout=10 \

@@ -3,11 +3,17 @@
 # Description: kill -9 loop: mount, run fsyncing writers (killwriter), kill -9 the daemon
 # at a random moment, drop the dead mount, remount and check that every
 # record acknowledged after an fsync -- in this round and every earlier one --
-# reads back intact.  KILL_ROUNDS (default 20) rounds.
+# reads back intact.  KILL_ROUNDS (default 20) rounds.  On format v2
+# (TWINFS_FORMAT=v2) or with KILL_CKPT=1, twinfs-ctl checkpoint runs in a
+# loop meanwhile, so kills land inside checkpoints (node writes, free-space
+# commits, superblocks) too.
 source "$(dirname "$0")/harness.sh"
 : "${KILLWRITER:?KILLWRITER must name the killwriter binary}"
 
 rounds=${KILL_ROUNDS:-20}
+ckpt_loop=${KILL_CKPT:-0}
+[[ ${TWINFS_FORMAT:-v1} == v2 ]] && ckpt_loop=1
+ckpts=0
 # Room for every round's records: this test is about fsync durability under kill -9,
 # not a full file system (enospc.sh is).
 h_setup 2 768M
@@ -31,10 +37,19 @@ for ((round = 0; round < rounds; round++)); do
 	wa=$!
 	"$KILLWRITER" write "$MNT/r$round.b" "$T/ack.$round.b" "$((round * 2 + 2))" 2>/dev/null &
 	wb=$!
+	wc=""
+	if ((ckpt_loop)); then
+		# until the daemon dies: a checkpoint, a short pause, again
+		(n=0; while "$CTL" raw "$MNT" checkpoint >/dev/null 2>&1; do
+			n=$((n + 1)); echo "$n" >"$T/ckpts.$round"; sleep 0.0$((RANDOM % 5))
+		done) &
+		wc=$!
+	fi
 	sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null || true
-	wait "$wa" "$wb" || true
+	wait "$wa" "$wb" $wc || true
+	ckpts=$((ckpts + $(cat "$T/ckpts.$round" 2>/dev/null || echo 0)))
 	h_check_log "$DAEMON_LOG" || { h_dump_log; exit 1; }
 	DAEMON_PID=""
 	rm -f "$T/daemon.pid"
@@ -47,4 +62,6 @@ done
 h_mount
 check_all "$rounds"
 h_umount
-echo "killloop: $rounds kill -9 rounds, $total_acked+ fsynced records (writer a) all intact"
+((ckpt_loop == 0 || ckpts > 0)) || h_fail "no checkpoint completed while the writers ran"
+echo "killloop: $rounds kill -9 rounds, $total_acked+ fsynced records (writer a) all intact" \
+	"(${ckpts} checkpoints completed during the rounds)"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: fsck of a format-v2 image (tfs_format with v2, fsck_run): a new image is clean with its root directory and free space (fspace_verify; the node map marks exactly the two nodes mkfs wrote); a node of a tree freed in the node map, a used slot no tree reaches, a free count the superblock disagrees with and a damaged GROUP summary are each found (exit 4), allocations committed through fspace are clean; items added to the inode tree through bstore/btree and a new superblock are checked against their inode: a valid symlink with both target chunks passes, an item of an inode without INODE item, a symlink chunk of the wrong length, an extent in a directory are each found (exit 4). */
+/* Description: fsck of a format-v2 image (tfs_format with v2, fsck_run): a new image is clean with its root directory and free space (fspace_verify; the node map marks exactly the two nodes mkfs wrote); a node of a tree freed in the node map, a used slot no tree reaches, a free count the superblock disagrees with and a damaged GROUP summary are each found (exit 4), allocations committed through fspace are clean; items added to the inode tree through bstore/btree and a new superblock are checked against their inode: a valid symlink with both target chunks passes, an item of an inode without INODE item, a symlink chunk of the wrong length, an extent in a directory are each found (exit 4); a superblock claiming more blocks than the device has is refused (exit 4, truncated). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -245,6 +245,30 @@ static void test_items(void **state)
 	}
 }
 
+/* A superblock that verifies but claims a device far larger than the
+ * image (the fuzzer's fuzz_v2image found one that kept fsck busy for
+ * minutes sizing its maps by it): refused as mount refuses it. */
+static void test_truncated(void **state)
+{
+	struct img2 x;
+	struct super old;
+
+	(void)state;
+	img_open(&x);
+	old = x.sb;
+	x.sb.total_blocks <<= 12;
+	x.sb.free_blocks = x.sb.total_blocks - x.sb.node_start - x.sb.node_blocks;
+	x.sb.generation++;
+	write_supers(&x);
+	img_close(&x);
+	expect(FSCK_EXIT_UNCORRECTED, "truncated");
+	img_open(&x);
+	old.generation = x.sb.generation + 1;
+	x.sb = old;	/* the image as the tests before left it */
+	write_supers(&x);
+	img_close(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +276,7 @@ int main(void)
 		cmocka_unit_test(test_free_space),
 		cmocka_unit_test(test_bad_summary),
 		cmocka_unit_test(test_items),
+		cmocka_unit_test(test_truncated),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
