@@ -792,3 +792,13 @@ out:
 	pthread_mutex_unlock(&fs->ckpt_mu);
 	return ret;
 }
+
+bool ckpt_v2_node_block(struct tfs *fs, uint64_t blk)
+{
+	const struct super *sb = &fs->sb;
+	struct ckpt_v2 *v = fs->v2;
+
+	if (!v || !v->fsp || blk < sb->node_start || blk - sb->node_start >= sb->node_blocks)
+		return false;
+	return fspace_node_used(v->fsp, blk - (blk - sb->node_start) % BNODE_BLOCKS);
+}
