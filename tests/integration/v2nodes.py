@@ -20,7 +20,6 @@ def newest_super(f):
         b = f.read(BLK)
         if len(b) < BLK or b[:8] == bytes(8):
             continue
-        version = struct.unpack_from("<I", b, 8)[0] if False else None
         gen = struct.unpack_from("<Q", b, 296)[0]
         if best is None or gen > best[0]:
             best = (gen, b)
