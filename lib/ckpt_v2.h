@@ -57,5 +57,7 @@ void ckpt_v2_rebuilt(struct tfs *fs);
 /* Block @blk lies in a tree node slot the node map has in use (rebuild:
  * what to copy of the node area).  False on version 1. */
 bool ckpt_v2_node_block(struct tfs *fs, uint64_t blk);
+/* Tree nodes in use (the node map's count; 0 on version 1). */
+uint64_t ckpt_v2_nodes_used(struct tfs *fs);
 
 #endif

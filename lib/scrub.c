@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "bnode.h"
+#include "ckpt_v2.h"
 #include "dir.h"
 #include "event.h"
 #include "fs_i.h"
@@ -601,6 +602,8 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 
 	pthread_mutex_lock(&fs->ckpt_mu);
 	bytes = fs->sb.ckpt_blocks * BLK;
+	/* Format v2: the tree nodes the walk reads (nodes_piece counts). */
+	bytes += ckpt_v2_nodes_used(fs) * BNODE_SIZE;
 	pthread_mutex_unlock(&fs->ckpt_mu);
 
 	/* The handles keep the inodes' memory, ns_lock their fields still. */
