@@ -964,3 +964,20 @@ out:
 	}
 	return ret;
 }
+
+bool ckpt_v2_node_block(struct tfs *fs, uint64_t blk)
+{
+	const struct super *sb = &fs->sb;
+	struct ckpt_v2 *v = fs->v2;
+
+	if (!v || !v->fsp || blk < sb->node_start || blk - sb->node_start >= sb->node_blocks)
+		return false;
+	return fspace_node_used(v->fsp, blk - (blk - sb->node_start) % BNODE_BLOCKS);
+}
+
+uint64_t ckpt_v2_nodes_used(struct tfs *fs)
+{
+	struct ckpt_v2 *v = fs->v2;
+
+	return v && v->fsp ? fspace_nodes_used(v->fsp) : 0;
+}

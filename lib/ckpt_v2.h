@@ -18,6 +18,7 @@
 #ifndef TWINFS_CKPT_V2_H
 #define TWINFS_CKPT_V2_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "extent.h"
@@ -67,5 +68,11 @@ int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen);
 /* After the mount rebuilt alloc.c: the next checkpoint compares all of its
  * used map with the free-space tree (nothing on version 1). */
 void ckpt_v2_rebuilt(struct tfs *fs);
+
+/* Block @blk lies in a tree node slot the node map has in use (rebuild:
+ * what to copy of the node area).  False on version 1. */
+bool ckpt_v2_node_block(struct tfs *fs, uint64_t blk);
+/* Tree nodes in use (the node map's count; 0 on version 1). */
+uint64_t ckpt_v2_nodes_used(struct tfs *fs);
 
 #endif

@@ -525,14 +525,22 @@ void event_dev_state(struct tfs *fs, unsigned dev, int state, int err)
 }
 
 void event_scrub_done(struct tfs *fs, const char *state, uint64_t csum_errors,
-		      uint64_t repaired, uint64_t unrecoverable, uint64_t read_errors)
+		      uint64_t repaired, uint64_t unrecoverable, uint64_t read_errors,
+		      const struct scrub_nodes_ev *nodes)
 {
+	char ntxt[128] = "";
+
+	if (nodes)
+		snprintf(ntxt, sizeof(ntxt), "; tree nodes: %llu checked, %llu copies repaired, "
+			 "%llu unrecoverable", (unsigned long long)nodes->checked,
+			 (unsigned long long)nodes->repaired,
+			 (unsigned long long)nodes->unrecoverable);
 	event_emit(fs, &(struct event){ .kind = EV_SCRUB_DONE, .slot = -1,
 			.csum_errors = csum_errors, .repaired = repaired,
 			.unrecoverable = unrecoverable, .read_errors = read_errors },
-		   "scrub %s: %llu bad copies, %llu repaired, %llu unrecoverable, %llu read errors",
+		   "scrub %s: %llu bad copies, %llu repaired, %llu unrecoverable, %llu read errors%s",
 		   state, (unsigned long long)csum_errors, (unsigned long long)repaired,
-		   (unsigned long long)unrecoverable, (unsigned long long)read_errors);
+		   (unsigned long long)unrecoverable, (unsigned long long)read_errors, ntxt);
 }
 
 void event_rebuild_end(struct tfs *fs, unsigned dev, bool replace, int err, uint64_t copied,

@@ -80,9 +80,15 @@ void event_emit(struct tfs *fs, const struct event *e, const char *fmt, ...)
 /* The mirror's state hook: device_failed, and fs_unusable when it was the
  * last writable device. */
 void event_dev_state(struct tfs *fs, unsigned dev, int state, int err);
-/* scrub_done with what the scrub found (state: "finished", "canceled"). */
+/* scrub_done with what the scrub found (state: "finished", "canceled");
+ * nodes: format v2's tree nodes checked, repaired (copies), unrecoverable
+ * (NULL: version 1, not said). */
+struct scrub_nodes_ev {
+	uint64_t checked, repaired, unrecoverable;
+};
 void event_scrub_done(struct tfs *fs, const char *state, uint64_t csum_errors,
-		      uint64_t repaired, uint64_t unrecoverable, uint64_t read_errors);
+		      uint64_t repaired, uint64_t unrecoverable, uint64_t read_errors,
+		      const struct scrub_nodes_ev *nodes);
 /* rebuild_done / replace_done (then device_online), or rebuild_failed
  * when err < 0. */
 void event_rebuild_end(struct tfs *fs, unsigned dev, bool replace, int err, uint64_t copied,

@@ -609,6 +609,11 @@ static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t 
 			ret = ckpt_load(fs);
 		}
 	}
+	if (ret == -EIO && fs->sb.version == SUPER_VERSION_V2) {
+		tfs_seterr(err, errlen, "%s: cannot load the metadata trees: a tree node has no "
+			   "good copy on any device (run fsck.twinfs -n to see the damage)", name0);
+		return ret;
+	}
 	if (ret == -EUCLEAN || ret == -EIO) {
 		tfs_seterr(err, errlen, "%s: the checkpoint is damaged on every device%s%s "
 			   "(run fsck.twinfs -n to see the damage; %s)", name0,

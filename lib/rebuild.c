@@ -40,39 +40,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_v2.h"
 #include "event.h"
 #include "fs_i.h"
 #include "rebuild.h"
+#include "rebuild_i.h"
 #include "wib.h"
 
 #define BS TFS_BLOCK_SIZE
 #define RB_IO_BLOCKS 256u		/* blocks per copy I/O (1 MiB) */
 #define RB_CKPT_EVERY_S 2		/* cursor persisted at least this often */
-#define RB_VERIFY_PIECE 4096u		/* file blocks per range-lock hold */
 
-struct rebuild {
-	pthread_mutex_t mu;		/* protects everything below but atomics */
-	pthread_t thr;
-	bool thr_running;		/* joinable thread exists */
-	_Atomic bool stop;		/* unmount: keep the run recorded */
-	_Atomic bool cancel;		/* user: forget the run */
-	_Atomic uint64_t rate;		/* bytes/s of regions visited, 0: no limit */
-
-	int state;			/* enum rebuild_state */
-	int kind;			/* SUPER_RB_*; 0 idle */
-	int dev;			/* slot; -1 idle */
-	bool persist;			/* sb.rb_state = running */
-	bool verifying;
-	uint64_t regions_total;		/* regions this run visits */
-	_Atomic uint64_t regions_done;
-	_Atomic uint64_t copied, verified, fixed;
-	uint64_t copied_base;		/* copied by earlier runs (resume) */
-	struct timespec t0;
-	char error[512];
-
-	struct dev *retired[2 * DEV_MAX];	/* replaced devices, closed at unmount */
-	unsigned nretired;
-};
 
 static double now_s(void)
 {
@@ -184,11 +162,6 @@ static void set_error(struct rebuild *rb, const char *fmt, const char *what, int
 	pthread_mutex_unlock(&rb->mu);
 }
 
-static bool target_alive(struct tfs *fs, unsigned dev)
-{
-	return atomic_load(&fs->mirror.state[dev]) == MDEV_REBUILDING;
-}
-
 /* Read [blk, blk+n) from an in-sync device other than the target. */
 static int read_source(struct tfs *fs, unsigned target, uint64_t blk, void *buf, uint32_t n)
 {
@@ -208,6 +181,12 @@ static int read_source(struct tfs *fs, unsigned target, uint64_t blk, void *buf,
 	return ret;
 }
 
+/* A block to copy: data in use, or (format v2) a tree node in use. */
+static bool blk_used(struct tfs *fs, uint64_t blk)
+{
+	return alloc_refs(fs->alloc, blk) || ckpt_v2_node_block(fs, blk);
+}
+
 /* Copy the allocated blocks of region r.  Caller holds the window. */
 static int copy_region(struct tfs *fs, struct rebuild *rb, unsigned target, uint64_t r,
 		       uint8_t *buf)
@@ -222,11 +201,11 @@ static int copy_region(struct tfs *fs, struct rebuild *rb, unsigned target, uint
 		uint64_t n = 0;
 		int ret;
 
-		if (!alloc_refs(fs->alloc, s)) {
+		if (!blk_used(fs, s)) {
 			s++;
 			continue;
 		}
-		while (s + n < e && n < RB_IO_BLOCKS && alloc_refs(fs->alloc, s + n))
+		while (s + n < e && n < RB_IO_BLOCKS && blk_used(fs, s + n))
 			n++;
 		ret = read_source(fs, target, s, buf, (uint32_t)n);
 		if (ret == 0) {
@@ -245,141 +224,6 @@ static int copy_region(struct tfs *fs, struct rebuild *rb, unsigned target, uint
 		s += n;
 	}
 	return 0;
-}
-
-/* ---- verification ---- */
-
-struct vctx {
-	struct tfs *fs;
-	struct rebuild *rb;
-	unsigned target;
-	uint8_t *buf, *good;
-	int err;
-};
-
-static bool region_wanted(struct tfs *fs, struct rebuild *rb, uint64_t blk)
-{
-	uint64_t r = mirror_region_of(&fs->mirror, blk);
-
-	if (r == UINT64_MAX)
-		return false;
-	return rb->kind == SUPER_RB_REPLACE || mirror_region_dirty(&fs->mirror, r);
-}
-
-/* Check every writable copy of [phys, phys+n) against the extent csums and
- * rewrite the bad ones from a verified copy. */
-static int verify_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
-		      const struct extent_ent *ents)
-{
-	struct vctx *v = ctx;
-	struct mirror *m = &v->fs->mirror;
-	uint64_t csums[512];
-
-	if (phys & EXTENT_UNWRITTEN)
-		return 0;
-	if (atomic_load(&v->rb->stop) || atomic_load(&v->rb->cancel) ||
-	    !target_alive(v->fs, v->target))
-		return -ECANCELED;
-	for (uint32_t off = 0; off < n; ) {
-		uint32_t k = n - off > 512 ? 512 : n - off;
-		uint64_t blk = phys + off;
-		bool have_good = false, all;
-
-		for (uint32_t i = 0; i < k; i++)
-			csums[i] = ents[off + i].csum;
-		/* The target is checked everywhere, copied or not: that
-		 * regions were clean only says nothing was written there
-		 * while it was away, not that what it holds is ours.  The
-		 * in-sync copies only where the copy ran. */
-		all = region_wanted(v->fs, v->rb, blk) || region_wanted(v->fs, v->rb, blk + k - 1);
-		for (unsigned d = 0; d < m->ndevs; d++) {
-			int st = atomic_load(&m->state[d]);
-			bool bad = false;
-			int ret;
-
-			if (!m->devs[d] || (st != MDEV_OK && d != v->target) ||
-			    (!all && d != v->target))
-				continue;
-			ret = dev_pread(m->be, m->devs[d], v->buf, k * BS, blk * BS);
-			for (uint32_t i = 0; i < k; i++)
-				if (ret || csum_block(v->buf + (size_t)i * BS, blk + i) != csums[i])
-					bad = true;
-			if (d == v->target)
-				atomic_fetch_add(&v->rb->verified, k);
-			if (!bad)
-				continue;
-			if (!have_good) {
-				/* Verified (and repaired) from the in-sync copies. */
-				ret = mirror_read(m, blk, v->good, k, csums, NULL);
-				if (ret < 0) {
-					v->err = ret;
-					return ret;
-				}
-				have_good = true;
-			}
-			ret = dev_pwrite(m->be, m->devs[d], v->good, k * BS, blk * BS);
-			if (ret < 0) {
-				mirror_event(m, d, MEV_WRITE_ERR, blk, k);
-				mirror_fail_dev(m, d, ret);
-				if (d == v->target)
-					return ret;
-				continue;
-			}
-			atomic_fetch_add(&v->rb->fixed, k);
-		}
-		off += k;
-	}
-	return 0;
-}
-
-static int verify_pass(struct tfs *fs, struct rebuild *rb, unsigned target)
-{
-	struct vctx v = { .fs = fs, .rb = rb, .target = target };
-	uint64_t *inos = NULL;
-	size_t n = 0;
-	int ret;
-
-	if (posix_memalign((void **)&v.buf, BS, 512 * BS))
-		return -ENOMEM;
-	if (posix_memalign((void **)&v.good, BS, 512 * BS)) {
-		free(v.buf);
-		return -ENOMEM;
-	}
-	ret = fs_isnapshot_inos(fs, &inos, &n);
-	for (size_t i = 0; ret == 0 && i < n; i++) {
-		struct tfs_inode *ip;
-		uint64_t end;
-
-		/* Pinned like an open file: it cannot be freed under us. */
-		pthread_mutex_lock(&fs->ns_lock);
-		if (!inode_get(fs, inos[i], &ip) && !S_ISREG(inode_mode(ip))) {
-			inode_put(fs, ip);
-			ip = NULL;
-		}
-		if (ip)
-			inode_open_add(ip);
-		pthread_mutex_unlock(&fs->ns_lock);
-		if (!ip)
-			continue;
-		end = 0;
-		for (uint64_t f = 0; ret == 0 && f < EXTENT_MAX_FBLK; f = end) {
-			struct rl_range r;
-
-			f = inode_next_data(ip, f);
-			if (f >= EXTENT_MAX_FBLK)
-				break;
-			end = f + RB_VERIFY_PIECE;
-			rl_lock(inode_rl(ip), &r, f, end, false);
-			ret = inode_extent_walk(ip, f, end, verify_run, &v);
-			rl_unlock(inode_rl(ip), &r);
-		}
-		fs_iput_open(fs, ip);
-		inode_put(fs, ip);
-	}
-	free(inos);
-	free(v.buf);
-	free(v.good);
-	return ret;
 }
 
 /* ---- the thread ---- */
@@ -444,7 +288,7 @@ static void *rb_main(void *arg)
 	for (r = atomic_load(&m->sync_cursor); r < m->trk_nregions; r++) {
 		if (atomic_load(&rb->stop) || atomic_load(&rb->cancel))
 			break;
-		if (!target_alive(fs, target)) {
+		if (!rb_target_alive(fs, target)) {
 			ret = -EIO;
 			break;
 		}
@@ -482,7 +326,7 @@ static void *rb_main(void *arg)
 	pthread_mutex_lock(&rb->mu);
 	rb->verifying = true;
 	pthread_mutex_unlock(&rb->mu);
-	ret = verify_pass(fs, rb, target);
+	ret = rb_verify_pass(fs, rb, target);
 	if (ret == -ECANCELED && atomic_load(&rb->stop))
 		return NULL;
 	if (ret == -ECANCELED && atomic_load(&rb->cancel)) {
@@ -848,26 +692,12 @@ static int begin(struct tfs *fs, unsigned slot, struct dev *d, int kind, char *e
 	return ret;
 }
 
-/* Format v2 (step 3): tree nodes live outside what alloc.c tracks, and a
- * rebuild copies only the blocks it does: refused until it copies nodes. */
-static int refuse_v2(struct tfs *fs, char *err, size_t errlen)
-{
-	if (fs->sb.version != SUPER_VERSION_V2)
-		return 0;
-	snprintf(err, errlen, "not supported on format v2 (experimental) yet: it would not "
-		 "copy the metadata trees");
-	return -EOPNOTSUPP;
-}
-
 int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 {
 	struct mirror *m = &fs->mirror;
 	struct dev *d = NULL, *old;
 	int slot, st, ret;
 
-	ret = refuse_v2(fs, err, errlen);
-	if (ret < 0)
-		return ret;
 	ret = claim(fs, err, errlen);
 	if (ret < 0)
 		return ret;
@@ -1085,9 +915,6 @@ int rebuild_replace(struct tfs *fs, const char *oldname, const char *newpath, bo
 	uint8_t uuid[16];
 	int slot = -1, ret;
 
-	ret = refuse_v2(fs, err, errlen);
-	if (ret < 0)
-		return ret;
 	ret = claim(fs, err, errlen);
 	if (ret < 0)
 		return ret;

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bnode.h"
+#include "ckpt_v2.h"
 #include "dir.h"
 #include "event.h"
 #include "fs_i.h"
@@ -25,14 +27,19 @@
 #include "paths.h"
 #include "scrub.h"
 #include "tlog.h"
+#include "v2nodes.h"
 
 #define BLK TFS_BLOCK_SIZE
 #define SCRUB_CKPT_EVERY_S 30	/* persist the cursor this often while running */
 #define SCRUB_JSON_BAD_MAX 64	/* unrecoverable blocks listed in a status reply */
 #define SCRUB_LOG_BAD_MAX 10	/* ... and logged at the end */
 
+/* A bad-list entry for a format v2 tree node (off: its address in bytes). */
+#define SCRUB_INO_NODE UINT64_MAX
+
 struct scrub_bad {
-	uint64_t ino, off;	/* ino 0: the checkpoint (off: byte offset in it) */
+	uint64_t ino, off;	/* ino 0: the checkpoint (off: byte offset in it);
+				 * SCRUB_INO_NODE: a tree node */
 	char *path;		/* set when the scrub ends */
 };
 
@@ -54,6 +61,10 @@ struct scrub {
 	uint64_t thr_bytes;
 	struct scrub_bad *bad;
 	size_t nbad;
+	/* Format v2 tree nodes of this run (not persisted: a resumed scrub
+	 * that starts inside the files does not walk them again). */
+	bool v2;
+	struct v2n_counts nodes;
 
 	uint8_t *buf[DEV_MAX];	/* the thread's, SCRUB_CHUNK blocks per device */
 };
@@ -108,6 +119,7 @@ int scrub_init(struct tfs *fs)
 	pthread_cond_init(&sc->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	sc->ps = fs->sb.scrub;
+	sc->v2 = fs->sb.version == SUPER_VERSION_V2;
 	fs->scrub = sc;
 	return 0;
 }
@@ -450,6 +462,44 @@ out:
 		free(tb[d]);
 }
 
+/* Phase 1 on format v2: every tree node on every mirror (v2nodes.h). */
+static bool nodes_piece(void *ctx, uint64_t nodes)
+{
+	struct scrub *sc = ctx;
+
+	chunk_done(sc, 0, 0, nodes * BNODE_SIZE);
+	return should_end(sc);
+}
+
+static void node_lost(void *ctx, uint64_t addr)
+{
+	struct scrub *sc = ctx;
+
+	add_bad(sc, SCRUB_INO_NODE, addr * BLK);
+	/* In blocks, as the other counters: add_bad counted one. */
+	count(sc, &sc->ps.unrecoverable, BNODE_BLOCKS - 1);
+}
+
+/* -ENODEV when no device is left. */
+static int scrub_nodes(struct scrub *sc)
+{
+	struct v2n_walk w = { .fs = sc->fs, .target = -1, .piece_done = nodes_piece,
+			      .on_lost = node_lost, .ctx = sc };
+	int ret = v2n_walk(&w);
+
+	pthread_mutex_lock(&sc->mu);
+	sc->nodes = w.n;
+	/* The file system's counters are in blocks: a node is BNODE_BLOCKS. */
+	sc->ps.csum_err += (w.n.bad - w.n.read_err) * BNODE_BLOCKS;
+	sc->ps.read_err += w.n.read_err * BNODE_BLOCKS;
+	sc->ps.repaired += w.n.repaired * BNODE_BLOCKS;
+	pthread_mutex_unlock(&sc->mu);
+	if (w.n.unrecoverable)
+		tfs_log(LOG_ERR, "scrub: %llu tree nodes have no good copy on any device",
+			(unsigned long long)w.n.unrecoverable);
+	return ret == -ECANCELED ? 0 : ret;
+}
+
 struct file_walk {
 	struct scrub *sc;
 	uint64_t ino;
@@ -552,6 +602,8 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 
 	pthread_mutex_lock(&fs->ckpt_mu);
 	bytes = fs->sb.ckpt_blocks * BLK;
+	/* Format v2: the tree nodes the walk reads (nodes_piece counts). */
+	bytes += ckpt_v2_nodes_used(fs) * BNODE_SIZE;
 	pthread_mutex_unlock(&fs->ckpt_mu);
 
 	/* One inode at a time: on format v2 each may be read in and leave
@@ -637,6 +689,9 @@ static void name_bad(struct scrub *sc)
 		hit = path_find(w, n, sc->bad[i].ino);
 		if (sc->bad[i].ino == 0)
 			snprintf(tmp, sizeof(tmp), "<checkpoint>");
+		else if (sc->bad[i].ino == SCRUB_INO_NODE)
+			snprintf(tmp, sizeof(tmp), "<tree node at block %llu>",
+				 (unsigned long long)(sc->bad[i].off / BLK));
 		else
 			snprintf(tmp, sizeof(tmp), "<ino %llu>",
 				 (unsigned long long)sc->bad[i].ino);
@@ -650,6 +705,7 @@ static void name_bad(struct scrub *sc)
 
 static void log_summary(struct scrub *sc)
 {
+	struct scrub_nodes_ev nodes;
 	struct super_scrub ps;
 	uint64_t run;
 	double secs;
@@ -665,8 +721,12 @@ static void log_summary(struct scrub *sc)
 		(unsigned long long)(run >> 20), secs, (unsigned long long)ps.csum_err,
 		(unsigned long long)ps.repaired, (unsigned long long)ps.unrecoverable,
 		(unsigned long long)ps.read_err);
+	pthread_mutex_lock(&sc->mu);
+	nodes = (struct scrub_nodes_ev){ .checked = sc->nodes.checked,
+		.repaired = sc->nodes.repaired, .unrecoverable = sc->nodes.unrecoverable };
+	pthread_mutex_unlock(&sc->mu);
 	event_scrub_done(sc->fs, scrub_state_name((int)ps.state), ps.csum_err, ps.repaired,
-			 ps.unrecoverable, ps.read_err);
+			 ps.unrecoverable, ps.read_err, sc->v2 ? &nodes : NULL);
 	pthread_mutex_lock(&sc->mu);
 	for (size_t i = 0; i < sc->nbad && i < SCRUB_LOG_BAD_MAX; i++)
 		tfs_log(LOG_ERR, "scrub: unrecoverable block: %s offset %llu",
@@ -706,6 +766,11 @@ static void *scrub_main(void *arg)
 
 	if (start_ino == 0) {
 		scrub_ckpt(sc);
+		if (scrub_nodes(sc) == -ENODEV) {
+			tfs_log(LOG_ERR, "scrub: no healthy device left; stopping");
+			failed = true;
+			goto end;
+		}
 		start_fblk = 0;
 	}
 	for (size_t i = 0; i < nino; i++) {
@@ -812,6 +877,7 @@ int scrub_start(struct tfs *fs, uint64_t rate)
 	}
 	free_bad(sc);
 	memset(&sc->ps, 0, sizeof(sc->ps));
+	memset(&sc->nodes, 0, sizeof(sc->nodes));
 	sc->ps.state = SCRUB_RUNNING;
 	sc->ps.started_ns = real_ns();
 	sc->ps.rate = rate;
@@ -981,6 +1047,19 @@ void scrub_status_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "ino", st.cursor_ino);
 	jb_u64(j, "fblk", st.cursor_fblk);
 	jb_obj_end(j);
+	if (sc->v2) {
+		struct v2n_counts n;
+
+		pthread_mutex_lock(&sc->mu);
+		n = sc->nodes;
+		pthread_mutex_unlock(&sc->mu);
+		jb_obj_begin(j, "nodes");
+		jb_u64(j, "checked", n.checked);
+		jb_u64(j, "bad_copies", n.bad);
+		jb_u64(j, "repaired", n.repaired);
+		jb_u64(j, "unrecoverable", n.unrecoverable);
+		jb_obj_end(j);
+	}
 	jb_arr_begin(j, "bad_blocks");
 	pthread_mutex_lock(&sc->mu);
 	for (size_t i = 0; i < sc->nbad && i < SCRUB_JSON_BAD_MAX; i++) {
