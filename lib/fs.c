@@ -406,10 +406,20 @@ int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *e
 	}
 	icursor_free(&c);
 	if (ret != -ENOENT) {
-		tfs_seterr(err, errlen, "cannot read the inodes: %s", strerror(-ret));
+		fs_seterr_inodes(fs, ret, err, errlen);
 		return ret;
 	}
 	return 0;
+}
+
+void fs_seterr_inodes(struct tfs *fs, int ret, char *err, size_t errlen)
+{
+	if (ret == -EIO && fs->v2)	/* as the load says it (mount.c) */
+		tfs_seterr(err, errlen, "%s: cannot load the metadata trees: a tree node has "
+			   "no good copy on any device (run fsck.twinfs -n to see the damage)",
+			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
+	else
+		tfs_seterr(err, errlen, "cannot read the inodes: %s", strerror(-ret));
 }
 
 /* Fail in-sync devices whose image file was deleted or truncated: an

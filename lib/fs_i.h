@@ -179,6 +179,9 @@ int fs_random_u64_nonzero(uint64_t *v);
 void fs_on_mirror_state(void *ctx, unsigned dev, int state, int err);
 /* Delete the inodes without a name (files unlinked while open), unlogged;
  * *count and *bytes say what went.  0 or -errno, the line in err. */
+/* The one line a walk over every inode gives when it fails with @ret
+ * (-EIO on version 2: a tree node with no good copy). */
+void fs_seterr_inodes(struct tfs *fs, int ret, char *err, size_t errlen);
 int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
 		       size_t errlen);
 int fs_bg_start(struct tfs *fs);	/* the commit/checkpoint thread; 0 or -errno */

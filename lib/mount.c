@@ -142,7 +142,7 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	icursor_free(&c);
 	if (ret != -ENOENT) {
 		if (ret != -EUCLEAN)
-			tfs_seterr(err, errlen, "cannot read the inodes: %s", strerror(-ret));
+			fs_seterr_inodes(fs, ret, err, errlen);
 		return ret;
 	}
 	icache_set_total(fs, total);

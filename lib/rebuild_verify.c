@@ -102,11 +102,52 @@ static int verify_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
+/* One inode's blocks (nothing if it is gone or not a regular file). */
+static int verify_file(struct tfs *fs, struct vctx *v, uint64_t ino)
+{
+	struct tfs_inode *ip;
+	uint64_t end;
+	int ret = 0;
+
+	/* Pinned like an open file: it cannot be freed under us. */
+	pthread_mutex_lock(&fs->ns_lock);
+	ret = inode_get(fs, ino, &ip);
+	if (ret == 0 && !S_ISREG(inode_mode(ip))) {
+		inode_put(fs, ip);
+		ip = NULL;
+	}
+	if (ret == 0 && ip)
+		inode_open_add(ip);
+	pthread_mutex_unlock(&fs->ns_lock);
+	if (ret)	/* -ENOENT: deleted since; -EIO: its inode unreadable */
+		return ret == -ENOENT ? 0 : ret;
+	if (!ip)
+		return 0;
+	end = 0;
+	for (uint64_t f = 0; ret == 0 && f < EXTENT_MAX_FBLK; f = end) {
+		struct rl_range r;
+
+		f = inode_next_data(ip, f);
+		if (f >= EXTENT_MAX_FBLK)
+			break;
+		end = f + RB_VERIFY_PIECE;
+		rl_lock(inode_rl(ip), &r, f, end, false);
+		ret = inode_extent_walk(ip, f, end, verify_run, v);
+		rl_unlock(inode_rl(ip), &r);
+	}
+	fs_iput_open(fs, ip);
+	inode_put(fs, ip);
+	return ret;
+}
+
+/* Every regular file's mapped blocks, one inode at a time: on a lazily
+ * loaded version 2 mount the cursor also names the inodes not resident
+ * (inode_get reads them in), so no file is skipped. */
 static int verify_extents(struct tfs *fs, struct rebuild *rb, unsigned target)
 {
 	struct vctx v = { .fs = fs, .rb = rb, .target = target };
-	uint64_t *inos = NULL;
-	size_t n = 0;
+	struct icursor c;
+	uint64_t ino;
 	int ret;
 
 	if (posix_memalign((void **)&v.buf, BS, 512 * BS))
@@ -115,38 +156,12 @@ static int verify_extents(struct tfs *fs, struct rebuild *rb, unsigned target)
 		free(v.buf);
 		return -ENOMEM;
 	}
-	ret = fs_isnapshot_inos(fs, &inos, &n);
-	for (size_t i = 0; ret == 0 && i < n; i++) {
-		struct tfs_inode *ip;
-		uint64_t end;
-
-		/* Pinned like an open file: it cannot be freed under us. */
-		pthread_mutex_lock(&fs->ns_lock);
-		if (!inode_get(fs, inos[i], &ip) && !S_ISREG(inode_mode(ip))) {
-			inode_put(fs, ip);
-			ip = NULL;
-		}
-		if (ip)
-			inode_open_add(ip);
-		pthread_mutex_unlock(&fs->ns_lock);
-		if (!ip)
-			continue;
-		end = 0;
-		for (uint64_t f = 0; ret == 0 && f < EXTENT_MAX_FBLK; f = end) {
-			struct rl_range r;
-
-			f = inode_next_data(ip, f);
-			if (f >= EXTENT_MAX_FBLK)
-				break;
-			end = f + RB_VERIFY_PIECE;
-			rl_lock(inode_rl(ip), &r, f, end, false);
-			ret = inode_extent_walk(ip, f, end, verify_run, &v);
-			rl_unlock(inode_rl(ip), &r);
-		}
-		fs_iput_open(fs, ip);
-		inode_put(fs, ip);
-	}
-	free(inos);
+	ret = icursor_init(fs, &c);
+	while (ret == 0 && (ret = icursor_next(fs, &c, &ino)) == 0)
+		ret = verify_file(fs, &v, ino);
+	if (ret == -ENOENT)
+		ret = 0;
+	icursor_free(&c);
 	free(v.buf);
 	free(v.good);
 	return ret;
