@@ -108,22 +108,24 @@ struct tfsd_uring {
  * ring; its commits go with the next submit-and-wait). */
 static __thread struct furing_q *tls_q;
 
-int tfsd_uring_check(void)
+int tfsd_uring_check(bool quiet)
 {
 	char c = 0;
 	FILE *f = fopen(ENABLE_URING_PATH, "re");
 
 	if (!f) {
-		fprintf(stderr, "twinfs: -o uring: this kernel has no FUSE over io_uring (no %s)\n",
-			ENABLE_URING_PATH);
+		if (!quiet)
+			fprintf(stderr, "twinfs: -o uring: this kernel has no FUSE over io_uring "
+				"(no %s)\n", ENABLE_URING_PATH);
 		return -EOPNOTSUPP;
 	}
 	if (fread(&c, 1, 1, f) != 1)
 		c = 0;
 	fclose(f);
 	if (c != 'Y' && c != '1') {
-		fprintf(stderr, "twinfs: -o uring: FUSE over io_uring is off (%s is N; root can "
-			"write 1 there)\n", ENABLE_URING_PATH);
+		if (!quiet)
+			fprintf(stderr, "twinfs: -o uring: FUSE over io_uring is off (%s is N; "
+				"root can write 1 there)\n", ENABLE_URING_PATH);
 		return -EOPNOTSUPP;
 	}
 	return 0;
