@@ -51,7 +51,7 @@ struct tfsd {
 	struct fuse_session *se;	/* for notifications to the kernel */
 	bool writethrough;		/* every open is direct + parallel */
 	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
-	bool uring;			/* -o uring: start furing.c after INIT */
+	bool uring;			/* TFSD_TRANSPORT_URING: start furing.c after INIT */
 	struct tfsd_uring *_Atomic ur;	/* furing.c, once started */
 
 	pthread_mutex_t files_lock;	/* protects files (open/release only) */
@@ -115,7 +115,10 @@ int tfsd_io_install(struct fuse_session *se);
  * *ret is what writev would return).  tfsd_uring_stop after the
  * unmount. */
 struct fuse_init_out;
-int tfsd_uring_check(void);
+enum { TFSD_TRANSPORT_DEV, TFSD_TRANSPORT_URING };
+/* 0 when the kernel takes FUSE over io_uring; else -EOPNOTSUPP, said on
+ * stderr in one line unless quiet. */
+int tfsd_uring_check(bool quiet);
 void tfsd_uring_start(struct tfsd *d, int fd, const struct fuse_init_out *init);
 bool tfsd_uring_reply(struct tfsd *d, const struct iovec *iov, int count, ssize_t *ret);
 void tfsd_uring_stop(struct tfsd *d);

@@ -101,6 +101,7 @@ struct tfsd_uring {
 	pthread_mutex_t map_mu;
 	struct furing_ent *map[FURING_BUCKETS];	/* requests awaiting replies */
 	atomic_uint_fast64_t served;	/* requests received over the ring */
+	atomic_uint_fast64_t handed;	/* of them, replied on another thread */
 	atomic_bool refused;		/* the kernel refused; said once */
 };
 
@@ -108,22 +109,24 @@ struct tfsd_uring {
  * ring; its commits go with the next submit-and-wait). */
 static __thread struct furing_q *tls_q;
 
-int tfsd_uring_check(void)
+int tfsd_uring_check(bool quiet)
 {
 	char c = 0;
 	FILE *f = fopen(ENABLE_URING_PATH, "re");
 
 	if (!f) {
-		fprintf(stderr, "twinfs: -o uring: this kernel has no FUSE over io_uring (no %s)\n",
-			ENABLE_URING_PATH);
+		if (!quiet)
+			fprintf(stderr, "twinfs: -o uring: this kernel has no FUSE over io_uring "
+				"(no %s)\n", ENABLE_URING_PATH);
 		return -EOPNOTSUPP;
 	}
 	if (fread(&c, 1, 1, f) != 1)
 		c = 0;
 	fclose(f);
 	if (c != 'Y' && c != '1') {
-		fprintf(stderr, "twinfs: -o uring: FUSE over io_uring is off (%s is N; root can "
-			"write 1 there)\n", ENABLE_URING_PATH);
+		if (!quiet)
+			fprintf(stderr, "twinfs: -o uring: FUSE over io_uring is off (%s is N; "
+				"root can write 1 there)\n", ENABLE_URING_PATH);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -213,6 +216,7 @@ static void ent_put(struct furing_ent *e)
 		sqe_prep(q, e, TFSD_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
 		return;
 	}
+	atomic_fetch_add_explicit(&q->u->handed, 1, memory_order_relaxed);
 	pthread_mutex_lock(&q->pend_mu);
 	e->next = q->pend;
 	q->pend = e;
@@ -510,8 +514,10 @@ void tfsd_uring_stop(struct tfsd *d)
 		pthread_join(q->tid, NULL);
 	}
 	atomic_store(&d->ur, NULL);
-	tlog(LOG_INFO, "uring: %llu requests came over io_uring",
-	     (unsigned long long)atomic_load(&u->served));
+	tlog(LOG_INFO, "uring: %llu requests came over io_uring, %llu of them replied on "
+	     "another thread (handed to the queue's thread through its eventfd)",
+	     (unsigned long long)atomic_load(&u->served),
+	     (unsigned long long)atomic_load(&u->handed));
 	for (unsigned i = 0; i < u->nq; i++)
 		q_free(&u->qs[i], u->payload_sz);
 	free(u->qs);

@@ -110,6 +110,7 @@ struct cfg {
 	int writeback_cache;
 	int nodiscard;
 	int uring;
+	char *transport;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
 	 * take -1 as 4294967295 and a typo as a multi-line usage error. */
 	char *commit_ms;
@@ -138,6 +139,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("discard", nodiscard, 0),
 	CFG_OPT("nodiscard", nodiscard, 1),
 	CFG_OPT("uring", uring, 1),
+	CFG_OPT("transport=%s", transport, 0),
 	CFG_OPT("commit=%s", commit_ms, 0),
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
@@ -204,6 +206,36 @@ static int cfg_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	return 1;
 }
 
+/*
+ * -o transport=dev|uring|auto (-o uring: transport=uring).  auto takes the
+ * ring only where the kernel has it on, and never fails the mount for it:
+ * off, or absent, means /dev/fuse as before.
+ */
+static int pick_transport(struct tfsd *d, const struct cfg *cfg)
+{
+	const char *t = cfg->transport ? cfg->transport : cfg->uring ? "uring" : "dev";
+
+	if (cfg->uring && strcmp(t, "uring") != 0) {
+		fprintf(stderr, "twinfs: -o uring and transport=%s disagree: give one of them\n", t);
+		return -1;
+	}
+	if (strcmp(t, "dev") == 0) {
+		d->uring = TFSD_TRANSPORT_DEV;
+	} else if (strcmp(t, "uring") == 0) {
+		d->uring = TFSD_TRANSPORT_URING;
+	} else if (strcmp(t, "auto") == 0) {
+		d->uring = tfsd_uring_check(true) == 0 ? TFSD_TRANSPORT_URING
+						       : TFSD_TRANSPORT_DEV;
+		if (d->uring == TFSD_TRANSPORT_DEV)
+			tlog(LOG_INFO, "transport=auto: FUSE over io_uring is off or absent in "
+			     "this kernel; requests go over /dev/fuse");
+	} else {
+		fprintf(stderr, "twinfs: transport=%s: expected dev, uring or auto\n", t);
+		return -1;
+	}
+	return 0;
+}
+
 static void usage(FILE *out, const char *prog)
 {
 	fprintf(out,
@@ -220,8 +252,11 @@ static void usage(FILE *out, const char *prog)
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
 		"    -o discard             discard freed blocks on every device (default)\n"
 		"    -o nodiscard           keep freed blocks allocated (twinfs-ctl trim frees them)\n"
-		"    -o uring               requests over FUSE-over-io_uring (kernel 6.14+, with\n"
-		"                           /sys/module/fuse/parameters/enable_uring set)\n"
+		"    -o transport=NAME      how requests arrive: dev (default: read/write on\n"
+		"                           /dev/fuse), uring (FUSE-over-io_uring, kernel 6.14+\n"
+		"                           with /sys/module/fuse/parameters/enable_uring set),\n"
+		"                           auto (uring where the kernel allows it, else dev)\n"
+		"    -o uring               transport=uring\n"
 		"    -o commit=MS           background commit interval, 1..%u (default 5000)\n"
 		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
 		"                           devices before write(2) returns (default: what\n"
@@ -584,8 +619,9 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 		return 1;
 	log_debug = s->cmd.debug;
 	d->writethrough = cfg->writethrough;
-	d->uring = cfg->uring;
-	if (d->uring && tfsd_uring_check() < 0)
+	if (pick_transport(d, cfg) < 0)
+		return 2;
+	if (d->uring == TFSD_TRANSPORT_URING && tfsd_uring_check(false) < 0)
 		return 1;
 	/* With writethrough every open is direct: the page cache holds no file
 	 * data, and a writeback cache would only make the kernel keep its own

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Description: -o uring (FUSE over io_uring, daemon/furing.c): refused in one line while
-# the kernel has it off; with it on, every operation (opcheck) over the
+# the kernel has it off, where -o transport=auto mounts over /dev/fuse instead
+# (transport=auto takes the ring once it is on, transport=dev never); with it on, every operation (opcheck) over the
 # ring, surviving a remount, and the ring must have carried the requests
 # (the daemon counts them); then teardown with requests in flight: a lazy
 # unmount under writers, and kill -9 under fsyncing writers whose
@@ -32,7 +33,28 @@ h_log "enable_uring off: -o uring is refused in one line"
 h_mount_fails "$(h_devspec "${IMGS[@]}")" uring
 h_expect_one_line "$FAIL_OUT" "enable_uring" "-o uring with enable_uring off"
 
+h_log "transport=auto with enable_uring off: mounts, served over /dev/fuse"
+h_mount "" transport=auto
+echo auto-dev >"$MNT/t" && [[ $(cat "$MNT/t") == auto-dev ]] || h_fail "I/O on transport=auto"
+h_umount
+grep -q "uring: [0-9]* queues" "$DAEMON_LOG" && h_fail "transport=auto set up a ring while off"
+grep -q "requests go over /dev/fuse" "$DAEMON_LOG" ||
+	h_fail "transport=auto did not say it fell back to /dev/fuse"
+h_mount_fails "$(h_devspec "${IMGS[@]}")" transport=ring
+h_expect_one_line "$FAIL_OUT" "expected dev, uring or auto" "-o transport=ring"
+
 echo 1 >"$PARAM"
+h_log "transport=auto with enable_uring on: the ring"
+h_mount "" transport=auto
+[[ $(cat "$MNT/t") == auto-dev ]] || h_fail "file lost across transports"
+rm "$MNT/t"
+h_umount
+n=$(served "$DAEMON_LOG")
+((${n:-0} > 0)) || h_fail "transport=auto with enable_uring on served nothing over the ring"
+h_mount "" transport=dev
+h_umount
+grep -q "uring: [0-9]* queues" "$DAEMON_LOG" && h_fail "transport=dev set up a ring"
+
 h_mount "" uring
 grep -q "uring: 2 queues\|uring: [0-9]* queues" "$DAEMON_LOG" || h_fail "the ring was not set up"
 (cd / && "$OPCHECK" "$MNT" all "$T/state") || h_fail "opcheck failed over the ring"
@@ -41,7 +63,12 @@ h_remount
 h_umount
 n=$(served "$DAEMON_LOG")
 ((${n:-0} > 0)) || h_fail "no request came over io_uring (log: $(tail -n 3 "$DAEMON_LOG"))"
-h_log "the last mount served $n requests over the ring"
+# opcheck's reads and writes complete on lib's threads: their replies go
+# to the queue's thread through its eventfd, and the daemon counts them.
+handed=$(sed -n 's/.*over io_uring, \([0-9]*\) of them replied on another thread.*/\1/p' \
+	"$DAEMON_LOG" | tail -n 1)
+((${handed:-0} > 0)) || h_fail "no hand-off of replies counted (log: $(tail -n 3 "$DAEMON_LOG"))"
+h_log "the last mount served $n requests over the ring, $handed replied on other threads"
 
 h_log "lazy unmount with writes in flight"
 h_mount "" uring
