@@ -65,9 +65,12 @@ struct ckpt_v2 {
 	bool itree_open;
 	struct btree rtree;		/* REFCOUNT */
 	bool rtree_open;
-	/* alloc.c's used map and shared counts into the free-space and
-	 * refcount trees (alloc_v2.h); tracking starts before the mount
-	 * rebuilds the allocator, so the first checkpoint writes it all. */
+	/* The references of the INODES tree's EXTENT items (not fs->alloc,
+	 * whose map also holds blocks of writes not logged yet and frees
+	 * not durable yet): loaded from the free-space and refcount trees,
+	 * changed by the checkpoint as it changes EXTENT items
+	 * (alloc_v2_ref), written back into those trees (alloc_v2.h). */
+	struct alloc *ca;
 	struct alloc_v2 *av;
 	struct broot rroot;		/* REFCOUNT root of the open commit */
 	struct v2dirty dirty;
@@ -92,6 +95,8 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->v2dirty = NULL;
 	if (v->av)
 		alloc_v2_destroy(v->av);
+	if (v->ca)
+		alloc_destroy(v->ca);
 	if (v->rtree_open)
 		bt_close(&v->rtree);
 	if (v->itree_open)
@@ -144,8 +149,17 @@ static int v2_open(struct tfs *fs)
 	if (ret == 0)
 		v->rtree_open = true;
 	if (ret == 0)
-		ret = alloc_v2_create(fs->alloc, v->fsp, &v->rtree, &v->av);
+		ret = fs_alloc_make(fs, &v->ca);
+	if (ret == 0)
+		ret = alloc_v2_create(v->ca, v->fsp, &v->rtree, &v->av);
+	if (ret == 0)
+		ret = alloc_v2_load(v->av);
 	return ret;
+}
+
+int ckpt_v2_load_alloc(struct tfs *fs)
+{
+	return alloc_v2_load_other(fs->v2->av, fs->alloc);
 }
 
 /* ---- load ---- */
@@ -315,8 +329,24 @@ int ckpt_v2_load(struct tfs *fs)
 
 /* ---- checkpoint: items of one inode ---- */
 
-/* Delete every item with a key in [lo, hi). */
-static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *hi)
+/* One EXTENT item's blocks lose (sign -1) or gain (+1) a reference in the
+ * trees' accounting (@av; NULL: none). */
+static int ref_item(struct alloc_v2 *av, const struct bkey *k, const void *val, unsigned len,
+		    int sign)
+{
+	struct v2_extent e;
+	int ret;
+
+	if (!av || k->type != V2_EXTENT)
+		return 0;
+	ret = v2_extent_decode(k, val, len, &e);
+	return ret ? ret : alloc_v2_ref(av, e.phys, e.n, sign);
+}
+
+/* Delete every item with a key in [lo, hi); the blocks of its EXTENT
+ * items lose their reference in @av's accounting (NULL: none). */
+static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *hi,
+		     struct alloc_v2 *av)
 {
 	struct bkey keys[V2_DEL_BATCH];
 	int ret;
@@ -331,8 +361,12 @@ static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *
 		if (ret)
 			return ret;
 		while (n < V2_DEL_BATCH && (ret = bt_iter_next(&it, &k, &val, &len)) == 0 &&
-		       bkey_cmp(&k, hi) < 0)
+		       bkey_cmp(&k, hi) < 0) {
 			keys[n++] = k;
+			ret = ref_item(av, &k, val, len, -1);
+			if (ret)
+				break;
+		}
 		bt_iter_free(&it);
 		if (ret && ret != -ENOENT)
 			return ret;
@@ -374,7 +408,7 @@ static int put_xattrs(struct btree *t, uint64_t hseed, struct tfs_inode *ip, uin
 	uint64_t vid = 0;
 	int ret;
 
-	ret = del_range(t, &lo, &hi);
+	ret = del_range(t, &lo, &hi, NULL);
 	for (struct xattr *x = ip->xattrs; ret == 0 && x; x = x->next) {
 		uint16_t nl = (uint16_t)strlen(x->name);
 		struct v2_xattr xe = { .namelen = nl, .vallen = x->vallen, .name = x->name };
@@ -480,6 +514,7 @@ static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 
 struct put_ext {
 	struct btree *t;
+	struct alloc_v2 *av;
 	uint64_t ino;
 	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
 	uint8_t *buf;			/* BNODE_MAX_VAL */
@@ -509,6 +544,8 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		ret = v2_extent_encode(f, &e, p->buf, BNODE_MAX_VAL, &len);
 		if (ret == 0)
 			ret = bt_insert(p->t, &key, p->buf, len);
+		if (ret == 0 && p->av)
+			ret = alloc_v2_ref(p->av, e.phys, k, +1);
 		if (ret)
 			return ret;
 		off += k;
@@ -516,9 +553,10 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
-int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to)
+int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
+			uint64_t from, uint64_t to)
 {
-	struct put_ext p = { .t = t, .ino = ip->ino };
+	struct put_ext p = { .t = t, .av = av, .ino = ip->ino };
 	struct bkey lo, hi;
 	int ret;
 
@@ -528,7 +566,7 @@ int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, ui
 		to = EXTENT_MAX_FBLK;
 	lo = v2_key_extent(ip->ino, from);
 	hi = v2_key_extent(ip->ino, to);
-	ret = del_range(t, &lo, &hi);
+	ret = del_range(t, &lo, &hi, av);
 	if (ret)
 		return ret;
 	p.csums = malloc(V2_EXT_MAX_BLOCKS * sizeof(*p.csums));
@@ -544,7 +582,8 @@ int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, ui
 
 /* Everything @e says changed about one inode, as memory has it now.
  * Holds the inode's range lock (regular files) and its lock. */
-static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uint8_t *buf)
+static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const struct v2d_ino *e,
+		   uint8_t *buf)
 {
 	struct bkey lo = { .id = e->ino, .type = 0, .off = 0 };
 	struct bkey hi = { .id = e->ino + 1, .type = 0, .off = 0 };
@@ -554,7 +593,7 @@ static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uin
 	int ret = 0;
 
 	if (inode_get(fs, e->ino, &ip))
-		return del_range(t, &lo, &hi);	/* deleted (numbers are never reused) */
+		return del_range(t, &lo, &hi, av);	/* deleted (numbers are never reused) */
 	pthread_mutex_lock(&ip->lock);
 	reg = S_ISREG(ip->mode);
 	pthread_mutex_unlock(&ip->lock);
@@ -568,12 +607,20 @@ static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uin
 	if (ret == 0)
 		ret = put_names(fs, t, ip, e, buf);
 	for (size_t i = 0; ret == 0 && reg && i < e->next; i++)
-		ret = ckpt_v2_put_extents(t, ip, e->ext[i].from, e->ext[i].to);
+		ret = ckpt_v2_put_extents(t, av, ip, e->ext[i].from, e->ext[i].to);
 	pthread_mutex_unlock(&ip->lock);
 	if (reg)
 		rl_unlock(&ip->rl, &r);
 	inode_put(fs, ip);
 	return ret;
+}
+
+/* The INODES tree's transaction is dropped: so are the reference changes
+ * its EXTENT items made. */
+static void abort_itree(struct ckpt_v2 *v)
+{
+	bt_abort(&v->itree);
+	alloc_v2_refs_undo(v->av);
 }
 
 /* The INODES tree's transaction: every changed inode's items. */
@@ -592,11 +639,11 @@ static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, 
 	}
 	pthread_mutex_lock(&fs->ns_lock);
 	for (size_t i = 0; ret == 0 && i < n; i++)
-		ret = put_one(fs, &v->itree, vec[i], buf);
+		ret = put_one(fs, &v->itree, v->av, vec[i], buf);
 	pthread_mutex_unlock(&fs->ns_lock);
 	free(buf);
 	if (ret)
-		bt_abort(&v->itree);
+		abort_itree(v);
 	return ret;
 }
 
@@ -639,22 +686,6 @@ int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen)
 	return ret;
 }
 
-/* The mount rebuilt alloc.c from the extents: have the first checkpoint
- * compare its whole used map with the free-space tree, so blocks the tree
- * still shows in use that nothing references any more (frees of a crash,
- * leaks of allocations never referenced) are written free.  Step 3 reads
- * every group once for it, as its full load reads every inode. */
-void ckpt_v2_rebuilt(struct tfs *fs)
-{
-	struct alloc_run all;
-
-	if (!fs->v2)
-		return;
-	all.blk = fs->sb.node_start + fs->sb.node_blocks;
-	all.n = fs->sb.total_blocks - all.blk;
-	alloc_mark_used_changes(fs->alloc, &all, 1);
-}
-
 /* ---- checkpoint: commit ---- */
 
 static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n)
@@ -688,14 +719,16 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	     atomic_load(&fspace_tree(v->fsp)->written);
 	ret = ckpt_v2_sync_data_space(fs, gen);
 	if (ret) {
-		bt_abort(&v->itree);
+		abort_itree(v);
 		return ret;
 	}
 	ret = bt_commit(&v->itree, &iroot, &freed, &nfreed);
 	if (ret) {
-		bt_abort(&v->itree);
+		abort_itree(v);
 		return ret;
 	}
+	/* The accounting follows the tree in memory (see below). */
+	alloc_v2_refs_kept(v->av);
 	/* The tree in memory is the new one from here: its changes stay in
 	 * it whether or not this superblock makes it. */
 	ret = add_pending(v, freed, nfreed);

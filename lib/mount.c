@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc_v2.h"
 #include "ckpt_v2.h"
 #include "discard.h"
 #include "event.h"
@@ -52,7 +53,9 @@ static int fs_new_log_id(struct tfs *fs)
 
 struct apply_ctx {
 	struct tfs *fs;
-	struct meta_tx drops;	/* ignored: the allocator is rebuilt after replay */
+	/* ignored: the allocator is rebuilt after replay, or kept in step by
+	 * meta_apply (fs->replay_alloc) */
+	struct meta_tx drops;
 };
 
 static int replay_rec(void *ctx, const struct log_rec *r)
@@ -66,17 +69,91 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 	return meta_apply(ac->fs, r, &ac->drops);
 }
 
+struct use_ctx {
+	struct alloc *a;
+	uint64_t runs;
+};
+
 static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		   const struct extent_ent *ents)
 {
-	struct tfs *fs = ctx;
+	struct use_ctx *u = ctx;
 
-	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
+	u->runs++;
+	return alloc_use(u->a, EXTENT_PHYS(phys), n);
+}
+
+/* Every block the metadata references marked in @a (a walk of every
+ * extent); *runs counts the runs visited.  -EUCLEAN with err set for one
+ * outside the data area. */
+static int walk_extents(struct tfs *fs, struct alloc *a, uint64_t *runs, char *err,
+			size_t errlen)
+{
+	struct use_ctx u = { a, 0 };
+	struct tfs_inode **v = NULL;
+	size_t n = 0;
+	int ret;
+
+	ret = fs_isnapshot(fs, &v, &n);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		return ret;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!S_ISREG(inode_mode(v[i])))
+			continue;
+		ret = inode_extent_walk(v[i], 0, EXTENT_MAX_FBLK, use_run, &u);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
+				   (unsigned long long)inode_ino(v[i]));
+			ret = -EUCLEAN;
+			break;
+		}
+	}
+	fs_isnapshot_put(fs, v, n);
+	*runs += u.runs;
+	return ret < 0 ? ret : 0;
+}
+
+/*
+ * Debug (TWINFS_ALLOC_CHECK=1 in the daemon's environment): the allocator
+ * the mount loaded from the trees and kept in step through the replay must
+ * equal, block by block, the one a walk of every extent builds.  A
+ * difference fails the mount with the first block that differs.
+ */
+static int check_alloc(struct tfs *fs, char *err, size_t errlen)
+{
+	const char *env = getenv("TWINFS_ALLOC_CHECK");
+	struct alloc *full = NULL;
+	uint64_t s, blk, runs = 0;
+	uint32_t ca = 0, cb = 0;
+	int ret;
+
+	if (!env || strcmp(env, "1") != 0)
+		return 0;
+	ret = fs_alloc_make(fs, &full);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		return ret;
+	}
+	ret = walk_extents(fs, full, &runs, err, errlen);
+	s = fs->sb.node_start + fs->sb.node_blocks;
+	if (ret == 0)
+		ret = alloc_v2_compare(fs->alloc, full, s, fs->sb.total_blocks, &blk, &ca, &cb);
+	if (ret == -ESRCH)
+		tfs_seterr(err, errlen, "allocator check: block %llu has %u references in the "
+			   "allocator loaded from the trees, %u in the extents",
+			   (unsigned long long)blk, ca, cb);
+	else if (ret == 0)
+		tfs_log(LOG_INFO, "allocator check: the trees' allocator equals the extents' "
+			"(%llu runs)", (unsigned long long)runs);
+	alloc_destroy(full);
+	return ret == -ESRCH ? -EUCLEAN : ret;
 }
 
 /* Unlinked inodes that were still open at the crash: delete them now and
- * say so once. Then mark every block the metadata references, and the
- * checkpoint's. */
+ * say so once. Then mark every block the metadata references (unless the
+ * allocator came from the trees, fs->replay_alloc), and the checkpoint's. */
 static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 {
 	struct tfs_inode **v = NULL;
@@ -101,22 +178,14 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	ret = fs_isnapshot(fs, &v, &n);
 	if (ret < 0)
 		goto nomem;
-	for (size_t i = 0; i < n; i++) {
-		struct tfs_inode *ip = v[i];
-
-		if (inode_ino(ip) > max_ino)
-			max_ino = inode_ino(ip);
-		if (!S_ISREG(inode_mode(ip)))
-			continue;
-		ret = inode_extent_walk(ip, 0, EXTENT_MAX_FBLK, use_run, fs);
-		if (ret < 0) {
-			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
-				   (unsigned long long)inode_ino(ip));
-			fs_isnapshot_put(fs, v, n);
-			return -EUCLEAN;
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		if (inode_ino(v[i]) > max_ino)
+			max_ino = inode_ino(v[i]);
 	fs_isnapshot_put(fs, v, n);
+	ret = fs->replay_alloc ? check_alloc(fs, err, errlen)
+			       : walk_extents(fs, fs->alloc, &fs->mount_extent_runs, err, errlen);
+	if (ret < 0)
+		return ret;
 	if (atomic_load(&fs->next_ino) <= max_ino)
 		atomic_store(&fs->next_ino, max_ino + 1);
 	if (fs->sb.ckpt_blocks) {
@@ -594,6 +663,24 @@ static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t 
 	return 0;
 }
 
+/* Format v2: the allocator from the free-space and refcount trees, no
+ * extent walked; the replay keeps it in step (fs->replay_alloc).  fsck
+ * (offline) rebuilds it from the extents instead, to compare. */
+static int mount_alloc_trees(struct tfs *fs, const char *name0, char *err, size_t errlen)
+{
+	int ret = ckpt_v2_load_alloc(fs);
+
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: cannot load the free space: %s", name0,
+			   ret == -EUCLEAN ? "the free-space or refcount tree is damaged "
+			   "(run fsck.twinfs)" : strerror(-ret));
+		return ret;
+	}
+	fs->replay_alloc = true;
+	fs->mount_alloc_trees = true;
+	return 0;
+}
+
 /* Replay the log from the checkpoint's head; *end_pos and *next_seq say
  * where it ended.  Damage that leaves later records unreachable is noted,
  * not an error: the verdict is mount_verdict's. */
@@ -788,6 +875,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	fs->replaying = true;
 	ret = mount_ckpt_load(fs, name0, err, errlen);
+	if (ret == 0 && fs->v2 && !o->offline)
+		ret = mount_alloc_trees(fs, name0, err, errlen);
 	if (ret == 0)
 		ret = mount_replay(fs, name0, &end_pos, &next_seq, err, errlen);
 	if (ret == 0)
@@ -805,8 +894,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = wib_mount_load(fs, err, errlen);
 	if (ret < 0)
 		goto out_fs;
-	ckpt_v2_rebuilt(fs);
 	fs->replaying = false;
+	fs->replay_alloc = false;
 	if (fs->rescue)
 		ret = mount_rescue(fs, o, name0, end_pos, next_seq, err, errlen);
 	else
