@@ -15,7 +15,9 @@
  * same entries and are not needed in memory.  Items sort by inode and the
  * INODE item comes first, so every inode exists before its other items.
  * Then the log is replayed on top exactly as in version 1 (mount.c), with
- * the changes noted for the next checkpoint.
+ * the changes noted for the next checkpoint.  The accounting is loaded
+ * from the free-space and refcount trees, and so is fs->alloc
+ * (ckpt_v2_load_alloc, before the replay, which keeps it in step).
  *
  * Checkpoint.  Under ckpt_mu: the log barrier (everything up to seq is
  * applied), then the set of changes (v2dirty) is taken, so every record up
@@ -25,8 +27,11 @@
  * and XCHUNK items of an inode whose xattrs changed, the DIRENT list and
  * DIRINDEX item of every name set or removed (DIRINDEX of removed
  * cookies deleted), EXTENT items of the changed ranges
- * (ckpt_v2_put_extents), every item of a deleted inode deleted.  Then
- * ckpt_v2_sync_data_space, bt_commit, fspace_commit with the freed nodes,
+ * (ckpt_v2_put_extents), every item of a deleted inode deleted; each
+ * EXTENT item deleted or inserted takes or gives its blocks a reference in
+ * the accounting (ca, alloc_v2_ref), which thus counts exactly the tree's
+ * EXTENT items.  Then ckpt_v2_sync_data_space (the accounting into the
+ * free-space and refcount trees), bt_commit, fspace_commit with the freed nodes,
  * the write-intent bitmap, a flush, the superblock (roots, tree_gen,
  * ckpt_seq, log head, free_blocks) through sbc_commit, then bt_release,
  * fspace_commit_done and the log trimmed.  A failure before the superblock

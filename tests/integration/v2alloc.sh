@@ -106,12 +106,21 @@ for ((round = 0; round < rounds; round++)); do
 	wa=$!
 	churn "$round" 2>/dev/null &
 	wc=$!
-	sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
+	# Checkpoints while the writers run: their trees must not count the
+	# blocks of writes in flight (nor frees waiting for the log).
+	for ((c = 0; c < 3; c++)); do
+		sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+		"$CTL" raw "$MNT" checkpoint >/dev/null || h_fail "round $round: checkpoint failed"
+	done
+	sleep "0.0$((RANDOM % 10))"
 	h_crash
 	kill "$wc" 2>/dev/null || true
 	wait "$wa" "$wc" 2>/dev/null || true
 	h_check_log "$DAEMON_LOG" || { h_dump_log; exit 1; }
 	h_is_mounted "$MNT" && h_fail "dead mount still present after round $round"
+	# The trees of the last checkpoint before the kill count exactly their
+	# extents: writes in flight then are not in them.
+	fsck_clean "kill -9 of round $round (before any replay)"
 	# A crash, the remount's replay, a clean unmount: nothing leaked.
 	if ((round % 2 == 1)); then
 		mount_checked "after the kill of round $round"
