@@ -119,6 +119,18 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->v2 = NULL;
 }
 
+/* An allocator over fs->alloc's area with the same reserve (so their
+ * chunks of the used map line up), nothing in use. */
+static int make_accounting(struct tfs *fs, struct alloc **out)
+{
+	uint64_t rs = 0, re = 0;
+
+	if (alloc_reserve_range(fs->alloc, &rs, &re) == -ENOENT)
+		rs = re = 0;
+	return alloc_create(fs->sb.node_start + fs->sb.node_blocks, fs->sb.total_blocks, re - rs,
+			    out);
+}
+
 static int v2_open(struct tfs *fs)
 {
 	const struct super *sb = &fs->sb;
@@ -154,7 +166,7 @@ static int v2_open(struct tfs *fs)
 	if (ret == 0)
 		v->rtree_open = true;
 	if (ret == 0)
-		ret = fs_alloc_make(fs, &v->ca);
+		ret = make_accounting(fs, &v->ca);
 	if (ret == 0)
 		ret = alloc_v2_create(v->ca, v->fsp, &v->rtree, &v->av);
 	if (ret == 0)
