@@ -117,6 +117,7 @@ struct tfs {
 	 * "mount"): 0 when it came from the trees. */
 	uint64_t mount_extent_runs;
 	bool mount_alloc_trees;		/* the allocator came from the trees */
+	uint64_t mount_alloc_ns;	/* ... in this many ns */
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */
