@@ -129,6 +129,8 @@ for ((round = 0; round < rounds; round++)); do
 	fi
 done
 mount_checked "the last mount"
+runs=$(grep -o "equals the extents' ([0-9]* runs" "$DAEMON_LOG" | grep -o "[0-9]*")
+((runs > 0)) || h_fail "the allocator check compared no extent run (${runs:-none})"
 check_all "$rounds"
 h_umount
 fsck_clean "the last round"
