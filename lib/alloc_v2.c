@@ -28,6 +28,11 @@ struct alloc_v2 {
 	struct btree *refs;
 	struct alloc_run *pend;		/* runs written in the open transaction */
 	size_t npend;
+	/* References changed since alloc_v2_refs_kept/_undo (alloc_v2_ref):
+	 * blocks, count and sign, to take back when the INODES tree's
+	 * transaction that made them is aborted. */
+	struct { uint64_t blk, n; int sign; } *jrn;
+	size_t njrn, capjrn;
 	struct alloc_v2_stats st;
 };
 
@@ -67,6 +72,7 @@ void alloc_v2_destroy(struct alloc_v2 *v)
 	if (!v)
 		return;
 	free(v->pend);
+	free(v->jrn);
 	free(v);
 }
 
@@ -290,7 +296,7 @@ void alloc_v2_refs_abort(struct alloc_v2 *v)
 	alloc_v2_refs_done(v);
 }
 
-int alloc_v2_load_refs(struct alloc_v2 *v)
+static int load_refs(struct alloc_v2 *v, struct alloc *a)
 {
 	struct bt_iter it;
 	struct bkey k;
@@ -306,11 +312,16 @@ int alloc_v2_load_refs(struct alloc_v2 *v)
 		if (!ret && r.s < end)
 			ret = -EUCLEAN;
 		if (!ret)
-			ret = alloc_set_refs(v->a, r.s, r.n, r.refs);
+			ret = alloc_set_refs(a, r.s, r.n, r.refs);
 		end = r.s + r.n;
 	}
 	bt_iter_free(&it);
 	return ret == -ENOENT ? 0 : ret;
+}
+
+int alloc_v2_load_refs(struct alloc_v2 *v)
+{
+	return load_refs(v, v->a);
 }
 
 /* Forget the changes recorded so far (the trees hold them). */
@@ -346,7 +357,8 @@ static int use_word(struct alloc *a, uint64_t base, uint64_t w, uint64_t lim)
 	return ret;
 }
 
-int alloc_v2_load(struct alloc_v2 *v)
+/* The used map and the counts of the trees into @a (nothing in use). */
+static int load_into(struct alloc_v2 *v, struct alloc *a)
 {
 	uint64_t fstart, fend, words[USED_PIECE];
 	int ret = 0;
@@ -357,11 +369,115 @@ int alloc_v2_load(struct alloc_v2 *v)
 
 		ret = fspace_get_words(v->fs, s, nw, words);
 		for (size_t i = 0; i < nw && !ret; i++)
-			ret = use_word(v->a, s + 64 * i, words[i], fend);
+			ret = use_word(a, s + 64 * i, words[i], fend);
 	}
-	if (!ret)
-		ret = alloc_v2_load_refs(v);
+	return ret ? ret : load_refs(v, a);
+}
+
+int alloc_v2_load(struct alloc_v2 *v)
+{
+	int ret = load_into(v, v->a);
+
 	return ret ? ret : drop_changes(v->a);
+}
+
+int alloc_v2_load_other(struct alloc_v2 *v, struct alloc *a)
+{
+	return load_into(v, a);
+}
+
+static int jrn_push(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign)
+{
+	if (v->njrn == v->capjrn) {
+		size_t cap = v->capjrn ? v->capjrn * 2 : 64;
+		void *nj = realloc(v->jrn, cap * sizeof(*v->jrn));
+
+		if (!nj)
+			return -ENOMEM;
+		v->jrn = nj;
+		v->capjrn = cap;
+	}
+	v->jrn[v->njrn].blk = blk;
+	v->jrn[v->njrn].n = n;
+	v->jrn[v->njrn].sign = sign;
+	v->njrn++;
+	return 0;
+}
+
+int alloc_v2_ref(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign)
+{
+	int ret;
+
+	if (!n)
+		return 0;
+	if (sign > 0) {
+		ret = alloc_use(v->a, blk, n);
+		if (ret)
+			return ret;
+	} else {
+		/* A block the trees do not count is a bug (or damage): fail
+		 * the checkpoint rather than write a count below what the
+		 * items say. */
+		for (uint64_t b = blk; b < blk + n; b++)
+			if (!alloc_refs(v->a, b))
+				return -EUCLEAN;
+		alloc_put(v->a, blk, n);
+	}
+	v->st.refs_changed += n;
+	ret = jrn_push(v, blk, n, sign);
+	if (ret) {
+		if (sign > 0)
+			alloc_put(v->a, blk, n);
+		else
+			(void)alloc_use(v->a, blk, n);	/* taken just now: room for it */
+	}
+	return ret;
+}
+
+void alloc_v2_refs_kept(struct alloc_v2 *v)
+{
+	v->njrn = 0;
+}
+
+void alloc_v2_refs_undo(struct alloc_v2 *v)
+{
+	while (v->njrn) {
+		v->njrn--;
+		if (v->jrn[v->njrn].sign > 0)
+			alloc_put(v->a, v->jrn[v->njrn].blk, v->jrn[v->njrn].n);
+		else
+			(void)alloc_use(v->a, v->jrn[v->njrn].blk, v->jrn[v->njrn].n);
+	}
+}
+
+/* One word of @a's and @b's used maps and their counts differ first at
+ * *blk (in [s, s + 64 nw)); -ESRCH with *blk when they differ. */
+int alloc_v2_compare(struct alloc *a, struct alloc *b, uint64_t s, uint64_t e, uint64_t *blk,
+		     uint32_t *ca, uint32_t *cb)
+{
+	uint64_t wa[USED_PIECE], wb[USED_PIECE];
+	uint32_t *ra = malloc(64 * USED_PIECE * sizeof(*ra));
+	uint32_t *rb = malloc(64 * USED_PIECE * sizeof(*rb));
+	int ret = ra && rb ? 0 : -ENOMEM;
+
+	for (uint64_t p = s; p < e && !ret; p += 64 * USED_PIECE) {
+		uint64_t n = e - p < 64 * USED_PIECE ? e - p : 64 * USED_PIECE;
+
+		alloc_used_words(a, p, (size_t)((n + 63) / 64), wa);
+		alloc_used_words(b, p, (size_t)((n + 63) / 64), wb);
+		alloc_refs_run(a, p, n, ra);
+		alloc_refs_run(b, p, n, rb);
+		for (uint64_t i = 0; i < n && !ret; i++)
+			if (ra[i] != rb[i] || ((wa[i / 64] ^ wb[i / 64]) >> (i % 64) & 1)) {
+				*blk = p + i;
+				*ca = ra[i];
+				*cb = rb[i];
+				ret = -ESRCH;
+			}
+	}
+	free(ra);
+	free(rb);
+	return ret;
 }
 
 /* Copy the allocator's map of [s, e) (s at a word of fspace's map). */

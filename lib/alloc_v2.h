@@ -46,6 +46,7 @@ struct alloc_v2_stats {
 	uint64_t ref_items_written;	/* inserted, replaced or deleted */
 	uint64_t ref_blocks;		/* blocks whose counts the writes looked at */
 	uint64_t used_words;		/* used-map words handed to fspace */
+	uint64_t refs_changed;		/* block references alloc_v2_ref changed */
 };
 
 /* Start tracking @a's changes (alloc_track) for the refcount tree @refs
@@ -65,6 +66,29 @@ int alloc_v2_load_refs(struct alloc_v2 *v);
  * records are dropped (the trees hold them).  Before the allocator is
  * shared between threads. */
 int alloc_v2_load(struct alloc_v2 *v);
+/* The same from the trees into another allocator @a (nothing in use, no
+ * change dropped): mount fills the allocator of the live file system so. */
+int alloc_v2_load_other(struct alloc_v2 *v, struct alloc *a);
+
+/*
+ * The allocator of an alloc_v2 may follow the references of the trees'
+ * EXTENT items exactly (ckpt_v2.c, FORMAT.md "Free space"): the checkpoint
+ * calls alloc_v2_ref(+1) for every block of an item it inserts and (-1)
+ * for every block of an item it deletes, as it changes them.  Each change
+ * is journaled until alloc_v2_refs_kept (the INODES tree's transaction
+ * was committed) or alloc_v2_refs_undo (it was aborted: every change is
+ * taken back, newest first).  -EUCLEAN: a -1 of a block counted free.
+ */
+int alloc_v2_ref(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign);
+void alloc_v2_refs_kept(struct alloc_v2 *v);
+void alloc_v2_refs_undo(struct alloc_v2 *v);
+
+/* Compare the used maps and reference counts of @a and @b over [s, e):
+ * 0 when equal; -ESRCH with the first block that differs in *blk and its
+ * counts in *ca, *cb; -ENOMEM. */
+int alloc_v2_compare(struct alloc *a, struct alloc *b, uint64_t s, uint64_t e, uint64_t *blk,
+		     uint32_t *ca, uint32_t *cb);
+
 /* Write the reference counts changed since the last write into @refs'
  * open transaction: for each changed run, the REFCOUNT items there become
  * the maximal runs of equal counts >= 2 (FORMAT.md), reading only the

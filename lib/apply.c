@@ -73,6 +73,52 @@ static void drop_collect(void *ctx, uint64_t phys, uint64_t n)
 	tx->ndrops++;
 }
 
+/* extent_drop_fn of a replay that keeps the allocator in step
+ * (fs->replay_alloc): the record is durable, the blocks are free now. */
+static void drop_put(void *ctx, uint64_t phys, uint64_t n)
+{
+	alloc_put(ctx, EXTENT_PHYS(phys), n);
+}
+
+struct same_ctx {
+	uint64_t fblk, phys;		/* the record's mapping */
+	struct alloc *a;
+};
+
+/* A run of the map that already maps to the record's blocks keeps its one
+ * reference (extent_set drops nothing there): take back the one just
+ * added. */
+static int same_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		    const struct extent_ent *ents)
+{
+	struct same_ctx *c = ctx;
+
+	(void)ents;
+	if (EXTENT_PHYS(phys) == c->phys + (fblk - c->fblk))
+		alloc_put(c->a, EXTENT_PHYS(phys), n);
+	return 0;
+}
+
+/* Replay of LR_EXT_SET keeping the allocator in step: every block the
+ * record maps gains a reference, except where the map has it already;
+ * extent_set drops (drop_put) what it replaces.  A block outside the data
+ * area is damage the full rebuild refuses too. */
+static int ext_set_counted(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *r)
+{
+	uint64_t p = EXTENT_PHYS(r->ext.phys);
+	struct same_ctx c = { r->ext.fblk, p, fs->alloc };
+	int ret;
+
+	if (r->ext.fblk >= EXTENT_MAX_FBLK || r->ext.n > EXTENT_MAX_FBLK - r->ext.fblk)
+		return -EFBIG;
+	if (alloc_use(fs->alloc, p, r->ext.n))
+		return -EUCLEAN;
+	extent_walk(&ip->map, r->ext.fblk, r->ext.fblk + r->ext.n, same_run, &c);
+	ret = extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums, drop_put,
+			 fs->alloc);
+	return ret;
+}
+
 /* A record names an object that does not exist: fine during replay (a
  * checkpoint snapshot may lack objects later records touch), a bug live. */
 static int missing(struct tfs *fs)
@@ -327,13 +373,19 @@ static bool rec_ino(const struct log_rec *r, uint64_t *ino)
 int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 {
 	extent_drop_fn drop = NULL;
+	void *dctx = drops;
 	struct tfs_inode *ip;
 	uint64_t ino;
 	int ret;
 
-	/* Replay: the allocator is rebuilt from the final state afterwards. */
+	/* Replay: the allocator is rebuilt from the final state afterwards,
+	 * or (format v2, loaded from the trees) kept in step now. */
 	if (drops && !fs->replaying)
 		drop = drop_collect;
+	if (fs->replaying && fs->replay_alloc) {
+		drop = drop_put;
+		dctx = fs->alloc;
+	}
 	if (fs->v2dirty)
 		v2_note(fs, r);
 	if (r->type == LR_INODE)
@@ -352,16 +404,18 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 	case LR_INODE_DEL:
 		if (ip->ino == TFS_ROOT_INO)
 			return -EUCLEAN;
-		fs_ifree(fs, ip, drop, drops);
+		fs_ifree(fs, ip, drop, dctx);
 		return 0;
 	case LR_DENT_SET:
 	case LR_DENT_DEL:
 		return apply_dent(fs, r, ip);
 	case LR_EXT_SET:
+		if (fs->replaying && fs->replay_alloc)
+			return ext_set_counted(fs, ip, r);
 		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
 				  drop, drops);
 	case LR_EXT_CLEAR:
-		return extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, drops);
+		return extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, dctx);
 	case LR_XATTR_SET:
 		return apply_xattr_set(ip, r);
 	case LR_XATTR_DEL:

@@ -15,7 +15,9 @@
  * same entries and are not needed in memory.  Items sort by inode and the
  * INODE item comes first, so every inode exists before its other items.
  * Then the log is replayed on top exactly as in version 1 (mount.c), with
- * the changes noted for the next checkpoint.
+ * the changes noted for the next checkpoint.  The accounting is loaded
+ * from the free-space and refcount trees, and so is fs->alloc
+ * (ckpt_v2_load_alloc, before the replay, which keeps it in step).
  *
  * Checkpoint.  Under ckpt_mu: the log barrier (everything up to seq is
  * applied), then the set of changes (v2dirty) is taken, so every record up
@@ -25,8 +27,11 @@
  * and XCHUNK items of an inode whose xattrs changed, the DIRENT list and
  * DIRINDEX item of every name set or removed (DIRINDEX of removed
  * cookies deleted), EXTENT items of the changed ranges
- * (ckpt_v2_put_extents), every item of a deleted inode deleted.  Then
- * ckpt_v2_sync_data_space, bt_commit, fspace_commit with the freed nodes,
+ * (ckpt_v2_put_extents), every item of a deleted inode deleted; each
+ * EXTENT item deleted or inserted takes or gives its blocks a reference in
+ * the accounting (ca, alloc_v2_ref), which thus counts exactly the tree's
+ * EXTENT items.  Then ckpt_v2_sync_data_space (the accounting into the
+ * free-space and refcount trees), bt_commit, fspace_commit with the freed nodes,
  * the write-intent bitmap, a flush, the superblock (roots, tree_gen,
  * ckpt_seq, log head, free_blocks) through sbc_commit, then bt_release,
  * fspace_commit_done and the log trimmed.  A failure before the superblock
@@ -66,9 +71,12 @@ struct ckpt_v2 {
 	bool itree_open;
 	struct btree rtree;		/* REFCOUNT */
 	bool rtree_open;
-	/* alloc.c's used map and shared counts into the free-space and
-	 * refcount trees (alloc_v2.h); tracking starts before the mount
-	 * rebuilds the allocator, so the first checkpoint writes it all. */
+	/* The references of the INODES tree's EXTENT items (not fs->alloc,
+	 * whose map also holds blocks of writes not logged yet and frees
+	 * not durable yet): loaded from the free-space and refcount trees,
+	 * changed by the checkpoint as it changes EXTENT items
+	 * (alloc_v2_ref), written back into those trees (alloc_v2.h). */
+	struct alloc *ca;
 	struct alloc_v2 *av;
 	struct broot rroot;		/* REFCOUNT root of the open commit */
 	struct v2dirty dirty;
@@ -110,6 +118,8 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->v2dirty = NULL;
 	if (v->av)
 		alloc_v2_destroy(v->av);
+	if (v->ca)
+		alloc_destroy(v->ca);
 	if (v->rtree_open)
 		bt_close(&v->rtree);
 	if (v->itree_open)
@@ -125,6 +135,18 @@ void ckpt_v2_free(struct tfs *fs)
 	free(v->pending);
 	free(v);
 	fs->v2 = NULL;
+}
+
+/* An allocator over fs->alloc's area with the same reserve (so their
+ * chunks of the used map line up), nothing in use. */
+static int make_accounting(struct tfs *fs, struct alloc **out)
+{
+	uint64_t rs = 0, re = 0;
+
+	if (alloc_reserve_range(fs->alloc, &rs, &re) == -ENOENT)
+		rs = re = 0;
+	return alloc_create(fs->sb.node_start + fs->sb.node_blocks, fs->sb.total_blocks, re - rs,
+			    out);
 }
 
 static int v2_open(struct tfs *fs, uint64_t node_cache)
@@ -167,8 +189,17 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	if (ret == 0)
 		v->rtree_open = true;
 	if (ret == 0)
-		ret = alloc_v2_create(fs->alloc, v->fsp, &v->rtree, &v->av);
+		ret = make_accounting(fs, &v->ca);
+	if (ret == 0)
+		ret = alloc_v2_create(v->ca, v->fsp, &v->rtree, &v->av);
+	if (ret == 0)
+		ret = alloc_v2_load(v->av);
 	return ret;
+}
+
+int ckpt_v2_load_alloc(struct tfs *fs)
+{
+	return alloc_v2_load_other(fs->v2->av, fs->alloc);
 }
 
 /* ---- load ---- */
@@ -471,8 +502,24 @@ int ckpt_v2_load(struct tfs *fs)
 
 /* ---- checkpoint: items of one inode ---- */
 
-/* Delete every item with a key in [lo, hi). */
-static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *hi)
+/* One EXTENT item's blocks lose (sign -1) or gain (+1) a reference in the
+ * trees' accounting (@av; NULL: none). */
+static int ref_item(struct alloc_v2 *av, const struct bkey *k, const void *val, unsigned len,
+		    int sign)
+{
+	struct v2_extent e;
+	int ret;
+
+	if (!av || k->type != V2_EXTENT)
+		return 0;
+	ret = v2_extent_decode(k, val, len, &e);
+	return ret ? ret : alloc_v2_ref(av, e.phys, e.n, sign);
+}
+
+/* Delete every item with a key in [lo, hi); the blocks of its EXTENT
+ * items lose their reference in @av's accounting (NULL: none). */
+static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *hi,
+		     struct alloc_v2 *av)
 {
 	struct bkey keys[V2_DEL_BATCH];
 	int ret;
@@ -487,8 +534,12 @@ static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *
 		if (ret)
 			return ret;
 		while (n < V2_DEL_BATCH && (ret = bt_iter_next(&it, &k, &val, &len)) == 0 &&
-		       bkey_cmp(&k, hi) < 0)
+		       bkey_cmp(&k, hi) < 0) {
 			keys[n++] = k;
+			ret = ref_item(av, &k, val, len, -1);
+			if (ret)
+				break;
+		}
 		bt_iter_free(&it);
 		if (ret && ret != -ENOENT)
 			return ret;
@@ -530,7 +581,7 @@ static int put_xattrs(struct btree *t, uint64_t hseed, struct tfs_inode *ip, uin
 	uint64_t vid = 0;
 	int ret;
 
-	ret = del_range(t, &lo, &hi);
+	ret = del_range(t, &lo, &hi, NULL);
 	for (struct xattr *x = ip->xattrs; ret == 0 && x; x = x->next) {
 		uint16_t nl = (uint16_t)strlen(x->name);
 		struct v2_xattr xe = { .namelen = nl, .vallen = x->vallen, .name = x->name };
@@ -636,6 +687,7 @@ static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 
 struct put_ext {
 	struct btree *t;
+	struct alloc_v2 *av;
 	uint64_t ino;
 	struct extent_map *map;
 	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
@@ -666,6 +718,8 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		ret = v2_extent_encode(f, &e, p->buf, BNODE_MAX_VAL, &len);
 		if (ret == 0)
 			ret = bt_insert(p->t, &key, p->buf, len);
+		if (ret == 0 && p->av)
+			ret = alloc_v2_ref(p->av, e.phys, k, +1);
 		if (ret)
 			return ret;
 		off += k;
@@ -678,7 +732,7 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 {
 	struct put_ext *p = ctx;
 	struct bkey lo = v2_key_extent(p->ino, from), hi = v2_key_extent(p->ino, to);
-	int ret = del_range(p->t, &lo, &hi);
+	int ret = del_range(p->t, &lo, &hi, p->av);
 
 	return ret ? ret : extent_walk(p->map, from, to, put_run, p);
 }
@@ -686,9 +740,10 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 /* Items are rewritten where the map holds the blocks in memory (its
  * changed leaves stay resident until this checkpoint: extcache.h); the
  * rest of the range the tree already holds as it is. */
-int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to)
+int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
+			uint64_t from, uint64_t to)
 {
-	struct put_ext p = { .t = t, .ino = ip->ino, .map = &ip->map };
+	struct put_ext p = { .t = t, .av = av, .ino = ip->ino, .map = &ip->map };
 	int ret = 0;
 
 	if (from >= EXTENT_MAX_FBLK)
@@ -708,7 +763,8 @@ int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, ui
 
 /* Everything @e says changed about one inode, as memory has it now.
  * Holds the inode's range lock (regular files) and its lock. */
-static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uint8_t *buf)
+static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const struct v2d_ino *e,
+		   uint8_t *buf)
 {
 	struct bkey lo = { .id = e->ino, .type = 0, .off = 0 };
 	struct bkey hi = { .id = e->ino + 1, .type = 0, .off = 0 };
@@ -718,7 +774,7 @@ static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uin
 	int ret = 0;
 
 	if (inode_get(fs, e->ino, &ip))
-		return del_range(t, &lo, &hi);	/* deleted (numbers are never reused) */
+		return del_range(t, &lo, &hi, av);	/* deleted (numbers are never reused) */
 	pthread_mutex_lock(&ip->lock);
 	reg = S_ISREG(ip->mode);
 	pthread_mutex_unlock(&ip->lock);
@@ -732,12 +788,20 @@ static int put_one(struct tfs *fs, struct btree *t, const struct v2d_ino *e, uin
 	if (ret == 0)
 		ret = put_names(fs, t, ip, e, buf);
 	for (size_t i = 0; ret == 0 && reg && i < e->next; i++)
-		ret = ckpt_v2_put_extents(t, ip, e->ext[i].from, e->ext[i].to);
+		ret = ckpt_v2_put_extents(t, av, ip, e->ext[i].from, e->ext[i].to);
 	pthread_mutex_unlock(&ip->lock);
 	if (reg)
 		rl_unlock(&ip->rl, &r);
 	inode_put(fs, ip);
 	return ret;
+}
+
+/* The INODES tree's transaction is dropped: so are the reference changes
+ * its EXTENT items made. */
+static void abort_itree(struct ckpt_v2 *v)
+{
+	bt_abort(&v->itree);
+	alloc_v2_refs_undo(v->av);
 }
 
 /* The INODES tree's transaction: every changed inode's items. */
@@ -756,11 +820,11 @@ static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, 
 	}
 	pthread_mutex_lock(&fs->ns_lock);
 	for (size_t i = 0; ret == 0 && i < n; i++)
-		ret = put_one(fs, &v->itree, vec[i], buf);
+		ret = put_one(fs, &v->itree, v->av, vec[i], buf);
 	pthread_mutex_unlock(&fs->ns_lock);
 	free(buf);
 	if (ret)
-		bt_abort(&v->itree);
+		abort_itree(v);
 	return ret;
 }
 
@@ -803,22 +867,6 @@ int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen)
 	return ret;
 }
 
-/* The mount rebuilt alloc.c from the extents: have the first checkpoint
- * compare its whole used map with the free-space tree, so blocks the tree
- * still shows in use that nothing references any more (frees of a crash,
- * leaks of allocations never referenced) are written free.  Step 3 reads
- * every group once for it, as its full load reads every inode. */
-void ckpt_v2_rebuilt(struct tfs *fs)
-{
-	struct alloc_run all;
-
-	if (!fs->v2)
-		return;
-	all.blk = fs->sb.node_start + fs->sb.node_blocks;
-	all.n = fs->sb.total_blocks - all.blk;
-	alloc_mark_used_changes(fs->alloc, &all, 1);
-}
-
 /* ---- checkpoint: commit ---- */
 
 static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n)
@@ -852,14 +900,16 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	     atomic_load(&fspace_tree(v->fsp)->written);
 	ret = ckpt_v2_sync_data_space(fs, gen);
 	if (ret) {
-		bt_abort(&v->itree);
+		abort_itree(v);
 		return ret;
 	}
 	ret = bt_commit(&v->itree, &iroot, &freed, &nfreed);
 	if (ret) {
-		bt_abort(&v->itree);
+		abort_itree(v);
 		return ret;
 	}
+	/* The accounting follows the tree in memory (see below). */
+	alloc_v2_refs_kept(v->av);
 	/* The tree in memory is the new one from here: its changes stay in
 	 * it whether or not this superblock makes it. */
 	ret = add_pending(v, freed, nfreed);

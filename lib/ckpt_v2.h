@@ -26,8 +26,12 @@
 struct tfs;
 struct btree;
 struct tfs_inode;
+struct alloc_v2;
 
-/* Set up the trees from fs->sb (version 2) and load every item. */
+/* Set up the trees from fs->sb (version 2) and load every item; the
+ * accounting of the data area (the references of the EXTENT items, see
+ * ckpt_v2_sync_data_space) is read from the free-space and refcount
+ * trees. */
 int ckpt_v2_load(struct tfs *fs);
 /* A file's EXTENT items into its map (the inode cache's fault-in: the
  * inode is not in the table yet).  0 or -errno. */
@@ -42,6 +46,11 @@ struct v2_peek {
 	uint64_t mapped;
 };
 int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_fn cb, void *ctx);
+/* Fill fs->alloc (just created, nothing in use) from the free-space and
+ * refcount trees as the superblock names them: the mount's allocator,
+ * before the log replay (which keeps it in step, fs->replay_alloc) and
+ * without walking any extent. */
+int ckpt_v2_load_alloc(struct tfs *fs);
 /* Write what changed, commit the trees and the superblock, trim the log. */
 int ckpt_v2_write(struct tfs *fs);
 /* Free the trees' state (fs_free); nothing is written. */
@@ -49,25 +58,26 @@ void ckpt_v2_free(struct tfs *fs);
 
 /* The EXTENT items of @ip in file blocks [from, to) (multiples of
  * V2D_CHUNK, v2dirty.h) replaced by what its map holds there, each item
- * inside one chunk.  The caller holds the inode's range lock over them and
- * has the tree's transaction open.  (lib/v2ext.c's range operations will
- * replace this.) */
-int ckpt_v2_put_extents(struct btree *t, struct tfs_inode *ip, uint64_t from, uint64_t to);
+ * inside one chunk; the blocks of the items deleted and inserted change
+ * their references in @av's accounting (alloc_v2_ref; NULL: none).  The
+ * caller holds the inode's range lock over them and has the tree's
+ * transaction open.  (lib/v2ext.c's range operations will replace this.) */
+int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
+			uint64_t from, uint64_t to);
 
 /*
  * The data area into the trees (alloc_v2.h), called by the checkpoint after
  * the INODES tree's changes and before fspace_commit, at generation @gen:
- * the shared counts alloc.c changed as REFCOUNT items (the refcount tree
- * committed in memory, published with the other roots), then its used map
- * into the free-space tree's groups for the chunks that changed.  The data
- * allocator is still alloc.c, rebuilt at mount from the extents (step 3);
- * its change tracking starts before that rebuild, so the mount's first
- * checkpoint brings both trees in line with it (docs/FORMAT.md).
+ * the accounting's shared counts that changed as REFCOUNT items (the
+ * refcount tree committed in memory, published with the other roots), then
+ * its used map into the free-space tree's groups for the chunks that
+ * changed.  The accounting is a second allocator that counts exactly the
+ * references of the INODES tree's EXTENT items (the checkpoint changes it
+ * with each item), not fs->alloc: blocks of writes in flight and frees not
+ * yet durable are never written used, so a crash leaks nothing and a mount
+ * loads the allocator from the trees (docs/FORMAT.md "Free space").
  */
 int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen);
-/* After the mount rebuilt alloc.c: the next checkpoint compares all of its
- * used map with the free-space tree (nothing on version 1). */
-void ckpt_v2_rebuilt(struct tfs *fs);
 
 /* Block @blk lies in a tree node slot the node map has in use (rebuild:
  * what to copy of the node area).  False on version 1. */

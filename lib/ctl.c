@@ -185,6 +185,12 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	space_json(fs, j);
 	jb_u64(j, "inodes", fs_ninodes(fs));
 	icache_json(fs, j);
+	/* What the mount cost: extent runs walked to rebuild the allocator
+	 * (0 when format v2 loaded it from the trees). */
+	jb_obj_begin(j, "mount");
+	jb_u64(j, "extent_runs_walked", fs->mount_extent_runs);
+	jb_u64(j, "alloc_from_trees", fs->mount_alloc_trees);
+	jb_obj_end(j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");
 	scrub_status_json(fs, j);

@@ -204,7 +204,7 @@ static uint64_t fs_reserve(uint64_t data_blocks)
 	return r;
 }
 
-int fs_alloc_create(struct tfs *fs)
+int fs_alloc_make(const struct tfs *fs, struct alloc **out)
 {
 	/* Version 2: the node area starts the data area; alloc.c gets the
 	 * rest (ckpt_v2.h). */
@@ -212,7 +212,12 @@ int fs_alloc_create(struct tfs *fs)
 			 fs->sb.node_start + fs->sb.node_blocks : fs->sb.data_start;
 
 	return alloc_create(start, fs->sb.total_blocks,
-			    fs_reserve(fs->sb.total_blocks - start), &fs->alloc);
+			    fs_reserve(fs->sb.total_blocks - start), out);
+}
+
+int fs_alloc_create(struct tfs *fs)
+{
+	return fs_alloc_make(fs, &fs->alloc);
 }
 
 void fs_log_geom(const struct tfs *fs, struct log_geom *g)
@@ -596,11 +601,9 @@ int tfs_unmount(struct tfs *fs)
 	 * they are durable: otherwise fs_free hands the blocks back unissued. */
 	if (ret == 0)
 		discard_stop(fs);
-	/* Version 2 keeps free space on disk: what the final checkpoint still
-	 * held (deferred frees, discards) is written free by one more, which
-	 * writes only those groups. */
-	if (ret == 0 && fs->v2 && !fs->readonly)
-		ret = ckpt_write(fs);
+	/* Version 2 keeps free space on disk as the references of the
+	 * trees' extents (ckpt_v2.h), never the deferred frees or discards
+	 * still held here: the final checkpoint wrote it all. */
 	fs_teardown(fs);
 	return ret;
 }

@@ -123,6 +123,15 @@ struct tfs {
 	struct file_async *fa;
 
 	bool replaying;			/* apply without live side effects */
+	/* Format v2 mount: fs->alloc was loaded from the trees, and replay
+	 * (meta_apply while replaying) keeps it in step with the extents it
+	 * sets and drops (apply.c). */
+	bool replay_alloc;
+	/* Extent runs the mount walked to rebuild the allocator (status
+	 * "mount"): 0 when it came from the trees. */
+	uint64_t mount_extent_runs;
+	bool mount_alloc_trees;		/* the allocator came from the trees */
+	uint64_t mount_alloc_ns;	/* ... in this many ns */
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */
@@ -158,6 +167,8 @@ void fs_close_devs(struct dev **d, unsigned n);
 /* The allocator of fs->sb's data area, with the blocks kept back for
  * checkpoints.  0 or -errno. */
 int fs_alloc_create(struct tfs *fs);
+/* A new allocator over the same area as fs_alloc_create's, into *out. */
+int fs_alloc_make(const struct tfs *fs, struct alloc **out);
 void fs_log_geom(const struct tfs *fs, struct log_geom *g);	/* from fs->sb */
 uint64_t fs_next_log_id(const struct tfs *fs, uint64_t log_id);
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq);	/* from fs->sb */

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "alloc_v2.h"
 #include "ckpt_v2.h"
 #include "discard.h"
 #include "event.h"
@@ -27,6 +29,14 @@
 #include "wib.h"
 
 #define FS_DEFAULT_COMMIT_MS 5000u
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 #define FS_DEFAULT_BOUNCE 64u
 /* Small buffers: one for every request the kernel may have in flight
  * (max_background, 1024, plus the workers' own), so 4k random I/O at high
@@ -52,7 +62,9 @@ static int fs_new_log_id(struct tfs *fs)
 
 struct apply_ctx {
 	struct tfs *fs;
-	struct meta_tx drops;	/* ignored: the allocator is rebuilt after replay */
+	/* ignored: the allocator is rebuilt after replay, or kept in step by
+	 * meta_apply (fs->replay_alloc) */
+	struct meta_tx drops;
 };
 
 static int replay_rec(void *ctx, const struct log_rec *r)
@@ -66,18 +78,26 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 	return meta_apply(ac->fs, r, &ac->drops);
 }
 
+struct use_ctx {
+	struct alloc *a;
+	uint64_t runs;
+};
+
 static int use_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		   const struct extent_ent *ents)
 {
-	struct tfs *fs = ctx;
+	struct use_ctx *u = ctx;
 
-	return alloc_use(fs->alloc, EXTENT_PHYS(phys), n);
+	u->runs++;
+	return alloc_use(u->a, EXTENT_PHYS(phys), n);
 }
 
-/* Mark the blocks of inode @ino in use: from memory if it is there, else
+/* Mark the blocks of inode @ino in @u->a: from memory if it is there, else
  * (format v2, not resident) straight from the tree's EXTENT items, so the
- * walk does not read every inode into the inode cache.  -ENOENT: gone. */
-static int use_inode(struct tfs *fs, uint64_t ino)
+ * walk does not read every inode into the inode cache.  @u NULL: only
+ * whether it exists.  -ENOENT: gone; -EUCLEAN: a block outside the data
+ * area. */
+static int use_inode(struct tfs *fs, uint64_t ino, struct use_ctx *u)
 {
 	struct tfs_inode *ip;
 	struct v2_peek pk;
@@ -85,26 +105,105 @@ static int use_inode(struct tfs *fs, uint64_t ino)
 
 	ret = inode_get_resident(fs, ino, &ip);
 	if (ret == -ENOENT && fs->v2) {
-		ret = ckpt_v2_peek(fs, ino, &pk, use_run, fs);
+		if (!u)
+			return 0;	/* the cursor found it in the tree */
+		ret = ckpt_v2_peek(fs, ino, &pk, use_run, u);
 		if (ret == -ENOENT || ret == -EIO || ret == -ENOMEM)
 			return ret;
 		return ret < 0 ? -EUCLEAN : 0;
 	}
 	if (ret)
 		return ret;
-	if (S_ISREG(inode_mode(ip)))
-		ret = inode_extent_walk(ip, 0, EXTENT_MAX_FBLK, use_run, fs);
+	if (u && S_ISREG(inode_mode(ip)))
+		ret = inode_extent_walk(ip, 0, EXTENT_MAX_FBLK, use_run, u);
 	inode_put(fs, ip);
 	return ret < 0 ? -EUCLEAN : 0;
 }
 
+/* Every inode, one at a time (on format v2 each may leave memory again, so
+ * the walk does not hold them all): the largest number and the count into
+ * *max_ino and *total, and with @a every block the metadata references
+ * marked in @a (*runs counts the runs).  -errno with err set. */
+static int walk_inodes(struct tfs *fs, struct alloc *a, uint64_t *runs, uint64_t *max_ino,
+		       uint64_t *total, char *err, size_t errlen)
+{
+	struct use_ctx u = { a, 0 };
+	struct icursor c;
+	uint64_t ino;
+	int ret;
+
+	ret = icursor_init(fs, &c);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		return ret;
+	}
+	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
+		ret = use_inode(fs, ino, a ? &u : NULL);
+		if (ret == -ENOENT)
+			continue;
+		if (ret == -EUCLEAN)
+			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
+				   (unsigned long long)ino);
+		if (ret)
+			break;
+		(*total)++;
+		if (ino > *max_ino)
+			*max_ino = ino;
+	}
+	icursor_free(&c);
+	*runs += u.runs;
+	if (ret != -ENOENT) {
+		if (ret != -EUCLEAN)
+			fs_seterr_inodes(fs, ret, err, errlen);
+		return ret;
+	}
+	return 0;
+}
+
+/*
+ * Debug (TWINFS_ALLOC_CHECK=1 in the daemon's environment): the allocator
+ * the mount loaded from the trees and kept in step through the replay must
+ * equal, block by block, the one a walk of every extent builds.  A
+ * difference fails the mount with the first block that differs.
+ */
+static int check_alloc(struct tfs *fs, char *err, size_t errlen)
+{
+	const char *env = getenv("TWINFS_ALLOC_CHECK");
+	struct alloc *full = NULL;
+	uint64_t s, blk, runs = 0, t0 = mono_ns(), max_ino = 0, total = 0;
+	uint32_t ca = 0, cb = 0;
+	int ret;
+
+	if (!env || strcmp(env, "1") != 0)
+		return 0;
+	ret = fs_alloc_make(fs, &full);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "out of memory");
+		return ret;
+	}
+	ret = walk_inodes(fs, full, &runs, &max_ino, &total, err, errlen);
+	t0 = mono_ns() - t0;
+	s = fs->sb.node_start + fs->sb.node_blocks;
+	if (ret == 0)
+		ret = alloc_v2_compare(fs->alloc, full, s, fs->sb.total_blocks, &blk, &ca, &cb);
+	if (ret == -ESRCH)
+		tfs_seterr(err, errlen, "allocator check: block %llu has %u references in the "
+			   "allocator loaded from the trees, %u in the extents",
+			   (unsigned long long)blk, ca, cb);
+	else if (ret == 0)
+		tfs_log(LOG_INFO, "allocator check: the trees' allocator equals the extents' "
+			"(%llu runs; loading it from the trees took %.3f s, the walk %.3f s)",
+			(unsigned long long)runs, fs->mount_alloc_ns / 1e9, t0 / 1e9);
+	alloc_destroy(full);
+	return ret == -ESRCH ? -EUCLEAN : ret;
+}
+
 /* Unlinked inodes that were still open at the crash: delete them now and
- * say so once. Then mark every block the metadata references, and the
- * checkpoint's. */
+ * say so once. Then mark every block the metadata references (unless the
+ * allocator came from the trees, fs->replay_alloc), and the checkpoint's. */
 static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 {
-	uint64_t max_ino = TFS_ROOT_INO, norph, obytes, ino, total = 0;
-	struct icursor c;
+	uint64_t max_ino = TFS_ROOT_INO, norph, obytes, total = 0;
 	int ret;
 
 	ret = fs_reclaim_orphans(fs, &norph, &obytes, err, errlen);
@@ -121,30 +220,14 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
 		return -EUCLEAN;
 	}
-	/* One inode at a time: on format v2 each is read in and may leave
-	 * memory again (the inode cache), so this walk does not hold them all. */
-	ret = icursor_init(fs, &c);
+	/* With the allocator from the trees (fs->replay_alloc) the walk only
+	 * counts; TWINFS_ALLOC_CHECK then compares it with a full walk. */
+	ret = walk_inodes(fs, fs->replay_alloc ? NULL : fs->alloc, &fs->mount_extent_runs,
+			  &max_ino, &total, err, errlen);
+	if (ret == 0 && fs->replay_alloc)
+		ret = check_alloc(fs, err, errlen);
 	if (ret < 0)
-		goto nomem;
-	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
-		ret = use_inode(fs, ino);
-		if (ret == -ENOENT)
-			continue;
-		if (ret == -EUCLEAN)
-			tfs_seterr(err, errlen, "inode %llu maps a block outside the data area",
-				   (unsigned long long)ino);
-		if (ret)
-			break;
-		total++;
-		if (ino > max_ino)
-			max_ino = ino;
-	}
-	icursor_free(&c);
-	if (ret != -ENOENT) {
-		if (ret != -EUCLEAN)
-			fs_seterr_inodes(fs, ret, err, errlen);
 		return ret;
-	}
 	icache_set_total(fs, total);
 	if (atomic_load(&fs->next_ino) <= max_ino)
 		atomic_store(&fs->next_ino, max_ino + 1);
@@ -156,9 +239,6 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 		}
 	}
 	return 0;
-nomem:
-	tfs_seterr(err, errlen, "out of memory");
-	return ret;
 }
 
 /* Read the superblock of every opened device into sbs[] (by position in
@@ -631,6 +711,26 @@ static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t 
 	return 0;
 }
 
+/* Format v2: the allocator from the free-space and refcount trees, no
+ * extent walked; the replay keeps it in step (fs->replay_alloc).  fsck
+ * (offline) rebuilds it from the extents instead, to compare. */
+static int mount_alloc_trees(struct tfs *fs, const char *name0, char *err, size_t errlen)
+{
+	uint64_t t0 = mono_ns();
+	int ret = ckpt_v2_load_alloc(fs);
+
+	fs->mount_alloc_ns = mono_ns() - t0;
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "%s: cannot load the free space: %s", name0,
+			   ret == -EUCLEAN ? "the free-space or refcount tree is damaged "
+			   "(run fsck.twinfs)" : strerror(-ret));
+		return ret;
+	}
+	fs->replay_alloc = true;
+	fs->mount_alloc_trees = true;
+	return 0;
+}
+
 /* Replay the log from the checkpoint's head; *end_pos and *next_seq say
  * where it ended.  Damage that leaves later records unreachable is noted,
  * not an error: the verdict is mount_verdict's. */
@@ -833,6 +933,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 
 	fs->replaying = true;
 	ret = mount_ckpt_load(fs, name0, err, errlen);
+	if (ret == 0 && fs->v2 && !o->offline)
+		ret = mount_alloc_trees(fs, name0, err, errlen);
 	if (ret == 0)
 		ret = mount_replay(fs, name0, &end_pos, &next_seq, err, errlen);
 	if (ret == 0)
@@ -850,8 +952,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = wib_mount_load(fs, err, errlen);
 	if (ret < 0)
 		goto out_fs;
-	ckpt_v2_rebuilt(fs);
 	fs->replaying = false;
+	fs->replay_alloc = false;
 	if (fs->rescue)
 		ret = mount_rescue(fs, o, name0, end_pos, next_seq, err, errlen);
 	else
