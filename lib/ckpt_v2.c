@@ -482,9 +482,12 @@ int ckpt_v2_load(struct tfs *fs)
 	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
 	int ret;
 
-	ret = v2_open(fs, cache - cache / TFS_CACHE_INODE_SHARE);
+	/* A quarter each for resident inodes and the files' map leaves, the
+	 * rest for tree nodes. */
+	ret = v2_open(fs, cache - 2 * (cache / TFS_CACHE_INODE_SHARE));
 	if (ret)
 		return ret;
+	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST);
 	if (!fs->v2_lazy) {

@@ -101,7 +101,8 @@ struct tfs {
 #define TFS_CACHE_DEFAULT (256ull << 20)
 #define TFS_CACHE_MIN (4ull << 20)
 /* Of -o cache=, 1/TFS_CACHE_INODE_SHARE goes to resident inodes, each
- * counted as TFS_CACHE_INODE_COST bytes; the rest is the node cache. */
+ * counted as TFS_CACHE_INODE_COST bytes, as much to the files' map leaves
+ * (extcache.h); the rest is the node cache. */
 #define TFS_CACHE_INODE_SHARE 4
 #define TFS_CACHE_INODE_COST 1024
 	_Atomic uint64_t next_ino;
