@@ -659,6 +659,8 @@ static void free_cfg(struct cfg *cfg)
 	free(cfg->space_reserve);
 	free(cfg->event_cmd);
 	free(cfg->event_timeout);
+	free(cfg->transport);
+	free(cfg->cache);
 }
 
 /* Fork: the parent waits for the child's startup line and exits with
