@@ -656,16 +656,6 @@ static void dump_fail(const struct cstate *s, const char *what, size_t lo, size_
  * superblock slot one mirror did not get. */
 static unsigned long fsck_runs, fsck_findings;
 
-/* Version 2: blocks the free-space tree of the checkpoint shows in use
- * that no extent of it references (blocks freed or allocated after the
- * checkpoint's barrier, which the next checkpoint writes free).  A crash
- * leaves them; -p frees them and so does the mount's first checkpoint
- * (ckpt_v2_rebuilt). */
-static bool v2_leak(const char *l)
-{
-	return fmt_v2 && strstr(l, "are in use in the free-space tree but no extent references them");
-}
-
 static void check_fsck(const struct cstate *s, size_t lo, size_t hi)
 {
 	struct fsck_result res;
@@ -695,7 +685,7 @@ static void check_fsck(const struct cstate *s, size_t lo, size_t hi)
 			*e = 0;
 		if (strstr(l, "not fixed") && !strstr(l, "orphan file inode") &&
 		    !strstr(l, "log copy damaged at transaction") &&
-		    !strstr(l, "superblock generation") && !v2_leak(l))
+		    !strstr(l, "superblock generation"))
 			rc = FSCK_EXIT_OPERROR;
 		if (e)
 			*e = '\n';
