@@ -694,35 +694,44 @@ struct put_ext {
 	uint64_t ino;
 	struct extent_map *map;
 	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
-	uint8_t *buf;			/* BNODE_MAX_VAL */
+	int err;			/* of an accounting change in put_drop */
 };
 
-/* One run of the map as EXTENT items, split at every V2D_CHUNK boundary. */
+/* Blocks an item's cut or delete unmapped lose their reference. */
+static void put_drop(void *ctx, uint64_t phys, uint64_t n)
+{
+	struct put_ext *p = ctx;
+	int ret = p->av ? alloc_v2_ref(p->av, phys, n, -1) : 0;
+
+	if (ret && !p->err)
+		p->err = ret;
+}
+
+/* One run of the map into the hole put_piece made, through v2ext_set: it
+ * continues the item before when file and physical blocks join (and the
+ * one after, whole), so a contiguous run is one item however the map's
+ * leaves and the checkpoints cut it (written: at most V2_EXT_MAX_BLOCKS
+ * blocks an item, their csums; unwritten: up to V2EXT_UNWRITTEN_MAX). */
 static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		   const struct extent_ent *ents)
 {
 	struct put_ext *p = ctx;
+	bool unwritten = (phys & EXTENT_UNWRITTEN) != 0;
 
 	for (uint32_t off = 0; off < n; ) {
-		uint64_t f = fblk + off;
-		uint32_t k = (uint32_t)(V2D_CHUNK - (f & (V2D_CHUNK - 1)));
-		struct v2_extent e = { .phys = EXTENT_PHYS(phys) + off,
-				       .unwritten = (phys & EXTENT_UNWRITTEN) != 0 };
-		struct bkey key = v2_key_extent(p->ino, f);
-		unsigned len;
+		uint32_t k = n - off;
 		int ret;
 
-		if (k > n - off)
-			k = n - off;
-		e.n = k;
-		for (uint32_t i = 0; !e.unwritten && i < k; i++)
+		if (!unwritten && k > V2_EXT_MAX_BLOCKS)
+			k = V2_EXT_MAX_BLOCKS;
+		for (uint32_t i = 0; !unwritten && i < k; i++)
 			p->csums[i] = ents[off + i].csum;
-		e.csums = e.unwritten ? NULL : p->csums;
-		ret = v2_extent_encode(f, &e, p->buf, BNODE_MAX_VAL, &len);
+		ret = v2ext_set(p->t, p->ino, fblk + off, k, phys + off,
+				unwritten ? NULL : p->csums, put_drop, p, NULL);
 		if (ret == 0)
-			ret = bt_insert(p->t, &key, p->buf, len);
+			ret = p->err;
 		if (ret == 0 && p->av)
-			ret = alloc_v2_ref(p->av, e.phys, k, +1);
+			ret = alloc_v2_ref(p->av, EXTENT_PHYS(phys) + off, k, +1);
 		if (ret)
 			return ret;
 		off += k;
@@ -730,13 +739,16 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
-/* One part of the range the map holds in memory: its items rewritten. */
+/* One part of the range the map holds in memory: the tree's items there
+ * cut out (v2ext_clear: an item reaching in from either side is cut at
+ * the edge), then the map's runs written into the hole. */
 static int put_piece(void *ctx, uint64_t from, uint64_t to)
 {
 	struct put_ext *p = ctx;
-	struct bkey lo = v2_key_extent(p->ino, from), hi = v2_key_extent(p->ino, to);
-	int ret = del_range(p->t, &lo, &hi, p->av);
+	int ret = v2ext_clear(p->t, p->ino, from, to - from, put_drop, p, NULL);
 
+	if (ret == 0)
+		ret = p->err;
 	return ret ? ret : extent_walk(p->map, from, to, put_run, p);
 }
 
@@ -754,13 +766,11 @@ int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *
 	if (to > EXTENT_MAX_FBLK)
 		to = EXTENT_MAX_FBLK;
 	p.csums = malloc(V2_EXT_MAX_BLOCKS * sizeof(*p.csums));
-	p.buf = malloc(BNODE_MAX_VAL);
-	if (!p.csums || !p.buf)
+	if (!p.csums)
 		ret = -ENOMEM;
 	if (ret == 0)
 		ret = extent_resident(&ip->map, from, to, put_piece, &p);
 	free(p.csums);
-	free(p.buf);
 	return ret;
 }
 

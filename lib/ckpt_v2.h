@@ -57,11 +57,14 @@ int ckpt_v2_write(struct tfs *fs);
 void ckpt_v2_free(struct tfs *fs);
 
 /* The EXTENT items of @ip in file blocks [from, to) (multiples of
- * V2D_CHUNK, v2dirty.h) replaced by what its map holds there, each item
- * inside one chunk; the blocks of the items deleted and inserted change
- * their references in @av's accounting (alloc_v2_ref; NULL: none).  The
- * caller holds the inode's range lock over them and has the tree's
- * transaction open.  (lib/v2ext.c's range operations will replace this.) */
+ * V2D_CHUNK, v2dirty.h) replaced by what its map holds there, through
+ * v2ext's range operations: items reaching in from either side are cut at
+ * the edges, and the map's runs are written as v2ext_set writes them
+ * (joined with the items around them where contiguous, so a contiguous
+ * run is one item up to the item limit, not one per chunk).  The blocks
+ * unmapped and mapped change their references in @av's accounting
+ * (alloc_v2_ref; NULL: none).  The caller holds the inode's range lock
+ * over them and has the tree's transaction open. */
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
 			uint64_t from, uint64_t to);
 
