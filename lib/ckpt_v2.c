@@ -245,10 +245,11 @@ static int load_inode(struct tfs *fs, struct btree *t, struct tfs_inode *ip, con
 		ret = meta_fill(fs, ip, &r);
 	free(target);
 	if (ret == 0) {
-		/* Its map is the tree's: read by leaf when used, its count of
-		 * mapped blocks summed from its EXTENT items
-		 * (ckpt_v2_load_extents). */
+		/* Its map is the tree's: read by leaf when used; its count of
+		 * mapped blocks is the INODE item's, so no EXTENT item is
+		 * read to fill it. */
 		extent_init_lazy(&ip->map, fs->xc, ip->ino, &ip->rl, 0, false);
+		extent_count_mapped(&ip->map, r.inode.mapped);
 	}
 	return ret;
 }
@@ -305,23 +306,6 @@ static int load_dirindex(struct tfs_inode *dp, const struct bkey *k, const void 
 	return ret == -EEXIST ? -EUCLEAN : ret;
 }
 
-/* An EXTENT item stays in the tree (the file's map reads it when used):
- * checked as meta_apply checks LR_EXT_SET and counted. */
-static int load_extent(struct tfs_inode *ip, const struct bkey *k, const void *val,
-		       unsigned len)
-{
-	struct v2_extent e;
-	int ret;
-
-	ret = v2_extent_decode(k, val, len, &e);
-	if (ret)
-		return ret;
-	if (!ip || !e.phys || e.phys >= EXTENT_UNWRITTEN - e.n)
-		return -EUCLEAN;
-	extent_count_mapped(&ip->map, e.n);
-	return 0;
-}
-
 /* One item of @ip other than its extents; the INODE item comes first. */
 static int load_item(struct tfs *fs, struct btree *t, struct tfs_inode *ip,
 		     const struct bkey *k, const void *val, unsigned len, bool first)
@@ -344,30 +328,10 @@ static int load_item(struct tfs *fs, struct btree *t, struct tfs_inode *ip,
 	}
 }
 
-int ckpt_v2_load_extents(struct tfs *fs, struct tfs_inode *ip)
-{
-	struct bkey lo = v2_key_extent(ip->ino, 0), k;
-	struct bt_iter it;
-	const void *val;
-	unsigned len;
-	int ret;
-
-	ret = bt_iter_init(&it, &fs->v2->itree, &lo);
-	if (ret)
-		return ret;
-	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == ip->ino &&
-	       k.type == V2_EXTENT) {
-		ret = load_extent(ip, &k, val, len);
-		if (ret)
-			break;
-	}
-	bt_iter_free(&it);
-	return ret == -ENOENT || ret == 0 ? 0 : ret;
-}
-
 /* icache_fill_fn: inode @ip's items from the INODES tree, as the full load
- * of step 3 applied them: INODE (+SYMLINK), XATTR (+XCHUNK), a directory's
- * DIRINDEX entries with their cookies, then its extents. */
+ * of step 3 applied them: INODE (+SYMLINK, the mapped count), XATTR
+ * (+XCHUNK), a directory's DIRINDEX entries with their cookies.  Its
+ * EXTENT items are not read (the map reads them by leaf when used). */
 static int v2_fill(struct tfs *fs, struct tfs_inode *ip)
 {
 	struct bkey lo = { .id = ip->ino, .type = 0, .off = 0 }, k;
@@ -391,8 +355,6 @@ static int v2_fill(struct tfs *fs, struct tfs_inode *ip)
 	bt_iter_free(&it);
 	if (ret == 0 || ret == -ENOENT)
 		ret = first ? -ENOENT : 0;
-	if (ret == 0)
-		ret = ckpt_v2_load_extents(fs, ip);
 	return ret;
 }
 
@@ -442,7 +404,9 @@ int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_f
 		return ret == -EOVERFLOW ? -EUCLEAN : ret;
 	out->mode = li.mode;
 	out->nlink = li.nlink;
-	out->mapped = 0;
+	out->mapped = li.mapped;
+	if (!cb)
+		return 0;
 	ret = bt_iter_init(&it, &fs->v2->itree, &lo);
 	if (ret)
 		return ret;
@@ -451,11 +415,10 @@ int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_f
 		struct v2_extent e;
 
 		ret = v2_extent_decode(&k, val, len, &e);
-		if (ret == 0 && cb)
+		if (ret == 0)
 			ret = cb(ctx, k.off, e.phys | (e.unwritten ? EXTENT_UNWRITTEN : 0), e.n, NULL);
 		if (ret)
 			break;
-		out->mapped += e.n;
 	}
 	bt_iter_free(&it);
 	return ret == -ENOENT ? 0 : ret;
@@ -556,7 +519,9 @@ static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *
 	}
 }
 
-static int put_inode(struct btree *t, struct tfs_inode *ip)
+/* The INODE item from memory, with @mapped: the blocks the tree's EXTENT
+ * items of the inode map once this transaction's changes are in. */
+static int put_inode(struct btree *t, struct tfs_inode *ip, uint64_t mapped)
 {
 	uint8_t ival[V2_INODE_LEN];
 	struct log_rec r;
@@ -565,6 +530,7 @@ static int put_inode(struct btree *t, struct tfs_inode *ip)
 
 	memset(&r, 0, sizeof(r));
 	fs_iencode(ip, &r);
+	r.inode.mapped = S_ISREG(r.inode.mode) ? mapped : 0;
 	ret = v2_inode_encode(&r.inode, ival);
 	if (ret == 0)
 		ret = bt_insert(t, &k, ival, sizeof(ival));
@@ -695,6 +661,7 @@ struct put_ext {
 	struct extent_map *map;
 	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
 	int err;			/* of an accounting change in put_drop */
+	int64_t dmapped;		/* change of the blocks the items map */
 };
 
 /* Blocks an item's cut or delete unmapped lose their reference. */
@@ -720,6 +687,7 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 
 	for (uint32_t off = 0; off < n; ) {
 		uint32_t k = n - off;
+		int64_t d = 0;
 		int ret;
 
 		if (!unwritten && k > V2_EXT_MAX_BLOCKS)
@@ -727,7 +695,8 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 		for (uint32_t i = 0; !unwritten && i < k; i++)
 			p->csums[i] = ents[off + i].csum;
 		ret = v2ext_set(p->t, p->ino, fblk + off, k, phys + off,
-				unwritten ? NULL : p->csums, put_drop, p, NULL);
+				unwritten ? NULL : p->csums, put_drop, p, &d);
+		p->dmapped += d;
 		if (ret == 0)
 			ret = p->err;
 		if (ret == 0 && p->av)
@@ -745,8 +714,10 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 static int put_piece(void *ctx, uint64_t from, uint64_t to)
 {
 	struct put_ext *p = ctx;
-	int ret = v2ext_clear(p->t, p->ino, from, to - from, put_drop, p, NULL);
+	int64_t d = 0;
+	int ret = v2ext_clear(p->t, p->ino, from, to - from, put_drop, p, &d);
 
+	p->dmapped += d;
 	if (ret == 0)
 		ret = p->err;
 	return ret ? ret : extent_walk(p->map, from, to, put_run, p);
@@ -756,11 +727,12 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
  * changed leaves stay resident until this checkpoint: extcache.h); the
  * rest of the range the tree already holds as it is. */
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
-			uint64_t from, uint64_t to)
+			uint64_t from, uint64_t to, int64_t *dmapped)
 {
 	struct put_ext p = { .t = t, .av = av, .ino = ip->ino, .map = &ip->map };
 	int ret = 0;
 
+	*dmapped = 0;
 	if (from >= EXTENT_MAX_FBLK)
 		return 0;
 	if (to > EXTENT_MAX_FBLK)
@@ -771,7 +743,27 @@ int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *
 	if (ret == 0)
 		ret = extent_resident(&ip->map, from, to, put_piece, &p);
 	free(p.csums);
+	*dmapped = p.dmapped;
 	return ret;
+}
+
+/* The mapped count of inode @ino's INODE item in @t (0: none yet). */
+static int tree_mapped(struct btree *t, uint64_t ino, uint64_t *mapped)
+{
+	uint8_t ival[V2_INODE_LEN];
+	struct bkey k = v2_key_inode(ino);
+	struct log_inode li;
+	unsigned len;
+	int ret = bt_lookup(t, &k, ival, sizeof(ival), &len);
+
+	*mapped = 0;
+	if (ret == -ENOENT)
+		return 0;
+	if (ret == 0)
+		ret = v2_inode_decode(&k, ival, len, &li);
+	if (ret == 0)
+		*mapped = li.mapped;
+	return ret == -EOVERFLOW ? -EUCLEAN : ret;
 }
 
 /* Everything @e says changed about one inode, as memory has it now.
@@ -783,6 +775,7 @@ static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const s
 	struct bkey hi = { .id = e->ino + 1, .type = 0, .off = 0 };
 	struct tfs_inode *ip;
 	struct rl_range r;
+	uint64_t mapped = 0;
 	bool reg;
 	int ret = 0;
 
@@ -794,14 +787,23 @@ static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const s
 	if (reg)
 		rl_lock(&ip->rl, &r, 0, RL_EOF, false);
 	pthread_mutex_lock(&ip->lock);
-	if (e->flags & V2D_INODE)
-		ret = put_inode(t, ip);
+	/* The INODE item's mapped count follows its EXTENT items in the tree
+	 * (what it held plus what this transaction changed), not memory's
+	 * count, which may already hold changes of records after seq. */
+	if (reg && ((e->flags & V2D_INODE) || e->next))
+		ret = tree_mapped(t, ip->ino, &mapped);
 	if (ret == 0 && (e->flags & V2D_XATTR))
 		ret = put_xattrs(t, fs->sb.hash_seed, ip, buf);
 	if (ret == 0)
 		ret = put_names(fs, t, ip, e, buf);
-	for (size_t i = 0; ret == 0 && reg && i < e->next; i++)
-		ret = ckpt_v2_put_extents(t, av, ip, e->ext[i].from, e->ext[i].to);
+	for (size_t i = 0; ret == 0 && reg && i < e->next; i++) {
+		int64_t d;
+
+		ret = ckpt_v2_put_extents(t, av, ip, e->ext[i].from, e->ext[i].to, &d);
+		mapped = d < 0 && (uint64_t)-d > mapped ? 0 : mapped + (uint64_t)d;
+	}
+	if (ret == 0 && ((e->flags & V2D_INODE) || (reg && e->next)))
+		ret = put_inode(t, ip, mapped);
 	pthread_mutex_unlock(&ip->lock);
 	if (reg)
 		rl_unlock(&ip->rl, &r);
@@ -1043,4 +1045,14 @@ uint64_t ckpt_v2_nodes_used(struct tfs *fs)
 	struct ckpt_v2 *v = fs->v2;
 
 	return v && v->fsp ? fspace_nodes_used(v->fsp) : 0;
+}
+
+bool ckpt_v2_node_cache_stats(struct tfs *fs, struct bcache_stats *st)
+{
+	struct ckpt_v2 *v = fs->v2;
+
+	if (!v || !v->cache)
+		return false;
+	bcache_stats(v->cache, st);
+	return true;
 }

@@ -33,13 +33,11 @@ struct alloc_v2;
  * ckpt_v2_sync_data_space) is read from the free-space and refcount
  * trees. */
 int ckpt_v2_load(struct tfs *fs);
-/* A file's EXTENT items into its map (the inode cache's fault-in: the
- * inode is not in the table yet).  0 or -errno. */
-int ckpt_v2_load_extents(struct tfs *fs, struct tfs_inode *ip);
 /* What the mount's walks (orphans, the allocator rebuild) need of inode
  * @ino straight from the INODES tree, without reading it into the inode
- * cache: its mode, nlink and mapped blocks, and every EXTENT item as a
- * run through @cb (NULL: none; ents NULL).  For an inode that is not
+ * cache: its mode, nlink and mapped blocks (all three from its INODE
+ * item), and every EXTENT item as a run through @cb (NULL: none, no
+ * EXTENT item is read; ents NULL).  For an inode that is not
  * resident, so the tree holds all of it.  0, -ENOENT, -errno. */
 struct v2_peek {
 	uint32_t mode, nlink;
@@ -63,10 +61,11 @@ void ckpt_v2_free(struct tfs *fs);
  * (joined with the items around them where contiguous, so a contiguous
  * run is one item up to the item limit, not one per chunk).  The blocks
  * unmapped and mapped change their references in @av's accounting
- * (alloc_v2_ref; NULL: none).  The caller holds the inode's range lock
- * over them and has the tree's transaction open. */
+ * (alloc_v2_ref; NULL: none); *dmapped gets the change of the blocks the
+ * items map (for the INODE item's count).  The caller holds the inode's
+ * range lock over them and has the tree's transaction open. */
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
-			uint64_t from, uint64_t to);
+			uint64_t from, uint64_t to, int64_t *dmapped);
 
 /*
  * The data area into the trees (alloc_v2.h), called by the checkpoint after
@@ -87,5 +86,10 @@ int ckpt_v2_sync_data_space(struct tfs *fs, uint64_t gen);
 bool ckpt_v2_node_block(struct tfs *fs, uint64_t blk);
 /* Tree nodes in use (the node map's count; 0 on version 1). */
 uint64_t ckpt_v2_nodes_used(struct tfs *fs);
+
+/* The node cache's counters (twinfs-ctl raw stats "node_cache"): false
+ * when the file system is not version 2. */
+struct bcache_stats;
+bool ckpt_v2_node_cache_stats(struct tfs *fs, struct bcache_stats *st);
 
 #endif

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bcache.h"
+#include "ckpt_v2.h"
 #include "ctl.h"
 #include "discard.h"
 #include "extcache.h"
@@ -142,6 +144,24 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_obj_end(j);
 }
 
+/* Format v2: the node cache (bcache.h): misses are nodes read from the
+ * devices. */
+static void node_cache_json(struct tfs *fs, struct jbuf *j)
+{
+	struct bcache_stats st;
+
+	if (!ckpt_v2_node_cache_stats(fs, &st))
+		return;
+	jb_obj_begin(j, "node_cache");
+	jb_u64(j, "budget_bytes", st.budget);
+	jb_u64(j, "nodes", st.nodes);
+	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "hits", st.hits);
+	jb_u64(j, "misses", st.misses);
+	jb_u64(j, "evictions", st.evictions);
+	jb_obj_end(j);
+}
+
 /* Format v2: the files' map leaves in memory (extcache.h). */
 static void extcache_json(struct tfs *fs, struct jbuf *j)
 {
@@ -244,6 +264,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "written_bytes", atomic_load(&fs->ckpt_written_blocks) * TFS_BLOCK_SIZE);
 	jb_obj_end(j);
 	extcache_json(fs, j);
+	node_cache_json(fs, j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
 	jb_obj_end(j);

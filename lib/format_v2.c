@@ -64,6 +64,7 @@ int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 	memset(sb, 0, sizeof(*sb));
 	super_layout(sb, total);
 	sb->version = SUPER_VERSION_V2;
+	sb->incompat = SUPER_INCOMPAT_V2_MAPPED;
 	sb->ndevs = n;
 	ret = fs_fill_random(sb->fs_uuid, sizeof(sb->fs_uuid));
 	for (unsigned i = 0; ret == 0 && i < n; i++)

@@ -45,6 +45,7 @@
 
 struct mino {
 	uint64_t ino, parent, eparent;	/* eparent: a directory naming it */
+	uint64_t mapped, emapped;	/* its INODE item's count, its EXTENT items' */
 	uint32_t mode, nlink, nent, nsub;
 	uint32_t adj;		/* links fsck's own repairs add (not reported) */
 	bool reach, reclaim;
@@ -77,6 +78,7 @@ enum act_kind {
 	A_CLAIM,		/* data blocks [a, a + b) in use */
 	A_PUT,			/* data blocks [a, a + b) free */
 	A_NEXT_INO,		/* the superblock's next_ino to a */
+	A_MAPPED,		/* inode a's INODE item: mapped count b */
 };
 
 struct act {
@@ -187,6 +189,9 @@ static void item_extent(struct v2ck *v, const struct bkey *k, const void *val, u
 		fsck_hard_problem(v->c, "inode %llu: extents overlap at file block %llu",
 				  (unsigned long long)k->id, (unsigned long long)k->off);
 	PUSH(m, ext, next, cext, ((struct mext){ e.phys, e.n, k->id, k->off }));
+	/* Items sort by inode, its INODE item first (else reported). */
+	if (m->nino && m->ino[m->nino - 1].ino == k->id)
+		m->ino[m->nino - 1].emapped += e.n;
 }
 
 void v2m_item(struct v2ck *v, uint64_t owner, const struct bkey *k, const void *val,
@@ -203,7 +208,8 @@ void v2m_item(struct v2ck *v, uint64_t owner, const struct bkey *k, const void *
 	case V2_INODE:
 		if (v2_inode_decode(k, val, len, &in) == 0)
 			PUSH(m, ino, nino, cino, ((struct mino){ .ino = in.ino,
-				.parent = in.parent, .mode = in.mode, .nlink = in.nlink }));
+				.parent = in.parent, .mode = in.mode, .nlink = in.nlink,
+				.mapped = in.mapped }));
 		break;
 	case V2_DIRENT:
 		while (v2_dirent_next(val, len, &pos, &e) == 1)
@@ -614,6 +620,14 @@ static void check_counts(struct v2ck *v)
 					  want);
 		if (e->nlink != want || parent != e->parent)
 			rec(v, A_INODE, e->ino, want, parent, 0, 0);
+		if (S_ISREG(e->mode) && e->mapped != e->emapped) {
+			fsck_meta_problem(v->c, true, "file inode %llu: its INODE item counts %llu "
+					  "mapped blocks, its EXTENT items map %llu",
+					  (unsigned long long)e->ino,
+					  (unsigned long long)e->mapped,
+					  (unsigned long long)e->emapped);
+			rec(v, A_MAPPED, e->ino, e->emapped, 0, 0, 0);
+		}
 	}
 }
 
@@ -1000,9 +1014,13 @@ static int set_inode(struct btree *t, const struct act *a)
 		ret = v2_inode_decode(&k, val, len, &in);
 	if (ret)
 		return ret;
-	in.nlink = (uint32_t)a->b;
-	if (S_ISDIR(in.mode))
-		in.parent = a->c;
+	if (a->kind == A_MAPPED) {
+		in.mapped = a->b;
+	} else {
+		in.nlink = (uint32_t)a->b;
+		if (S_ISDIR(in.mode))
+			in.parent = a->c;
+	}
 	ret = v2_inode_encode(&in, val);
 	return ret ? ret : bt_insert(t, &k, val, sizeof(val));
 }
@@ -1054,6 +1072,7 @@ static int apply_one(struct v2ck *v, struct btree *t, const struct act *a)
 
 	switch (a->kind) {
 	case A_INODE:
+	case A_MAPPED:
 		return set_inode(t, a);
 	case A_NEWDIR:
 		return new_dir(t, a);

@@ -60,6 +60,9 @@ struct log_inode {
 	int64_t atime_ns, mtime_ns, ctime_ns, btime_ns;
 	uint32_t target_len;	/* symlinks */
 	const char *target;
+	/* Format v2's INODE item only (v2item.c): the blocks its EXTENT items
+	 * map (st_blocks / 8).  No log record carries it. */
+	uint64_t mapped;
 };
 
 /* The fixed part of an INODE body (FORMAT.md), the target not included:

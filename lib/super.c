@@ -408,6 +408,7 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
 {
 	const uint8_t *b = buf;
 	uint64_t want;
+	uint32_t supp;
 	int ret;
 
 	if (memcmp(b + SB_OFF_MAGIC, SUPER_MAGIC, 8) != 0)
@@ -423,9 +424,15 @@ int super_decode(const void *buf, unsigned slot, struct super *sb, char *why, si
 		return why_fmt(why, whylen, -EPROTONOSUPPORT,
 			       "unsupported format version %u (this twinfs supports %u and %u)",
 			       sb->version, SUPER_VERSION, SUPER_VERSION_V2);
-	if (sb->incompat & ~SUPER_INCOMPAT_SUPP)
+	supp = sb->version == SUPER_VERSION_V2 ? SUPER_INCOMPAT_SUPP_V2 : SUPER_INCOMPAT_SUPP;
+	if (sb->incompat & ~supp)
 		return why_fmt(why, whylen, -EPROTONOSUPPORT, "unknown incompat features 0x%x",
-			       sb->incompat & ~SUPER_INCOMPAT_SUPP);
+			       sb->incompat & ~supp);
+	if (sb->version == SUPER_VERSION_V2 && !(sb->incompat & SUPER_INCOMPAT_V2_MAPPED))
+		return why_fmt(why, whylen, -EPROTONOSUPPORT,
+			       "format version 2 of an older experimental twinfs (INODE items "
+			       "without a mapped-block count): not readable by this one, "
+			       "make it again with mkfs.twinfs -O v2");
 	if (sb->ro_compat & ~SUPER_RO_COMPAT_SUPP)
 		return why_fmt(why, whylen, -EPROTONOSUPPORT, "unknown ro_compat features 0x%x",
 			       sb->ro_compat & ~SUPER_RO_COMPAT_SUPP);

@@ -30,7 +30,12 @@
 #define SUPER_VERSION_V2 2		/* format v2 (experimental): mkfs -O v2, fsck */
 #define SUPER_V2_TREES 3		/* inodes, refcounts, free space */
 #define SUPER_V2_ROOT_SLOTS 8		/* roots the layout has room for */
-#define SUPER_INCOMPAT_SUPP 0u
+#define SUPER_INCOMPAT_SUPP 0u		/* version 1 */
+/* Version 2: INODE items carry the mapped-block count (104 bytes).  Every
+ * version 2 image this twinfs makes has it; one without (made before it,
+ * 96-byte INODE items) is refused. */
+#define SUPER_INCOMPAT_V2_MAPPED 0x1u
+#define SUPER_INCOMPAT_SUPP_V2 SUPER_INCOMPAT_V2_MAPPED
 #define SUPER_RO_COMPAT_SUPP 0u
 #define SUPER_LOG_START 16
 #define SUPER_MIN_BLOCKS 16384		/* 64 MiB */

@@ -78,6 +78,8 @@ static bool inode_ok(const struct log_inode *in)
 	}
 	if (in->ino == 0 || in->size > (uint64_t)INT64_MAX || in->target_len > LOG_SYMLINK_MAX)
 		return false;
+	if (in->mapped > (S_ISREG(in->mode) ? V2_FBLK_LIMIT : 0))
+		return false;
 	/* The target length says whether SYMLINK items exist: only a symlink
 	 * has them, and a symlink always has a target. */
 	return S_ISLNK(in->mode) == (in->target_len != 0);
@@ -88,6 +90,7 @@ int v2_inode_encode(const struct log_inode *in, uint8_t out[V2_INODE_LEN])
 	if (!inode_ok(in))
 		return -EINVAL;
 	log_inode_put(out, in);
+	le64_put(out + LOG_INODE_BODY, in->mapped);
 	return 0;
 }
 
@@ -96,6 +99,7 @@ int v2_inode_decode(const struct bkey *k, const void *val, unsigned len, struct 
 	if (k->type != V2_INODE || k->off != 0 || len != V2_INODE_LEN)
 		return -EUCLEAN;
 	log_inode_get(val, in);
+	in->mapped = le64_get((const uint8_t *)val + LOG_INODE_BODY);
 	if (!inode_ok(in) || in->ino != k->id)
 		return -EUCLEAN;
 	return 0;

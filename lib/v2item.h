@@ -71,8 +71,10 @@ struct bkey v2_key_extent(uint64_t ino, uint64_t fblk);
 struct bkey v2_key_refcount(uint64_t phys);
 struct bkey v2_key_free(uint64_t start, uint64_t n);
 
-/* ---- INODE: the version 1 INODE body, target in SYMLINK items ---- */
-#define V2_INODE_LEN LOG_INODE_BODY
+/* ---- INODE: the version 1 INODE body, target in SYMLINK items, then
+ * in->mapped (the blocks the inode's EXTENT items map: 0 unless a regular
+ * file, at most V2_FBLK_LIMIT) ---- */
+#define V2_INODE_LEN (LOG_INODE_BODY + 8)	/* + mapped u64 */
 /* -EINVAL for a field decode would refuse. */
 int v2_inode_encode(const struct log_inode *in, uint8_t out[V2_INODE_LEN]);
 int v2_inode_decode(const struct bkey *k, const void *val, unsigned len, struct log_inode *in);

@@ -80,6 +80,7 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	emit(buf, sizeof(buf));
 	/* version 2: three trees in a node area */
 	sb.version = SUPER_VERSION_V2;
+	sb.incompat = SUPER_INCOMPAT_V2_MAPPED;
 	sb.tree_gen = 3;
 	sb.hash_seed = 0x9e3779b97f4a7c15ull;
 	sb.node_start = sb.data_start;

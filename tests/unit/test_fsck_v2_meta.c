@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: fsck of what a format-v2 image's items mean together (fsck_v2_meta.c): on a small tree (a directory, two files with extents) built through btree + fspace, each damage is found with its exact line and exit code, -y (or -p where the repair is safe) repairs it and a second fsck is clean: a wrong link count, a missing DIRINDEX item, an index item without its entry, an entry of the wrong type, an entry naming a missing inode, orphans (to lost+found; link count 0 reclaimed with its blocks), a leaked data run, an extent on free blocks; not repaired but found: blocks claimed by two extents without a REFCOUNT item and a REFCOUNT item whose count is wrong (clean with the right one), a node referenced twice (by two tree roots; twice by one parent). */
+/* Description: fsck of what a format-v2 image's items mean together (fsck_v2_meta.c): on a small tree (a directory, two files with extents) built through btree + fspace, each damage is found with its exact line and exit code, -y (or -p where the repair is safe) repairs it and a second fsck is clean: a wrong link count, a wrong mapped-block count in an INODE item, a missing DIRINDEX item, an index item without its entry, an entry of the wrong type, an entry naming a missing inode, orphans (to lost+found; link count 0 reclaimed with its blocks), a leaked data run, an extent on free blocks; not repaired but found: blocks claimed by two extents without a REFCOUNT item and a REFCOUNT item whose count is wrong (clean with the right one), a node referenced twice (by two tree roots; twice by one parent). */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -96,6 +96,24 @@ static void test_nlink(void **state)
 	v2img_expect(FSCK_EXIT_UNCORRECTED, "file inode 3: link count 3, should be 1: not fixed (-n)");
 	v2img_expect(FSCK_EXIT_UNCORRECTED, "directory inode 1: link count 2, should be 3");
 	repaired(FSCK_PREEN, "file inode 3: link count 3, should be 1: fixing");
+}
+
+/* The INODE item's mapped count disagrees with the EXTENT items. */
+static void test_mapped(void **state)
+{
+	struct v2batch b = { 0 };
+	struct log_inode in = { .ino = 3, .mode = S_IFREG | 0644, .nlink = 1, .gen = 1,
+				.mapped = 5 };
+	uint8_t v[V2_INODE_LEN];
+
+	(void)state;
+	base();
+	assert_int_equal(v2_inode_encode(&in, v), 0);
+	v2b_put(&b, v2_key_inode(3), v, sizeof(v));
+	commit(&b);
+	v2img_expect(FSCK_EXIT_UNCORRECTED, "file inode 3: its INODE item counts 5 mapped "
+		     "blocks, its EXTENT items map 8: not fixed (-n)");
+	repaired(FSCK_PREEN, "its EXTENT items map 8: fixing");
 }
 
 static void test_index(void **state)
@@ -376,6 +394,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_clean, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mapped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dtype, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dangling, setup, teardown),

@@ -198,6 +198,7 @@ static void fill_v2(struct super *sb)
 {
 	fill(sb);
 	sb->version = SUPER_VERSION_V2;
+	sb->incompat = SUPER_INCOMPAT_V2_MAPPED;
 	sb->ckpt_start = sb->ckpt_blocks = sb->ckpt_bytes = sb->ckpt_table_csum = 0;
 	sb->tree_gen = 41;
 	sb->hash_seed = 0x0123456789abcdefull;
@@ -229,7 +230,21 @@ static void test_v2(void **state)
 	assert_true(le64_get(buf + 952) == 41 && le64_get(buf + 968) == a.data_start);
 	assert_true(le64_get(buf + 992 + 32) == a.node_start + 8 && buf[992 + 64 + 24] == 2);
 	assert_true(le64_get(buf + 1248) == 4096 && le64_get(buf + 1256) == 16);
+	assert_int_equal(le32_get(buf + 20), SUPER_INCOMPAT_V2_MAPPED);
+	/* version 2 of before the mapped count in INODE items: one line */
+	a.incompat = 0;
+	super_encode(&a, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), -EPROTONOSUPPORT);
+	assert_non_null(strstr(why, "older experimental twinfs"));
+	/* the feature is version 2's: unknown to version 1 */
+	a.incompat = SUPER_INCOMPAT_V2_MAPPED;
+	a.version = SUPER_VERSION;
+	a.ckpt_blocks = 0;
+	super_encode(&a, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), -EPROTONOSUPPORT);
+	assert_string_equal(why, "unknown incompat features 0x1");
 	/* a version 1 superblock never carries the v2 fields */
+	fill_v2(&a);
 	a.version = SUPER_VERSION;
 	super_encode(&a, 1, buf);
 	assert_true(le64_get(buf + 952) == 0);

@@ -42,17 +42,28 @@ static void test_inode(void **state)
 	struct log_rec r = { .type = LR_INODE };
 
 	(void)state;
+	in.mapped = 0x123456789ull;
 	assert_int_equal(v2_inode_encode(&in, buf), 0);
 	assert_int_equal(v2_inode_decode(&k, buf, V2_INODE_LEN, &out), 0);
 	assert_true(out.ino == 42 && out.mode == in.mode && out.size == in.size &&
-		    out.btime_ns == INT64_MIN && out.atime_ns == -5 && out.gen == 7);
-	/* Exactly the v1 record body (after the 8-byte record header). */
+		    out.btime_ns == INT64_MIN && out.atime_ns == -5 && out.gen == 7 &&
+		    out.mapped == 0x123456789ull);
+	/* The v1 record body (after the 8-byte record header), then mapped. */
 	r.inode = in;
 	log_buf_init(&lb);
 	assert_int_equal(log_buf_add(&lb, &r), 0);
-	assert_int_equal(lb.len, 8 + V2_INODE_LEN);
-	assert_memory_equal(lb.p + 8, buf, V2_INODE_LEN);
+	assert_int_equal(lb.len, 8 + LOG_INODE_BODY);
+	assert_int_equal(V2_INODE_LEN, LOG_INODE_BODY + 8);
+	assert_memory_equal(lb.p + 8, buf, LOG_INODE_BODY);
+	assert_true(le64_get(buf + LOG_INODE_BODY) == 0x123456789ull);
 	log_buf_free(&lb);
+	/* mapped: at most 2^51 blocks, and only a regular file has any */
+	le64_put(buf + LOG_INODE_BODY, V2_FBLK_LIMIT + 1);
+	assert_int_equal(v2_inode_decode(&k, buf, V2_INODE_LEN, &out), -EUCLEAN);
+	in.mode = S_IFDIR | 0755;
+	assert_int_equal(v2_inode_encode(&in, buf), -EINVAL);
+	in = mkinode(42, S_IFREG | 0644, 0);
+	assert_int_equal(v2_inode_encode(&in, buf), 0);
 
 	assert_int_equal(v2_inode_decode(&k, buf, V2_INODE_LEN - 1, &out), -EUCLEAN);
 	assert_int_equal(v2_inode_decode(&k, buf, V2_INODE_LEN + 1, &out), -EUCLEAN);

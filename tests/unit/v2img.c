@@ -12,6 +12,7 @@
 
 #include "format_v2.h"
 #include "testlib.h"
+#include "le.h"
 #include "v2img.h"
 
 static char img[V2IMG_N][TL_PATH_MAX];
@@ -212,6 +213,17 @@ void v2b_extent(struct v2batch *b, uint64_t ino, uint64_t fblk, uint64_t phys, u
 
 	assert_int_equal(v2_extent_encode(fblk, &e, v, sizeof(v), &len), 0);
 	v2b_put(b, v2_key_extent(ino, fblk), v, len);
+	/* Its inode's INODE item in this batch counts the blocks. */
+	for (unsigned i = b->n; i-- > 0;) {
+		struct bkey ik = v2_key_inode(ino);
+
+		if (bkey_cmp(&b->k[i], &ik) == 0 && b->v[i]) {
+			uint8_t *m = b->v[i] + LOG_INODE_BODY;
+
+			le64_put(m, le64_get(m) + n);
+			break;
+		}
+	}
 }
 
 void v2b_commit(struct img2 *x, struct v2batch *b)

@@ -74,7 +74,8 @@ void v2b_dirent(struct v2batch *b, uint64_t seed, uint64_t dir, const char *name
 		uint8_t dtype);
 void v2b_dirindex(struct v2batch *b, uint64_t dir, uint64_t cookie, const char *name,
 		  uint64_t ino, uint8_t dtype);
-/* An extent of @n blocks at @phys (unwritten: no csums). */
+/* An extent of @n blocks at @phys (unwritten: no csums); the INODE item
+ * of @ino put earlier in the batch, if any, counts them (mapped). */
 void v2b_extent(struct v2batch *b, uint64_t ino, uint64_t fblk, uint64_t phys, uint32_t n);
 /* Commit the batch (and any fspace changes made on x->fs), raise next_ino
  * above every inode inserted, write the superblocks, close. */
