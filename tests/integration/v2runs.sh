@@ -3,8 +3,8 @@
 # Description: format v2, extents as runs on disk (issue 13): a checkpoint
 # writes a file's contiguous runs as few EXTENT items, not one per 256
 # blocks.  A 1 GiB fallocated file is at most 4 items after a checkpoint
-# (one per allocation group it touches; 1,025 when the checkpoint cut
-# every 256 blocks), an 8 MiB sequential write at most 8 + 4 (256 written
+# (one per physical run the allocator gave it, 2 here; 1,025 when the
+# checkpoint cut every 256 blocks), an 8 MiB sequential write at most 8 + 4 (256 written
 # blocks an item: their checksums), and 4 KiB writes into the middle of the
 # long unwritten run cut it in place.  After a remount every block reads
 # back, st_blocks is right and fsck -n finds nothing.  The INODE item
