@@ -230,6 +230,7 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 	struct itable *t = fs->itab;
 	struct tfs_inode *batch[EVICT_BATCH];
 	size_t nb = 0;
+	uint64_t ev;
 
 	pthread_rwlock_wrlock(&t->lock);
 	for (size_t step = 0; t->b && step < EVICT_SCAN && nb < EVICT_BATCH &&
@@ -263,7 +264,12 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 	pthread_rwlock_unlock(&t->lock);
 	for (size_t i = 0; i < nb; i++)
 		inode_put(fs, batch[i]);	/* the table's: the last reference */
-	atomic_fetch_add(&t->evictions, nb);
+	ev = atomic_fetch_add(&t->evictions, nb);
+	/* A find drops inodes a few at a time behind its fault-ins: give
+	 * the freed pages back every EVICT_TRIM_MIN drops, or the RSS stays
+	 * at what the dropped inodes took. */
+	if ((ev + nb) / EVICT_TRIM_MIN != ev / EVICT_TRIM_MIN)
+		malloc_trim(0);
 	return nb;
 }
 
