@@ -129,7 +129,8 @@ static void space_json(struct tfs *fs, struct jbuf *j)
 /* ---- commands ---- */
 
 /* The format v2 inode cache: resident inodes, the budget, fault-ins and
- * evictions since mount (zeros and lazy false otherwise). */
+ * evictions since mount, the lookup stubs of dropped inodes and their
+ * table's bytes (zeros and lazy false otherwise). */
 static void icache_json(struct tfs *fs, struct jbuf *j)
 {
 	struct icache_stats st;
@@ -141,6 +142,8 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "max", st.max);
 	jb_u64(j, "faults", st.faults);
 	jb_u64(j, "evictions", st.evictions);
+	jb_u64(j, "stubs", st.stubs);
+	jb_u64(j, "stub_bytes", st.stub_bytes);
 	jb_obj_end(j);
 }
 

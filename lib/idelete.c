@@ -111,7 +111,9 @@ void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup)
 {
 	struct tfs_inode *ip;
 
-	if (!nlookup || inode_get(fs, ino, &ip))
+	/* Format v2: an inode dropped from memory keeps its count in a stub,
+	 * which the forget drops without reading the inode in. */
+	if (!nlookup || icache_forget(fs, ino, nlookup) || inode_get(fs, ino, &ip))
 		return;
 	if (dec_unless_last64(&ip->nlookup, nlookup))
 		goto out;

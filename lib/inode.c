@@ -93,6 +93,7 @@ void fs_itable_destroy(struct tfs *fs)
 		}
 	}
 	free(t->b);
+	free(t->stubs);
 	pthread_rwlock_destroy(&t->lock);
 	for (unsigned i = 0; i < ITABLE_FAULT_STRIPES; i++)
 		pthread_mutex_destroy(&t->fault_mu[i]);

@@ -174,6 +174,8 @@ void icursor_free(struct icursor *c);
 /* The inode cache's counters (lazy format v2; zeros otherwise). */
 struct icache_stats {
 	uint64_t resident, max, faults, evictions;
+	uint64_t stubs;			/* dropped inodes the kernel holds lookups of */
+	uint64_t stub_bytes;		/* the stub table's memory */
 	bool lazy;
 };
 void icache_stats(struct tfs *fs, struct icache_stats *st);

@@ -27,6 +27,22 @@
  * written).  So a dirty inode stays until a checkpoint has written it.
  * The hand turns after every fault-in while the table is over its budget,
  * a bounded step at a time, and after every checkpoint (icache_trim).
+ *
+ * Lookup stubs.  The kernel holds a lookup of every inode it has a dentry
+ * for (a find of a million files: a million), so a lookup does not keep
+ * an inode in memory: what goes instead is a stub, the number and the
+ * kernel's count (16 bytes in an open-addressed table, struct istub),
+ * and the count comes back with the inode at its next fault-in.  A FORGET
+ * of an inode not in the table drops the stub's count and the stub at 0
+ * (icache_forget), without reading the inode in.  Everything that changes
+ * a count holds a handle (the lookups of namei.c) or is a forget, and the
+ * stubs change only under the table lock for writing: an eviction (refs
+ * 1: nobody holds a handle, so nobody changes the count), the insert of a
+ * fault-in and a forget of a non-resident number are serialized, and a
+ * number has a stub only while it is not in the table.  An unlinked inode
+ * (nlink 0) is never dropped, so a stub always names a linked inode; an
+ * unlink or rename reaches its inode through inode_get, which reads it in
+ * with its count.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -40,6 +56,123 @@
 #define EVICT_SCAN 256		/* buckets the hand passes per step */
 #define EVICT_BATCH 64		/* inodes dropped per step at most */
 #define EVICT_TRIM_MIN 4096	/* drops after which a trim returns memory */
+#define STUB_MIN 64		/* slots of the first stub table */
+
+/* ---- lookup stubs: the caller holds the table lock for writing ---- */
+
+static size_t stub_home(uint64_t ino, size_t cap)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static struct istub *stub_find(struct itable *t, uint64_t ino)
+{
+	if (!t->stub_cap)
+		return NULL;
+	for (size_t i = stub_home(ino, t->stub_cap);; i = (i + 1) & (t->stub_cap - 1)) {
+		if (t->stubs[i].ino == ino)
+			return &t->stubs[i];
+		if (!t->stubs[i].ino)
+			return NULL;
+	}
+}
+
+/* Move the stubs into a table of @cap slots; false without memory. */
+static bool stub_resize(struct itable *t, size_t cap)
+{
+	struct istub *ns = calloc(cap, sizeof(*ns));
+
+	if (!ns)
+		return false;
+	for (size_t i = 0; i < t->stub_cap; i++) {
+		size_t j;
+
+		if (!t->stubs[i].ino)
+			continue;
+		for (j = stub_home(t->stubs[i].ino, cap); ns[j].ino; j = (j + 1) & (cap - 1))
+			;
+		ns[j] = t->stubs[i];
+	}
+	free(t->stubs);
+	t->stubs = ns;
+	t->stub_cap = cap;
+	return true;
+}
+
+/* A stub for @ino (not in the table, none yet) with @n lookups. */
+static bool stub_add(struct itable *t, uint64_t ino, uint64_t n)
+{
+	size_t i;
+
+	if ((atomic_load(&t->nstubs) + 1) * 4 > t->stub_cap * 3 &&
+	    !stub_resize(t, t->stub_cap ? t->stub_cap * 2 : STUB_MIN))
+		return false;
+	for (i = stub_home(ino, t->stub_cap); t->stubs[i].ino; i = (i + 1) & (t->stub_cap - 1))
+		;
+	t->stubs[i] = (struct istub){ .ino = ino, .nlookup = n };
+	atomic_fetch_add(&t->nstubs, 1);
+	return true;
+}
+
+/* Remove stub @s: the ones after it in its run move back into the hole
+ * when their home allows, so lookups never stop at a hole too early. */
+static void stub_del(struct itable *t, struct istub *s)
+{
+	size_t mask = t->stub_cap - 1, hole = (size_t)(s - t->stubs);
+
+	for (size_t j = (hole + 1) & mask; t->stubs[j].ino; j = (j + 1) & mask) {
+		size_t home = stub_home(t->stubs[j].ino, t->stub_cap);
+
+		/* j may move to the hole unless its home lies in (hole, j] */
+		if (((j - home) & mask) >= ((j - hole) & mask)) {
+			t->stubs[hole] = t->stubs[j];
+			hole = j;
+		}
+	}
+	t->stubs[hole].ino = 0;
+	if (atomic_fetch_sub(&t->nstubs, 1) == 1) {
+		free(t->stubs);		/* the kernel forgot them all */
+		t->stubs = NULL;
+		t->stub_cap = 0;
+	} else if (t->stub_cap > STUB_MIN && atomic_load(&t->nstubs) * 8 < t->stub_cap) {
+		stub_resize(t, t->stub_cap / 2);	/* failure: stays larger */
+	}
+}
+
+bool icache_forget(struct tfs *fs, uint64_t ino, uint64_t n)
+{
+	struct itable *t = fs->itab;
+	struct istub *s;
+
+	if (!t || !t->lazy)
+		return false;
+	pthread_rwlock_wrlock(&t->lock);
+	if (itable_find(fs, ino)) {
+		pthread_rwlock_unlock(&t->lock);
+		return false;
+	}
+	/* Not resident and no stub: the kernel held no lookup (a forget
+	 * after the inode was deleted); nothing to drop. */
+	s = stub_find(t, ino);
+	if (s) {
+		s->nlookup = s->nlookup > n ? s->nlookup - n : 0;
+		if (!s->nlookup)
+			stub_del(t, s);
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return true;
+}
+
+/* A fault-in inserted @ip: the count its stub kept comes back. */
+static void stub_restore(struct itable *t, struct tfs_inode *ip)
+{
+	struct istub *s = stub_find(t, ip->ino);
+
+	if (!s)
+		return;
+	atomic_store(&ip->nlookup, s->nlookup);
+	stub_del(t, s);
+}
 
 void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
 		   uint64_t max)
@@ -64,6 +197,10 @@ void icache_stats(struct tfs *fs, struct icache_stats *st)
 	st->max = t->max;
 	st->faults = atomic_load(&t->faults);
 	st->evictions = atomic_load(&t->evictions);
+	st->stubs = atomic_load(&t->nstubs);
+	pthread_rwlock_rdlock(&t->lock);
+	st->stub_bytes = t->stub_cap * sizeof(struct istub);
+	pthread_rwlock_unlock(&t->lock);
 }
 
 void icache_set_total(struct tfs *fs, uint64_t n)
@@ -71,13 +208,14 @@ void icache_set_total(struct tfs *fs, uint64_t n)
 	atomic_store(&fs->itab->total, (int64_t)n);
 }
 
-/* Whether @ip may leave memory; the caller holds the table lock for
- * writing, so no handle can be taken meanwhile. */
+/* Whether @ip may leave memory (a kernel lookup goes into a stub); the
+ * caller holds the table lock for writing, so no handle can be taken
+ * meanwhile. */
 static bool evictable(struct tfs *fs, struct tfs_inode *ip, const struct tfs_inode *keep)
 {
 	if (ip == keep || ip->ino == TFS_ROOT_INO)
 		return false;
-	if (atomic_load(&ip->refs) != 1 || atomic_load(&ip->nlookup) || atomic_load(&ip->nopen))
+	if (atomic_load(&ip->refs) != 1 || atomic_load(&ip->nopen))
 		return false;
 	/* refs == 1: nobody holds it, so nobody changes nlink now. */
 	if (ip->nlink == 0)
@@ -92,6 +230,7 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 	struct itable *t = fs->itab;
 	struct tfs_inode *batch[EVICT_BATCH];
 	size_t nb = 0;
+	uint64_t ev;
 
 	pthread_rwlock_wrlock(&t->lock);
 	for (size_t step = 0; t->b && step < EVICT_SCAN && nb < EVICT_BATCH &&
@@ -103,8 +242,17 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 		while (*pp && nb < EVICT_BATCH) {
 			struct tfs_inode *ip = *pp;
 
+			uint64_t nl;
+
 			if (atomic_exchange(&ip->used, false) || !evictable(fs, ip, keep)) {
 				pp = &ip->hnext;
+				continue;
+			}
+			/* refs 1: the count cannot change until a fault-in
+			 * or a forget takes the table lock */
+			nl = atomic_load(&ip->nlookup);
+			if (nl && !stub_add(t, ip->ino, nl)) {
+				pp = &ip->hnext;	/* no memory for a stub: stays */
 				continue;
 			}
 			*pp = ip->hnext;
@@ -116,7 +264,12 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 	pthread_rwlock_unlock(&t->lock);
 	for (size_t i = 0; i < nb; i++)
 		inode_put(fs, batch[i]);	/* the table's: the last reference */
-	atomic_fetch_add(&t->evictions, nb);
+	ev = atomic_fetch_add(&t->evictions, nb);
+	/* A find drops inodes a few at a time behind its fault-ins: give
+	 * the freed pages back every EVICT_TRIM_MIN drops, or the RSS stays
+	 * at what the dropped inodes took. */
+	if ((ev + nb) / EVICT_TRIM_MIN != ev / EVICT_TRIM_MIN)
+		malloc_trim(0);
 	return nb;
 }
 
@@ -208,6 +361,8 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 	o = itable_find(fs, ino);
 	if (!o && !itable_insert(fs, ip))
 		ret = -ENOMEM;
+	else if (!o)
+		stub_restore(t, ip);
 	if (o && handle)
 		atomic_fetch_add(&o->refs, 1);
 	pthread_rwlock_unlock(&t->lock);

@@ -43,11 +43,23 @@ struct itable {
 	size_t hand;			/* the clock's bucket (under lock) */
 	_Atomic uint64_t faults, evictions;
 	_Atomic int64_t total;		/* inodes of the file system (lazy) */
+	/* Lookup stubs (icache.c): the kernel's lookup count of each inode
+	 * dropped while the kernel held it, in an open-addressed table of
+	 * stub_cap slots (a power of two or 0), under the table lock.  A
+	 * number has a stub only while it is not in the table. */
+	struct istub *stubs;
+	size_t stub_cap;
+	_Atomic uint64_t nstubs;
 	/* Fault-ins of one inode number are serialized by its stripe: an
 	 * inode is read only while it is in no table and nobody else reads it. */
 	pthread_mutex_t fault_mu[ITABLE_FAULT_STRIPES];
 };
 struct xattr;		/* inode.h */
+
+/* One lookup stub: inode number (0: a free slot) and the kernel's count. */
+struct istub {
+	uint64_t ino, nlookup;
+};
 
 struct tfs_inode {
 	uint64_t ino;
@@ -106,5 +118,9 @@ void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, boo
  * when @handle), or -ENOENT/-EIO/-EUCLEAN/-ENOMEM.  Never with a table
  * lock held; never on an I/O completion thread. */
 int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **out);
+/* FORGET of @n lookups of @ino (idelete.c) when it is not in the table: a
+ * stub's count drops (the stub goes at 0) and true; false when @ino is
+ * resident (or the mount not lazy): the caller drops the inode's count. */
+bool icache_forget(struct tfs *fs, uint64_t ino, uint64_t n);
 
 #endif

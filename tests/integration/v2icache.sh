@@ -6,8 +6,8 @@
 # clean.  Remount with -o cache=4M (1,024 resident inodes): twinfs-ctl
 # stats shows only a few inodes resident after the mount, a find + stat of
 # everything faults them all in, and, with the kernel made to forget its
-# lookups between chunks (drop_caches: an inode the kernel holds is not
-# dropped), the resident count stays within the budget while every file
+# lookups between chunks (drop_caches; v2ievict tests the lookups the
+# kernel keeps), the resident count stays within the budget while every file
 # is stat'ed and read; checksums, link counts and readdir are right, and
 # a file changed, an inode deleted and one created survive a kill -9 and
 # a remount.  fsck clean at the end.  A bad cache= value: one line.
@@ -85,7 +85,7 @@ split -l 500 "$T/files" "$T/chunk."
 for c in "$T"/chunk.*; do
 	(cd "$MNT" && xargs -d '\n' cat <"$c" >/dev/null) || h_fail "reading $c"
 	(cd "$MNT" && xargs -d '\n' stat -c '%h' <"$c" >/dev/null) || h_fail "stat of $c"
-	# The kernel holds this chunk's inodes; every fault-in dropped others.
+	# Every fault-in dropped others.
 	res=$(icache resident)
 	((res > peak)) && peak=$res
 	((res <= max + 64)) || h_fail "$res inodes resident while reading (budget $max)"
