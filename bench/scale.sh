@@ -13,7 +13,8 @@
 # After each step's workload (committed with twinfs-ctl sync): the daemon's
 # peak and current RSS (VmHWM/VmRSS of its pid), the checkpoints written
 # during the workload (twinfs-ctl stats: checkpoint.writes,
-# checkpoint.written_bytes) and the size of the last; then kill -9 of the
+# checkpoint.written_bytes) and the size of the last, and the metadata log
+# the workload wrote (log.chunk_blocks: what changed); then kill -9 of the
 # daemon, the mount after it (replays the log), a clean unmount (its final
 # checkpoint), the mount after that, its RSS, and a cold find of the tree.
 # Writes <out>.md (tables), <out>.png (RSS against size) and <out>.tsv.
@@ -68,7 +69,7 @@ while [ $# -gt 0 ]; do
 	--out) OUTP=$2; shift 2 ;;
 	--build) BUILD=$2; shift 2 ;;
 	--quick) SIZES=1G,2G; FILES=2k,5k; OVERWRITE=16M; CHUNK=1k; FILESIMG=2G; shift ;;
-	-h|--help) sed -n '3,33p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,34p' "$0"; exit 0 ;;
 	*) echo "bench/scale.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -263,6 +264,12 @@ stats() {
 		END { for (i = 1; i <= n; i++) printf "%s%.0f", (i > 1 ? " " : ""), v["twinfs_" w[i]]; print "" }'
 }
 
+# stat_plain KEY: one value of the plain `twinfs-ctl stats` (the log's
+# counters are not in the Prometheus text), 0 when missing.
+stat_plain() {
+	"$CTL" stats "$MNT" | awk -F': ' -v k="$1" '$1 == k { v = $2 } END { printf "%.0f\n", v }'
+}
+
 # predict_ok SCENARIO STEP X: the peak RSS at X, extrapolated (a line
 # through the last two steps of this scenario; through 0 and the last one
 # when only one ran), stays under --max-rss.  Else STOPPED says why.
@@ -281,14 +288,18 @@ predict_ok() {
 # measure SCENARIO STEP X EXTRA...: after a workload (daemon running), the
 # figures of one step into the TSV: RSS, checkpoints, then kill -9 and the
 # mount after it, the clean unmount, the mount after that and a cold find.
-# Leaves the file system mounted (fresh daemon).  CK0/CB0: stats before.
+# Leaves the file system mounted (fresh daemon).  CK0/CB0/LB0: stats
+# before.  log_bytes: the metadata log the workload wrote (log.chunk_blocks,
+# 4 KiB each): what changed, the yardstick of the checkpoints' bytes.
 measure() {
-	local sc=$1 step=$2 x=$3 hwm rss ck cb mck mcb crash clean umnt rss2 t0 find_s n
+	local sc=$1 step=$2 x=$3 hwm rss ck cb mck mcb crash clean umnt rss2 t0 find_s n lb
 	shift 3
 	"$CTL" sync "$MNT" >/dev/null
 	hwm=$(status_kb "$DAEMON_PID" VmHWM)
 	rss=$(status_kb "$DAEMON_PID" VmRSS)
 	read -r ck cb < <(stats checkpoints_total checkpoint_written_bytes_total)
+	lb=$(stat_plain log.chunk_blocks)
+	set -- "$@" "log_bytes=$(((lb - LB0) * 4096))"
 	crash_daemon
 	start_daemon "${IMGS[@]}"
 	crash=$MOUNT_S
@@ -341,6 +352,7 @@ sparse_step() {
 	new_images "$sb"
 	start_daemon "${IMGS[@]}"
 	read -r CK0 CB0 total < <(stats checkpoints_total checkpoint_written_bytes_total size_bytes)
+	LB0=$(stat_plain log.chunk_blocks)
 	per=$((total * 7 / 8 / NFALLOC >> 20 << 20))
 	watch_start
 	t0=$(now)
@@ -404,6 +416,7 @@ files_run() {
 		((n > prev)) || fail "--files must grow ($c after $prev)"
 		predict_ok files "$c" "$n" || break
 		read -r CK0 CB0 < <(stats checkpoints_total checkpoint_written_bytes_total)
+		LB0=$(stat_plain log.chunk_blocks)
 		echo "== files $c: creating $((n - prev))" >&2
 		watch_start
 		rate=$(create_files "$prev" "$n") || { watched_stop files "$c" && break; fail "creating files failed"; }

@@ -44,20 +44,32 @@ def mb(b):
     return f"{int(b) / 1e6:,.1f}"
 
 
+def log_cols(r):
+    """The log the workload wrote (what changed) and the checkpoints' bytes
+    (during it and at the mount after kill -9) over it; blank for runs
+    from before bench/scale.sh measured the log."""
+    lb = r["extra"].get("log_bytes", "")
+    if not lb:
+        return ["", ""]
+    ratio = f"{(int(r['cb']) + int(r['mcb'])) / int(lb):.2f}" if int(lb) else ""
+    return [mb(lb), ratio]
+
+
 def common(r):
-    return [mib(r["hwm"]), mib(r["rss"]), mib(r["rss2"]), r["ck"], mb(r["cb"]), mb(r["mcb"]),
-            r["umount"], r["mount"], r["crash"], r["find"]]
+    return [mib(r["hwm"]), mib(r["rss"]), mib(r["rss2"]), r["ck"], mb(r["cb"]), mb(r["mcb"])] + \
+        log_cols(r) + [r["umount"], r["mount"], r["crash"], r["find"]]
 
 
 HEAD = ("peak RSS MiB | RSS after MiB | RSS after remount MiB | checkpoints | "
-        "checkpoint MB written | checkpoint MB at mount after kill -9 | unmount s | mount s (clean) | "
-        "mount s (after kill -9) | cold find s")
+        "checkpoint MB written | checkpoint MB at mount after kill -9 | log MB written | "
+        "checkpoint MB / log MB | unmount s | mount s (clean) | mount s (after kill -9) | "
+        "cold find s")
 
 
 def sparse_table(rows):
     out = ["### Sparse images: fallocate most of the space, then random 4k overwrites", "",
            "| fs size | fallocated | overwritten | " + HEAD + " | fallocate s | overwrite MiB/s |",
-           "|" + "---|" * 15]
+           "|" + "---|" * 17]
     for r in rows:
         e = r["extra"]
         out.append("| " + " | ".join([gib(r["x"]), gib(e.get("fallocated", 0)),
@@ -69,7 +81,7 @@ def sparse_table(rows):
 def files_table(rows):
     out = ["### Many files: empty files, 10,000 per directory, one file system grown step by step",
            "", "| files | directories | " + HEAD + " | create files/s (this step) |",
-           "|" + "---|" * 13]
+           "|" + "---|" * 15]
     for r in rows:
         e = r["extra"]
         out.append("| " + " | ".join([f"{int(r['x']):,}", e.get("dirs", "")] + common(r) +
@@ -158,7 +170,9 @@ def main():
     out += ["Checkpoints and their MB: written during the step's workload (`twinfs-ctl stats`: "
             "`checkpoint.writes`, `checkpoint.written_bytes`, one mirror's copy); at mount after "
             "kill -9: what the mount that replayed the workload's log wrote (the same counter, "
-            "read right after that mount). After the workload (committed with "
+            "read right after that mount). Log MB: the metadata log the workload wrote "
+            "(`log.chunk_blocks`, 4 KiB each), i.e. what changed; the ratio is both "
+            "checkpoint columns over it (the issue's target: at most 2). After the workload (committed with "
             "`twinfs-ctl sync`): kill -9 of the daemon and the mount after it (log replay), "
             "a clean unmount (its final checkpoint), the mount after that and its RSS, and a "
             "`find` of the whole tree on that fresh mount."]

@@ -6,6 +6,8 @@
  * exclusive.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,17 +16,44 @@
 
 /* ---- iteration ---- */
 
+/*
+ * One spare leaf buffer per thread: an iterator is opened for every inode
+ * read in (a log replay faults one per record), and a fresh 16 KiB malloc,
+ * its page faults and the free that hands it back to the system were 40%
+ * of a mount's replay after kill -9 with a million files.  Nested
+ * iterators on one thread take the spare, then malloc.  The buffer of a
+ * thread that exits is freed by the key's destructor.
+ */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static bool spare_ok;
+
+static void spare_init(void)
+{
+	spare_ok = pthread_key_create(&spare_key, free) == 0;
+}
+
 int bt_iter_init(struct bt_iter *it, struct btree *t, const struct bkey *start)
 {
 	memset(it, 0, sizeof(*it));
 	it->t = t;
 	it->pos = *start;
-	it->leaf = malloc(BNODE_SIZE);
+	pthread_once(&spare_once, spare_init);
+	if (spare_ok) {
+		it->leaf = pthread_getspecific(spare_key);
+		if (it->leaf)
+			pthread_setspecific(spare_key, NULL);
+	}
+	if (!it->leaf)
+		it->leaf = malloc(BNODE_SIZE);
 	return it->leaf ? 0 : -ENOMEM;
 }
 
 void bt_iter_free(struct bt_iter *it)
 {
+	if (it->leaf && spare_ok && !pthread_getspecific(spare_key) &&
+	    pthread_setspecific(spare_key, it->leaf) == 0)
+		it->leaf = NULL;
 	free(it->leaf);
 	it->leaf = NULL;
 }

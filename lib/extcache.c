@@ -25,6 +25,7 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 	atomic_init(&xc->budget, budget);
 	atomic_init(&xc->epoch, 1);	/* leaves read in carry 0: clean */
 	atomic_init(&xc->committed, 0);
+	xc->swept = UINT64_MAX;
 	*out = xc;
 	return 0;
 }
@@ -40,6 +41,9 @@ void extcache_destroy(struct extent_cache *xc)
 void extcache_set_budget(struct extent_cache *xc, uint64_t bytes)
 {
 	atomic_store(&xc->budget, bytes);
+	pthread_mutex_lock(&xc->mu);
+	xc->swept = UINT64_MAX;		/* what was enough may not be now */
+	pthread_mutex_unlock(&xc->mu);
 	extcache_trim(xc);
 }
 
@@ -108,26 +112,48 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 }
 
 /* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
- * or busy one goes to the end. */
-static void trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan)
+ * or busy one goes to the end.  Returns the clean leaves it had to leave
+ * because someone was inside them. */
+static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan)
 {
-	for (uint64_t scanned = 0; scanned < scan && over_budget(xc) && xc->head; scanned++) {
-		struct ext_leaf *l = xc->head;
+	uint64_t scanned = 0, busy = 0;
 
-		if (l == keep || atomic_exchange(&l->ref, false) || !try_evict(xc, l)) {
+	for (; scanned < scan && over_budget(xc) && xc->head; scanned++) {
+		struct ext_leaf *l = xc->head;
+		bool used = l != keep && atomic_exchange(&l->ref, false);
+
+		if (l == keep || used || !try_evict(xc, l)) {
+			if (l != keep && !used && is_clean(xc, l))
+				busy++;
 			if (l == xc->tail)
 				break;
 			unlist(xc, l);
 			list_tail(xc, l);
 		}
 	}
+	atomic_fetch_add(&xc->scanned, scanned);
+	return busy;
 }
 
+/*
+ * Leaves turn clean only when a checkpoint commits.  So a full sweep (each
+ * leaf up to twice: a second chance, then out) is needed once per commit,
+ * and again only if it had to leave clean leaves someone was inside; in
+ * between, a trim looks at SCAN_MAX of the oldest.  A full sweep each time
+ * made a long fallocate (a trim per 64 MiB piece, tens of thousands of
+ * changed leaves) quadratic.
+ */
 void extcache_trim(struct extent_cache *xc)
 {
 	pthread_mutex_lock(&xc->mu);
-	/* Each leaf up to twice: a second chance, then out. */
-	trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1);
+	uint64_t c = atomic_load(&xc->committed);
+
+	if (xc->swept != c) {
+		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1) == 0)
+			xc->swept = c;
+	} else {
+		trim_locked(xc, NULL, SCAN_MAX);
+	}
 	pthread_mutex_unlock(&xc->mu);
 }
 
@@ -183,6 +209,7 @@ void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
 	st->faults = atomic_load(&xc->faults);
 	st->empty_faults = atomic_load(&xc->empty_faults);
 	st->evictions = atomic_load(&xc->evictions);
+	st->scanned = atomic_load(&xc->scanned);
 	st->fault_errors = atomic_load(&xc->fault_errors);
 }
 

@@ -48,6 +48,7 @@ struct extcache_stats {
 	uint64_t faults;		/* leaves read from the tree */
 	uint64_t empty_faults;		/* of them, leaves that held nothing */
 	uint64_t evictions;
+	uint64_t scanned;		/* leaves the evictor looked at */
 	uint64_t fault_errors;		/* reads that failed (-EIO ...) */
 };
 
@@ -60,7 +61,9 @@ void extcache_set_budget(struct extent_cache *xc, uint64_t bytes);
  * changed leaves alone hold twice the budget: a checkpoint makes them
  * clean.  It runs on the thread that read a leaf in: it must only wake. */
 void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void *ctx);
-/* Evict clean leaves until the budget holds (as far as range locks let). */
+/* Evict clean leaves until the budget holds (as far as range locks let):
+ * a full sweep after each checkpoint commit (or budget change, or a sweep
+ * that found clean leaves busy), else a bounded look at the oldest ones. */
 void extcache_trim(struct extent_cache *xc);
 void extcache_stats(struct extent_cache *xc, struct extcache_stats *st);
 

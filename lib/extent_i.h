@@ -44,8 +44,12 @@ struct extent_cache {
 	struct ext_leaf *head, *tail;	/* oldest first */
 	_Atomic uint64_t budget;	/* bytes of leaves kept at most (clean ones go) */
 	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
+	_Atomic uint64_t scanned;	/* leaves the evictor looked at */
 	_Atomic uint64_t epoch;		/* changes now belong to this one */
 	_Atomic uint64_t committed;	/* epochs up to this are in the tree */
+	uint64_t swept;			/* under mu: committed at the last full
+					 * trim that left no clean leaf behind
+					 * (UINT64_MAX: none yet / budget changed) */
 	void (*pressure)(void *ctx);	/* ask for a checkpoint (may be NULL) */
 	void *pressure_ctx;
 	atomic_bool pressure_sent;	/* asked since the last commit */
