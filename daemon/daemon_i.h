@@ -161,6 +161,8 @@ void tfsd_wb_init(struct tfsd *d);
 bool tfsd_wb_begin(struct tfsd *d, uint64_t ino);
 void tfsd_wb_end(struct tfsd *d, uint64_t ino, int err);
 int tfsd_wb_wait(struct tfsd *d, uint64_t ino, bool take_err);
+/* Has @ino writes behind now? */
+bool tfsd_wb_busy(struct tfsd *d, uint64_t ino);
 void tfsd_wb_wait_all(struct tfsd *d);
 /* The kernel's writeback WRITE of a page-cache open: replied once lib
  * holds the payload (@fill copies it from @in), written behind.  False

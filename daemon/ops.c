@@ -290,17 +290,25 @@ static int setattr_bits(int to_set)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	struct tfsd *d = req_d(req);
 	/* A directory handle has no tfs_file: path-based then. */
 	struct tfs_file *f = fi && fi->fh ? fi_file(fi)->f : NULL;
+	bool behind = tfsd_wb_busy(d, ino);
 	struct stat st;
 	int ret;
 
-	tfsd_wb_wait(req_d(req), ino, false);
-	ret = tfs_getattr(req_fs(req), ino, &st);
+	/* Only a truncate waits for the file's writes behind: their publish
+	 * sets a size (wbehind.c). */
+	if (behind && (to_set & FUSE_SET_ATTR_SIZE)) {
+		tfs_note_setattr_wait(d->fs);
+		tfsd_wb_wait(d, ino, false);
+		behind = false;
+	}
+	ret = tfs_getattr(d->fs, ino, &st);
 
 	if (ret == 0) {
 		privs_setattr(req, &st, attr, &to_set);
-		ret = tfs_setattr(req_fs(req), ino, attr, setattr_bits(to_set), f, &st);
+		ret = tfs_setattr(d->fs, ino, attr, setattr_bits(to_set), f, &st);
 	}
 
 	if (ret < 0) {
@@ -310,8 +318,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	/* The kernel keeps the attributes of a truncate's reply, but drops
 	 * those of the mtime updates the writeback cache sends. */
 	if (to_set & FUSE_SET_ATTR_SIZE)
-		tfs_blocks_seen(req_fs(req), &st);	/* see fsync_done */
-	fuse_reply_attr(req, &st, tfsd_attr_timeout(req_d(req)));
+		tfs_blocks_seen(d->fs, &st);	/* see fsync_done */
+	/* With writes behind, st_blocks is from before their publish: a
+	 * stat asks again (and GETATTR waits for them). */
+	fuse_reply_attr(req, &st, behind ? 0 : tfsd_attr_timeout(d));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)

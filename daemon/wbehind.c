@@ -21,9 +21,15 @@
  *  - readers see the new data: the write holds its range lock until the
  *    extent is published (file_write.c), and READ takes that lock.
  *  - requests that look at the file's blocks or use its open file (GETATTR
- *    st_blocks, SETATTR, LSEEK, COPY_FILE_RANGE, FALLOCATE, RELEASE) wait
- *    for its writes behind first, so none sees the map half done and no
- *    open file is released under a write.
+ *    st_blocks, a truncating SETATTR, LSEEK, COPY_FILE_RANGE, FALLOCATE,
+ *    RELEASE) wait for its writes behind first, so none sees the map half
+ *    done and no open file is released under a write.
+ *  - a SETATTR of times, mode or owners (tar's utimens, chmod, chown after
+ *    each file) does not wait: the publish of a write begun before a
+ *    setattr of mtime leaves that mtime alone (file_commit_write), and
+ *    the log holds the two in the order they took the inode lock, so a
+ *    replay gives the same.  Its reply, which carries st_blocks from
+ *    before the publish, is valid for no time (op_setattr).
  *  - unmount: tfs_drain (main.c) completes every write before the end.
  *
  * A table of inodes with writes behind (count, first error) under wb_mu.
@@ -130,6 +136,20 @@ int tfsd_wb_wait(struct tfsd *d, uint64_t ino, bool take_err)
 	}
 	pthread_mutex_unlock(&d->wb_mu);
 	return err;
+}
+
+bool tfsd_wb_busy(struct tfsd *d, uint64_t ino)
+{
+	struct wb_ent *e;
+	bool busy;
+
+	if (!atomic_load(&d->wb_total))
+		return false;
+	pthread_mutex_lock(&d->wb_mu);
+	e = find(d, ino);
+	busy = e && e->n;
+	pthread_mutex_unlock(&d->wb_mu);
+	return busy;
 }
 
 void tfsd_wb_wait_all(struct tfsd *d)

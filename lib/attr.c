@@ -65,6 +65,10 @@ static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in
 	ret = meta_tx_add(&tx, &r);
 	if (!ret)
 		ret = meta_tx_commit(fs, &tx, &seq);
+	/* Writes begun before this one publish without their mtime: the
+	 * record order in the log gives replay the same. */
+	if (!ret && (to_set & (TFS_SET_MTIME | TFS_SET_MTIME_NOW)))
+		inode_mtime_bump(ip);
 	if (!ret && out)
 		fs_istat(ip, out);
 	inode_unlock(ip);

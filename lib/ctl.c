@@ -227,6 +227,11 @@ void tfs_log_stats(struct tfs *fs, struct log_stats *st)
 	log_get_stats(fs->log, st);
 }
 
+void tfs_note_setattr_wait(struct tfs *fs)
+{
+	atomic_fetch_add(&fs->setattr_waits, 1);
+}
+
 static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
@@ -270,6 +275,13 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	node_cache_json(fs, j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
+	jb_obj_end(j);
+	/* A setattr (tar's utimens) need not wait for the file's writes
+	 * behind: how often one still did, and how often a write's publish
+	 * left a later setattr's mtime alone. */
+	jb_obj_begin(j, "write_behind");
+	jb_u64(j, "setattr_waits", atomic_load(&fs->setattr_waits));
+	jb_u64(j, "mtime_kept", atomic_load(&fs->mtime_kept));
 	jb_obj_end(j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");

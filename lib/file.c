@@ -74,7 +74,9 @@ static int commit_inode_locked(struct tfs *fs, struct tfs_inode *ip, struct meta
 	r.inode.size = size;
 	if (times & T_MTIME)
 		r.inode.mtime_ns = now;
-	if (times & T_CTIME)
+	/* Never back: a setattr that came after the write began may have
+	 * stamped a finer clock's later ctime already. */
+	if ((times & T_CTIME) && now > r.inode.ctime_ns)
 		r.inode.ctime_ns = now;
 	ret = meta_tx_add(tx, &r);
 	if (!ret && nowait && fs->log && log_reserve(fs->log, &tx->buf))
@@ -103,16 +105,25 @@ int file_commit_inode(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
 	return ret;
 }
 
-int file_commit_inode_nowait(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
-			     uint64_t size, int times, uint64_t *seq)
+int file_commit_write(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx, uint64_t end,
+		      uint32_t mtime_gen, bool nowait, uint64_t *seq)
 {
 	uint64_t s = 0, t0 = prof_begin();
+	int times = T_CTIME;
 	int ret;
 
 	/* A holder of the inode lock may be running a log commit. */
-	if (inode_trylock(ip))
+	if (!nowait)
+		inode_lock(ip);
+	else if (inode_trylock(ip))
 		return -EAGAIN;
-	ret = commit_inode_locked(fs, ip, tx, size, false, times, &s, true);
+	/* Under the lock the setattr logs its record in: either it comes
+	 * after this one in the log, or this one carries its mtime. */
+	if (inode_mtime_gen(ip) == mtime_gen)
+		times |= T_MTIME;
+	ret = commit_inode_locked(fs, ip, tx, end, false, times, &s, nowait);
+	if (!ret && !(times & T_MTIME))
+		atomic_fetch_add(&fs->mtime_kept, 1);
 	inode_unlock(ip);
 	prof_end(PROF_META, t0);
 	if (seq)

@@ -119,11 +119,17 @@ void file_cow_undo(struct tfs *fs, struct tfs_inode *ip, struct cow *cw);
 int file_cow_place(struct tfs *fs, struct tfs_inode *ip, uint64_t fblk, uint32_t nblk,
 		   const uint8_t *buf, struct cow *cw);
 
-/* file_commit_inode for a thread that must not wait (the I/O completion
- * thread): -EAGAIN, with nothing done, when the inode lock is taken or the log
- * has no room for @tx without a commit. */
-int file_commit_inode_nowait(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx,
-			     uint64_t size, int times, uint64_t *seq);
+/*
+ * A write's publish: file_commit_inode of a size lower bound @end that
+ * refreshes ctime, and mtime unless a setattr set mtime since the write
+ * began (inode_mtime_gen then differs from the @mtime_gen the write noted:
+ * POSIX, a utimens after a write keeps its time).  With @nowait (a thread
+ * that must not wait, the I/O completion thread): -EAGAIN, with nothing
+ * done, when the inode lock is taken or the log has no room for @tx
+ * without a commit.
+ */
+int file_commit_write(struct tfs *fs, struct tfs_inode *ip, struct meta_tx *tx, uint64_t end,
+		      uint32_t mtime_gen, bool nowait, uint64_t *seq);
 
 /* Add an LR_EXT_SET per run of a placed @cw to @tx. */
 int file_cow_records(struct meta_tx *tx, uint64_t ino, const struct cow *cw);

@@ -80,6 +80,7 @@ struct wjob {
 	bool dsync;
 	int ret;
 	uint64_t seq;
+	uint32_t mtime_gen;		/* the inode's when the write began (stage 1) */
 	tfs_write_cb cb;		/* NULL: synchronous caller */
 	void *arg;
 	struct mirror_wr *mw;		/* one per run of cw */
@@ -144,6 +145,9 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 		return -EROFS;
 	if (len == 0)
 		return 1;
+	/* Before the caller hears of the write (the writeback's WRITE is
+	 * answered before the kernel sends a utimens): see w_publish. */
+	j->mtime_gen = inode_mtime_gen(ip);
 	if ((uint64_t)off + len > MAX_BYTES)
 		return -EFBIG;
 	if (bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE)
@@ -372,10 +376,8 @@ static int w_publish(struct wjob *j, bool nowait)
 
 	meta_tx_init(&tx);
 	ret = file_cow_records(&tx, inode_ino(j->ip), &j->cw);
-	if (!ret && nowait)
-		ret = file_commit_inode_nowait(fs, j->ip, &tx, end, T_MTIME | T_CTIME, &j->seq);
-	else if (!ret)
-		ret = file_commit_inode(fs, j->ip, &tx, end, false, T_MTIME | T_CTIME, &j->seq);
+	if (!ret)
+		ret = file_commit_write(fs, j->ip, &tx, end, j->mtime_gen, nowait, &j->seq);
 	meta_tx_free(&tx);
 	if (ret == -EAGAIN && nowait)
 		return ret;

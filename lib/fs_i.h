@@ -113,6 +113,10 @@ struct tfs {
 	/* Checkpoints written since mount and their blocks (table and
 	 * records, one copy): what checkpoints cost, for stats (ckpt.c). */
 	_Atomic uint64_t ckpt_writes, ckpt_written_blocks;
+	/* Since mount, for stats: setattrs the daemon held until the file's
+	 * writes behind were published (tfs_note_setattr_wait), and writes
+	 * published without their mtime, a later setattr's kept (file.c). */
+	_Atomic uint64_t setattr_waits, mtime_kept;
 	pthread_t bg_thread;		/* periodic commit + checkpoint on pressure */
 	pthread_mutex_t bg_mu;
 	pthread_cond_t bg_cv;

@@ -552,6 +552,16 @@ void inode_set_seen_mapped(struct tfs_inode *ip, uint64_t mapped)
 	atomic_store(&ip->seen_mapped, mapped);
 }
 
+uint32_t inode_mtime_gen(const struct tfs_inode *ip)
+{
+	return atomic_load(&ip->mtime_gen);
+}
+
+void inode_mtime_bump(struct tfs_inode *ip)
+{
+	atomic_fetch_add(&ip->mtime_gen, 1);
+}
+
 struct rangelock *inode_rl(struct tfs_inode *ip)
 {
 	return &ip->rl;

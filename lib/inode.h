@@ -102,6 +102,11 @@ uint64_t inode_mapped(const struct tfs_inode *ip);
 /* The mapped count the kernel was last told (tfs_blocks_seen); no lock. */
 uint64_t inode_seen_mapped(const struct tfs_inode *ip);
 void inode_set_seen_mapped(struct tfs_inode *ip, uint64_t mapped);
+/* How many times a setattr set mtime explicitly (no lock: atomic).  A
+ * write reads it when it starts; inode_mtime_bump, under the inode lock
+ * with the setattr's record. */
+uint32_t inode_mtime_gen(const struct tfs_inode *ip);
+void inode_mtime_bump(struct tfs_inode *ip);
 /* A regular file's range lock (rangelock.h); held around extent lookups. */
 struct rangelock *inode_rl(struct tfs_inode *ip);
 void fs_istat(struct tfs_inode *ip, struct stat *st);	/* caller holds the lock */

@@ -77,6 +77,10 @@ struct tfs_inode {
 	uint64_t parent;		/* directories: for ".." */
 	_Atomic uint64_t size;		/* written under lock; read lock-free by the data path */
 	struct timespec atime, mtime, ctime, btime;
+	/* Bumped (under lock) by every setattr that sets mtime; a write
+	 * notes it when it starts and its publish leaves mtime alone if it
+	 * moved (inode_mtime_gen).  Memory only. */
+	_Atomic uint32_t mtime_gen;
 	char *symlink;			/* symlink target, NUL-terminated */
 	struct xattr *xattrs;
 	struct dir *dir;		/* directories */

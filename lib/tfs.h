@@ -98,6 +98,9 @@ const char *tfs_backend_name(struct tfs *fs);
  * twinfs-ctl status reports, for the benchmark (bench/micro.c). */
 struct log_stats;
 void tfs_log_stats(struct tfs *fs, struct log_stats *st);
+/* The daemon held a setattr until the file's writes behind were
+ * published (counted in stats: write_behind.setattr_waits). */
+void tfs_note_setattr_wait(struct tfs *fs);
 
 /* ---- namespace ---- */
 
