@@ -440,12 +440,15 @@ static bool open_is_direct(const struct tfsd *d, int flags)
  * and answered once lib holds the payload (wbehind.c): durability as on
  * the page cache, fsync waits.  Cached opens and maps of the file stay
  * coherent (kernel 6.9+ io modes); without ALLOW_MMAP it stays cached.
+ * Not under -o writethrough, whose writes reach the devices before they
+ * are answered.
  */
 static bool big_writer(struct tfsd *d, fuse_ino_t ino, int flags)
 {
 	struct stat st;
 
-	return d->direct_writers && (flags & O_ACCMODE) != O_RDONLY && !(flags & O_TRUNC) &&
+	return d->direct_writers && !d->writethrough && (flags & O_ACCMODE) != O_RDONLY &&
+	       !(flags & O_TRUNC) &&
 	       atomic_load_explicit(&d->dio_mmap, memory_order_relaxed) &&
 	       tfs_getattr(d->fs, ino, &st) == 0 && (uint64_t)st.st_size >= d->direct_writers;
 }
