@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Description: a big file's writer (a writable open, without O_TRUNC, of a
-# file at least -o direct_writers long) is a direct open on the default
-# mount: its writes go around the page cache and are answered once copied
-# (write-behind).  It stays coherent with a buffered open and a shared map
-# of the same file (the fsx-like run of mixcheck checks every byte through
-# every view, then reads back with O_DIRECT), O_APPEND on it appends at the
-# kernel's EOF, and what fsync acknowledged survives kill -9 of the daemon
-# on each mirror alone.  With direct_writers=0 the same open is cached.
+# Description: a big file's writer (a writable open, without O_TRUNC or
+# O_APPEND, of a file at least -o direct_writers long) is a direct open on
+# the default mount: its writes go around the page cache and are answered
+# once copied (write-behind).  It stays coherent with a buffered open and a
+# shared map of the same file (the fsx-like run of mixcheck checks every
+# byte through every view, then reads back with O_DIRECT), small unaligned
+# writes past EOF through it read back at once, and what fsync acknowledged
+# survives kill -9 of the daemon on each mirror alone.  With
+# direct_writers=0 the same open is cached.
 source "$(dirname "$0")/harness.sh"
 : "${MIXCHECK:?}" "${KILLWRITER:?}"
 command -v python3 >/dev/null || h_fail "python3 is needed"
@@ -28,30 +29,36 @@ for seed in 1 2 3; do
 	"$MIXCHECK" fsxbig "$MNT/x$seed" "$seed" 2000 ||
 		h_fail "big writer, buffered and mmap views disagree (seed $seed)"
 done
-# O_APPEND: the kernel picks the offset (its i_size) and sends exact,
-# unaligned ranges; a buffered reader and a map see each append.
-python3 - "$MNT/a" <<'PY' || h_fail "O_APPEND on a big file's writer"
+# Small unaligned writes past EOF through the direct open (each one WRITE
+# of exactly its bytes, i_size moved by the kernel), interleaved with an
+# O_APPEND open (which stays cached: big_writer): a buffered reader and a
+# map see every byte after each.
+python3 - "$MNT/a" <<'PY' || h_fail "extending writes on a big file's writer"
 import mmap, os, sys
 p = sys.argv[1]
 base = bytes(range(256)) * 4096                 # 1 MiB
 with open(p, "wb") as f:
     f.write(base)
 want = bytearray(base)
-w = os.open(p, os.O_WRONLY | os.O_APPEND)
+w = os.open(p, os.O_WRONLY)
+a = os.open(p, os.O_WRONLY | os.O_APPEND)
 r = os.open(p, os.O_RDONLY)
-for i, n in enumerate((1, 4095, 4097, 131072, 333)):
+for i, n in enumerate((1, 4095, 4097, 131072, 333, 7, 65536)):
     chunk = bytes([(i * 31 + 7) & 255]) * n
-    assert os.write(w, chunk) == n
+    if i % 2:
+        assert os.write(a, chunk) == n
+    else:
+        assert os.pwrite(w, chunk, len(want)) == n
     want += chunk
     got = os.pread(r, len(want) + 10, 0)
-    assert got == bytes(want), f"buffered read after append {i}"
+    assert got == bytes(want), f"buffered read after write {i}"
     m = mmap.mmap(r, len(want), prot=mmap.PROT_READ)
-    assert m[:] == bytes(want), f"map after append {i}"
+    assert m[:] == bytes(want), f"map after write {i}"
     m.close()
 os.fsync(w)
-os.close(w)
-os.close(r)
-print("append: 5 appends seen by a buffered reader and a map")
+for fd in (w, a, r):
+    os.close(fd)
+print("extend: 7 unaligned writes past EOF seen by a buffered reader and a map")
 PY
 rm -f "$MNT"/x* "$MNT/d" "$MNT/a"
 h_umount
