@@ -33,6 +33,7 @@ struct tfsd_file {
 	uint64_t ino;
 	bool direct;			/* opened FOPEN_DIRECT_IO */
 	bool cached_w;			/* writable, on the page cache (not direct) */
+	bool behind;			/* direct, writes answered once copied: ops.c big_writer */
 	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
 	/* Directories: where the current readdir pass ends
 	 * (tfs_readdir_end), set at opendir and at every pass from offset 0
@@ -50,6 +51,9 @@ struct tfsd {
 	struct tfs *fs;
 	struct fuse_session *se;	/* for notifications to the kernel */
 	bool writethrough;		/* every open is direct + parallel */
+	/* -o direct_writers: writable opens of a file at least this long are
+	 * direct and their writes go behind (ops.c big_writer); 0: off. */
+	uint64_t direct_writers;
 	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
 	bool uring;			/* TFSD_TRANSPORT_URING: start furing.c after INIT */
 	struct tfsd_uring *_Atomic ur;	/* furing.c, once started */

@@ -38,6 +38,10 @@
 #define COMMIT_MAX_MS 3600000u	/* an hour: beyond that nothing is ever committed in time */
 #define EVENT_TIMEOUT_MAX_S 3600u
 #define BUFS_MAX 4096u		/* 1 MiB each */
+/* -o direct_writers (ops.c big_writer): above any small file tar or a
+ * database journal writes, below what a bulk writer lays out. */
+#define TFSD_DIRECT_WRITERS_DEFAULT (64ull << 20)
+#define TFSD_DIRECT_WRITERS_TEXT "64M"
 #define MSG_MOUNTED "mounted"
 
 /* ---- logging ---- */
@@ -117,6 +121,7 @@ struct cfg {
 	char *threads;
 	char *bufs;
 	char *space_reserve;
+	char *direct_writers;
 	char *cache;
 	char *event_cmd;
 	char *event_timeout;
@@ -144,6 +149,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("threads=%s", threads, 0),
 	CFG_OPT("bufs=%s", bufs, 0),
 	CFG_OPT("space_reserve=%s", space_reserve, 0),
+	CFG_OPT("direct_writers=%s", direct_writers, 0),
 	CFG_OPT("cache=%s", cache, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
 	CFG_OPT("event_timeout=%s", event_timeout, 0),
@@ -261,6 +267,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"
 		"                           devices before write(2) returns (default: what\n"
 		"                           the kernel may cache for this mount, plus 20M)\n"
+		"    -o direct_writers=SIZE writable opens of files at least SIZE long are\n"
+		"                           direct I/O (default " TFSD_DIRECT_WRITERS_TEXT ", 0: off)\n"
 		"    -o cache=SIZE          format v2: node cache and resident inodes together\n"
 		"                           (default 256M, at least 4M; version 1 ignores it)\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
@@ -633,6 +641,12 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 			cfg->space_reserve);
 		goto out_usage;
 	}
+	d->direct_writers = TFSD_DIRECT_WRITERS_DEFAULT;
+	if (cfg->direct_writers && ctl_parse_size(cfg->direct_writers, &d->direct_writers) < 0) {
+		fprintf(stderr, "twinfs: direct_writers=%s: expected a size such as 64M, or 0\n",
+			cfg->direct_writers);
+		return 2;
+	}
 	if (cfg->cache && (ctl_parse_size(cfg->cache, &s->cache_bytes) < 0 ||
 			   s->cache_bytes < (4ull << 20))) {
 		fprintf(stderr, "twinfs: cache=%s: expected a size of at least 4M, such as 64M "
@@ -657,6 +671,7 @@ static void free_cfg(struct cfg *cfg)
 	free(cfg->threads);
 	free(cfg->bufs);
 	free(cfg->space_reserve);
+	free(cfg->direct_writers);
 	free(cfg->event_cmd);
 	free(cfg->event_timeout);
 	free(cfg->transport);

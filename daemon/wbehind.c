@@ -8,7 +8,10 @@
  * The kernel's writeback (WRITE from pid 0, on a page-cache open, neither
  * O_DSYNC nor O_SYNC) is now answered as soon as lib has the payload in
  * its bounce buffer (tfs_write_async copies it before it returns); the
- * device writes and the publish of the extent go on behind.
+ * device writes and the publish of the extent go on behind.  So are the
+ * write(2) calls of a big file's writer (ops.c big_writer), a direct open
+ * that stands in for the page cache: one WRITE per write(2), no dirty
+ * pages, and the same promises as below.
  *
  * What that must not change, and how it does not:
  *  - fsync(2) returns only once the data is on every mirror and committed:
@@ -189,7 +192,9 @@ static void behind_done(void *arg, ssize_t n)
  * payload (tfs_write_async copies it before it returns), the device writes
  * and the publish going on behind (wbehind.c).  False when this write
  * must be answered after its device writes as before: direct opens, the
- * caller's own write(2) (pid != 0), O_DSYNC/O_SYNC, out of memory.
+ * caller's own write(2) (pid != 0), O_DSYNC/O_SYNC, out of memory.  A big
+ * file's writer (df->behind, ops.c big_writer) is the exception: its own
+ * direct writes go behind as the page cache's would have.
  */
 bool tfsd_write_behind(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df, tfs_fill_fn fill,
 		       struct fuse_bufvec *in, off_t off, size_t len, int flags)
@@ -198,7 +203,8 @@ bool tfsd_write_behind(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df, tfs
 	struct behind_write *b;
 	int expect = 0;
 
-	if (df->direct || fuse_req_ctx(req)->pid != 0 || (flags & (O_DSYNC | O_SYNC)))
+	if ((!df->behind && (df->direct || fuse_req_ctx(req)->pid != 0)) ||
+	    (flags & (O_DSYNC | O_SYNC)))
 		return false;
 	b = malloc(sizeof(*b));
 	if (!b)

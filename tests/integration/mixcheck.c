@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Description: O_DSYNC opens next to buffered opens and shared maps of one file.
+ * Description: direct opens next to buffered opens and shared maps of one file.
  *   mixcheck direct FILE      exit 0 if a writable O_DSYNC open of FILE
  *       writes around the page cache (the daemon made it a direct open), 3
  *       if its writes landed in the page cache.
+ *   mixcheck big FILE         the same for an O_WRONLY open (no O_DSYNC) of
+ *       FILE once it is FSX_SIZE long (twinfs -o direct_writers=1M).
  *   mixcheck fsx FILE SEED OPS    an fsx-like random run: writes through an
  *       O_DSYNC open, a buffered open and a MAP_SHARED map of the buffered
  *       open, truncates down and back up, msync and fsync, each checked
  *       against an in-memory model by reads through every view (the
  *       O_DSYNC fd, the buffered fd, the map); at the end the file is read
  *       back with O_DIRECT, which bypasses the page cache.
+ *   mixcheck fsxbig FILE SEED OPS    the same with an O_WRONLY open of the
+ *       FSX_SIZE-long file (a big file's writer) in place of the O_DSYNC one;
+ *       reads go through the buffered fd and the map.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,22 +51,30 @@ static long resident(int fd, size_t len)
 	return n;
 }
 
-static int cmd_direct(const char *path)
+/* big: an O_WRONLY open of an FSX_SIZE-long file; else O_DSYNC.  Reads
+ * residency through a read-only open made first: opening drops no pages
+ * (twinfs keeps the cache), and a write-only fd cannot be mapped. */
+static int cmd_direct(const char *path, bool big)
 {
 	static char buf[16 * PG];
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DSYNC, 0644);
+	int rfd, fd;
 	long n;
 
+	if (big && truncate(path, FSX_SIZE) && (errno != ENOENT ||
+	    close(open(path, O_WRONLY | O_CREAT, 0644)) || truncate(path, FSX_SIZE)))
+		return fail("truncate", 0, 0);
+	fd = big ? open(path, O_WRONLY) : open(path, O_RDWR | O_CREAT | O_TRUNC | O_DSYNC, 0644);
+	rfd = open(path, O_RDONLY);
 	memset(buf, 'd', sizeof(buf));
-	if (fd < 0 || pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
-		return fail("O_DSYNC write", 0, 0);
-	/* Through the same open: a new one may drop the file's cache. */
-	n = resident(fd, sizeof(buf));
+	if (fd < 0 || rfd < 0 || pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+		return fail(big ? "big file write" : "O_DSYNC write", 0, 0);
+	n = resident(rfd, sizeof(buf));
 	if (n < 0)
 		return fail("mincore", 0, 0);
 	close(fd);
-	printf("direct: %ld of %zu pages written through O_DSYNC are in the page cache\n", n,
-	       sizeof(buf) / PG);
+	close(rfd);
+	printf("direct: %ld of %zu pages written through %s are in the page cache\n", n,
+	       sizeof(buf) / PG, big ? "a big file's O_WRONLY open" : "O_DSYNC");
 	return n ? 3 : 0;
 }
 
@@ -75,7 +89,8 @@ static uint64_t rnd(uint64_t n)
 }
 
 struct views {
-	int sfd, bfd;		/* O_DSYNC, buffered */
+	int sfd, bfd;		/* O_DSYNC (or a big file's writer), buffered */
+	bool wronly;		/* sfd is O_WRONLY */
 	uint8_t *map;		/* MAP_SHARED of bfd */
 	uint8_t *model, *tmp;
 };
@@ -85,7 +100,7 @@ static int check(struct views *v, size_t off, size_t len, long op)
 {
 	int fds[2] = { v->sfd, v->bfd };
 
-	for (int k = 0; k < 2; k++) {
+	for (int k = v->wronly; k < 2; k++) {
 		if (pread(fds[k], v->tmp, len, (off_t)off) != (ssize_t)len)
 			return fail(k ? "buffered read" : "O_DSYNC read", op, (long)off);
 		for (size_t i = 0; i < len; i++)
@@ -163,17 +178,21 @@ static int direct_readback(const char *path, const uint8_t *model)
 	return 0;
 }
 
-static int cmd_fsx(const char *path, uint64_t seed, long ops)
+static int cmd_fsx(const char *path, uint64_t seed, long ops, bool big)
 {
 	struct views v;
 	int ret = 0;
 
 	rnd_x = seed * 0x9e3779b97f4a7c15ull | 1;
+	v.wronly = big;
 	v.bfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	v.sfd = open(path, O_RDWR | O_DSYNC);
+	if (v.bfd < 0 || ftruncate(v.bfd, FSX_SIZE))
+		return fail("setup", 0, 0);
+	/* A big file's writer: opened once the file is FSX_SIZE long. */
+	v.sfd = open(path, big ? O_WRONLY : O_RDWR | O_DSYNC);
 	v.model = calloc(1, FSX_SIZE);
 	v.tmp = malloc(FSX_SIZE);
-	if (v.bfd < 0 || v.sfd < 0 || !v.model || !v.tmp || ftruncate(v.bfd, FSX_SIZE))
+	if (v.sfd < 0 || !v.model || !v.tmp)
 		return fail("setup", 0, 0);
 	v.map = mmap(NULL, FSX_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, v.bfd, 0);
 	if (v.map == MAP_FAILED)
@@ -199,10 +218,11 @@ static int cmd_fsx(const char *path, uint64_t seed, long ops)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], "direct"))
-		return cmd_direct(argv[2]);
-	if (argc == 5 && !strcmp(argv[1], "fsx"))
-		return cmd_fsx(argv[2], strtoull(argv[3], NULL, 0), atol(argv[4]));
-	fprintf(stderr, "usage: %s direct FILE | fsx FILE SEED OPS\n", argv[0]);
+	if (argc == 3 && (!strcmp(argv[1], "direct") || !strcmp(argv[1], "big")))
+		return cmd_direct(argv[2], !strcmp(argv[1], "big"));
+	if (argc == 5 && (!strcmp(argv[1], "fsx") || !strcmp(argv[1], "fsxbig")))
+		return cmd_fsx(argv[2], strtoull(argv[3], NULL, 0), atol(argv[4]),
+			       !strcmp(argv[1], "fsxbig"));
+	fprintf(stderr, "usage: %s direct|big FILE | fsx|fsxbig FILE SEED OPS\n", argv[0]);
 	return 2;
 }
