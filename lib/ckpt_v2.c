@@ -88,6 +88,11 @@ struct ckpt_v2 {
 	/* The newest generation a commit used (under ckpt_mu): a commit
 	 * whose superblock failed used one the superblock does not show. */
 	uint64_t last_gen;
+	/* INODE items in the INODES tree as memory has it (the committed
+	 * tree plus a commit whose superblock failed), and the change the
+	 * open transaction made (under ckpt_mu): the superblock's inodes. */
+	uint64_t inodes;
+	int64_t dinodes;
 };
 
 /* ---- setup ---- */
@@ -160,6 +165,7 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	if (!v)
 		return -ENOMEM;
 	fs->v2 = v;
+	v->inodes = sb->inodes;
 	fspace_sb_params(sb, &fp);
 	ret = v2d_init(&v->dirty);
 	if (ret)
@@ -424,6 +430,66 @@ int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_f
 	return ret == -ENOENT ? 0 : ret;
 }
 
+int ckpt_v2_orphans(struct tfs *fs, uint64_t **inos, size_t *n)
+{
+	struct bkey lo = v2_key_orphan(0), k;
+	uint64_t *v = NULL;
+	size_t cap = 0;
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	int ret;
+
+	*inos = NULL;
+	*n = 0;
+	ret = bt_iter_init(&it, &fs->v2->itree, &lo);
+	if (ret)
+		return ret;
+	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == 0 &&
+	       k.type == V2_ORPHAN) {
+		ret = v2_orphan_check(&k, len);
+		if (ret)
+			break;
+		if (*n == cap) {
+			uint64_t *p = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+
+			if (!p) {
+				ret = -ENOMEM;
+				break;
+			}
+			v = p;
+		}
+		v[(*n)++] = k.off;
+	}
+	bt_iter_free(&it);
+	if (ret == 0 || ret == -ENOENT) {
+		*inos = v;
+		return 0;
+	}
+	free(v);
+	*n = 0;
+	return ret;
+}
+
+int ckpt_v2_max_ino(struct tfs *fs, uint64_t *ino)
+{
+	struct bkey hi = { .id = UINT64_MAX, .type = UINT8_MAX, .off = BKEY_OFF_MAX }, k;
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	int ret;
+
+	*ino = 0;
+	ret = bt_iter_init(&it, &fs->v2->itree, &hi);
+	if (ret)
+		return ret;
+	ret = bt_iter_prev(&it, &k, &val, &len);
+	bt_iter_free(&it);
+	if (ret == 0)
+		*ino = k.id;
+	return ret == -ENOENT ? 0 : ret;
+}
+
 /* Every inode into the table (fsck: offline, the whole tree checked). */
 static int load_all(struct tfs *fs)
 {
@@ -453,6 +519,9 @@ int ckpt_v2_load(struct tfs *fs)
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST);
+	/* The count without a walk: the replay's creates and deletes keep it
+	 * (fs_inew, fs_ifree), as they keep the tree's at the checkpoint. */
+	icache_set_total(fs, fs->sb.inodes);
 	if (!fs->v2_lazy) {
 		ret = load_all(fs);
 		if (ret)
@@ -483,9 +552,10 @@ static int ref_item(struct alloc_v2 *av, const struct bkey *k, const void *val, 
 }
 
 /* Delete every item with a key in [lo, hi); the blocks of its EXTENT
- * items lose their reference in @av's accounting (NULL: none). */
+ * items lose their reference in @av's accounting (NULL: none), and
+ * *dinodes (NULL: none) one for each INODE item. */
 static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *hi,
-		     struct alloc_v2 *av)
+		     struct alloc_v2 *av, int64_t *dinodes)
 {
 	struct bkey keys[V2_DEL_BATCH];
 	int ret;
@@ -502,6 +572,8 @@ static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *
 		while (n < V2_DEL_BATCH && (ret = bt_iter_next(&it, &k, &val, &len)) == 0 &&
 		       bkey_cmp(&k, hi) < 0) {
 			keys[n++] = k;
+			if (dinodes)
+				*dinodes -= k.type == V2_INODE;
 			ret = ref_item(av, &k, val, len, -1);
 			if (ret)
 				break;
@@ -519,21 +591,52 @@ static int del_range(struct btree *t, const struct bkey *lo, const struct bkey *
 	}
 }
 
+/* The ORPHAN item of @ino present exactly when @orphan (an inode of a
+ * number past what a key's off holds has none: unmount reclaims it). */
+static int put_orphan(struct btree *t, uint64_t ino, bool orphan)
+{
+	struct bkey k = v2_key_orphan(ino);
+	unsigned len;
+	int ret;
+
+	if (ino > BKEY_OFF_MAX)
+		return 0;
+	if (orphan)
+		return bt_insert(t, &k, "", 0);
+	ret = bt_lookup(t, &k, NULL, 0, &len);
+	if (ret == 0)
+		ret = bt_delete(t, &k);
+	return ret == -ENOENT ? 0 : ret;
+}
+
 /* The INODE item from memory, with @mapped: the blocks the tree's EXTENT
- * items of the inode map once this transaction's changes are in. */
-static int put_inode(struct btree *t, struct tfs_inode *ip, uint64_t mapped)
+ * items of the inode map once this transaction's changes are in; a new
+ * item counts in *dinodes, and the ORPHAN item follows the link count. */
+static int put_inode(struct btree *t, struct tfs_inode *ip, uint64_t mapped, int64_t *dinodes)
 {
 	uint8_t ival[V2_INODE_LEN];
 	struct log_rec r;
 	struct bkey k = v2_key_inode(ip->ino);
+	unsigned len;
+	bool had;
 	int ret;
 
 	memset(&r, 0, sizeof(r));
 	fs_iencode(ip, &r);
 	r.inode.mapped = S_ISREG(r.inode.mode) ? mapped : 0;
 	ret = v2_inode_encode(&r.inode, ival);
+	if (ret == 0) {
+		ret = bt_lookup(t, &k, NULL, 0, &len);
+		had = ret == -EOVERFLOW;
+		ret = had || ret == -ENOENT ? 0 : ret;
+	}
 	if (ret == 0)
 		ret = bt_insert(t, &k, ival, sizeof(ival));
+	if (ret == 0 && !had)
+		(*dinodes)++;
+	/* A new inode with a name has no ORPHAN item to remove. */
+	if (ret == 0 && (had || !r.inode.nlink))
+		ret = put_orphan(t, ip->ino, !r.inode.nlink);
 	for (unsigned c = 0; ret == 0 && c < v2_symlink_chunks(r.inode.target_len); c++) {
 		k = v2_key_symlink(ip->ino, c);
 		ret = bt_insert(t, &k, r.inode.target + c * V2_SYMLINK_CHUNK,
@@ -550,7 +653,7 @@ static int put_xattrs(struct btree *t, uint64_t hseed, struct tfs_inode *ip, uin
 	uint64_t vid = 0;
 	int ret;
 
-	ret = del_range(t, &lo, &hi, NULL);
+	ret = del_range(t, &lo, &hi, NULL, NULL);
 	for (struct xattr *x = ip->xattrs; ret == 0 && x; x = x->next) {
 		uint16_t nl = (uint16_t)strlen(x->name);
 		struct v2_xattr xe = { .namelen = nl, .vallen = x->vallen, .name = x->name };
@@ -768,9 +871,10 @@ static int tree_mapped(struct btree *t, uint64_t ino, uint64_t *mapped)
 
 /* Everything @e says changed about one inode, as memory has it now.
  * Holds the inode's range lock (regular files) and its lock. */
-static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const struct v2d_ino *e,
-		   uint8_t *buf)
+static int put_one(struct tfs *fs, struct ckpt_v2 *v, const struct v2d_ino *e, uint8_t *buf)
 {
+	struct btree *t = &v->itree;
+	struct alloc_v2 *av = v->av;
 	struct bkey lo = { .id = e->ino, .type = 0, .off = 0 };
 	struct bkey hi = { .id = e->ino + 1, .type = 0, .off = 0 };
 	struct tfs_inode *ip;
@@ -779,8 +883,15 @@ static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const s
 	bool reg;
 	int ret = 0;
 
-	if (inode_get(fs, e->ino, &ip))
-		return del_range(t, &lo, &hi, av);	/* deleted (numbers are never reused) */
+	/* Deleted (numbers are never reused).  Any other failure to read
+	 * it in (-EIO, -ENOMEM) fails the checkpoint: its items must stay. */
+	ret = inode_get(fs, e->ino, &ip);
+	if (ret == -ENOENT) {
+		ret = del_range(t, &lo, &hi, av, &v->dinodes);
+		return ret ? ret : put_orphan(t, e->ino, false);
+	}
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&ip->lock);
 	reg = S_ISREG(ip->mode);
 	pthread_mutex_unlock(&ip->lock);
@@ -803,7 +914,7 @@ static int put_one(struct tfs *fs, struct btree *t, struct alloc_v2 *av, const s
 		mapped = d < 0 && (uint64_t)-d > mapped ? 0 : mapped + (uint64_t)d;
 	}
 	if (ret == 0 && ((e->flags & V2D_INODE) || (reg && e->next)))
-		ret = put_inode(t, ip, mapped);
+		ret = put_inode(t, ip, mapped, &v->dinodes);
 	pthread_mutex_unlock(&ip->lock);
 	if (reg)
 		rl_unlock(&ip->rl, &r);
@@ -817,6 +928,7 @@ static void abort_itree(struct ckpt_v2 *v)
 {
 	bt_abort(&v->itree);
 	alloc_v2_refs_undo(v->av);
+	v->dinodes = 0;
 }
 
 /* The INODES tree's transaction: every changed inode's items. */
@@ -835,7 +947,7 @@ static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, 
 	}
 	pthread_mutex_lock(&fs->ns_lock);
 	for (size_t i = 0; ret == 0 && i < n; i++)
-		ret = put_one(fs, &v->itree, v->av, vec[i], buf);
+		ret = put_one(fs, v, vec[i], buf);
 	pthread_mutex_unlock(&fs->ns_lock);
 	free(buf);
 	if (ret)
@@ -925,6 +1037,8 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	}
 	/* The accounting follows the tree in memory (see below). */
 	alloc_v2_refs_kept(v->av);
+	v->inodes += (uint64_t)v->dinodes;
+	v->dinodes = 0;
 	/* The tree in memory is the new one from here: its changes stay in
 	 * it whether or not this superblock makes it. */
 	ret = add_pending(v, freed, nfreed);
@@ -953,6 +1067,7 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	fs->sb.log_head_pos = pos;
 	fs->sb.log_head_seq = seq + 1;
 	fs->sb.next_ino = atomic_load(&fs->next_ino);
+	fs->sb.inodes = v->inodes;
 	fs->sb.free_blocks = fspace_free_blocks(v->fsp);
 	fs->sb.wib_start = wib.start;
 	fs->sb.wib_blocks = wib.blocks;

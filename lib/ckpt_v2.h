@@ -44,6 +44,13 @@ struct v2_peek {
 	uint64_t mapped;
 };
 int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_fn cb, void *ctx);
+/* The inode numbers of the committed tree's ORPHAN items (link count 0
+ * when it was written), ascending, into *inos (malloc'd, the caller frees
+ * it) and *n: what mount reclaims, without a walk of every inode. */
+int ckpt_v2_orphans(struct tfs *fs, uint64_t **inos, size_t *n);
+/* The largest inode number with items in the committed tree (the last
+ * key's id: one descent; 0 for none) into *ino.  0 or -errno. */
+int ckpt_v2_max_ino(struct tfs *fs, uint64_t *ino);
 /* Fill fs->alloc (just created, nothing in use) from the free-space and
  * refcount trees as the superblock names them: the mount's allocator,
  * before the log replay (which keeps it in step, fs->replay_alloc) and

@@ -213,6 +213,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_begin(j, "mount");
 	jb_u64(j, "extent_runs_walked", fs->mount_extent_runs);
 	jb_u64(j, "alloc_from_trees", fs->mount_alloc_trees);
+	jb_u64(j, "inodes_walked", fs->mount_inodes_walked);
 	jb_obj_end(j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");

@@ -85,6 +85,7 @@ int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 	sb->state = SUPER_CLEAN;
 	sb->log_head_seq = 1;
 	sb->next_ino = TFS_ROOT_INO + 1;
+	sb->inodes = 1;		/* the root directory's */
 	sb->node_start = sb->data_start;
 	sb->node_blocks = format_v2_node_blocks(total);
 	if (sb->node_blocks >= total - sb->node_start) {

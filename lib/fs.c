@@ -345,12 +345,85 @@ int fs_backend_create(const char *name, const char *fault, struct dev_backend **
 	return 0;
 }
 
+/* Delete inode @ino if it has no name (nlink 0); *count and *bytes grow
+ * by what went.  With @peek a number that is not resident is read from
+ * its INODE item (format v2: the mount's walk of the tree; *walked counts
+ * them), else it is read in (format v2: ORPHAN items; a number the replay
+ * deleted is not).  0 (also when it is gone or named), -errno. */
+static int reclaim_one(struct tfs *fs, uint64_t ino, bool peek, uint64_t *count,
+		       uint64_t *bytes)
+{
+	struct log_rec r = { .type = LR_INODE_DEL };
+	struct tfs_inode *ip;
+	uint64_t blocks = 0;
+	bool orphan = false;
+	int ret;
+
+	ret = peek ? inode_get_resident(fs, ino, &ip) : inode_get(fs, ino, &ip);
+	if (ret == 0) {
+		orphan = inode_nlink(ip) == 0;
+		blocks = S_ISREG(inode_mode(ip)) ? inode_mapped(ip) : 0;
+		inode_put(fs, ip);
+	} else if (ret == -ENOENT && peek && fs->v2) {
+		/* Not resident (format v2): its INODE item says, without
+		 * reading it into the inode cache. */
+		struct v2_peek pk = { .nlink = 1 };
+
+		fs->mount_inodes_walked++;
+		ret = ckpt_v2_peek(fs, ino, &pk, NULL, NULL);
+		orphan = pk.nlink == 0;
+		blocks = pk.mapped;
+	}
+	if (ret == -ENOENT || (ret == 0 && !orphan))
+		return 0;
+	if (ret)
+		return ret;
+	r.del.ino = ino;
+	ret = meta_apply(fs, &r, NULL);
+	if (ret < 0)
+		return ret;
+	(*count)++;
+	*bytes += blocks * TFS_BLOCK_SIZE;
+	return 0;
+}
+
+/* Format v2 mount: the inodes the committed trees list as orphans (their
+ * ORPHAN items; the log's are resident, the other pass's). */
+static int reclaim_orphan_items(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
+				size_t errlen)
+{
+	uint64_t *inos;
+	size_t n;
+	int ret;
+
+	ret = ckpt_v2_orphans(fs, &inos, &n);
+	if (ret < 0) {
+		fs_seterr_inodes(fs, ret, err, errlen);
+		return ret;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ret = reclaim_one(fs, inos[i], false, count, bytes);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
+				   (unsigned long long)inos[i], strerror(-ret));
+			break;
+		}
+	}
+	free(inos);
+	return ret < 0 ? ret : 0;
+}
+
 /*
  * Delete every inode without a name (nlink 0): files unlinked while open.
  * Not logged: the checkpoint the caller writes next records it, and if that
  * checkpoint never lands the next mount reclaims them again.  Their blocks
  * are not given back to the allocator (mount rebuilds it from what is left;
  * unmount drops it).  *count and *bytes (allocated) say what went.
+ *
+ * Which inodes are looked at: the resident ones (the inode cache never
+ * drops an inode without a name, so every orphan the log replay or the
+ * live file system made is resident), and on a format v2 mount the ones
+ * the trees' ORPHAN items name: never a walk of every inode.
  */
 int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
 		       size_t errlen)
@@ -360,60 +433,30 @@ int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *e
 	int ret;
 
 	*count = *bytes = 0;
-	/* One inode at a time (format v2: read in, and may leave memory). */
 	ret = icursor_init(fs, &c);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
 		return ret;
 	}
-	/* Live (unmount): the inode cache never drops an inode without a
-	 * name and mount reclaimed the older ones, so orphans are resident. */
-	if (!fs->replaying)
-		c.tree_end = true;
+	c.tree_end = true;
 	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
-		struct log_rec r = { .type = LR_INODE_DEL };
-		struct tfs_inode *ip;
-		uint64_t blocks;
-		bool orphan;
-
 		if (ino == TFS_ROOT_INO)
 			continue;
-		ret = inode_get_resident(fs, ino, &ip);
-		if (ret == 0) {
-			orphan = inode_nlink(ip) == 0;
-			blocks = S_ISREG(inode_mode(ip)) ? inode_mapped(ip) : 0;
-			inode_put(fs, ip);
-		} else if (ret == -ENOENT && fs->v2) {
-			/* Not resident (format v2): its INODE item says, without
-			 * reading it into the inode cache. */
-			struct v2_peek pk = { .nlink = 1 };
-
-			ret = ckpt_v2_peek(fs, ino, &pk, NULL, NULL);
-			orphan = pk.nlink == 0;
-			blocks = pk.mapped;
-		}
-		if (ret == -ENOENT)
-			continue;
-		if (ret)
-			break;
-		if (!orphan)
-			continue;
-		r.del.ino = ino;
-		ret = meta_apply(fs, &r, NULL);
+		ret = reclaim_one(fs, ino, true, count, bytes);
 		if (ret < 0) {
 			icursor_free(&c);
 			tfs_seterr(err, errlen, "cannot reclaim orphan inode %llu: %s",
-				   (unsigned long long)r.del.ino, strerror(-ret));
+				   (unsigned long long)ino, strerror(-ret));
 			return ret;
 		}
-		(*count)++;
-		*bytes += blocks * TFS_BLOCK_SIZE;
 	}
 	icursor_free(&c);
 	if (ret != -ENOENT) {
 		fs_seterr_inodes(fs, ret, err, errlen);
 		return ret;
 	}
+	if (fs->v2 && fs->replaying)
+		return reclaim_orphan_items(fs, count, bytes, err, errlen);
 	return 0;
 }
 

@@ -137,6 +137,10 @@ struct tfs {
 	uint64_t mount_extent_runs;
 	bool mount_alloc_trees;		/* the allocator came from the trees */
 	uint64_t mount_alloc_ns;	/* ... in this many ns */
+	/* Inodes the mount visited by walking every inode number (status
+	 * "mount"): 0 on format v2, whose mount reads the superblock's count
+	 * and the ORPHAN items instead (TWINFS_ALLOC_CHECK=1 still walks). */
+	uint64_t mount_inodes_walked;
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */

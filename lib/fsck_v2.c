@@ -294,7 +294,7 @@ static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, con
 	}
 	if (k->type == V2_INODE)
 		count_inode(v, k, val, len);
-	else if (owner == V2_TREE_INODES)
+	else if (owner == V2_TREE_INODES && k->type != V2_ORPHAN)	/* key id 0 */
 		check_owned(v, k, len);
 	v2m_item(v, owner, k, val, len);
 }
@@ -502,6 +502,7 @@ static int commit_repairs(struct v2ck *v)
 		sb.tree_gen = gen;
 		if (v->next_ino > sb.next_ino)
 			sb.next_ino = v->next_ino;
+		sb.inodes = v->inodes;
 		sb.free_blocks = fspace_free_blocks(v->fs);
 		ret = rewrite_supers(v, &sb);
 		if (ret == 0) {

@@ -47,6 +47,7 @@ struct v2ck {
 	bool tree_bad[V2_NTREES + 1];	/* could not be walked */
 	uint64_t twice;			/* nodes referenced more than once */
 	uint64_t next_ino;		/* a repair raises the superblock's to it */
+	uint64_t inodes;		/* INODE items once repaired: the superblock's */
 	struct fspace *fs;		/* open after check_free_space (NULL: damaged) */
 	struct v2meta *meta;
 };

@@ -14,6 +14,8 @@
  *   orphans   an inode no entry names: link count 0 is a file unlinked
  *             while open (reclaimed, as the next mount would: a note with
  *             -n, as in version 1); otherwise it goes to /lost+found/#ino;
+ *             ORPHAN items name exactly the inodes of link count 0, and
+ *             the superblock counts the INODE items;
  *   extents   inside the data area; blocks claimed by more than one extent
  *             exactly where REFCOUNT items say so, with exactly their
  *             count of references (and REFCOUNT items nowhere else);
@@ -79,6 +81,8 @@ enum act_kind {
 	A_PUT,			/* data blocks [a, a + b) free */
 	A_NEXT_INO,		/* the superblock's next_ino to a */
 	A_MAPPED,		/* inode a's INODE item: mapped count b */
+	A_DEL_ORPHAN,		/* the ORPHAN item of inode a */
+	A_COUNT,		/* the superblock's inode count (v->inodes) */
 };
 
 struct act {
@@ -99,6 +103,9 @@ struct v2meta {
 	bool oom;
 	uint64_t lf;		/* /lost+found once found or made */
 	uint64_t *refd;		/* data-area bitmap: referenced by an extent */
+	uint64_t *orph;		/* ORPHAN items' inodes, ascending (key order) */
+	size_t norph, corph;
+	size_t ntree;		/* INODE items (nino before repairs add any) */
 };
 
 /* Room for one more element in *p (n used of *cap); false on ENOMEM. */
@@ -146,6 +153,7 @@ void v2m_free(struct v2ck *v)
 	free(m->ref);
 	free(m->act);
 	free(m->refd);
+	free(m->orph);
 	free(m);
 	v->meta = NULL;
 }
@@ -225,6 +233,9 @@ void v2m_item(struct v2ck *v, uint64_t owner, const struct bkey *k, const void *
 		break;
 	case V2_EXTENT:
 		item_extent(v, k, val, len);
+		break;
+	case V2_ORPHAN:
+		PUSH(m, orph, norph, corph, k->off);
 		break;
 	case V2_REFCOUNT:
 		if (owner == V2_TREE_REFCOUNT && v2_refcount_decode(k, val, len, &n, &r.refs) == 0) {
@@ -631,6 +642,58 @@ static void check_counts(struct v2ck *v)
 	}
 }
 
+/* An ORPHAN item naming inode @ino (NULL: missing) that has a name. */
+static void extra_orphan(struct v2ck *v, uint64_t ino, const struct mino *e)
+{
+	if (e)
+		fsck_meta_problem(v->c, false, "%s inode %llu: link count %u and an ORPHAN item: "
+				  "removing the item", kind(e->mode), (unsigned long long)ino,
+				  e->nlink);
+	else
+		fsck_meta_problem(v->c, false, "ORPHAN item names a missing inode %llu: removing "
+				  "it", (unsigned long long)ino);
+	rec(v, A_DEL_ORPHAN, ino, 0, 0, 0, 0);
+}
+
+/* ORPHAN items name exactly the inodes of link count 0 (what mount
+ * reclaims without a walk); after the count repairs an inode given a name
+ * loses its item, a reclaimed one loses it with its other items.  Then
+ * the superblock's count of INODE items. */
+static void check_orphan_items(struct v2ck *v)
+{
+	struct v2meta *m = v->meta;
+	uint64_t n = 0;
+	size_t j = 0;
+
+	for (size_t i = 0; i < m->nino; i++) {
+		struct mino *e = &m->ino[i];
+		bool has;
+
+		for (; j < m->norph && m->orph[j] < e->ino; j++)
+			extra_orphan(v, m->orph[j], NULL);
+		has = j < m->norph && m->orph[j] == e->ino;
+		j += has;
+		n += !e->reclaim;
+		if (!e->nlink && !has)
+			fsck_meta_problem(v->c, false, "%s inode %llu: link count 0 and no ORPHAN "
+					  "item (a mount would not reclaim it)", kind(e->mode),
+					  (unsigned long long)e->ino);
+		else if (e->nlink && has)
+			extra_orphan(v, e->ino, e);
+		else if (has && !e->reclaim)	/* named again by a count repair */
+			rec(v, A_DEL_ORPHAN, e->ino, 0, 0, 0, 0);
+	}
+	for (; j < m->norph; j++)
+		extra_orphan(v, m->orph[j], NULL);
+	v->inodes = n;
+	if (v->sb->inodes != m->ntree) {
+		fsck_meta_problem(v->c, true, "the superblock counts %llu inodes, the inode tree "
+				  "has %zu: correcting it", (unsigned long long)v->sb->inodes,
+				  m->ntree);
+		rec(v, A_COUNT, 0, 0, 0, 0, 0);
+	}
+}
+
 /* ---- extents: the refcount tree and the free-space tree ---- */
 
 struct ev {
@@ -892,6 +955,7 @@ void v2m_check(struct v2ck *v)
 		return;		/* reported: the items are not all known */
 	if (m->nino)
 		qsort(m->ino, m->nino, sizeof(*m->ino), mino_cmp);
+	m->ntree = m->nino;
 	if (m->nent)
 		qsort(m->ent, m->nent, sizeof(*m->ent), mname_cmp);
 	if (m->nidx)
@@ -902,6 +966,7 @@ void v2m_check(struct v2ck *v)
 	check_names(v, topen ? &t : NULL);
 	check_orphans(v);
 	check_counts(v);
+	check_orphan_items(v);
 	if (topen)
 		bt_close(&t);
 	if (!v->tree_bad[V2_TREE_REFCOUNT])
@@ -1062,7 +1127,11 @@ static int reclaim(struct btree *t, uint64_t ino)
 	for (size_t i = 0; ret == 0 && i < n; i++)
 		ret = bt_delete(t, &keys[i]);
 	free(keys);
-	return ret;
+	if (ret == 0) {
+		k = v2_key_orphan(ino);
+		ret = bt_delete(t, &k);
+	}
+	return ret == -ENOENT ? 0 : ret;
 }
 
 static int apply_one(struct v2ck *v, struct btree *t, const struct act *a)
@@ -1092,7 +1161,12 @@ static int apply_one(struct v2ck *v, struct btree *t, const struct act *a)
 		return fspace_claim(v->fs, a->a, a->b);
 	case A_PUT:
 		return fspace_put(v->fs, a->a, a->b);
+	case A_DEL_ORPHAN:
+		k = v2_key_orphan(a->a);
+		ret = bt_delete(t, &k);
+		return ret == -ENOENT ? 0 : ret;
 	case A_NEXT_INO:
+	case A_COUNT:
 		return 0;	/* the superblock fsck_v2.c writes */
 	}
 	return -EINVAL;

@@ -147,6 +147,7 @@ static int walk_inodes(struct tfs *fs, struct alloc *a, uint64_t *runs, uint64_t
 		if (ret)
 			break;
 		(*total)++;
+		fs->mount_inodes_walked++;
 		if (ino > *max_ino)
 			*max_ino = ino;
 	}
@@ -220,15 +221,25 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 			   fs->mirror.devs[0] ? fs->mirror.devs[0]->path : "twinfs");
 		return -EUCLEAN;
 	}
-	/* With the allocator from the trees (fs->replay_alloc) the walk only
-	 * counts; TWINFS_ALLOC_CHECK then compares it with a full walk. */
-	ret = walk_inodes(fs, fs->replay_alloc ? NULL : fs->alloc, &fs->mount_extent_runs,
-			  &max_ino, &total, err, errlen);
-	if (ret == 0 && fs->replay_alloc)
-		ret = check_alloc(fs, err, errlen);
+	/* With the allocator from the trees (fs->replay_alloc: format v2)
+	 * there is no walk: the count came from the superblock and the replay
+	 * kept it (ckpt_v2_load), the next number from the superblock, the
+	 * replay and the tree's largest key.  TWINFS_ALLOC_CHECK compares the
+	 * allocator with a full walk. */
+	if (fs->replay_alloc) {
+		ret = ckpt_v2_max_ino(fs, &max_ino);
+		if (ret < 0)
+			fs_seterr_inodes(fs, ret, err, errlen);
+		if (ret == 0)
+			ret = check_alloc(fs, err, errlen);
+	} else {
+		ret = walk_inodes(fs, fs->alloc, &fs->mount_extent_runs, &max_ino, &total, err,
+				  errlen);
+		if (ret == 0)
+			icache_set_total(fs, total);
+	}
 	if (ret < 0)
 		return ret;
-	icache_set_total(fs, total);
 	if (atomic_load(&fs->next_ino) <= max_ino)
 		atomic_store(&fs->next_ino, max_ino + 1);
 	if (fs->sb.ckpt_blocks) {

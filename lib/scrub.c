@@ -753,6 +753,16 @@ static void *scrub_main(void *arg)
 			ret = -ENOMEM;
 	if (ret == 0)
 		ret = snapshot(fs, &inos, &nino, &total);
+	/* An inode the walk read lies in a tree node with no good copy (the
+	 * mount reads only what it needs, so the scrub may be the first to
+	 * meet it): the node pass finds, counts and names it. */
+	if (ret == -EIO)
+		scrub_nodes(sc);
+	if (ret == -EIO) {
+		tfs_log(LOG_ERR, "scrub: cannot list the files: a tree node has no good copy");
+		failed = true;
+		goto end;
+	}
 	if (ret < 0) {
 		tfs_log(LOG_ERR, "scrub: cannot start: %s", strerror(-ret));
 		failed = true;

@@ -79,7 +79,8 @@ enum {
 	SB_ROOT_SIZE = 32,		/* addr, gen, csum u64; level u8; 7 zero */
 	SB_OFF_GBLOCKS = 1248,		/* u64 */
 	SB_OFF_NODE_RESERVE = 1256,	/* u64 */
-	SB_OFF_V2_END = 1264,		/* reserved zero up to the csum */
+	SB_OFF_INODES = 1264,		/* u64 */
+	SB_OFF_V2_END = 1272,		/* reserved zero up to the csum */
 	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
 };
 
@@ -104,6 +105,7 @@ static void encode_v2(uint8_t *b, const struct super *sb)
 	le64_put(b + SB_OFF_FREE_BLOCKS, sb->free_blocks);
 	le64_put(b + SB_OFF_GBLOCKS, sb->gblocks);
 	le64_put(b + SB_OFF_NODE_RESERVE, sb->node_reserve);
+	le64_put(b + SB_OFF_INODES, sb->inodes);
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		const struct broot *r = &sb->roots[i];
 		uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
@@ -124,6 +126,7 @@ static void decode_v2(const uint8_t *b, struct super *sb)
 	sb->free_blocks = le64_get(b + SB_OFF_FREE_BLOCKS);
 	sb->gblocks = le64_get(b + SB_OFF_GBLOCKS);
 	sb->node_reserve = le64_get(b + SB_OFF_NODE_RESERVE);
+	sb->inodes = le64_get(b + SB_OFF_INODES);
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		struct broot *r = &sb->roots[i];
 		const uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;

@@ -115,6 +115,9 @@ struct super {
 	 * [node_start + node_blocks, total_blocks) in groups of gblocks;
 	 * node_reserve node slots are kept for the free-space tree. */
 	uint64_t gblocks, node_reserve;
+	/* INODE items in the inode tree (the root's at least): the mount's
+	 * inode count without a walk. */
+	uint64_t inodes;
 	struct broot roots[SUPER_V2_TREES];	/* tree id i + 1 (v2item.h) */
 };
 

@@ -51,6 +51,7 @@ struct bkey v2_key_dirent(uint64_t dir, uint64_t hash) { return mk(dir, V2_DIREN
 struct bkey v2_key_dirindex(uint64_t dir, uint64_t cookie) { return mk(dir, V2_DIRINDEX, cookie); }
 struct bkey v2_key_xattr(uint64_t ino, uint64_t hash) { return mk(ino, V2_XATTR, hash); }
 struct bkey v2_key_extent(uint64_t ino, uint64_t fblk) { return mk(ino, V2_EXTENT, fblk); }
+struct bkey v2_key_orphan(uint64_t ino) { return mk(0, V2_ORPHAN, ino); }
 struct bkey v2_key_refcount(uint64_t phys) { return mk(phys, V2_REFCOUNT, 0); }
 struct bkey v2_key_free(uint64_t start, uint64_t n) { return mk(start, V2_FREE, n); }
 
@@ -578,6 +579,11 @@ int v2_nodemap_check(const struct bkey *k, const void *val, unsigned len)
 	return -EUCLEAN;	/* an all-free chunk has no item */
 }
 
+int v2_orphan_check(const struct bkey *k, unsigned len)
+{
+	return k->type != V2_ORPHAN || k->id || !k->off || len ? -EUCLEAN : 0;
+}
+
 /* ---- any item ---- */
 
 static int item_why(char *why, size_t whylen, const struct bkey *k, const char *what)
@@ -592,7 +598,7 @@ static uint64_t type_tree(uint8_t type)
 {
 	switch (type) {
 	case V2_INODE: case V2_SYMLINK: case V2_DIRENT: case V2_DIRINDEX:
-	case V2_XATTR: case V2_XCHUNK: case V2_EXTENT:
+	case V2_XATTR: case V2_XCHUNK: case V2_EXTENT: case V2_ORPHAN:
 		return V2_TREE_INODES;
 	case V2_REFCOUNT:
 		return V2_TREE_REFCOUNT;
@@ -621,6 +627,7 @@ static int item_decode(uint64_t hseed, const struct bkey *k, const void *val, un
 	case V2_XATTR: return v2_xattr_check(hseed, k, val, len);
 	case V2_XCHUNK: return v2_xchunk_check(k, len);
 	case V2_EXTENT: return v2_extent_decode(k, val, len, &u.e);
+	case V2_ORPHAN: return v2_orphan_check(k, len);
 	case V2_REFCOUNT: return v2_refcount_decode(k, val, len, &n, &refs);
 	case V2_FREE: return v2_free_decode(k, len, &a, &b);
 	case V2_GROUP: return v2_group_decode(k, val, len, &a, &b, &c);

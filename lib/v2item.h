@@ -47,6 +47,7 @@ enum v2_type {
 	V2_DIRINDEX = 4,	/* (dir, 4, cookie) */
 	V2_XATTR = 5,		/* (ino, 5, hash56(name)) */
 	V2_XCHUNK = 6,		/* (ino, 6, vid << 16 | chunk) */
+	V2_ORPHAN = 7,		/* (0, 7, ino): inode ino has link count 0 */
 	V2_EXTENT = 8,		/* (ino, 8, first file block) */
 	V2_REFCOUNT = 16,	/* (phys, 16, 0) */
 	V2_FREE = 17,		/* (start, 17, n) */
@@ -68,6 +69,7 @@ struct bkey v2_key_dirindex(uint64_t dir, uint64_t cookie);
 struct bkey v2_key_xattr(uint64_t ino, uint64_t hash);
 struct bkey v2_key_xchunk(uint64_t ino, uint64_t vid, unsigned chunk);
 struct bkey v2_key_extent(uint64_t ino, uint64_t fblk);
+struct bkey v2_key_orphan(uint64_t ino);
 struct bkey v2_key_refcount(uint64_t phys);
 struct bkey v2_key_free(uint64_t start, uint64_t n);
 
@@ -172,6 +174,11 @@ int v2_free_decode(const struct bkey *k, unsigned len, uint64_t *start, uint64_t
 int v2_group_decode(const struct bkey *k, const void *val, unsigned len, uint64_t *free,
 		    uint64_t *maxrun, uint64_t *nextents);
 int v2_nodemap_check(const struct bkey *k, const void *val, unsigned len);
+
+/* ORPHAN: no value, key id 0, off the inode number (1 .. BKEY_OFF_MAX):
+ * an inode whose link count is 0 (unlinked while open), so mount finds
+ * what to reclaim without a walk of every inode. */
+int v2_orphan_check(const struct bkey *k, unsigned len);
 
 /* Any item of tree @owner: the type belongs to the tree and its value
  * decodes.  0 or -EUCLEAN with a reason. */

@@ -6,10 +6,10 @@
 # scrub repairs both (status "nodes": 2 bad copies, 2 repaired), the
 # images then hold the same bytes there and fsck is clean.  Both copies of
 # another leaf overwritten: scrub reports it (exit 1, "nodes": 1
-# unrecoverable, the bad list names the node), fsck says so (exit 4) and
-# mount refuses the image in one line.  The nodes are damaged under the
-# mounted file system (its trees are in memory, so nothing reads them but
-# the scrub): the result does not depend on which copy a read tries first.
+# unrecoverable, the bad list names the node, also when the scrub's walk
+# of the inodes is the first to meet it), fsck says so (exit 4).  The
+# nodes are damaged under the mounted file system: the result does not
+# depend on which copy a read tries first.
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -89,9 +89,7 @@ grep -q "tree node at block ${leaves[1]}" <<<"$js" || h_fail "bad list does not 
 grep -q "tree nodes have no good copy" "$DAEMON_LOG" || h_fail "lost node not logged"
 h_umount
 h_fsck 4 -n "${IMGS[@]}"
-h_mount_fails "$(h_devspec "${IMGS[@]}")"
-echo "$FAIL_OUT"
-# The device events (the bad copies met) come first; the refusal is one line.
-h_expect_one_line "$(grep -v 'twinfs: warning:\|no copy verifies' <<<"$FAIL_OUT")" \
-	"cannot load the metadata trees: a tree node has no good copy" "mount with a lost node"
+# The mount reads only the nodes it needs (issue 13: its time does not
+# grow with the file system), so it no longer meets a lost leaf and is not
+# refused: fsck above and the scrub find it.
 echo "v2scrub: ${#nodes[@]} nodes; 2 single-copy damages repaired, a double one reported"

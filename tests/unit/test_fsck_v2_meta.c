@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: fsck of what a format-v2 image's items mean together (fsck_v2_meta.c): on a small tree (a directory, two files with extents) built through btree + fspace, each damage is found with its exact line and exit code, -y (or -p where the repair is safe) repairs it and a second fsck is clean: a wrong link count, a wrong mapped-block count in an INODE item, a missing DIRINDEX item, an index item without its entry, an entry of the wrong type, an entry naming a missing inode, orphans (to lost+found; link count 0 reclaimed with its blocks), a leaked data run, an extent on free blocks; not repaired but found: blocks claimed by two extents without a REFCOUNT item and a REFCOUNT item whose count is wrong (clean with the right one), a node referenced twice (by two tree roots; twice by one parent). */
+/* Description: fsck of what a format-v2 image's items mean together (fsck_v2_meta.c): on a small tree (a directory, two files with extents) built through btree + fspace, each damage is found with its exact line and exit code, -y (or -p where the repair is safe) repairs it and a second fsck is clean: a wrong link count, a wrong mapped-block count in an INODE item, a missing DIRINDEX item, an index item without its entry, an entry of the wrong type, an entry naming a missing inode, orphans (to lost+found; link count 0 reclaimed with its blocks), a leaked data run, an extent on free blocks; not repaired but found: blocks claimed by two extents without a REFCOUNT item and a REFCOUNT item whose count is wrong (clean with the right one), a node referenced twice (by two tree roots; twice by one parent); ORPHAN items against the inodes of link count 0 both ways (missing: -y, extra or naming a missing inode: -y) and the superblock's inode count (-p). */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -215,6 +215,49 @@ static void test_orphans(void **state)
 	v2img_expect(FSCK_EXIT_OK, "0 errors found");
 }
 
+/* ORPHAN items name exactly the inodes of link count 0, both ways, and
+ * the superblock counts the INODE items. */
+static void test_orphan_items(void **state)
+{
+	struct v2batch b = { 0 };
+	struct img2 x;
+
+	(void)state;
+	base();
+	v2b_inode(&b, 7, S_IFREG | 0644, 0, 0);	/* with its ORPHAN item */
+	commit(&b);
+	v2img_expect(FSCK_EXIT_OK, "note: orphan file inode 7");
+	v2b_del(&b, v2_key_orphan(7));
+	commit(&b);
+	v2img_expect(FSCK_EXIT_UNCORRECTED, "file inode 7: link count 0 and no ORPHAN item (a "
+		     "mount would not reclaim it): not fixed (-n)");
+	v2img_expect_mode(FSCK_PREEN, FSCK_EXIT_UNCORRECTED, "UNEXPECTED INCONSISTENCY");
+	repaired(FSCK_REPAIR, "orphan file inode 7 (no name, link count 0): reclaiming it");
+
+	v2b_put(&b, v2_key_orphan(3), "", 0);	/* "f": link count 1 */
+	v2b_put(&b, v2_key_orphan(99), "", 0);	/* no such inode */
+	commit(&b);
+	v2img_expect(FSCK_EXIT_UNCORRECTED, "file inode 3: link count 1 and an ORPHAN item: "
+		     "removing the item: not fixed (-n)");
+	v2img_expect(FSCK_EXIT_UNCORRECTED, "ORPHAN item names a missing inode 99: removing it");
+	v2img_expect_mode(FSCK_PREEN, FSCK_EXIT_UNCORRECTED, "UNEXPECTED INCONSISTENCY");
+	repaired(FSCK_REPAIR, "ORPHAN item names a missing inode 99: removing it: fixing");
+
+	img_open(&x);
+	assert_true(x.sb.inodes == 4);
+	x.sb.inodes = 9;
+	x.sb.generation++;
+	write_supers(&x);
+	img_close(&x);
+	v2img_expect(FSCK_EXIT_UNCORRECTED, "the superblock counts 9 inodes, the inode tree has "
+		     "4: correcting it: not fixed (-n)");
+	repaired(FSCK_PREEN, "the superblock counts 9 inodes, the inode tree has 4: correcting "
+		 "it: fixing");
+	img_open(&x);
+	assert_true(x.sb.inodes == 4);
+	img_close(&x);
+}
+
 static void test_leak(void **state)
 {
 	struct v2batch b = { 0 };
@@ -352,10 +395,11 @@ static void test_node_twice_parent(void **state)
 
 	(void)state;
 	base();
-	for (uint64_t base_ino = 100; base_ino < 500; base_ino += 100) {
-		/* 256 INODE items of 116 bytes: more than one 16 KiB leaf */
+	for (uint64_t base_ino = 100; base_ino < 900; base_ino += 100) {
+		/* 256 INODE items of 116 bytes: more than one 16 KiB leaf
+		 * (each with its ORPHAN item: two items an inode) */
 		img_open(&x);
-		for (uint64_t ino = base_ino; ino < base_ino + V2B_MAX; ino++)
+		for (uint64_t ino = base_ino; ino < base_ino + V2B_MAX / 2; ino++)
 			v2b_inode(&b, ino, S_IFREG | 0644, 0, 0);
 		v2b_commit(&x, &b);
 	}
@@ -399,6 +443,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dtype, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dangling, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_orphans, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_orphan_items, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leak, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_referenced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared, setup, teardown),

@@ -114,6 +114,22 @@ void write_supers(struct img2 *x)
 	}
 }
 
+/* The INODE items of @t: the superblock's inodes, as a checkpoint keeps it. */
+static uint64_t count_inodes(struct btree *t)
+{
+	struct bkey lo = { 0, 0, 0 }, k;
+	struct bt_iter it;
+	const void *val;
+	unsigned len;
+	uint64_t n = 0;
+
+	assert_int_equal(bt_iter_init(&it, t, &lo), 0);
+	while (bt_iter_next(&it, &k, &val, &len) == 0)
+		n += k.type == V2_INODE;
+	bt_iter_free(&it);
+	return n;
+}
+
 /* Inserts (v[i] non-NULL) and deletes, then the commit of both trees. */
 static void commit_items(struct img2 *x, uint64_t owner, const struct bkey *k,
 			 const void *const *v, const unsigned *len, unsigned n)
@@ -132,6 +148,8 @@ static void commit_items(struct img2 *x, uint64_t owner, const struct bkey *k,
 			else
 				assert_int_equal(bt_delete(&t, &k[i]), 0);
 		}
+		if (owner == V2_TREE_INODES)
+			x->sb.inodes = count_inodes(&t);
 		assert_int_equal(bt_commit(&t, &x->sb.roots[owner - 1], &freed, &nfreed), 0);
 	}
 	assert_int_equal(fspace_commit(x->fs, gen, freed, nfreed,
@@ -179,6 +197,8 @@ void v2b_inode(struct v2batch *b, uint64_t ino, uint32_t mode, uint32_t nlink, u
 
 	assert_int_equal(v2_inode_encode(&in, v), 0);
 	v2b_put(b, v2_key_inode(ino), v, sizeof(v));
+	if (!nlink)	/* as a checkpoint writes it */
+		v2b_put(b, v2_key_orphan(ino), "", 0);
 	if (ino > b->top_ino)
 		b->top_ino = ino;
 }
