@@ -26,7 +26,9 @@
  *    open file is released under a write.
  *  - unmount: tfs_drain (main.c) completes every write before the end.
  *
- * A table of inodes with writes behind (count, first error) under wb_mu.
+ * A table of inodes with writes behind (count, first error) under wb_mu,
+ * and per hash chain the count of its writes behind, read without the
+ * lock: a READ of a file whose chain has none takes no lock.
  */
 #include <fcntl.h>
 #include <stdlib.h>
