@@ -97,6 +97,10 @@ struct tfsd {
 	pthread_cond_t wb_cv;		/* broadcast when a write behind ends */
 	struct wb_ent *wb_tab[256];	/* hash chains, protected by wb_mu */
 	_Atomic uint64_t wb_total;	/* writes behind in flight */
+	/* ... of the inodes of each chain: changed under wb_mu, read without
+	 * it, so a READ of a file none of whose chain is behind takes no
+	 * lock while other files' writes are behind. */
+	_Atomic uint32_t wb_chain_n[256];
 };
 
 /* ops.c */

@@ -35,7 +35,9 @@
  *    before the publish, is valid for no time (op_setattr).
  *  - unmount: tfs_drain (main.c) completes every write before the end.
  *
- * A table of inodes with writes behind (count, first error) under wb_mu.
+ * A table of inodes with writes behind (count, first error) under wb_mu,
+ * and per hash chain the count of its writes behind, read without the
+ * lock: a READ of a file whose chain has none takes no lock.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -51,9 +53,14 @@ struct wb_ent {
 	struct wb_ent *next;
 };
 
+static unsigned chain_of(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 56 & (WB_BUCKETS - 1));
+}
+
 static struct wb_ent **bucket(struct tfsd *d, uint64_t ino)
 {
-	return &d->wb_tab[(ino * 0x9e3779b97f4a7c15ull) >> 56 & (WB_BUCKETS - 1)];
+	return &d->wb_tab[chain_of(ino)];
 }
 
 static struct wb_ent *find(struct tfsd *d, uint64_t ino)
@@ -94,6 +101,7 @@ bool tfsd_wb_begin(struct tfsd *d, uint64_t ino)
 	}
 	if (e) {
 		e->n++;
+		atomic_fetch_add(&d->wb_chain_n[chain_of(ino)], 1);
 		atomic_fetch_add(&d->wb_total, 1);
 	}
 	pthread_mutex_unlock(&d->wb_mu);
@@ -110,6 +118,7 @@ void tfsd_wb_end(struct tfsd *d, uint64_t ino, int err)
 		if (err < 0 && !e->err)
 			e->err = err;
 		e->n--;
+		atomic_fetch_sub(&d->wb_chain_n[chain_of(ino)], 1);
 		if (!e->n && !e->err)
 			unlink_ent(d, e);
 	}
@@ -126,9 +135,13 @@ int tfsd_wb_wait(struct tfsd *d, uint64_t ino, bool take_err)
 	struct wb_ent *e;
 	int err = 0;
 
-	/* Nothing behind anywhere: the common case takes no lock (an
-	 * error kept for fsync is looked up under it). */
-	if (!take_err && !atomic_load(&d->wb_total))
+	/* Nothing behind anywhere, or in this inode's chain: the common
+	 * case takes no lock, not even while other files' writes are behind
+	 * (an error kept for fsync is looked up under it).  Both counts go
+	 * up under wb_mu before the WRITE is answered, so a request sent
+	 * after that answer sees them. */
+	if (!take_err && (!atomic_load(&d->wb_total) ||
+			  !atomic_load(&d->wb_chain_n[chain_of(ino)])))
 		return 0;
 	pthread_mutex_lock(&d->wb_mu);
 	while ((e = find(d, ino)) && e->n)

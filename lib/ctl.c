@@ -274,6 +274,12 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_end(j);
 	extcache_json(fs, j);
 	node_cache_json(fs, j);
+	/* Reads in the daemon at once (tfs_read_async to the reply): since
+	 * mount, the most, and now. */
+	jb_obj_begin(j, "reads");
+	jb_u64(j, "in_flight_max", atomic_load(&fs->reads_in_flight_max));
+	jb_u64(j, "in_flight", atomic_load(&fs->reads_in_flight));
+	jb_obj_end(j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
 	jb_obj_end(j);

@@ -357,6 +357,24 @@ void tfs_fsync_async(struct tfs *fs, uint64_t ino, bool datasync, tfs_sync_cb cb
 
 /* ---- reads ---- */
 
+/* A read starts: count it and raise the mark.  Relaxed: a statistic. */
+static void read_begin(struct tfs *fs)
+{
+	uint32_t n = atomic_fetch_add_explicit(&fs->reads_in_flight, 1, memory_order_relaxed) + 1;
+	uint32_t max = atomic_load_explicit(&fs->reads_in_flight_max, memory_order_relaxed);
+
+	while (n > max && !atomic_compare_exchange_weak_explicit(&fs->reads_in_flight_max, &max, n,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+		;
+}
+
+/* Before the reply: the reader may issue its next read from the callback. */
+static void read_end(struct tfs *fs)
+{
+	atomic_fetch_sub_explicit(&fs->reads_in_flight, 1, memory_order_relaxed);
+}
+
 struct rjob {
 	struct dev_batch b;		/* first: the completion hands it back */
 	struct fa_item it;		/* a bad copy: handed to the worker */
@@ -383,6 +401,7 @@ static void rjob_finish(struct rjob *j, int ret)
 
 	rl_unlock(inode_rl(j->ip), &j->r);
 	file_jc_put(&fs->fa->rjc, j);
+	read_end(fs);
 	if (ret) {
 		fs_buf_put(fs, buf);
 		cb(arg, ret, NULL, 0);
@@ -480,8 +499,11 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	if (!dev_async_supported(fs->be) || off < 0 || bounce_buf_size(fs->bounce) < FS_BOUNCE_SIZE) {
 		void *buf;
 		size_t doff;
-		ssize_t n = tfs_read(f, off, len, &buf, &doff);
+		ssize_t n;
 
+		read_begin(fs);
+		n = tfs_read(f, off, len, &buf, &doff);
+		read_end(fs);
 		cb(arg, n, buf, doff);
 		return;
 	}
@@ -501,6 +523,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	j->cb = cb;
 	j->arg = arg;
 	j->nruns = 0;
+	read_begin(fs);
 	j->buf = fs_buf_get(fs, len);
 	fb0 = (uint64_t)off / BS;
 	rl_lock(inode_rl(ip), &j->r, fb0, file_div_up((uint64_t)off + len, BS), false);
@@ -510,6 +533,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 		rl_unlock(inode_rl(ip), &j->r);
 		fs_buf_put(fs, j->buf);
 		file_jc_put(&fs->fa->rjc, j);
+		read_end(fs);
 		cb(arg, 0, NULL, 0);
 		return;
 	}

@@ -126,6 +126,10 @@ struct tfs {
 	/* The data path's threads (syncer, worker) and kept jobs: file_i.h,
 	 * set up by file_async_init, freed by fs_free. */
 	struct file_async *fa;
+	/* Reads between tfs_read_async and their reply, now and the most
+	 * seen since mount (stats "reads"): 8 readers of one file showing 1
+	 * would mean something serializes them (file_async.c). */
+	_Atomic uint32_t reads_in_flight, reads_in_flight_max;
 
 	bool replaying;			/* apply without live side effects */
 	/* Format v2 mount: fs->alloc was loaded from the trees, and replay
