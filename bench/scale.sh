@@ -166,8 +166,12 @@ status_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 # The daemon's metadata log, for when something fails.
 dlog() { echo "$WORK/daemon.$NLOG.log"; }
 fail() {
+	local prev="$WORK/daemon.$((NLOG - 1)).log"
 	echo "bench/scale.sh: $*" >&2
-	[ -f "$(dlog)" ] && tail -20 "$(dlog)" >&2
+	# The daemon before this one too: a mount refused for what the last
+	# run recorded (a device marked stale) is explained in its log.
+	[ -f "$prev" ] && { echo "-- the daemon before it:" >&2; tail -20 "$prev" >&2; }
+	[ -f "$(dlog)" ] && { echo "-- the daemon:" >&2; tail -20 "$(dlog)" >&2; }
 	exit 1
 }
 
