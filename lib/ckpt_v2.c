@@ -817,13 +817,23 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 static int put_piece(void *ctx, uint64_t from, uint64_t to)
 {
 	struct put_ext *p = ctx;
+	struct extent_cache *xc = p->map->xc;
 	int64_t d = 0;
-	int ret = v2ext_clear(p->t, p->ino, from, to - from, put_drop, p, &d);
+	int ret;
 
+	/* Items reaching out of the piece are cut and joined: readers of
+	 * the blocks around it (shared range locks, as ours is) wait. */
+	if (xc)
+		extcache_src_changing(xc, p->ino);
+	ret = v2ext_clear(p->t, p->ino, from, to - from, put_drop, p, &d);
 	p->dmapped += d;
 	if (ret == 0)
 		ret = p->err;
-	return ret ? ret : extent_walk(p->map, from, to, put_run, p);
+	if (ret == 0)
+		ret = extent_walk(p->map, from, to, put_run, p);
+	if (xc)
+		extcache_src_changed(xc, p->ino);
+	return ret;
 }
 
 /* Items are rewritten where the map holds the blocks in memory (its

@@ -181,6 +181,7 @@ static void extcache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "empty_faults", st.empty_faults);
 	jb_u64(j, "evictions", st.evictions);
 	jb_u64(j, "fault_errors", st.fault_errors);
+	jb_u64(j, "src_redone", st.src_redone);
 	jb_obj_end(j);
 }
 

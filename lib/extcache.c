@@ -21,6 +21,8 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 	if (!xc)
 		return -ENOMEM;
 	pthread_mutex_init(&xc->mu, NULL);
+	pthread_mutex_init(&xc->chg_mu, NULL);
+	pthread_cond_init(&xc->chg_cv, NULL);
 	xc->src = *src;
 	atomic_init(&xc->budget, budget);
 	atomic_init(&xc->epoch, 1);	/* leaves read in carry 0: clean */
@@ -35,6 +37,8 @@ void extcache_destroy(struct extent_cache *xc)
 	if (!xc)
 		return;
 	pthread_mutex_destroy(&xc->mu);
+	pthread_mutex_destroy(&xc->chg_mu);
+	pthread_cond_destroy(&xc->chg_cv);
 	free(xc);
 }
 
@@ -211,6 +215,64 @@ void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
 	st->evictions = atomic_load(&xc->evictions);
 	st->scanned = atomic_load(&xc->scanned);
 	st->fault_errors = atomic_load(&xc->fault_errors);
+	st->src_redone = atomic_load(&xc->src_redone);
+}
+
+/* ---- changes of the source under reads ---- */
+
+/* Changes this thread has under way: its own reads neither wait for them
+ * nor are redone (the checkpoint reads the map while it writes). */
+static _Thread_local unsigned changing;
+
+static unsigned chg_stripe(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 58) % EXTCACHE_CHG_STRIPES;
+}
+
+void extcache_src_changing(struct extent_cache *xc, uint64_t ino)
+{
+	unsigned s = chg_stripe(ino);
+
+	pthread_mutex_lock(&xc->chg_mu);
+	xc->chg_active[s]++;
+	atomic_fetch_add(&xc->chg_gen[s], 1);
+	pthread_mutex_unlock(&xc->chg_mu);
+	changing++;
+}
+
+void extcache_src_changed(struct extent_cache *xc, uint64_t ino)
+{
+	unsigned s = chg_stripe(ino);
+
+	changing--;
+	pthread_mutex_lock(&xc->chg_mu);
+	atomic_fetch_add(&xc->chg_gen[s], 1);
+	if (--xc->chg_active[s] == 0)
+		pthread_cond_broadcast(&xc->chg_cv);
+	pthread_mutex_unlock(&xc->chg_mu);
+}
+
+uint64_t extcache_src_begin(struct extent_cache *xc, uint64_t ino)
+{
+	unsigned s = chg_stripe(ino);
+	uint64_t stamp;
+
+	if (changing)
+		return 0;
+	pthread_mutex_lock(&xc->chg_mu);
+	while (xc->chg_active[s])
+		pthread_cond_wait(&xc->chg_cv, &xc->chg_mu);
+	stamp = atomic_load(&xc->chg_gen[s]);
+	pthread_mutex_unlock(&xc->chg_mu);
+	return stamp;
+}
+
+bool extcache_src_same(struct extent_cache *xc, uint64_t ino, uint64_t stamp)
+{
+	if (changing || atomic_load(&xc->chg_gen[chg_stripe(ino)]) == stamp)
+		return true;
+	atomic_fetch_add(&xc->src_redone, 1);
+	return false;
 }
 
 uint64_t extcache_epoch_begin(struct extent_cache *xc)

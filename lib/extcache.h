@@ -50,6 +50,7 @@ struct extcache_stats {
 	uint64_t evictions;
 	uint64_t scanned;		/* leaves the evictor looked at */
 	uint64_t fault_errors;		/* reads that failed (-EIO ...) */
+	uint64_t src_redone;		/* source reads redone: items changed under them */
 };
 
 int extcache_create(const struct extent_src *src, uint64_t budget, struct extent_cache **out);
@@ -66,6 +67,18 @@ void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void 
  * that found clean leaves busy), else a bounded look at the oldest ones. */
 void extcache_trim(struct extent_cache *xc);
 void extcache_stats(struct extent_cache *xc, struct extcache_stats *st);
+
+/*
+ * The source's items of file @ino are about to change (the checkpoint
+ * rewrites the ranges the map holds; items reaching out of them are cut
+ * and joined, so the tree passes through states that are wrong for the
+ * blocks around them).  Until extcache_src_changed, a read of @ino's items
+ * (a leaf read in, a walk, SEEK_DATA/SEEK_HOLE of what is not resident)
+ * waits, and one that met the change is redone from where it was.  The
+ * thread that changes may read its own changes.  Pairs nest per thread.
+ */
+void extcache_src_changing(struct extent_cache *xc, uint64_t ino);
+void extcache_src_changed(struct extent_cache *xc, uint64_t ino);
 
 /* A checkpoint is about to take its set of changes: changes from now on
  * belong to the next one.  Returns the epoch the checkpoint covers. */

@@ -38,6 +38,8 @@ struct ext_leaf {
 	struct ext_leaf *lnext, *lprev;	/* the cache's list, under xc->mu */
 };
 
+#define EXTCACHE_CHG_STRIPES 64
+
 struct extent_cache {
 	pthread_mutex_t mu;		/* leaf: the list */
 	struct extent_src src;
@@ -53,7 +55,21 @@ struct extent_cache {
 	void (*pressure)(void *ctx);	/* ask for a checkpoint (may be NULL) */
 	void *pressure_ctx;
 	atomic_bool pressure_sent;	/* asked since the last commit */
+	/* Changes of the source's items (extcache_src_changing), by stripe
+	 * of inode numbers: how many are under way (chg_mu) and a count
+	 * bumped as each starts and ends, which a read compares. */
+	pthread_mutex_t chg_mu;		/* leaf */
+	pthread_cond_t chg_cv;
+	unsigned chg_active[EXTCACHE_CHG_STRIPES];
+	_Atomic uint64_t chg_gen[EXTCACHE_CHG_STRIPES];
+	_Atomic uint64_t src_redone;
 };
+
+/* Reads of the source for file @ino: _begin waits out a change under way
+ * and returns the stamp that _same compares once the read is done (false:
+ * redo it). */
+uint64_t extcache_src_begin(struct extent_cache *xc, uint64_t ino);
+bool extcache_src_same(struct extent_cache *xc, uint64_t ino, uint64_t stamp);
 
 /* A leaf now in its slot: counted and listed; then clean leaves over the
  * budget go (never @l itself). */

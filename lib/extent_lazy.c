@@ -12,6 +12,13 @@
  * ask the source for every stretch that is not resident (consecutive ones
  * as one call) and read nothing in.
  *
+ * Every read of the source goes through src_walk/src_next: the checkpoint
+ * rewrites the items of the ranges the map holds while readers (shared
+ * range locks, as the checkpoint's) read the items around them, and an
+ * item cut or joined there passes through states that are wrong for the
+ * blocks outside.  A read that met such a change (extcache_src_changing)
+ * is redone from where it was; one that starts during it waits.
+ *
  * The tiny leaf (blocks below EXTENT_TINY_FBLK) is a plain array as in
  * extent.c, read in like a leaf but never evicted.
  */
@@ -47,11 +54,79 @@ static void stamp(struct extent_map *m, struct ext_leaf *l)
 		;
 }
 
+/* ---- reading the source: redone where a change met it ---- */
+
+struct srcw {
+	struct extent_cache *xc;
+	uint64_t ino, stamp;
+	uint64_t done;			/* runs before this were passed on */
+	extent_run_fn cb;
+	void *ctx;
+	bool again;			/* the items changed: walk again from done */
+	bool stopped;			/* cb's nonzero value ends the walk */
+};
+
+/* A run of the source, passed on (from where the walk is: a walk redone
+ * meets the start of its item again) if no change began since the walk
+ * did: then it, and the holes before it, are as the items were. */
+static int srcw_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		    const struct extent_ent *ents)
+{
+	struct srcw *w = ctx;
+	uint64_t skip;
+	int ret;
+
+	if (!extcache_src_same(w->xc, w->ino, w->stamp)) {
+		w->again = true;
+		return 1;
+	}
+	if (fblk + n <= w->done)
+		return 0;
+	skip = fblk < w->done ? w->done - fblk : 0;
+	w->done = fblk + n;
+	ret = w->cb(w->ctx, fblk + skip, phys + skip, (uint32_t)(n - skip), ents + skip);
+	w->stopped = ret != 0;
+	return ret;
+}
+
+/* The source's runs of file @ino in [lo, hi), each once and in order, as
+ * the items were between changes (extcache_src_changing). */
+static int src_walk(struct extent_cache *xc, uint64_t ino, uint64_t lo, uint64_t hi,
+		    extent_run_fn cb, void *ctx)
+{
+	struct srcw w = { .xc = xc, .ino = ino, .done = lo, .cb = cb, .ctx = ctx };
+	int ret;
+
+	for (;;) {
+		w.stamp = extcache_src_begin(xc, ino);
+		w.again = false;
+		ret = xc->src.walk(xc->src.ctx, ino, w.done, hi, srcw_run, &w);
+		/* No run after a change began: the end (or the error) seen
+		 * may still be the change's. */
+		if (!w.again && (w.stopped || extcache_src_same(xc, ino, w.stamp)))
+			return ret;
+	}
+}
+
+/* SEEK_DATA (@data) or SEEK_HOLE of the source, as for src_walk. */
+static int src_next(struct extent_cache *xc, uint64_t ino, uint64_t fblk, bool data,
+		    uint64_t *out)
+{
+	for (;;) {
+		uint64_t stamp = extcache_src_begin(xc, ino);
+		int ret = data ? xc->src.next_data(xc->src.ctx, ino, fblk, out)
+			       : xc->src.next_hole(xc->src.ctx, ino, fblk, out);
+
+		if (extcache_src_same(xc, ino, stamp))
+			return ret;
+	}
+}
+
 /* ---- reading a leaf in ---- */
 
 struct fill {
 	struct extent_ent *ents;
-	uint64_t base, n;
+	uint64_t base, cap, n;
 };
 
 static int fill_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
@@ -60,6 +135,8 @@ static int fill_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	struct fill *f = ctx;
 
 	(void)phys;
+	if (fblk < f->base || fblk - f->base > f->cap || n > f->cap - (fblk - f->base))
+		return -EUCLEAN;	/* a run the walk was not asked for */
 	memcpy(&f->ents[fblk - f->base], ents, n * sizeof(*ents));
 	f->n += n;
 	return 0;
@@ -76,7 +153,7 @@ static int fault(struct extent_map *m, void **p, uint64_t base, int top)
 	struct extent_cache *xc = m->xc;
 	size_t size = top < 0 ? TINY_BYTES : sizeof(struct ext_leaf);
 	uint64_t lo = base, hi = base + (top < 0 ? EXTENT_TINY_FBLK : EXT_FAN);
-	struct fill f = { .base = base };
+	struct fill f = { .base = base, .cap = top < 0 ? EXTENT_TINY_FBLK : EXT_FAN };
 	void *expected = NULL;
 	int ret;
 
@@ -84,7 +161,7 @@ static int fault(struct extent_map *m, void **p, uint64_t base, int top)
 	if (!f.ents)
 		return -ENOMEM;
 	clamp(top, &lo, &hi);
-	ret = xc->src.walk(xc->src.ctx, m->ino, lo, hi, fill_run, &f);
+	ret = src_walk(xc, m->ino, lo, hi, fill_run, &f);
 	if (ret) {
 		free(f.ents);
 		atomic_fetch_add(&xc->fault_errors, 1);
@@ -284,7 +361,7 @@ static int src_drop(struct clr *c, uint64_t lo, uint64_t hi)
 	clamp(c->top, &lo, &hi);
 	if (lo >= hi)
 		return 0;
-	int ret = xc->src.walk(xc->src.ctx, c->m->ino, lo, hi, src_drop_run, c);
+	int ret = src_walk(xc, c->m->ino, lo, hi, src_drop_run, c);
 
 	/* A map going away does not stop: blocks it could not read leak
 	 * (fsck finds them) rather than stay mapped by nothing. */
@@ -538,7 +615,7 @@ static int walk_nonres(struct lzv *v, uint64_t lo, uint64_t hi)
 {
 	struct extent_cache *xc = v->m->xc;
 
-	return xc->src.walk(xc->src.ctx, v->m->ino, lo, hi, v->cb, v->ctx);
+	return src_walk(xc, v->m->ino, lo, hi, v->cb, v->ctx);
 }
 
 int extlz_walk(struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb, void *ctx)
@@ -568,7 +645,7 @@ static int data_nonres(struct lzv *v, uint64_t lo, uint64_t hi)
 	struct extent_cache *xc = v->m->xc;
 	uint64_t d = lo;
 
-	if (xc->src.next_data(xc->src.ctx, v->m->ino, lo, &d) || d < lo)
+	if (src_next(xc, v->m->ino, lo, true, &d) || d < lo)
 		d = lo;
 	if (d >= hi)
 		return 0;
@@ -609,7 +686,7 @@ static int hole_nonres(struct lzv *v, uint64_t lo, uint64_t hi)
 	struct extent_cache *xc = v->m->xc;
 	uint64_t h = lo;
 
-	if (xc->src.next_hole(xc->src.ctx, v->m->ino, lo, &h) || h < lo)
+	if (src_next(xc, v->m->ino, lo, false, &h) || h < lo)
 		h = lo;
 	if (h >= hi)
 		return 0;

@@ -127,7 +127,11 @@ static int verify_file(struct tfs *fs, struct vctx *v, uint64_t ino)
 	for (uint64_t f = 0; ret == 0 && f < EXTENT_MAX_FBLK; f = end) {
 		struct rl_range r;
 
+		/* Shared from f on, as scrub's search: no leaf it passes is
+		 * evicted or freed under it. */
+		rl_lock(inode_rl(ip), &r, f, RL_EOF, false);
 		f = inode_next_data(ip, f);
+		rl_unlock(inode_rl(ip), &r);
 		if (f >= EXTENT_MAX_FBLK)
 			break;
 		end = f + RB_VERIFY_PIECE;

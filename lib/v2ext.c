@@ -150,12 +150,22 @@ static int visit(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, visi
 	if (from >= to)
 		return 0;
 	ret = head_item(&it, t, ino, from, &x);
-	if (ret == 1)
+	if (ret == 1) {
 		ret = fn(arg, &x, from, min64(xend(&x), to));
-	else if (ret > 0)
+		from = min64(xend(&x), to);
+	} else if (ret > 0) {
 		ret = 0;
-	while (!ret && (ret = scan_next(&it, ino, to, &x)) == 1)
-		ret = fn(arg, &x, x.off, min64(xend(&x), to));
+	}
+	/* An iterator that lost its leaf to a change re-finds its place by
+	 * key: an item changed meanwhile may start before @from.  Parts are
+	 * passed on in order, never twice (the caller's range lock or
+	 * extcache's change rule keep the items it relies on). */
+	while (!ret && (ret = scan_next(&it, ino, to, &x)) == 1) {
+		if (xend(&x) <= from)
+			continue;
+		ret = fn(arg, &x, x.off > from ? x.off : from, min64(xend(&x), to));
+		from = min64(xend(&x), to);
+	}
 	bt_iter_free(&it);
 	return ret;
 }

@@ -51,7 +51,7 @@ run_asan() {
 }
 
 run_tsan() {
-	local tests=(file file_space rangelock namei gcommit async btree btree_mt alloc_v2)
+	local tests=(file file_space rangelock namei gcommit async btree btree_mt alloc_v2 extcache)
 	setup "$B-tsan" -Dwerror=false -Db_sanitize=thread
 	ninja -C "$B-tsan" "${tests[@]/#/tests/unit/test_}"
 	meson test -C "$B-tsan" --no-rebuild --print-errorlogs --suite unit "${tests[@]}"

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
+/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone); a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include "btree.h"
 #include "extcache.h"
 #include "extent.h"
+#include "rangelock.h"
 #include "v2ext.h"
 
 #define INO 9u
@@ -189,13 +192,21 @@ struct piece_ctx {
 	unsigned pieces;
 };
 
+/* As ckpt_v2.c's: readers of the blocks around the piece wait or redo. */
 static int put_piece(void *ctx, uint64_t from, uint64_t to)
 {
 	struct piece_ctx *p = ctx;
-	int ret = v2ext_clear(&p->s->e.t, INO, from, to - from, NULL, NULL, NULL);
+	int ret;
 
+	if (!getenv("EXTCACHE_NO_CHANGE_RULE"))	/* to see test_race fail */
+		extcache_src_changing(p->s->xc, INO);
+	ret = v2ext_clear(&p->s->e.t, INO, from, to - from, NULL, NULL, NULL);
 	p->pieces++;
-	return ret ? ret : extent_walk(&p->s->l, from, to, put_run, &p->s->e.t);
+	if (ret == 0)
+		ret = extent_walk(&p->s->l, from, to, put_run, &p->s->e.t);
+	if (!getenv("EXTCACHE_NO_CHANGE_RULE"))
+		extcache_src_changed(p->s->xc, INO);
+	return ret;
 }
 
 static void checkpoint(struct st *s)
@@ -366,12 +377,153 @@ static void test_trim_bounded(void **state)
 	teardown(&s);
 }
 
+/*
+ * The checkpoint rewrites a changed leaf's items while readers (a shared
+ * range lock each, as the checkpoint's own) read the leaves around it in
+ * from the tree.  One fallocated run of 300,000 blocks is one item; the
+ * writer changes blocks of one leaf in its middle and checkpoints them,
+ * which cuts that item in three and joins it again, over and over.  Every
+ * block the readers look up, walk or seek outside that leaf must still be
+ * the run's.  Without the change rule (EXTCACHE_NO_CHANGE_RULE=1) a reader
+ * met an item starting before the leaf it read in (a daemon crashed in
+ * fill_run), or a gap where the cut item was between delete and insert.
+ */
+#define RLO 1000u
+#define RHI (RLO + 300000u)
+#define PLO (512u * 293u)		/* the written leaf */
+#define PHI (PLO + 512u)
+#define P0 5000000u			/* RLO's physical block */
+
+struct race {
+	struct st *s;
+	struct rangelock rl;
+	atomic_bool stop;
+	atomic_uint_fast64_t reads, bad;
+};
+
+static uint64_t race_rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static uint64_t want(uint64_t f)
+{
+	return (P0 + f - RLO) | EXTENT_UNWRITTEN;
+}
+
+static int race_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		    const struct extent_ent *ents)
+{
+	struct race *r = ctx;
+
+	for (uint32_t i = 0; i < n; i++)
+		if ((fblk + i < PLO || fblk + i >= PHI) &&
+		    (ents[i].phys != want(fblk + i) || phys + i != want(fblk + i)))
+			atomic_fetch_add(&r->bad, 1);
+	return 0;
+}
+
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	uint64_t x = 0x1234567 + (uint64_t)pthread_self();
+
+	while (!atomic_load(&r->stop)) {
+		uint64_t f = RLO + race_rnd(&x) % (RHI - RLO);
+		struct extent_ent e;
+		struct rl_range lr;
+
+		unsigned op = (unsigned)(race_rnd(&x) % 4);
+
+		if (f >= PLO && f < PHI)
+			continue;
+		/* A search holds its range to the end, as lseek does: the
+		 * leaves it passes must not be evicted under it. */
+		rl_lock(&r->rl, &lr, f, op == 1 ? RL_EOF : f + 2048, false);
+		switch (op) {
+		case 0:
+			extent_walk(&r->s->l, f, f + 2048, race_run, r);
+			break;
+		case 1:
+			if (f >= PHI && extent_next_hole(&r->s->l, f) != RHI)
+				atomic_fetch_add(&r->bad, 1);
+			break;
+		default:
+			if (extent_lookup(&r->s->l, f, &e) || e.phys != want(f))
+				atomic_fetch_add(&r->bad, 1);
+		}
+		rl_unlock(&r->rl, &lr);
+		atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+static void test_race(void **state)
+{
+	struct extcache_stats st;
+	struct race r = { 0 };
+	pthread_t th[2];
+	uint64_t cs[1] = { 77 };
+	struct st s;
+
+	(void)state;
+	setup(&s);
+	r.s = &s;
+	rl_init(&r.rl);
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init_lazy(&s.l, s.xc, INO, &r.rl, 0, false);
+	assert_int_equal(extent_set(&s.l, RLO, RHI - RLO, want(RLO), NULL, NULL, NULL), 0);
+	checkpoint(&s);
+	extcache_set_budget(s.xc, 4 * 8300);	/* a few leaves */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, race_reader, &r), 0);
+	/* 3000 rounds, more while the readers made fewer than 3000 reads. */
+	for (unsigned round = 0; round < 3000 || (atomic_load(&r.reads) < 3000 && round < 300000);
+	     round++) {
+		struct piece_ctx p = { &s, 0 };
+		struct rl_range lr;
+		uint64_t epoch;
+
+		rl_lock(&r.rl, &lr, PLO, PHI, true);
+		if (round % 3 == 2)	/* back to the run: the items join again */
+			assert_int_equal(extent_set(&s.l, PLO, 512, want(PLO), NULL, NULL, NULL), 0);
+		else
+			assert_int_equal(extent_set(&s.l, PLO + round % 512, 1, 9000000 + round,
+						    cs, NULL, NULL), 0);
+		rl_unlock(&r.rl, &lr);
+		epoch = extcache_epoch_begin(s.xc);
+		rl_lock(&r.rl, &lr, 0, RL_EOF, false);
+		assert_int_equal(bt_begin(&s.e.t, s.gen++), 0);
+		assert_int_equal(extent_resident(&s.l, PLO, PHI, put_piece, &p), 0);
+		commit_release(&s.e.t, &s.root);
+		rl_unlock(&r.rl, &lr);
+		extcache_committed(s.xc, epoch);
+	}
+	atomic_store(&r.stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	extcache_stats(s.xc, &st);
+	printf("extcache race: %llu reads, %llu faults, %llu reads redone, %llu wrong\n",
+	       (unsigned long long)r.reads, (unsigned long long)st.faults,
+	       (unsigned long long)st.src_redone, (unsigned long long)r.bad);
+	assert_int_equal(r.bad, 0);
+	assert_true(r.reads >= 3000 && st.faults > 1000);
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init_lazy(&s.l, s.xc, INO, NULL, 0, false);
+	teardown(&s);
+	rl_destroy(&r.rl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_eio),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_trim_bounded),
+		cmocka_unit_test(test_race),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
