@@ -151,7 +151,7 @@ rm "$MNT/underneath"
 # daemon_pid: the daemon mount.fuse3 started in the background for $MNT.
 daemon_pid() {
 	local pids
-	mapfile -t pids < <(h_daemon_pids "$MNT")
+	mapfile -t pids < <(h_wait_daemon_pids "$MNT")
 	((${#pids[@]} <= 1)) || h_fail "more than one daemon serves $MNT: ${pids[*]}"
 	echo "${pids[0]:-}"
 }

@@ -65,7 +65,7 @@ h_is_mounted "$T/rootmnt" && h_fail "mounted on a root-owned mount point"
 h_log "background mount as $A"
 u_ok "$A" "twinfs (background)" "$TWINFS_BIN" "$SPEC" "$MNT"
 h_is_mounted "$MNT" || h_fail "background mount returned 0 but $MNT is not mounted"
-mapfile -t pids < <(u_daemon_pids "$MNT")
+mapfile -t pids < <(h_wait_daemon_pids "$MNT")
 ((${#pids[@]} == 1)) || h_fail "expected one daemon for $MNT, found ${pids[*]:-none}"
 UL_PIDS+=("${pids[0]}")
 [[ $(stat -c %U "/proc/${pids[0]}") == "$A" ]] || h_fail "the daemon does not run as $A"
