@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format v2 mounted live (lazy inode cache): what a caller holds keeps an inode in memory while it uses it.  namei_create hands back its inode with a handle: a checkpoint and a trim of the cache to 0 inodes right after it leave the inode resident (with only the kernel lookup, as before, the cache dropped it and create and mknod used freed memory); tfs_create of an existing name whose inode the cache dropped opens and stats the right file, and its count of kernel lookups comes back from the stub. */
+/* Description: format v2 mounted live (lazy inode cache): what a caller holds keeps an inode in memory while it uses it.  namei_create hands back its inode with a handle: a checkpoint and a trim of the cache to 0 inodes right after it leave the inode resident (with only the kernel lookup, as before, the cache dropped it and create and mknod used freed memory); tfs_create of an existing name whose inode the cache dropped opens and stats the right file, and its count of kernel lookups comes back from the stub; 200,000 such creates against a thread trimming the cache without pause always open the inode the table holds (with fs_iget's uncounted pointer the process died of a double free within seconds). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -133,12 +137,74 @@ static void test_create_existing_dropped(void **state)
 	tfs_unmount(fs);
 }
 
+struct trimmer {
+	struct tfs *fs;
+	atomic_bool stop;
+	atomic_ulong turns;
+};
+
+static void *trim_loop(void *arg)
+{
+	struct trimmer *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		icache_trim(t->fs);
+		atomic_fetch_add(&t->turns, 1);
+	}
+	return NULL;
+}
+
+/* tfs_create of an existing name against a thread that drops every inode
+ * it may, all the time (the clock after a checkpoint, over and over): the
+ * inode opened is always the one in the table, open.  With the pointer of
+ * fs_iget, which counts nothing, the trim dropped the inode between the
+ * lookup and the open: the file held freed memory and the table had no
+ * such open inode (or the daemon crashed). */
+static void test_create_existing_race(void **state)
+{
+	struct trimmer t = { 0 };
+	struct tfs_file *f = NULL;
+	unsigned long bad = 0, runs = 0;
+	struct stat st;
+	pthread_t th;
+	time_t end;
+
+	(void)state;
+	t.fs = fresh_v2();
+	assert_int_equal(tfs_create(t.fs, ROOT, "c", 0644, O_RDWR, NULL, &st, &f), 0);
+	tfs_release(f);
+	assert_int_equal(tfs_checkpoint(t.fs), 0);
+	assert_int_equal(pthread_create(&th, NULL, trim_loop, &t), 0);
+	end = time(NULL) + 4;
+	while (runs < 200000 && (runs < 2000 || time(NULL) < end)) {
+		struct tfs_inode *ip;
+
+		assert_int_equal(tfs_create(t.fs, ROOT, "c", 0644, O_RDWR, NULL, &st, &f), 0);
+		if (inode_get_resident(t.fs, st.st_ino, &ip)) {
+			bad++;
+		} else {
+			bad += atomic_load(&ip->nopen) != 1;
+			inode_put(t.fs, ip);
+		}
+		tfs_release(f);
+		tfs_forget(t.fs, st.st_ino, 1);
+		runs++;
+	}
+	atomic_store(&t.stop, true);
+	pthread_join(th, NULL);
+	printf("%lu creates of an existing name, %lu trims, %lu not the open inode\n", runs,
+	       atomic_load(&t.turns), bad);
+	assert_int_equal(bad, 0);
+	tfs_unmount(t.fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		/* Images of their own: a failed case leaves its mount behind. */
 		cmocka_unit_test_setup_teardown(test_create_holds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_existing_dropped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_existing_race, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
