@@ -221,7 +221,9 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen);
 /* ---- namespace helpers (namei.c) ---- */
 /* Create a new inode of @mode (any type) named @name in @parent, with an
  * optional symlink target; on success *ipp is the new inode with nlookup
- * already incremented.  Takes ns_lock itself. -EEXIST if the name exists. */
+ * already incremented and a handle the caller puts (the lookup keeps it
+ * from deletion, not in format v2's inode cache).  Takes ns_lock itself.
+ * -EEXIST if the name exists. */
 int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		 dev_t rdev, const char *target, const struct tfs_cred *c,
 		 struct tfs_inode **ipp);

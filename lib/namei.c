@@ -471,11 +471,11 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		if (inode_get(fs, ino, &ip)) {
 			ret = -EUCLEAN;
 		} else {
-			/* The lookup reference, not the handle, keeps it for
-			 * the caller. */
+			/* The caller gets the handle: the lookup keeps the
+			 * inode from deletion, not in memory (format v2: once
+			 * a checkpoint wrote it, the cache may drop it). */
 			inode_lookup_add(ip, 1);
 			*ipp = ip;
-			inode_put(fs, ip);
 		}
 	}
 out:
@@ -493,8 +493,10 @@ static int create_stat(struct tfs *fs, uint64_t parent, const char *name, mode_t
 	struct tfs_inode *ip;
 	int ret = namei_create(fs, parent, name, mode, rdev, target, c, &ip);
 
-	if (!ret)
-		stat_inode(ip, st);	/* our new reference keeps it alive */
+	if (!ret) {
+		stat_inode(ip, st);
+		inode_put(fs, ip);
+	}
 	return ret;
 }
 
@@ -511,7 +513,7 @@ int tfs_mknod(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, de
 int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
 	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f)
 {
-	struct tfs_inode *ip;
+	struct tfs_inode *ip = NULL;
 	int ret;
 
 	for (int tries = 0; tries < 8; tries++) {
@@ -521,37 +523,35 @@ int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, i
 		if (ret == 0) {
 			/* New and empty: no truncate needed. */
 			ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
-			if (ret) {
-				tfs_forget(fs, inode_ino(ip), 1);
-				return ret;
-			}
 			break;
 		}
 		if (ret != -EEXIST || (flags & O_EXCL))
 			return ret;
 		/* Existing name: open it like open(2) without O_CREAT.  The lookup
-		 * adds the kernel reference create promises. */
+		 * adds the kernel reference create promises; a handle keeps the
+		 * inode in memory until the open counts (format v2 drops an
+		 * inode only a kernel lookup holds). */
 		ret = tfs_lookup(fs, parent, name, &tmp);
 		if (ret == -ENOENT)
 			continue;	/* unlinked meanwhile: create again */
 		if (ret)
 			return ret;
-		ip = fs_iget(fs, tmp.st_ino);
-		if (!ip) {
+		ret = inode_get(fs, tmp.st_ino, &ip);
+		if (ret) {
+			ip = NULL;
 			tfs_forget(fs, tmp.st_ino, 1);
-			continue;
+			continue;	/* deleted meanwhile */
 		}
 		ret = file_open_ip(fs, ip, flags, f);
-		if (ret) {
-			tfs_forget(fs, tmp.st_ino, 1);
-			return ret;
-		}
 		break;
 	}
-	if (ret)
-		return ret;
-	stat_inode(ip, st);	/* the open keeps it alive */
-	return 0;
+	if (ret == 0)
+		stat_inode(ip, st);
+	else if (ip)
+		tfs_forget(fs, inode_ino(ip), 1);
+	if (ip)
+		inode_put(fs, ip);
+	return ret;
 }
 
 int tfs_mkdir(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,

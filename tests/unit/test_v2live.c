@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: format v2 mounted live (lazy inode cache): what a caller holds keeps an inode in memory while it uses it.  namei_create hands back its inode with a handle: a checkpoint and a trim of the cache to 0 inodes right after it leave the inode resident (with only the kernel lookup, as before, the cache dropped it and create and mknod used freed memory); tfs_create of an existing name whose inode the cache dropped opens and stats the right file, and its count of kernel lookups comes back from the stub; 200,000 such creates against a thread trimming the cache without pause always open the inode the table holds (with fs_iget's uncounted pointer the process died of a double free within seconds). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fs_i.h"
+#include "inode_i.h"
+#include "testlib.h"
+
+#define IMG_SIZE (64ull << 20)
+#define NIMG 2
+#define ROOT TFS_ROOT_INO
+
+static char img[NIMG][TL_PATH_MAX];
+static const char *devs[NIMG];
+
+static int setup(void **state)
+{
+	(void)state;
+	tl_mk_images(img, devs, NIMG, "tfs_v2live", IMG_SIZE);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tl_rm_images(img, NIMG);
+	return 0;
+}
+
+/* A new v2 file system, mounted with the smallest cache; the inode cache's
+ * budget then set to 0 so every trim drops all it may. */
+static struct tfs *fresh_v2(void)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	struct tfs_opts o;
+	struct tfs *fs;
+	char err[256] = "";
+
+	if (tfs_format(devs, NIMG, &fo, err, sizeof(err)))
+		fprintf(stderr, "format: %s\n", err);
+	assert_string_equal(err, "");
+	tl_mount_opts(&o, devs, NIMG);
+	o.backend = "file";
+	o.cache_bytes = TFS_CACHE_MIN;
+	fs = tl_mount(&o);
+	assert_true(fs->itab->lazy);
+	fs->itab->max = 0;
+	return fs;
+}
+
+static int fill_hello(void *ctx, void *dst, size_t len)
+{
+	(void)ctx;
+	memcpy(dst, "hello", len);
+	return 0;
+}
+
+static bool resident(struct tfs *fs, uint64_t ino)
+{
+	struct tfs_inode *ip;
+
+	if (inode_get_resident(fs, ino, &ip))
+		return false;
+	inode_put(fs, ip);
+	return true;
+}
+
+/* The inode namei_create returns stays in memory until its caller lets
+ * go: a checkpoint (the inode is clean then) and a trim cannot drop it. */
+static void test_create_holds(void **state)
+{
+	struct tfs_inode *ip;
+	struct stat st;
+	struct tfs *fs;
+	uint64_t ino;
+
+	(void)state;
+	fs = fresh_v2();
+	assert_int_equal(namei_create(fs, ROOT, "a", S_IFREG | 0644, 0, NULL, NULL, &ip), 0);
+	ino = inode_ino(ip);
+	assert_int_equal(tfs_checkpoint(fs), 0);	/* trims the cache after it */
+	icache_trim(fs);
+	assert_true(resident(fs, ino));
+	assert_int_equal(inode_nlink(ip), 1);
+	inode_put(fs, ip);
+	/* Let go of: clean, only the kernel's lookup: it goes, as a stub. */
+	icache_trim(fs);
+	assert_false(resident(fs, ino));
+	assert_int_equal(tfs_getattr(fs, ino, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	tfs_forget(fs, ino, 1);
+	tfs_unmount(fs);
+}
+
+/* tfs_create of a name whose inode the cache dropped: the file opened is
+ * that inode, and the lookups the kernel holds come back with it. */
+static void test_create_existing_dropped(void **state)
+{
+	struct tfs_file *f = NULL;
+	struct tfs_inode *ip;
+	struct stat st, st2;
+	struct tfs *fs;
+
+	(void)state;
+	fs = fresh_v2();
+	assert_int_equal(tfs_create(fs, ROOT, "b", 0644, O_RDWR, NULL, &st, &f), 0);
+	assert_int_equal(tfs_write(f, 0, 5, fill_hello, NULL, 0), 5);
+	tfs_release(f);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	icache_trim(fs);
+	assert_false(resident(fs, st.st_ino));
+	assert_int_equal(tfs_create(fs, ROOT, "b", 0600, O_RDWR, NULL, &st2, &f), 0);
+	assert_int_equal(st2.st_ino, st.st_ino);
+	assert_int_equal(st2.st_size, 5);
+	assert_true(resident(fs, st.st_ino));	/* open */
+	tfs_release(f);
+	assert_int_equal(inode_get(fs, st.st_ino, &ip), 0);
+	assert_int_equal(atomic_load(&ip->nlookup), 2);	/* create's and this one's */
+	inode_put(fs, ip);
+	tfs_forget(fs, st.st_ino, 2);
+	tfs_unmount(fs);
+}
+
+struct trimmer {
+	struct tfs *fs;
+	atomic_bool stop;
+	atomic_ulong turns;
+};
+
+static void *trim_loop(void *arg)
+{
+	struct trimmer *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		icache_trim(t->fs);
+		atomic_fetch_add(&t->turns, 1);
+	}
+	return NULL;
+}
+
+/* tfs_create of an existing name against a thread that drops every inode
+ * it may, all the time (the clock after a checkpoint, over and over): the
+ * inode opened is always the one in the table, open.  With the pointer of
+ * fs_iget, which counts nothing, the trim dropped the inode between the
+ * lookup and the open: the file held freed memory and the table had no
+ * such open inode (or the daemon crashed). */
+static void test_create_existing_race(void **state)
+{
+	struct trimmer t = { 0 };
+	struct tfs_file *f = NULL;
+	unsigned long bad = 0, runs = 0;
+	struct stat st;
+	pthread_t th;
+	time_t end;
+
+	(void)state;
+	t.fs = fresh_v2();
+	assert_int_equal(tfs_create(t.fs, ROOT, "c", 0644, O_RDWR, NULL, &st, &f), 0);
+	tfs_release(f);
+	assert_int_equal(tfs_checkpoint(t.fs), 0);
+	assert_int_equal(pthread_create(&th, NULL, trim_loop, &t), 0);
+	end = time(NULL) + 4;
+	while (runs < 200000 && (runs < 2000 || time(NULL) < end)) {
+		struct tfs_inode *ip;
+
+		assert_int_equal(tfs_create(t.fs, ROOT, "c", 0644, O_RDWR, NULL, &st, &f), 0);
+		if (inode_get_resident(t.fs, st.st_ino, &ip)) {
+			bad++;
+		} else {
+			bad += atomic_load(&ip->nopen) != 1;
+			inode_put(t.fs, ip);
+		}
+		tfs_release(f);
+		tfs_forget(t.fs, st.st_ino, 1);
+		runs++;
+	}
+	atomic_store(&t.stop, true);
+	pthread_join(th, NULL);
+	printf("%lu creates of an existing name, %lu trims, %lu not the open inode\n", runs,
+	       atomic_load(&t.turns), bad);
+	assert_int_equal(bad, 0);
+	tfs_unmount(t.fs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		/* Images of their own: a failed case leaves its mount behind. */
+		cmocka_unit_test_setup_teardown(test_create_holds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_existing_dropped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_existing_race, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
