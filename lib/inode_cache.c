@@ -175,7 +175,7 @@ static void stub_restore(struct itable *t, struct tfs_inode *ip)
 }
 
 void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
-		   uint64_t max)
+		   uint64_t max, uint64_t tree_max)
 {
 	struct itable *t = fs->itab;
 
@@ -183,6 +183,16 @@ void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, boo
 	t->next = next;
 	t->lazy = lazy;
 	t->max = max;
+	atomic_store(&t->tree_max, tree_max);
+}
+
+void icache_raise_tree_max(struct tfs *fs, uint64_t ino)
+{
+	struct itable *t = fs->itab;
+	uint64_t cur = atomic_load(&t->tree_max);
+
+	while (cur < ino && !atomic_compare_exchange_weak(&t->tree_max, &cur, ino))
+		;
 }
 
 void icache_stats(struct tfs *fs, struct icache_stats *st)
@@ -196,6 +206,7 @@ void icache_stats(struct tfs *fs, struct icache_stats *st)
 	st->resident = atomic_load(&t->n);
 	st->max = t->max;
 	st->faults = atomic_load(&t->faults);
+	st->absent = atomic_load(&t->absent);
 	st->evictions = atomic_load(&t->evictions);
 	st->stubs = atomic_load(&t->nstubs);
 	pthread_rwlock_rdlock(&t->lock);
@@ -342,6 +353,12 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 	*out = NULL;
 	if (!t->fill)
 		return -ENOENT;
+	/* Above every number the trees hold: made since the last checkpoint
+	 * (numbers are never reused, and such an inode stays resident until
+	 * a checkpoint, which raises tree_max first, has written it), or
+	 * never made.  The replay of N creates: no read, no stripe. */
+	if (ino > atomic_load(&t->tree_max))
+		return -ENOENT;
 	pthread_mutex_lock(mu);
 	ip = lookup(fs, ino, handle);	/* another fault-in was first */
 	if (ip) {
@@ -351,6 +368,8 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 	}
 	ret = read_in(fs, ino, &ip);
 	if (ret) {
+		if (ret == -ENOENT)
+			atomic_fetch_add(&t->absent, 1);
 		pthread_mutex_unlock(mu);
 		return ret;
 	}
