@@ -594,11 +594,20 @@ static int grow(struct btree *t, struct path *pa)
 }
 
 /* Where to cut items: about half of the bytes on each side, both sides
- * non-empty (a leaf that needs a split has at least two items). */
-static unsigned split_point(const void *b)
+ * non-empty (a leaf that needs a split has at least two items).  A key
+ * @k past the node's last goes on a run of ascending inserts (a
+ * checkpoint of new inodes, a directory's new cookies): the node keeps
+ * all but its last item, so such a run leaves full nodes behind, not
+ * half-empty ones (a mount's checkpoint of 100k creates wrote 38.7 MB
+ * of nodes with half splits). */
+static unsigned split_point(const void *b, const struct bkey *k)
 {
 	unsigned nr = bnode_nritems(b), half = bnode_used(b) / 2, m = 1;
+	struct bkey last;
 
+	bnode_key(b, nr - 1, &last);
+	if (bkey_cmp(k, &last) > 0)
+		return nr - 1;
 	while (m + 1 < nr && bnode_span_bytes(b, 0, m) < half)
 		m++;
 	return m;
@@ -625,7 +634,7 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 		return ret;
 	b = pa->n[l]->buf;
 	nr = bnode_nritems(b);
-	m = split_point(b);
+	m = split_point(b, k);
 	ret = new_node(t, l, NULL, &r);
 	if (ret)
 		return ret;

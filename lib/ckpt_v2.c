@@ -509,6 +509,7 @@ static int load_all(struct tfs *fs)
 int ckpt_v2_load(struct tfs *fs)
 {
 	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
+	uint64_t max;
 	int ret;
 
 	/* A quarter each for resident inodes and the files' map leaves, the
@@ -516,9 +517,15 @@ int ckpt_v2_load(struct tfs *fs)
 	ret = v2_open(fs, cache - 2 * (cache / TFS_CACHE_INODE_SHARE));
 	if (ret)
 		return ret;
+	/* The tree's largest number (one descent): numbers above it were
+	 * made since the last checkpoint, and the replay's creates of them
+	 * read nothing in (icache_raise_tree_max). */
+	ret = ckpt_v2_max_ino(fs, &max);
+	if (ret)
+		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
-		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST);
+		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST, max);
 	/* The count without a walk: the replay's creates and deletes keep it
 	 * (fs_inew, fs_ifree), as they keep the tree's at the checkpoint. */
 	icache_set_total(fs, fs->sb.inodes);
@@ -1127,6 +1134,9 @@ int ckpt_v2_write(struct tfs *fs)
 		goto give_back;
 	}
 	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
+	/* Before any item goes in: every inode the set names was made
+	 * below next_ino. */
+	icache_raise_tree_max(fs, atomic_load(&fs->next_ino) - 1);
 	ret = put_changes(fs, v, vec, n, gen);
 	if (ret == 0)
 		v->last_gen = gen;

@@ -128,8 +128,8 @@ static void space_json(struct tfs *fs, struct jbuf *j)
 
 /* ---- commands ---- */
 
-/* The format v2 inode cache: resident inodes, the budget, fault-ins and
- * evictions since mount, the lookup stubs of dropped inodes and their
+/* The format v2 inode cache: resident inodes, the budget, fault-ins (and
+ * those that found no inode) and evictions since mount, the lookup stubs of dropped inodes and their
  * table's bytes (zeros and lazy false otherwise). */
 static void icache_json(struct tfs *fs, struct jbuf *j)
 {
@@ -141,6 +141,7 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "resident", st.resident);
 	jb_u64(j, "max", st.max);
 	jb_u64(j, "faults", st.faults);
+	jb_u64(j, "absent", st.absent);
 	jb_u64(j, "evictions", st.evictions);
 	jb_u64(j, "stubs", st.stubs);
 	jb_u64(j, "stub_bytes", st.stub_bytes);

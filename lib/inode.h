@@ -179,6 +179,7 @@ void icursor_free(struct icursor *c);
 /* The inode cache's counters (lazy format v2; zeros otherwise). */
 struct icache_stats {
 	uint64_t resident, max, faults, evictions;
+	uint64_t absent;		/* fault-ins that read the trees and found nothing */
 	uint64_t stubs;			/* dropped inodes the kernel holds lookups of */
 	uint64_t stub_bytes;		/* the stub table's memory */
 	bool lazy;

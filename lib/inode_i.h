@@ -42,7 +42,11 @@ struct itable {
 	int (*next)(struct tfs *fs, uint64_t after, uint64_t *ino);	/* icache_next_fn */
 	size_t hand;			/* the clock's bucket (under lock) */
 	_Atomic uint64_t faults, evictions;
+	_Atomic uint64_t absent;	/* fills that found no inode */
 	_Atomic int64_t total;		/* inodes of the file system (lazy) */
+	/* No inode above this number is in the trees (icache_enable,
+	 * icache_raise_tree_max): its fault-in reads nothing. */
+	_Atomic uint64_t tree_max;
 	/* Lookup stubs (icache.c): the kernel's lookup count of each inode
 	 * dropped while the kernel held it, in an open-addressed table of
 	 * stub_cap slots (a power of two or 0), under the table lock.  A
@@ -115,9 +119,13 @@ typedef int (*icache_fill_fn)(struct tfs *fs, struct tfs_inode *ip);
 /* The first inode number > @after the trees hold: 0, -ENOENT at the end. */
 typedef int (*icache_next_fn)(struct tfs *fs, uint64_t after, uint64_t *ino);
 /* The trees back the table from here: fill and next as above; lazy: a
- * miss faults the inode in and clean inodes beyond @max are dropped. */
+ * miss faults the inode in and clean inodes beyond @max are dropped.
+ * @tree_max: the trees hold no inode numbered above it. */
 void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
-		   uint64_t max);
+		   uint64_t max, uint64_t tree_max);
+/* The trees may hold inodes up to @ino from now on (never lowers): called
+ * before a checkpoint puts one in. */
+void icache_raise_tree_max(struct tfs *fs, uint64_t ino);
 /* Read inode @ino in (a miss of the table): 0 and *out (with a handle
  * when @handle), or -ENOENT/-EIO/-EUCLEAN/-ENOMEM.  Never with a table
  * lock held; never on an I/O completion thread. */

@@ -10,7 +10,8 @@
 # kernel keeps), the resident count stays within the budget while every file
 # is stat'ed and read; checksums, link counts and readdir are right, and
 # a file changed, an inode deleted and one created survive a kill -9 and
-# a remount.  fsck clean at the end.  A bad cache= value: one line.
+# a remount, and the replay of 300 creates reads none of them from the
+# tree (icache absent).  fsck clean at the end.  A bad cache= value: one line.
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -105,15 +106,27 @@ echo more >>"$MNT/d5/f5"
 rm "$MNT/d6/f6"
 echo new >"$MNT/d7/new"
 ln "$MNT/d8/f8" "$MNT/d9/link8"
+# Creates the replay makes again: numbers above every one in the trees,
+# so none is looked for in the trees (icache absent: each create read
+# the INODES tree once before, 300 + a few).
+mkdir "$MNT/created"
+python3 - "$MNT" <<'PY' || h_fail "creating created/c*"
+import os, stat, sys
+for i in range(300):
+    os.mknod(os.path.join(sys.argv[1], "created", "c%d" % i), 0o644 | stat.S_IFREG)
+PY
 python3 - "$MNT" <<'PY' || h_fail "fsync"
 import os, sys
-for p in ("d5/f5", "d7/new", "d9", "d6"):
+for p in ("d5/f5", "d7/new", "d9", "d6", "created"):
     fd = os.open(os.path.join(sys.argv[1], p), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
 PY
 h_crash
 h_mount "$SPEC" cache=4M
+absent=$(icache absent)
+((absent < 30)) || h_fail "the replay of 300 creates looked for $absent inodes in the trees"
+[[ $(ls "$MNT/created" | wc -l) == 300 ]] || h_fail "created/ after kill -9: $(ls "$MNT/created" | wc -l) files"
 [[ $(cat "$MNT/d5/f5") == $'file 5/5\nmore' ]] || h_fail "d5/f5 after kill -9"
 [[ ! -e $MNT/d6/f6 ]] || h_fail "d6/f6 came back after kill -9"
 [[ $(cat "$MNT/d7/new") == new ]] || h_fail "d7/new after kill -9"

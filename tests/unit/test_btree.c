@@ -235,6 +235,44 @@ static void test_grow_shrink(void **state)
 	env_close(&e);
 }
 
+/* Ascending inserts (a checkpoint of new inodes) leave full nodes behind;
+ * descending ones split in halves as before.  Everything reads back. */
+static void test_ascending_fill(void **state)
+{
+	const unsigned N = 20000, VLEN = 100;
+	const unsigned per_leaf = BNODE_USABLE / (BNODE_ITEM + VLEN);
+	const unsigned leaves = (N + per_leaf - 1) / per_leaf;
+	uint64_t items, nodes, half;
+	struct broot r;
+	struct env e;
+
+	(void)state;
+	env_open(&e, 1u << 20);
+	assert_int_equal(bt_begin(&e.t, 1), 0);
+	for (unsigned i = 0; i < N; i++)
+		put_val(&e.t, K(5, 1, i), VLEN, i);
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	assert_int_equal(items, N);
+	/* half splits: about 2 * leaves */
+	assert_true(nodes <= leaves + leaves / 10 + 2);
+	commit_release(&e.t, &r);
+	for (unsigned i = 0; i < N; i += 97)
+		expect_val(&e.t, K(5, 1, i), VLEN, i);
+
+	assert_int_equal(bt_begin(&e.t, 2), 0);
+	for (unsigned i = N; i-- > 0;)
+		put_val(&e.t, K(3, 1, i), VLEN, i);
+	assert_int_equal(bt_verify(&e.t, &items, &half), 0);
+	assert_int_equal(items, 2 * N);
+	assert_true(half - nodes > leaves + leaves / 2);	/* halves: more nodes */
+	commit_release(&e.t, &r);
+	for (unsigned i = 0; i < N; i += 97) {
+		expect_val(&e.t, K(3, 1, i), VLEN, i);
+		expect_val(&e.t, K(5, 1, i), VLEN, i);
+	}
+	env_close(&e);
+}
+
 static void test_commit_abort(void **state)
 {
 	struct env e;
@@ -779,6 +817,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bnode),
 		cmocka_unit_test(test_bcache),
 		cmocka_unit_test(test_grow_shrink),
+		cmocka_unit_test(test_ascending_fill),
 		cmocka_unit_test(test_commit_abort),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_store_bug),
