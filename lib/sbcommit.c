@@ -14,6 +14,7 @@
  * checkpoint without a circle of calls.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -114,12 +115,14 @@ static void note_stale(struct tfs *fs, const struct super *sb, uint32_t newly)
 	for (unsigned i = 0; i < fs->mirror.ndevs && i < DEV_MAX; i++) {
 		const struct dev *d = fs->mirror.devs[i];
 		const struct super_devstats *st = &sb->stats[i];
+		char name[32];
 
 		if (!(newly & (1u << i)))
 			continue;
+		snprintf(name, sizeof(name), "device %u", i);	/* missing: no path */
 		tfs_log(LOG_WARNING, "%s: recorded stale in superblock generation %llu by pid %d "
 			"(%s; %llu write, %llu flush, %llu read failures counted)",
-			d && d->path ? d->path : "(no path)", (unsigned long long)sb->generation,
+			d && d->path ? d->path : name, (unsigned long long)sb->generation,
 			(int)getpid(), mirror_state_name(atomic_load(&fs->mirror.state[i])),
 			(unsigned long long)st->write_err, (unsigned long long)st->flush_err,
 			(unsigned long long)st->read_err);
