@@ -10,7 +10,9 @@
 # counted; the refused mount must name the superblock that recorded it and
 # those counts (before: the emergency superblock kept the last checkpoint's
 # counters, all 0, and the refusal said only "stale").  -o degraded mounts
-# with the data.
+# with the data.  Then what bench/scale.sh's next step would do if a
+# daemon were still mounted: its images deleted and new ones made at the
+# same paths; it fails the old ones only, the new ones mount in sync.
 source "$(dirname "$0")/harness.sh"
 
 LOG_ALLOW='device failed|write error'
@@ -40,4 +42,41 @@ grep -qE "disk0.img: stale \(it missed writes while failed or missing; superbloc
 h_mount "" "degraded"
 cmp "$T/data" "$MNT/f" || h_fail "the data written while device 0 failed differs"
 h_umount
-echo "stalewhy: the stale record names pid, path and failures; the refusal quotes them"
+
+# ---- a daemon still mounted while its image paths are reused -------------
+# bench/scale.sh deletes a step's images and makes the next step's at the
+# same paths.  A daemon still running on the old ones must fail only them
+# (through its descriptors), never record anything in the new file system.
+h_log "a daemon on deleted images, new ones at the same paths"
+old_pid=
+trap 'rc=$?; [[ -z $old_pid ]] || { kill -9 "$old_pid"; umount -l "$T/old"; } 2>/dev/null; (exit $rc); h_cleanup' EXIT
+h_setup 2 128M
+mkdir -p "$T/old"
+"$TWINFS" -f "$(h_devspec "${IMGS[@]}")" "$T/old" -o commit=200 >"$T/old.log" 2>&1 &
+old_pid=$!
+for ((i = 0; i < 200; i++)); do
+	h_is_mounted "$T/old" && break
+	sleep 0.05
+done
+h_is_mounted "$T/old" || { cat "$T/old.log" >&2; h_fail "the first daemon did not mount"; }
+head -c 1M /dev/urandom >"$T/old/f"
+sync -f "$T/old/f"
+rm -f "${IMGS[@]}"
+h_setup 2 128M
+for ((i = 0; i < 200; i++)); do
+	[[ $(grep -c "image file was deleted" "$T/old.log") == 2 ]] && break
+	sleep 0.05
+done
+[[ $(grep -c "image file was deleted" "$T/old.log") == 2 ]] ||
+	{ cat "$T/old.log" >&2; h_fail "the first daemon did not fail both deleted images"; }
+h_mount "" ""	# not -o degraded: both new images must be in sync
+cp "$T/data" "$MNT/g"
+h_umount
+fusermount3 -u "$T/old"
+wait "$old_pid" || true	# its final checkpoint has no device left
+old_pid=
+h_mount "" ""
+cmp "$T/data" "$MNT/g" || h_fail "the new file system lost g"
+h_umount
+echo "stalewhy: the stale record names pid, path and failures; the refusal quotes them;" \
+	"a daemon on deleted images leaves the new ones at the same paths alone"
