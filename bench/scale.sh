@@ -31,6 +31,9 @@
 # the scenario ends there.  A step also stops when --dir would have less
 # than 2 GiB free.  --format passes options to mkfs.twinfs (e.g. '-O v2').
 # --quick: tiny sizes (1G,2G; 2k,5k files), for a smoke run in seconds.
+# A daemon that fails a device (a host disk out of space under the sparse
+# images gives ENOSPC) stops the run where it happened, with its log lines;
+# after any failure the daemons' logs are kept in <out>.logs/.
 #
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +72,7 @@ while [ $# -gt 0 ]; do
 	--out) OUTP=$2; shift 2 ;;
 	--build) BUILD=$2; shift 2 ;;
 	--quick) SIZES=1G,2G; FILES=2k,5k; OVERWRITE=16M; CHUNK=1k; FILESIMG=2G; shift ;;
-	-h|--help) sed -n '3,34p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,37p' "$0"; exit 0 ;;
 	*) echo "bench/scale.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -165,6 +168,9 @@ status_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 
 # The daemon's metadata log, for when something fails.
 dlog() { echo "$WORK/daemon.$NLOG.log"; }
+# What a daemon logs when it fails a device and records it stale: the next
+# mount of the images is refused for it ("a.img: stale").
+DEVFAIL='device failed|recorded stale|image file was|write error|cache flush failed'
 fail() {
 	local prev="$WORK/daemon.$((NLOG - 1)).log"
 	echo "bench/scale.sh: $*" >&2
@@ -172,7 +178,21 @@ fail() {
 	# run recorded (a device marked stale) is explained in its log.
 	[ -f "$prev" ] && { echo "-- the daemon before it:" >&2; tail -20 "$prev" >&2; }
 	[ -f "$(dlog)" ] && { echo "-- the daemon:" >&2; tail -20 "$(dlog)" >&2; }
+	# Any device failure of the whole run, and the space left: a host
+	# out of space fails the image that gets ENOSPC first.
+	grep -HE "$DEVFAIL" "$WORK"/daemon.*.log >&2 2>/dev/null || true
+	df -h "$DIR" >&2
+	# $WORK goes at exit: keep the logs.
+	mkdir -p "$OUTP.logs" && cp "$WORK"/daemon.*.log "$WORK"/mkfs.log "$OUTP.logs/" 2>/dev/null &&
+		echo "daemon logs: $OUTP.logs/" >&2
 	exit 1
+}
+# dev_check WHEN: the daemon that just exited failed no device, or the run
+# stops here, where it happened, not at the next mount's refusal.
+dev_check() {
+	local l
+	l=$(grep -m3 -E "$DEVFAIL" "$(dlog)" 2>/dev/null) || return 0
+	fail "the daemon (log $NLOG) failed a device $1: $l"
 }
 
 mounted() { awk -v m="$MNT" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
@@ -202,6 +222,7 @@ stop_daemon() {
 	UMOUNT_S=$(since "$t0")
 	DAEMON_PID=
 	((rc == 0)) || fail "the daemon exited with status $rc at unmount"
+	dev_check "before its unmount"
 }
 
 # crash_daemon: kill -9 (by pid), then take the dead mount away.
@@ -210,6 +231,7 @@ crash_daemon() {
 	wait "$DAEMON_PID" 2>/dev/null || true
 	DAEMON_PID=
 	umount -l "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
+	dev_check "before kill -9"
 }
 
 # The memory and disk guard while a workload runs: a daemon over --max-rss

@@ -362,12 +362,31 @@ static int place_devs(struct tfs *fs, const struct tfs_opts *o, struct dev **ope
 	return 0;
 }
 
+/* Refusing a stale device: say which superblock recorded it and what
+ * its writer had counted against it (sbcommit.c), so that a refusal long
+ * after the daemon that failed it is gone still says why: I/O errors, or
+ * none (its image deleted or truncated, or it was missing). */
+static void stale_err(const struct super *sb, unsigned i, const char *path,
+		      const char *newest, char *err, size_t errlen)
+{
+	const struct super_devstats *st = &sb->stats[i];
+
+	tfs_seterr(err, errlen,
+		   "%s: stale (it missed writes while failed or missing; superblock "
+		   "generation %llu on %s records it, with %llu write, %llu flush and "
+		   "%llu read failures counted); mount with -o degraded", path,
+		   (unsigned long long)sb->generation, newest,
+		   (unsigned long long)st->write_err, (unsigned long long)st->flush_err,
+		   (unsigned long long)st->read_err);
+}
+
 /* Each slot's state: missing, stale (missed writes) or in sync; without
  * -o degraded only a full, current set mounts.  @gone is the one path given
- * that did not open, if @ngone is 1. */
+ * that did not open, if @ngone is 1; @newest the one whose superblock
+ * fs->sb is. */
 static int slot_states(struct tfs *fs, const struct tfs_opts *o, struct dev **mdevs,
 		       int *state, const char **paths, const char *gone, unsigned ngone,
-		       char *err, size_t errlen)
+		       const char *newest, char *err, size_t errlen)
 {
 	unsigned nmiss = 0;
 	int ret;
@@ -404,9 +423,7 @@ static int slot_states(struct tfs *fs, const struct tfs_opts *o, struct dev **md
 			state[i] = MDEV_STALE;
 			if (!o->degraded && !(fs->sb.rb_state == SUPER_RB_RUNNING &&
 					      fs->sb.rb_dev == i)) {
-				tfs_seterr(err, errlen,
-					   "%s: stale (it missed writes while failed or "
-					   "missing); mount with -o degraded", paths[i]);
+				stale_err(&fs->sb, i, paths[i], newest, err, errlen);
 				return -ENODEV;
 			}
 		} else {
@@ -450,7 +467,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	}
 	ret = place_devs(fs, o, opened, sbs, skip, mdevs, paths, &gone, &ngone, err, errlen);
 	if (ret == 0)
-		ret = slot_states(fs, o, mdevs, state, paths, gone, ngone, err, errlen);
+		ret = slot_states(fs, o, mdevs, state, paths, gone, ngone, o->devs[newest],
+				  err, errlen);
 out:
 	free(sbs);
 	return ret;

@@ -14,7 +14,9 @@
  * checkpoint without a circle of calls.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs_i.h"
 #include "sbcommit.h"
@@ -44,20 +46,14 @@ static unsigned write_supers(struct tfs *fs, const struct super *src)
 	return ok;
 }
 
-/* Device state and counters into fs->sb.  Returns true if it changed the
- * set of stale devices. */
-static bool fill_dev_state(struct tfs *fs)
+/* The error counters into @sb: what a refused mount later quotes as the
+ * reason a device is stale (mount.c). */
+static void fill_dev_stats(const struct mirror *m, struct super *sb)
 {
-	bool changed = false;
+	for (unsigned i = 0; i < m->ndevs && i < DEV_MAX; i++) {
+		const struct mirror_counters *c = &m->ctr[i];
+		struct super_devstats *st = &sb->stats[i];
 
-	for (unsigned i = 0; i < fs->mirror.ndevs && i < DEV_MAX; i++) {
-		const struct mirror_counters *c = &fs->mirror.ctr[i];
-		struct super_devstats *st = &fs->sb.stats[i];
-		uint32_t stale = atomic_load(&fs->mirror.state[i]) != MDEV_OK;
-
-		if (fs->sb.dev_state[i] != stale)
-			changed = true;
-		fs->sb.dev_state[i] = stale;
 		st->read_err = atomic_load(&c->read_err);
 		st->write_err = atomic_load(&c->write_err);
 		st->flush_err = atomic_load(&c->flush_err);
@@ -65,6 +61,22 @@ static bool fill_dev_state(struct tfs *fs)
 		st->repaired = atomic_load(&c->repaired);
 		st->unrecoverable = atomic_load(&c->unrecoverable);
 	}
+}
+
+/* Device state and counters into fs->sb.  Returns true if it changed the
+ * set of stale devices. */
+static bool fill_dev_state(struct tfs *fs)
+{
+	bool changed = false;
+
+	for (unsigned i = 0; i < fs->mirror.ndevs && i < DEV_MAX; i++) {
+		uint32_t stale = atomic_load(&fs->mirror.state[i]) != MDEV_OK;
+
+		if (fs->sb.dev_state[i] != stale)
+			changed = true;
+		fs->sb.dev_state[i] = stale;
+	}
+	fill_dev_stats(&fs->mirror, &fs->sb);
 	return changed;
 }
 
@@ -95,17 +107,40 @@ static uint64_t sb_next_gen(struct tfs *fs, uint64_t cur)
 	return g + 1;
 }
 
-/* @sb was written and flushed: it is what a crash now leaves.  Caller
- * holds sbc.mu. */
-static void sb_durable(struct tfs *fs, const struct super *sb)
+/* One line per device newly recorded stale, with what this process (pid:
+ * several daemons may share a log) counted against it: the record outlives
+ * the daemon, and a mount refused for it much later is explained here. */
+static void note_stale(struct tfs *fs, const struct super *sb, uint32_t newly)
 {
-	uint32_t mask = 0;
+	for (unsigned i = 0; i < fs->mirror.ndevs && i < DEV_MAX; i++) {
+		const struct dev *d = fs->mirror.devs[i];
+		const struct super_devstats *st = &sb->stats[i];
+		char name[32];
+
+		if (!(newly & (1u << i)))
+			continue;
+		snprintf(name, sizeof(name), "device %u", i);	/* missing: no path */
+		tfs_log(LOG_WARNING, "%s: recorded stale in superblock generation %llu by pid %d "
+			"(%s; %llu write, %llu flush, %llu read failures counted)",
+			d && d->path ? d->path : name, (unsigned long long)sb->generation,
+			(int)getpid(), mirror_state_name(atomic_load(&fs->mirror.state[i])),
+			(unsigned long long)st->write_err, (unsigned long long)st->flush_err,
+			(unsigned long long)st->read_err);
+	}
+}
+
+/* @sb was written and flushed: it is what a crash now leaves.  Returns
+ * the devices it is the first to record stale.  Caller holds sbc.mu. */
+static uint32_t sb_durable(struct tfs *fs, const struct super *sb)
+{
+	uint32_t mask = 0, old = atomic_load(&fs->sbc.stale);
 
 	fs->sbc.last = *sb;
 	for (unsigned i = 0; i < DEV_MAX; i++)
 		if (sb->dev_state[i])
 			mask |= 1u << i;
 	atomic_store(&fs->sbc.stale, mask);
+	return mask & ~old;
 }
 
 /* Devices not in sync (anything but MDEV_OK) as a bit mask. */
@@ -151,7 +186,7 @@ void sbc_mount(struct tfs *fs)
 {
 	pthread_mutex_lock(&fs->sbc.mu);
 	fs->sbc.gen = fs->sb.generation;
-	sb_durable(fs, &fs->sb);
+	sb_durable(fs, &fs->sb);	/* stale before this mount: said by mount.c */
 	pthread_mutex_unlock(&fs->sbc.mu);
 	fs->mirror.on_degraded = persist_stale_cb;
 	fs->mirror.on_state_ctx = fs;
@@ -191,6 +226,9 @@ int sbc_persist_stale(struct tfs *fs)
 			if (need & (1u << i))
 				sb.dev_state[i] = 1;
 		sb.state = SUPER_DIRTY;
+		/* The counters now, not the last checkpoint's: after a crash
+		 * they are all that says why the device went stale. */
+		fill_dev_stats(m, &sb);
 		sb.generation = sb_next_gen(fs, sb.generation);
 		/* A device failing here is failed by the write or the flush
 		 * and shows up in the next round's need. */
@@ -198,7 +236,7 @@ int sbc_persist_stale(struct tfs *fs)
 			ret = -EIO;
 			break;
 		}
-		sb_durable(fs, &sb);
+		note_stale(fs, &sb, sb_durable(fs, &sb));
 	}
 	sb_unlock(fs);
 	if (ret < 0)
@@ -250,7 +288,7 @@ int sbc_commit(struct tfs *fs)
 			ret = -EIO;
 			break;
 		}
-		sb_durable(fs, &fs->sb);
+		note_stale(fs, &fs->sb, sb_durable(fs, &fs->sb));
 	}
 	sb_unlock(fs);
 	return ret;

@@ -6,7 +6,9 @@
 # and the checkpoints' ratio to it, unmount, mount
 # after a clean unmount and after kill -9, find), the create rate per chunk
 # and a plot; --max-rss below what a daemon needs stops the scenario with
-# "stopped: ..." and leaves no mount, daemon or image behind.
+# "stopped: ..."; a daemon that fails a device (one injected ENOSPC write)
+# stops the run at that step with its log lines; none leaves a mount,
+# daemon or image behind.
 # Opt-in (TWINFS_BENCH_TEST=1): about a minute on the shared 2-core machine,
 # too long for every run of the suite.
 if [[ -z ${TWINFS_BENCH_TEST:-} ]]; then
@@ -79,6 +81,21 @@ grep -q '^stopped: sparse 1G: daemon RSS .* passed --max-rss 1 MiB' "$T/err" ||
 	{ cat "$T/err" >&2; h_fail "no 'stopped:' line"; }
 grep -q '^- stopped: sparse 1G' "$T/s.md" || h_fail "the report does not say it stopped"
 grep -q '^| 1.0 GiB' "$T/s.md" && h_fail "a stopped step has a row"
+
+h_log "a device failed in a step stops the run there, saying why"
+# One ENOSPC write on a.img (a host out of space under the sparse image):
+# the run must stop at that daemon's kill -9 with its log lines, not at
+# the next mount's "a.img: stale", and keep the daemons' logs.  1 GiB
+# images: the data area starts at block 16 + 8192 (docs/FORMAT.md).
+off=$(((16 + 8192) * 4096))
+run --only sparse --sizes 1G --overwrite 4M --out "$T/f" \
+	--twinfs-opts "fault=dev=0\\,op=write\\,off=$off\\,len=268435456\\,kind=error\\,err=28\\,count=1" \
+	>"$T/out" 2>"$T/err" && h_fail "a run whose daemon failed a device succeeded"
+grep -q '^bench/scale.sh: the daemon (log 1) failed a device before kill -9: .*a.img: write error' "$T/err" ||
+	{ cat "$T/err" >&2; h_fail "the run does not stop where the device failed"; }
+grep -q 'a.img: recorded stale in superblock generation [0-9]* by pid [0-9]* (failed; 1 write' "$T/err" ||
+	{ cat "$T/err" >&2; h_fail "the run does not show the stale record"; }
+[[ -s $T/f.logs/daemon.1.log ]] || h_fail "the daemon's log was not kept"
 
 # Nothing left behind: no mount under the run's directories, no image.
 grep -qF " $T/" /proc/self/mountinfo && h_fail "a mount is left under $T"
