@@ -781,7 +781,7 @@ static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
 	mode_t kill;
 	int ret;
 
-	if (fuse_req_ctx(req)->uid == 0 || fuse_req_ctx(req)->pid == 0)
+	if (!privs_unprivileged(req))
 		return 0;
 	ret = tfs_getattr(fs, ino, &st);
 	if (ret < 0)
@@ -796,6 +796,30 @@ static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
 	if (ret == 0)
 		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, -1, 0);
 	return ret;
+}
+
+/*
+ * A write removes security.capability, whoever writes: the kernel's rule
+ * (cap_inode_need_killpriv) does not look at the writer, and ext4 and
+ * tmpfs drop it on O_DIRECT writes too.  For writes through the page
+ * cache the kernel does it (file_remove_privs sends a REMOVEXATTR, then
+ * marks the inode S_NOSEC), with or without FUSE_HANDLE_KILLPRIV_V2; a
+ * FOPEN_DIRECT_IO open skips file_remove_privs, so for direct writes it is
+ * ours.  Before the data: a crash between the two loses the capability,
+ * never leaves it on contents it was not granted for.  The lookup is in
+ * memory (lib/xattr.c), no transaction unless there is one to remove.
+ */
+static int direct_write_kill_caps(struct tfs *fs, fuse_ino_t ino)
+{
+	static const char caps[] = "security.capability";
+	ssize_t n = tfs_getxattr(fs, ino, caps, NULL, 0);
+
+	if (n == -ENODATA)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	n = tfs_removexattr(fs, ino, caps);
+	return n == -ENODATA ? 0 : (int)n;	/* a racing writer removed it */
 }
 
 static void write_done(void *arg, ssize_t n)
@@ -850,7 +874,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			return;
 		}
 	}
-	n = write_kill_privs(req, ino);
+	n = df->direct ? direct_write_kill_caps(req_fs(req), ino) : 0;
+	if (n == 0)
+		n = write_kill_privs(req, ino);
 	if (n == 0 && !a && tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags))
 		return;
 	if (n < 0) {

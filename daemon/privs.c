@@ -4,8 +4,10 @@
  * the kernel's rules (fs/attr.c, setattr_should_drop_suidgid and
  * setattr_should_drop_sgid in 6.x): suid always goes; sgid goes if group
  * execute is set, or if the user is neither in the file's group nor has
- * CAP_FSETID.  Whoever has CAP_FSETID keeps both; uid 0 stands in for it,
- * since the daemon cannot see capabilities.
+ * CAP_FSETID.  Whoever has CAP_FSETID keeps both.  The daemon cannot see
+ * capabilities: the kernel says in WRITE (7.33 on) and, under
+ * FUSE_HANDLE_KILLPRIV_V2, in OPEN with O_TRUNC whether the caller lacks
+ * it (fuseio.c tfsd_note_request); elsewhere uid 0 stands in for it.
  *
  * Without FUSE_HANDLE_KILLPRIV_V2 (fuseio.c asks for it; older kernels
  * lack it) the kernel decides this itself at write(2), truncate, fallocate
@@ -72,11 +74,15 @@ static bool drop_sgid(fuse_req_t req, mode_t mode, gid_t gid)
 	return (mode & S_IXGRP) || req_in_group(req, gid) <= 0;
 }
 
-/* The requester stands for a user without CAP_FSETID. */
-static bool unprivileged(fuse_req_t req)
+/* The requester stands for a user without CAP_FSETID: as the kernel says
+ * in the request where it does (fuseio.c), else uid 0 stands for it. */
+bool privs_unprivileged(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
+	int k = tfsd_req_kill();
 
+	if (k >= 0)
+		return k;
 	return c->uid != 0 && c->pid != 0;
 }
 
@@ -84,7 +90,7 @@ mode_t privs_kill_bits(fuse_req_t req, const struct stat *st)
 {
 	mode_t kill;
 
-	if (!unprivileged(req) || !S_ISREG(st->st_mode))
+	if (!privs_unprivileged(req) || !S_ISREG(st->st_mode))
 		return 0;
 	kill = st->st_mode & S_ISUID;
 	if (drop_sgid(req, st->st_mode, st->st_gid))
@@ -122,7 +128,7 @@ void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, in
 
 	if (!S_ISREG(cur->st_mode))
 		return;
-	if (!unprivileged(req)) {
+	if (!privs_unprivileged(req)) {
 		chown_kill_privileged(req, cur, attr, to_set);
 		return;
 	}
