@@ -208,6 +208,11 @@ mode_t privs_kill_bits(fuse_req_t req, const struct stat *st);
 /* Adjust a SETATTR (attr, *to_set) on a file now @cur so that it clears
  * what the kernel's rules clear for the requester. */
 void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set);
+/* Before a WRITE or FALLOCATE from a writer: suid/sgid cleared by the
+ * rules above (0 or -errno). */
+int privs_write_kill(fuse_req_t req, fuse_ino_t ino);
+/* Before a direct write: security.capability removed (0 or -errno). */
+int privs_direct_write_kill_caps(struct tfs *fs, fuse_ino_t ino);
 
 static inline struct tfsd *req_d(fuse_req_t req)
 {

@@ -18,7 +18,7 @@
  * every chown sent a GETATTR before its SETATTR.  In return the kernel
  * sends no SETATTR to clear suid/sgid: the daemon clears them itself on
  * every WRITE, truncate, fallocate and open(O_TRUNC) by a user without
- * CAP_FSETID, and on chown (privs.c, ops.c write_kill_privs); who lacks
+ * CAP_FSETID, and on chown (privs.c, privs_write_kill); who lacks
  * CAP_FSETID the raw WRITE and OPEN say (tfsd_note_request), flags
  * libfuse 3.14 does not pass on.  -o nokillpriv_v2 does not ask.  The
  * kernel sends buffered writes to such files through to us (not the
