@@ -74,11 +74,15 @@ struct tfsd {
 	_Atomic bool init_done;
 	_Atomic uint64_t init_unique;
 	bool init_mmap, init_killpriv;	/* offered; written before init_unique */
+	/* The kernel's INIT is 7.33 or later: its WRITE requests say whether the
+	 * writer lacks CAP_FSETID (FUSE_WRITE_KILL_SUIDGID; fuseio.c). */
+	bool init_kill_flags;
 	_Atomic bool dio_mmap;
 	/* The kernel took FUSE_HANDLE_KILLPRIV_V2 (fuseio.c): it leaves
 	 * clearing suid/sgid on write, truncate, fallocate and chown to us
 	 * (privs.c) and skips the security.capability check per write(2). */
 	_Atomic bool killpriv_v2;
+	bool no_killpriv;		/* -o nokillpriv_v2: never ask for it */
 	/* ops.c: the bdi's readahead has been raised (or tried once). */
 	_Atomic bool ra_raised;
 	/* space.c: low-space mode.  Lock order: files_lock, then space_mu. */
@@ -116,6 +120,13 @@ void tfsd_files_release_all(struct tfsd *d);
  * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
  * opens).  Call after fuse_session_mount, before the loop.  0 or -errno. */
 int tfsd_io_install(struct fuse_session *se);
+/* Called by the transport with each raw request before libfuse parses it
+ * (libfuse 3.14 drops the kill flags); libfuse then runs the op on the same
+ * thread.  tfsd_req_kill: 1 if the request says its sender lacks
+ * CAP_FSETID (kill suid/sgid), 0 if it says it has it, -1 if it says
+ * nothing (privs.c then decides from the uid). */
+void tfsd_note_request(struct tfsd *d, const void *buf, size_t len);
+int tfsd_req_kill(void);
 /* furing.c: FUSE over io_uring (-o uring).  tfsd_uring_check before
  * mounting: 0, or one line said and -errno when the kernel has it off.
  * fuseio.c calls tfsd_uring_start once the INIT reply is written, and
@@ -192,10 +203,16 @@ void tlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 /* privs.c: suid/sgid clearing by the kernel's rules, for the requester of
  * @req.  The bits to clear from a file with @st before a write or
  * truncate by it (0 for root and for the kernel's own writeback). */
+bool privs_unprivileged(fuse_req_t req);
 mode_t privs_kill_bits(fuse_req_t req, const struct stat *st);
 /* Adjust a SETATTR (attr, *to_set) on a file now @cur so that it clears
  * what the kernel's rules clear for the requester. */
 void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set);
+/* Before a WRITE or FALLOCATE from a writer: suid/sgid cleared by the
+ * rules above (0 or -errno). */
+int privs_write_kill(fuse_req_t req, fuse_ino_t ino);
+/* Before a direct write: security.capability removed (0 or -errno). */
+int privs_direct_write_kill_caps(struct tfs *fs, fuse_ino_t ino);
 
 static inline struct tfsd *req_d(fuse_req_t req)
 {

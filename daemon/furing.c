@@ -308,6 +308,7 @@ static void ent_request(struct furing_ent *e)
 	memcpy(msg + sizeof(*in), e->hdr->op_in, opsz);
 	map_put(u, e);
 	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
+	tfsd_note_request(u->d, msg, in->len);
 	fuse_session_process_buf(u->d->se, &(struct fuse_buf){ .mem = msg, .size = in->len });
 	ent_put(e);
 }

@@ -18,7 +18,9 @@
  * every chown sent a GETATTR before its SETATTR.  In return the kernel
  * sends no SETATTR to clear suid/sgid: the daemon clears them itself on
  * every WRITE, truncate, fallocate and open(O_TRUNC) by a user without
- * CAP_FSETID, and on chown (privs.c, ops.c write_kill_privs).  The
+ * CAP_FSETID, and on chown (privs.c, privs_write_kill); who lacks
+ * CAP_FSETID the raw WRITE and OPEN say (tfsd_note_request), flags
+ * libfuse 3.14 does not pass on.  -o nokillpriv_v2 does not ask.  The
  * kernel sends buffered writes to such files through to us (not the
  * writeback cache), from the writer.
  *
@@ -44,6 +46,40 @@
  * <linux/fuse.h> may predate it. */
 #define TFSD_DIRECT_IO_ALLOW_MMAP_FLAGS2 (1u << (36 - 32))
 
+static _Thread_local int req_kill = -1;
+
+int tfsd_req_kill(void)
+{
+	return req_kill;
+}
+
+/*
+ * The kernel decides with the writer's own capabilities (fs/fuse/file.c:
+ * !capable(CAP_FSETID)), which the daemon cannot see: root without
+ * CAP_FSETID (a container that dropped it) must lose suid, a user granted
+ * it must not.  WRITE carries the flag from 7.33 on, for direct writes
+ * always and for page-cache writes under FUSE_HANDLE_KILLPRIV_V2 (the
+ * writeback cache's WRITEs, from no writer, never); OPEN with O_TRUNC
+ * only under FUSE_HANDLE_KILLPRIV_V2.
+ */
+void tfsd_note_request(struct tfsd *d, const void *buf, size_t len)
+{
+	const struct fuse_in_header *in = buf;
+	const void *arg = in + 1;
+
+	req_kill = -1;
+	if (len < sizeof(*in))
+		return;
+	if (in->opcode == FUSE_WRITE && d->init_kill_flags &&
+	    len >= sizeof(*in) + sizeof(struct fuse_write_in))
+		req_kill = !!(((const struct fuse_write_in *)arg)->write_flags &
+			      FUSE_WRITE_KILL_SUIDGID);
+	else if (in->opcode == FUSE_OPEN && atomic_load(&d->killpriv_v2) &&
+		 len >= sizeof(*in) + sizeof(struct fuse_open_in))
+		req_kill = !!(((const struct fuse_open_in *)arg)->open_flags &
+			      FUSE_OPEN_KILL_SUIDGID);
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct tfsd *d = userdata;
@@ -51,6 +87,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	const struct fuse_in_header *in = buf;
 	const struct fuse_init_in *init = (const void *)(in + 1);
 
+	if (n > 0)
+		tfsd_note_request(d, buf, (size_t)n);
 	/* One INIT per connection, before any other request. */
 	if (n < (ssize_t)sizeof(*in) ||
 	    atomic_load_explicit(&d->init_done, memory_order_relaxed) ||
@@ -62,7 +100,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		return n;
 	d->init_mmap = (init->flags & FUSE_INIT_EXT) &&
 		       (init->flags2 & TFSD_DIRECT_IO_ALLOW_MMAP_FLAGS2);
-	d->init_killpriv = init->flags & FUSE_HANDLE_KILLPRIV_V2;
+	d->init_killpriv = !d->no_killpriv && (init->flags & FUSE_HANDLE_KILLPRIV_V2);
+	d->init_kill_flags = init->minor >= 33;
 	if (!d->init_mmap)
 		tlog(LOG_WARNING, "the kernel does not offer FUSE_DIRECT_IO_ALLOW_MMAP: shared "
 		     "mmap of files opened O_DIRECT, and of every file with -o writethrough, "

@@ -113,6 +113,7 @@ struct cfg {
 	int writethrough;
 	int writeback_cache;
 	int nodiscard;
+	int nokillpriv;
 	int uring;
 	char *transport;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
@@ -143,6 +144,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("no_writeback_cache", writeback_cache, 0),
 	CFG_OPT("discard", nodiscard, 0),
 	CFG_OPT("nodiscard", nodiscard, 1),
+	CFG_OPT("killpriv_v2", nokillpriv, 0),
+	CFG_OPT("nokillpriv_v2", nokillpriv, 1),
 	CFG_OPT("uring", uring, 1),
 	CFG_OPT("transport=%s", transport, 0),
 	CFG_OPT("commit=%s", commit_ms, 0),
@@ -258,6 +261,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
 		"    -o discard             discard freed blocks on every device (default)\n"
 		"    -o nodiscard           keep freed blocks allocated (twinfs-ctl trim frees them)\n"
+		"    -o nokillpriv_v2       do not ask for FUSE_HANDLE_KILLPRIV_V2: the kernel\n"
+		"                           clears suid/sgid/capabilities, asking for\n"
+		"                           security.capability before every write(2)\n"
 		"    -o transport=NAME      how requests arrive: dev (default: read/write on\n"
 		"                           /dev/fuse), uring (FUSE-over-io_uring, kernel 6.14+\n"
 		"                           with /sys/module/fuse/parameters/enable_uring set),\n"
@@ -627,6 +633,7 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 		return 1;
 	log_debug = s->cmd.debug;
 	d->writethrough = cfg->writethrough;
+	d->no_killpriv = cfg->nokillpriv;
 	if (pick_transport(d, cfg) < 0)
 		return 2;
 	if (d->uring == TFSD_TRANSPORT_URING && tfsd_uring_check(false) < 0)

@@ -186,7 +186,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	want(conn, FUSE_CAP_SPLICE_MOVE, false);
 	/* The kernel asks to clear suid/sgid with a setattr on buffered
 	 * writes, fallocate, truncate and chown, which privs.c completes;
-	 * direct writes: write_kill_privs. */
+	 * direct writes: privs_write_kill. */
 	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
 	want(conn, FUSE_CAP_POSIX_ACL, false);
 	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
@@ -577,7 +577,6 @@ static int reply_open(fuse_req_t req, struct tfsd_file *df, struct fuse_file_inf
 	return fuse_reply_open(req, fi);
 }
 
-static int write_kill_privs(fuse_req_t req, fuse_ino_t ino);
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -596,7 +595,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Under atomic_o_trunc the kernel skips its truncate setattr, and
 	 * with it the suid/sgid clearing do_truncate asks for. */
 	if (ret == 0 && (fi->flags & O_TRUNC)) {
-		ret = write_kill_privs(req, ino);
+		ret = privs_write_kill(req, ino);
 		if (ret < 0)
 			tfs_release(df->f);
 	}
@@ -765,39 +764,6 @@ static int write_fill(void *ctx, void *dst, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-/*
- * Clear suid/sgid before a write or fallocate (or after an open with
- * O_TRUNC) by the kernel's rules (privs.c).  Without
- * FUSE_HANDLE_KILLPRIV_V2 the kernel asks for it with a SETATTR for
- * buffered writes and fallocate, but not for direct writes (FOPEN_DIRECT_IO
- * skips file_remove_privs); with it (fuseio.c) it asks for nothing and
- * sends writes that must clear bits through, from the writer.  For the
- * writeback cache's WRITEs (from the kernel, pid 0) it is nothing.
- */
-static int write_kill_privs(fuse_req_t req, fuse_ino_t ino)
-{
-	struct tfs *fs = req_fs(req);
-	struct stat st, out;
-	mode_t kill;
-	int ret;
-
-	if (fuse_req_ctx(req)->uid == 0 || fuse_req_ctx(req)->pid == 0)
-		return 0;
-	ret = tfs_getattr(fs, ino, &st);
-	if (ret < 0)
-		return ret;
-	kill = privs_kill_bits(req, &st);
-	if (!kill)
-		return 0;
-	st.st_mode &= ~kill;
-	ret = tfs_setattr(fs, ino, &st, TFS_SET_MODE, NULL, &out);
-	/* The kernel caches the old mode: make it ask again (a negative
-	 * offset drops the attributes only, so no page lock is taken). */
-	if (ret == 0)
-		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, -1, 0);
-	return ret;
-}
-
 static void write_done(void *arg, ssize_t n)
 {
 	fuse_req_t req = arg;
@@ -850,7 +816,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			return;
 		}
 	}
-	n = write_kill_privs(req, ino);
+	n = df->direct ? privs_direct_write_kill_caps(req_fs(req), ino) : 0;
+	if (n == 0)
+		n = privs_write_kill(req, ino);
 	if (n == 0 && !a && tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags))
 		return;
 	if (n < 0) {
@@ -889,7 +857,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	tfsd_wb_wait(d, ino, false);
 	/* Under FUSE_HANDLE_KILLPRIV_V2 no SETATTR came first (privs.c). */
-	err = write_kill_privs(req, ino);
+	err = privs_write_kill(req, ino);
 	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
 	if (ret == 0)
 		tfsd_space_done(d, (uint64_t)len);

@@ -4,8 +4,10 @@
  * the kernel's rules (fs/attr.c, setattr_should_drop_suidgid and
  * setattr_should_drop_sgid in 6.x): suid always goes; sgid goes if group
  * execute is set, or if the user is neither in the file's group nor has
- * CAP_FSETID.  Whoever has CAP_FSETID keeps both; uid 0 stands in for it,
- * since the daemon cannot see capabilities.
+ * CAP_FSETID.  Whoever has CAP_FSETID keeps both.  The daemon cannot see
+ * capabilities: the kernel says in WRITE (7.33 on) and, under
+ * FUSE_HANDLE_KILLPRIV_V2, in OPEN with O_TRUNC whether the caller lacks
+ * it (fuseio.c tfsd_note_request); elsewhere uid 0 stands in for it.
  *
  * Without FUSE_HANDLE_KILLPRIV_V2 (fuseio.c asks for it; older kernels
  * lack it) the kernel decides this itself at write(2), truncate, fallocate
@@ -20,8 +22,7 @@
  * behind them: the SETATTR at write(2) time has done the work.  Direct
  * WRITEs and O_TRUNC opens carry the writer and apply the rules themselves.
  * With FUSE_HANDLE_KILLPRIV_V2 the kernel sends no such SETATTR: every
- * WRITE and FALLOCATE from a writer applies the rules (ops.c
- * write_kill_privs; buffered writes to a file with bits to clear come
+ * WRITE and FALLOCATE from a writer applies the rules (privs_write_kill; buffered writes to a file with bits to clear come
  * through, not from the writeback cache), a truncate or chown SETATTR as
  * before, and a privileged chown clears what the kernel would have.
  */
@@ -72,11 +73,15 @@ static bool drop_sgid(fuse_req_t req, mode_t mode, gid_t gid)
 	return (mode & S_IXGRP) || req_in_group(req, gid) <= 0;
 }
 
-/* The requester stands for a user without CAP_FSETID. */
-static bool unprivileged(fuse_req_t req)
+/* The requester stands for a user without CAP_FSETID: as the kernel says
+ * in the request where it does (fuseio.c), else uid 0 stands for it. */
+bool privs_unprivileged(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
+	int k = tfsd_req_kill();
 
+	if (k >= 0)
+		return k;
 	return c->uid != 0 && c->pid != 0;
 }
 
@@ -84,7 +89,7 @@ mode_t privs_kill_bits(fuse_req_t req, const struct stat *st)
 {
 	mode_t kill;
 
-	if (!unprivileged(req) || !S_ISREG(st->st_mode))
+	if (!privs_unprivileged(req) || !S_ISREG(st->st_mode))
 		return 0;
 	kill = st->st_mode & S_ISUID;
 	if (drop_sgid(req, st->st_mode, st->st_gid))
@@ -122,7 +127,7 @@ void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, in
 
 	if (!S_ISREG(cur->st_mode))
 		return;
-	if (!unprivileged(req)) {
+	if (!privs_unprivileged(req)) {
 		chown_kill_privileged(req, cur, attr, to_set);
 		return;
 	}
@@ -151,4 +156,61 @@ void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, in
 		attr->st_mode = cur->st_mode & ~kill;
 		*to_set |= FUSE_SET_ATTR_MODE;
 	}
+}
+
+/*
+ * Clear suid/sgid before a write or fallocate (or after an open with
+ * O_TRUNC) by the kernel's rules (privs.c).  Without
+ * FUSE_HANDLE_KILLPRIV_V2 the kernel asks for it with a SETATTR for
+ * buffered writes and fallocate, but not for direct writes (FOPEN_DIRECT_IO
+ * skips file_remove_privs); with it (fuseio.c) it asks for nothing and
+ * sends writes that must clear bits through, from the writer.  For the
+ * writeback cache's WRITEs (from the kernel, pid 0) it is nothing.
+ */
+int privs_write_kill(fuse_req_t req, fuse_ino_t ino)
+{
+	struct tfs *fs = req_fs(req);
+	struct stat st, out;
+	mode_t kill;
+	int ret;
+
+	if (!privs_unprivileged(req))
+		return 0;
+	ret = tfs_getattr(fs, ino, &st);
+	if (ret < 0)
+		return ret;
+	kill = privs_kill_bits(req, &st);
+	if (!kill)
+		return 0;
+	st.st_mode &= ~kill;
+	ret = tfs_setattr(fs, ino, &st, TFS_SET_MODE, NULL, &out);
+	/* The kernel caches the old mode: make it ask again (a negative
+	 * offset drops the attributes only, so no page lock is taken). */
+	if (ret == 0)
+		fuse_lowlevel_notify_inval_inode(req_d(req)->se, ino, -1, 0);
+	return ret;
+}
+
+/*
+ * A write removes security.capability, whoever writes: the kernel's rule
+ * (cap_inode_need_killpriv) does not look at the writer, and ext4 and
+ * tmpfs drop it on O_DIRECT writes too.  For writes through the page
+ * cache the kernel does it (file_remove_privs sends a REMOVEXATTR, then
+ * marks the inode S_NOSEC), with or without FUSE_HANDLE_KILLPRIV_V2; a
+ * FOPEN_DIRECT_IO open skips file_remove_privs, so for direct writes it is
+ * ours.  Before the data: a crash between the two loses the capability,
+ * never leaves it on contents it was not granted for.  The lookup is in
+ * memory (lib/xattr.c), no transaction unless there is one to remove.
+ */
+int privs_direct_write_kill_caps(struct tfs *fs, fuse_ino_t ino)
+{
+	static const char caps[] = "security.capability";
+	ssize_t n = tfs_getxattr(fs, ino, caps, NULL, 0);
+
+	if (n == -ENODATA)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	n = tfs_removexattr(fs, ino, caps);
+	return n == -ENODATA ? 0 : (int)n;	/* a racing writer removed it */
 }

@@ -29,7 +29,7 @@ fi
 # Mount options from twinfs --help: "-o name" or "-o name=VALUE".
 # Only twinfs's own section: libfuse's generic options follow it.
 mapfile -t mopts < <("$TWINFS" --help 2>&1 |
-	sed -n '/^twinfs options:/,/^$/s/^ *-o \([a-z_]*\).*/\1/p')
+	sed -n '/^twinfs options:/,/^$/s/^ *-o \([a-z0-9_]*\).*/\1/p')
 ((${#mopts[@]} >= 5)) || fail "twinfs --help lists only ${#mopts[@]} -o options"
 for o in "${mopts[@]}"; do
 	grep -Eq "^\.It .*Cm $o( |\$)" "$MANDIR/twinfs.8" ||
