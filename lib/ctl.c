@@ -159,6 +159,7 @@ static void node_cache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "budget_bytes", st.budget);
 	jb_u64(j, "nodes", st.nodes);
 	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "dirty_bytes", st.dirty_bytes);	/* a checkpoint's, pinned until it commits */
 	jb_u64(j, "hits", st.hits);
 	jb_u64(j, "misses", st.misses);
 	jb_u64(j, "evictions", st.evictions);

@@ -595,6 +595,7 @@ static void bg_stop(struct tfs *fs)
 	pthread_mutex_lock(&fs->bg_mu);
 	fs->bg_stop = true;
 	pthread_cond_signal(&fs->bg_cv);
+	pthread_cond_broadcast(&fs->ckpt_cv);	/* no checkpoint will end */
 	pthread_mutex_unlock(&fs->bg_mu);
 	pthread_join(fs->bg_thread, NULL);
 	fs->bg_running = false;
