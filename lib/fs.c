@@ -59,7 +59,7 @@ int fs_random_u64_nonzero(uint64_t *v)
 
 /* ---- struct tfs ---- */
 
-void fs_kick_bg(struct tfs *fs)
+static void fs_kick_bg(struct tfs *fs)
 {
 	pthread_mutex_lock(&fs->bg_mu);
 	fs->bg_want_ckpt = true;

@@ -220,7 +220,6 @@ void fs_seterr_inodes(struct tfs *fs, int ret, char *err, size_t errlen);
 int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
 		       size_t errlen);
 int fs_bg_start(struct tfs *fs);	/* the commit/checkpoint thread; 0 or -errno */
-void fs_kick_bg(struct tfs *fs);	/* ask the bg thread for a checkpoint */
 
 /* The dirty budget (dbudget.c), format v2: set from -o cache= by the
  * load; the gate is the log's on_room; every v2 checkpoint ends with
