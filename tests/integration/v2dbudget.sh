@@ -16,10 +16,14 @@ NFALLOC=4
 PER=$((48 << 30))
 NFILES=20000
 HWM_MIB=${DBUDGET_HWM_MIB:-80}
+# The issue's bound, cache + 64 MiB, plus the 64 MiB a mount of these
+# images takes before any change (bounce buffers, log, allocator bitmaps).
+PEAK_MIB=$((16 + 64 + 64))
 # AddressSanitizer keeps freed memory in quarantine: RSS says nothing there
-# (the stats stay the decisive checks).
+# (the stats stay the decisive checks; 439 MiB peak in an ASan build).
 if ldd "$TWINFS" 2>/dev/null | grep -q libasan; then
 	HWM_MIB=$((HWM_MIB * 8))
+	PEAK_MIB=$((PEAK_MIB * 8))
 fi
 
 # dirty FIELD: a field of the mounted file system's dirty budget stats.
@@ -65,7 +69,7 @@ h_log "RSS $r0 KiB after the mount, peak $hwm KiB; budget checkpoints $ck," \
 ((mx < hard + (4 << 20))) || h_fail "dirty memory reached $mx bytes (hard mark $hard)"
 (((hwm - r0) >> 10 < HWM_MIB)) ||
 	h_fail "peak RSS grew by $(((hwm - r0) >> 10)) MiB over the mount's (bound $HWM_MIB MiB)"
-((hwm >> 10 < 16 + 64 + 64)) || h_fail "peak RSS $((hwm >> 10)) MiB"
+((hwm >> 10 < PEAK_MIB)) || h_fail "peak RSS $((hwm >> 10)) MiB (bound $PEAK_MIB MiB)"
 
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
