@@ -14,7 +14,9 @@
 /* Leaves looked at per eviction pass: dirty ones are passed over, so a
  * cache full of them costs a bounded scan, not one of all of them. */
 #define SCAN_MAX 64
+#ifndef TRIM_EVERY
 #define TRIM_EVERY 4096		/* evicted leaves (34 MiB) per malloc_trim */
+#endif
 
 int extcache_create(const struct extent_src *src, uint64_t budget, struct extent_cache **out)
 {
