@@ -524,6 +524,7 @@ int ckpt_v2_load(struct tfs *fs)
 	if (ret)
 		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
+	fs_dirty_setup(fs, cache);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST, max);
 	/* The count without a walk: the replay's creates and deletes keep it
@@ -1162,6 +1163,7 @@ out:
 		icache_trim(fs);	/* what it wrote may leave memory now */
 		extcache_trim(fs->xc);	/* leaves it wrote may go now */
 	}
+	fs_dirty_ckpt_end(fs);	/* after the trims: writers waiting recount */
 	return ret;
 }
 

@@ -160,6 +160,7 @@ static void node_cache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "budget_bytes", st.budget);
 	jb_u64(j, "nodes", st.nodes);
 	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "dirty_bytes", st.dirty_bytes);	/* a checkpoint's, pinned until it commits */
 	jb_u64(j, "hits", st.hits);
 	jb_u64(j, "misses", st.misses);
 	jb_u64(j, "evictions", st.evictions);
@@ -183,6 +184,32 @@ static void extcache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "evictions", st.evictions);
 	jb_u64(j, "fault_errors", st.fault_errors);
 	jb_u64(j, "src_redone", st.src_redone);
+	jb_obj_end(j);
+}
+
+/* Format v2: the dirty budget (dbudget.c): what the changes since the
+ * last checkpoint hold now, by part, the budget's two marks, and since
+ * mount the most seen, the checkpoints it asked for and the writers that
+ * waited for one (timeouts: waits that gave up). */
+static void dirty_json(struct tfs *fs, struct jbuf *j)
+{
+	struct dirty_parts p;
+	uint64_t total;
+
+	if (!fs->v2)
+		return;
+	total = fs_dirty_bytes(fs, &p);
+	jb_obj_begin(j, "dirty");
+	jb_u64(j, "bytes", total);
+	jb_u64(j, "leaf_bytes", p.leaves);
+	jb_u64(j, "inode_bytes", p.inodes);
+	jb_u64(j, "note_bytes", p.notes);
+	jb_u64(j, "soft_bytes", fs->dirty_soft);
+	jb_u64(j, "hard_bytes", fs->dirty_hard);
+	jb_u64(j, "max_bytes", atomic_load(&fs->dirty_max));
+	jb_u64(j, "checkpoints", atomic_load(&fs->dirty_ckpts));
+	jb_u64(j, "waits", atomic_load(&fs->dirty_waits));
+	jb_u64(j, "wait_timeouts", atomic_load(&fs->dirty_wait_timeouts));
 	jb_obj_end(j);
 }
 
@@ -276,6 +303,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_end(j);
 	extcache_json(fs, j);
 	node_cache_json(fs, j);
+	dirty_json(fs, j);
 	/* Reads in the daemon at once (tfs_read_async to the reply): since
 	 * mount, the most, and now. */
 	jb_obj_begin(j, "reads");

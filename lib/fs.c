@@ -131,6 +131,7 @@ int fs_new(struct tfs **out)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->bg_cv, &ca);
+	pthread_cond_init(&fs->ckpt_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	atomic_store(&fs->next_ino, TFS_ROOT_INO + 1);
 	*out = fs;
@@ -159,6 +160,7 @@ void fs_free(struct tfs *fs)
 	if (fs->alloc)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
+	pthread_cond_destroy(&fs->ckpt_cv);
 	pthread_mutex_destroy(&fs->bg_mu);
 	file_async_free(fs);
 	sbc_destroy(&fs->sbc);
@@ -237,6 +239,7 @@ int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 	struct log_cbs cbs = {
 		.on_durable = cb_durable,
 		.on_pressure = cb_pressure,
+		.on_room = fs_dirty_gate,
 		.ctx = fs,
 	};
 
@@ -592,6 +595,7 @@ static void bg_stop(struct tfs *fs)
 	pthread_mutex_lock(&fs->bg_mu);
 	fs->bg_stop = true;
 	pthread_cond_signal(&fs->bg_cv);
+	pthread_cond_broadcast(&fs->ckpt_cv);	/* no checkpoint will end */
 	pthread_mutex_unlock(&fs->bg_mu);
 	pthread_join(fs->bg_thread, NULL);
 	fs->bg_running = false;

@@ -120,6 +120,17 @@ struct tfs {
 	pthread_t bg_thread;		/* periodic commit + checkpoint on pressure */
 	pthread_mutex_t bg_mu;
 	pthread_cond_t bg_cv;
+	/* Format v2's dirty budget (dbudget.c): memory that grows with what
+	 * changed since the last checkpoint.  Past dirty_soft a checkpoint
+	 * is asked for (once until one ends), past dirty_hard writers wait
+	 * for one to end (ckpt_ends under bg_mu, ckpt_cv).  0: no budget. */
+	uint64_t dirty_soft, dirty_hard;
+	atomic_bool dirty_asked;
+	uint64_t ckpt_ends;
+	pthread_cond_t ckpt_cv;
+	/* Since mount, for stats: checkpoints the budget asked for, writers
+	 * that waited, waits that gave up (DIRTY_WAIT_MAX), the most seen. */
+	_Atomic uint64_t dirty_ckpts, dirty_waits, dirty_wait_timeouts, dirty_max;
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
@@ -209,6 +220,19 @@ void fs_seterr_inodes(struct tfs *fs, int ret, char *err, size_t errlen);
 int fs_reclaim_orphans(struct tfs *fs, uint64_t *count, uint64_t *bytes, char *err,
 		       size_t errlen);
 int fs_bg_start(struct tfs *fs);	/* the commit/checkpoint thread; 0 or -errno */
+
+/* The dirty budget (dbudget.c), format v2: set from -o cache= by the
+ * load; the gate is the log's on_room; every v2 checkpoint ends with
+ * fs_dirty_ckpt_end, written or failed. */
+struct dirty_parts {
+	uint64_t leaves;		/* map leaves past their budget */
+	uint64_t inodes;		/* resident inodes past theirs */
+	uint64_t notes;			/* v2dirty's records */
+};
+void fs_dirty_setup(struct tfs *fs, uint64_t cache);
+uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p);
+int fs_dirty_gate(void *ctx);
+void fs_dirty_ckpt_end(struct tfs *fs);
 
 /* ---- offline load (mount.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one

@@ -190,6 +190,9 @@ void icache_set_total(struct tfs *fs, uint64_t n);
 /* Drop clean inodes until the cache is within its budget (after a
  * checkpoint made inodes clean). */
 void icache_trim(struct tfs *fs);
+/* Resident inodes past the budget (0 when not lazy), without a lock:
+ * mostly changed ones, which stay until a checkpoint wrote them. */
+uint64_t icache_over(struct tfs *fs);
 
 /* ---- deleting (idelete.c) ---- */
 /* Delete an inode whose nlink is 0 once it has no lookups and no opens.

@@ -214,6 +214,17 @@ void icache_stats(struct tfs *fs, struct icache_stats *st)
 	pthread_rwlock_unlock(&t->lock);
 }
 
+uint64_t icache_over(struct tfs *fs)
+{
+	struct itable *t = fs->itab;
+	uint64_t n;
+
+	if (!t || !t->lazy)
+		return 0;
+	n = atomic_load(&t->n);
+	return n > t->max ? n - t->max : 0;
+}
+
 void icache_set_total(struct tfs *fs, uint64_t n)
 {
 	atomic_store(&fs->itab->total, (int64_t)n);

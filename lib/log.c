@@ -406,7 +406,7 @@ int log_wait_space(struct log *l)
 		pthread_cond_wait(&l->space_cv, &l->mu);
 	}
 	pthread_mutex_unlock(&l->mu);
-	return 0;
+	return l->cbs.on_room ? l->cbs.on_room(l->cbs.ctx) : 0;
 }
 
 uint64_t log_durable_seq(struct log *l)

@@ -161,6 +161,11 @@ int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq);
 struct log_cbs {
 	void (*on_durable)(void *ctx, uint64_t durable_seq);
 	void (*on_pressure)(void *ctx);
+	/* Called by log_wait_space once the log has room, outside the log's
+	 * lock, by a caller that holds no lock: the owner may make it wait
+	 * for its own reasons (the dirty budget); its result is
+	 * log_wait_space's.  May be NULL. */
+	int (*on_room)(void *ctx);
 	void *ctx;
 };
 int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t seq,
@@ -170,7 +175,7 @@ int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t 
 void log_close(struct log *l);
 
 /* Wait until the log has room (more than LOG_SLACK of the region free),
- * asking for a checkpoint if needed.  Operations call this BEFORE taking any
+ * asking for a checkpoint if needed, then pass the owner's on_room.  Operations call this BEFORE taking any
  * lock, because a checkpoint takes the locks of the objects it serializes. */
 int log_wait_space(struct log *l);
 /* Append one transaction (all its records go into the same chunk).  Returns

@@ -4,6 +4,7 @@
  * (v2dirty.h): a chained hash of inodes, each with what changed.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +20,13 @@ static size_t hslot(const struct v2d_set *s, uint64_t ino)
 static int set_grow(struct v2d_set *s)
 {
 	size_t nb = s->nb ? s->nb * 2 : V2D_BUCKETS0;
+
 	struct v2d_ino **b = calloc(nb, sizeof(*b));
 	struct v2d_set ns = { .b = b, .nb = nb };
 
 	if (!b)
 		return -ENOMEM;
+	s->bytes += (nb - s->nb) * sizeof(*b);
 	for (size_t i = 0; i < s->nb; i++) {
 		struct v2d_ino *e = s->b[i], *next;
 
@@ -58,6 +61,7 @@ static struct v2d_ino *set_get(struct v2d_set *s, uint64_t ino)
 	if (!e)
 		goto lost;
 	e->ino = ino;
+	s->bytes += sizeof(*e);
 	h = hslot(s, ino);
 	e->hnext = s->b[h];
 	s->b[h] = e;
@@ -68,7 +72,8 @@ lost:
 	return NULL;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
+/* Grow *p to hold @need elements; the set's bytes follow. */
+static int grow(struct v2d_set *s, void **p, size_t *cap, size_t need, size_t elem)
 {
 	size_t ncap;
 	void *np;
@@ -82,12 +87,13 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	if (!np)
 		return -ENOMEM;
 	*p = np;
+	s->bytes += (ncap - *cap) * elem;
 	*cap = ncap;
 	return 0;
 }
 
 /* Add [from, to) to the sorted, disjoint, non-touching ranges of @e. */
-static int add_range(struct v2d_ino *e, uint64_t from, uint64_t to)
+static int add_range(struct v2d_set *s, struct v2d_ino *e, uint64_t from, uint64_t to)
 {
 	size_t lo = 0, hi = e->next, j;
 
@@ -110,7 +116,7 @@ static int add_range(struct v2d_ino *e, uint64_t from, uint64_t to)
 			to = e->ext[j].to;
 	}
 	if (j == lo) {
-		if (grow((void **)&e->ext, &e->capext, e->next + 1, sizeof(*e->ext)) < 0)
+		if (grow(s, (void **)&e->ext, &e->capext, e->next + 1, sizeof(*e->ext)) < 0)
 			return -ENOMEM;
 		memmove(e->ext + lo + 1, e->ext + lo, (e->next - lo) * sizeof(*e->ext));
 		e->next++;
@@ -123,7 +129,7 @@ static int add_range(struct v2d_ino *e, uint64_t from, uint64_t to)
 	return 0;
 }
 
-static int add_name(struct v2d_ino *e, const char *name, uint16_t len)
+static int add_name(struct v2d_set *s, struct v2d_ino *e, const char *name, uint16_t len)
 {
 	char *p;
 
@@ -132,21 +138,22 @@ static int add_name(struct v2d_ino *e, const char *name, uint16_t len)
 	if (e->nnames && e->names[e->nnames - 1].len == len &&
 	    !memcmp(e->names[e->nnames - 1].name, name, len))
 		return 0;
-	if (grow((void **)&e->names, &e->capnames, e->nnames + 1, sizeof(*e->names)) < 0)
+	if (grow(s, (void **)&e->names, &e->capnames, e->nnames + 1, sizeof(*e->names)) < 0)
 		return -ENOMEM;
 	p = malloc(len ? len : 1);
 	if (!p)
 		return -ENOMEM;
 	memcpy(p, name, len);
+	s->bytes += len ? len : 1;
 	e->names[e->nnames].name = p;
 	e->names[e->nnames].len = len;
 	e->nnames++;
 	return 0;
 }
 
-static int add_cookie(struct v2d_ino *e, uint64_t cookie)
+static int add_cookie(struct v2d_set *s, struct v2d_ino *e, uint64_t cookie)
 {
-	if (grow((void **)&e->cookies, &e->capcookies, e->ncookies + 1, sizeof(*e->cookies)) < 0)
+	if (grow(s, (void **)&e->cookies, &e->capcookies, e->ncookies + 1, sizeof(*e->cookies)) < 0)
 		return -ENOMEM;
 	e->cookies[e->ncookies++] = cookie;
 	return 0;
@@ -188,6 +195,13 @@ void v2d_destroy(struct v2dirty *d)
 	pthread_mutex_destroy(&d->mu);
 }
 
+/* The memory of the open set and of the one a checkpoint is writing, for
+ * the dirty budget (v2d_bytes): d->mu held. */
+static void publish(struct v2dirty *d)
+{
+	atomic_store(&d->bytes, d->set.bytes + (d->taken ? d->taken->bytes : 0));
+}
+
 void v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags)
 {
 	struct v2d_ino *e;
@@ -196,6 +210,7 @@ void v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags)
 	e = set_get(&d->set, ino);
 	if (e)
 		e->flags |= flags;
+	publish(d);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -209,8 +224,9 @@ void v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n)
 		return;
 	pthread_mutex_lock(&d->mu);
 	e = set_get(&d->set, ino);
-	if (e && add_range(e, from, to) < 0)
+	if (e && add_range(&d->set, e, from, to) < 0)
 		d->set.lost = true;
+	publish(d);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -221,8 +237,10 @@ void v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t l
 
 	pthread_mutex_lock(&d->mu);
 	e = set_get(&d->set, dir);
-	if (e && (add_name(e, name, len) < 0 || (dead_cookie && add_cookie(e, dead_cookie) < 0)))
+	if (e && (add_name(&d->set, e, name, len) < 0 ||
+		  (dead_cookie && add_cookie(&d->set, e, dead_cookie) < 0)))
 		d->set.lost = true;
+	publish(d);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -247,6 +265,7 @@ int v2d_take(struct v2dirty *d, struct v2d_set *out, struct v2d_ino ***v, size_t
 	*out = d->set;
 	memset(&d->set, 0, sizeof(d->set));
 	d->taken = out;
+	publish(d);
 	pthread_mutex_unlock(&d->mu);
 	for (size_t i = 0; i < out->nb; i++)
 		for (struct v2d_ino *e = out->b[i]; e; e = e->hnext)
@@ -266,13 +285,13 @@ static void merge_one(struct v2d_set *s, const struct v2d_ino *e)
 		return;
 	t->flags |= e->flags;
 	for (size_t i = 0; i < e->next; i++)
-		if (add_range(t, e->ext[i].from, e->ext[i].to) < 0)
+		if (add_range(s, t, e->ext[i].from, e->ext[i].to) < 0)
 			s->lost = true;
 	for (size_t i = 0; i < e->nnames; i++)
-		if (add_name(t, e->names[i].name, e->names[i].len) < 0)
+		if (add_name(s, t, e->names[i].name, e->names[i].len) < 0)
 			s->lost = true;
 	for (size_t i = 0; i < e->ncookies; i++)
-		if (add_cookie(t, e->cookies[i]) < 0)
+		if (add_cookie(s, t, e->cookies[i]) < 0)
 			s->lost = true;
 }
 
@@ -286,6 +305,7 @@ void v2d_give_back(struct v2dirty *d, struct v2d_set *s)
 			merge_one(&d->set, e);
 	if (d->taken == s)
 		d->taken = NULL;
+	publish(d);
 	pthread_mutex_unlock(&d->mu);
 	v2d_set_free(s);
 }
@@ -295,6 +315,7 @@ void v2d_release(struct v2dirty *d, struct v2d_set *s)
 	pthread_mutex_lock(&d->mu);
 	if (d->taken == s)
 		d->taken = NULL;
+	publish(d);
 	pthread_mutex_unlock(&d->mu);
 	v2d_set_free(s);
 }
@@ -323,6 +344,11 @@ int v2d_state(struct v2dirty *d, uint64_t ino)
 		st = 0;
 	pthread_mutex_unlock(&d->mu);
 	return st;
+}
+
+uint64_t v2d_bytes(struct v2dirty *d)
+{
+	return atomic_load(&d->bytes);
 }
 
 size_t v2d_count(struct v2dirty *d)

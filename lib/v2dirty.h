@@ -23,6 +23,7 @@
 #define TWINFS_V2DIRTY_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +61,7 @@ struct v2d_ino {
 struct v2d_set {
 	struct v2d_ino **b;		/* hash buckets, power of two */
 	size_t nb, n;
+	size_t bytes;			/* what the set's memory comes to */
 	bool lost;			/* a note failed for want of memory */
 };
 
@@ -70,6 +72,8 @@ struct v2dirty {
 	 * inodes are not in the trees until the checkpoint is done (v2d_state
 	 * looks here too). */
 	struct v2d_set *taken;
+	/* set's bytes plus taken's: read without d->mu (v2d_bytes). */
+	_Atomic uint64_t bytes;
 };
 
 int v2d_init(struct v2dirty *d);
@@ -98,5 +102,8 @@ void v2d_release(struct v2dirty *d, struct v2d_set *s);
 int v2d_state(struct v2dirty *d, uint64_t ino);
 void v2d_set_free(struct v2d_set *s);
 size_t v2d_count(struct v2dirty *d);
+/* Memory the noted changes take (the open set and the one a checkpoint is
+ * writing): part of the dirty budget (fs.c), without a lock. */
+uint64_t v2d_bytes(struct v2dirty *d);
 
 #endif

@@ -144,12 +144,48 @@ static void test_state(void **state)
 	v2d_destroy(&d);
 }
 
+/* The dirty budget reads v2d_bytes: it follows the set, counts the set a
+ * checkpoint is writing until its release, and a give-back keeps it. */
+static void test_bytes(void **state)
+{
+	struct v2dirty d;
+	struct v2d_set s;
+	struct v2d_ino **v;
+	size_t n;
+	uint64_t b1, b2;
+
+	(void)state;
+	assert_int_equal(v2d_init(&d), 0);
+	assert_int_equal(v2d_bytes(&d), 0);
+	for (uint64_t i = 0; i < 1000; i++)
+		v2d_note_inode(&d, 100 + i, V2D_INODE);
+	b1 = v2d_bytes(&d);
+	assert_true(b1 >= 1000 * sizeof(struct v2d_ino));
+	v2d_note_name(&d, 2, "a-rather-long-name-of-a-file", 28, 7);
+	v2d_note_ext(&d, 100, 0, 1 << 20);
+	b2 = v2d_bytes(&d);
+	assert_true(b2 >= b1 + 28 + 8 + sizeof(struct v2d_range));
+	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
+	free(v);
+	assert_int_equal(v2d_bytes(&d), b2);	/* the checkpoint holds it */
+	v2d_note_inode(&d, 5000, V2D_INODE);
+	assert_true(v2d_bytes(&d) > b2);
+	v2d_give_back(&d, &s);
+	assert_true(v2d_bytes(&d) >= b2);
+	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
+	free(v);
+	v2d_release(&d, &s);
+	assert_int_equal(v2d_bytes(&d), 0);
+	v2d_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_names_take_give_back),
 		cmocka_unit_test(test_state),
+		cmocka_unit_test(test_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * dbudget: the dirty budget of a format-v2 mount.  What the daemon holds
+ * between two checkpoints grows with what changed, not with the caches'
+ * budgets: changed map leaves (extcache.h keeps them until a checkpoint
+ * wrote them), changed inodes (the inode cache never drops them), the
+ * noted changes themselves (v2dirty.h).  Measured on main, a 256 GiB
+ * fallocate peaked at 463 MiB and 100k creates at 143 MiB, against a
+ * 256 MiB cache.  Everything here counts against one budget, a part of
+ * -o cache=:
+ *
+ *   past dirty_soft (cache / DIRTY_SOFT_SHARE) a checkpoint is asked for,
+ *   once until one ends (fs_dirty_ckpt_end);
+ *   past dirty_hard (cache / DIRTY_HARD_SHARE) a writer waits for the end
+ *   of a checkpoint before it starts its change, so writers that outrun
+ *   the checkpoint slow down to its pace instead of growing memory.
+ *
+ * The check runs where every mutator already waits for log room before
+ * taking any lock (log_wait_space's on_room): a few atomic loads, no
+ * mount-wide lock on the data path; the wait takes bg_mu only.  A writer
+ * waits for one checkpoint end, at most DIRTY_WAIT_MAX: a checkpoint that
+ * fails or cannot free what is counted (a leaf someone is inside) must not
+ * stall writers for ever (the timeouts are in the stats).  Durability is
+ * untouched: the budget only moves checkpoints earlier.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "extcache.h"
+#include "fs_i.h"
+#include "inode.h"
+#include "v2dirty.h"
+
+#define DIRTY_SOFT_SHARE 8
+#define DIRTY_HARD_SHARE 4
+#define DIRTY_WAIT_MAX 5	/* seconds */
+
+/* The bg thread runs the checkpoints: it never waits for itself. */
+static bool on_bg_thread(struct tfs *fs)
+{
+	return fs->bg_running && pthread_equal(pthread_self(), fs->bg_thread);
+}
+
+void fs_dirty_setup(struct tfs *fs, uint64_t cache)
+{
+	fs->dirty_soft = cache / DIRTY_SOFT_SHARE;
+	fs->dirty_hard = cache / DIRTY_HARD_SHARE;
+}
+
+uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p)
+{
+	struct dirty_parts q;
+
+	if (!p)
+		p = &q;
+	p->leaves = fs->xc ? extcache_over(fs->xc) : 0;
+	p->inodes = icache_over(fs) * TFS_CACHE_INODE_COST;
+	p->notes = fs->v2dirty ? v2d_bytes(fs->v2dirty) : 0;
+	return p->leaves + p->inodes + p->notes;
+}
+
+/* As fs.c's own kick; here so that the checkpoint's module, which calls
+ * this one, is never reached back through fs.c. */
+static void ask_ckpt(struct tfs *fs)
+{
+	pthread_mutex_lock(&fs->bg_mu);
+	fs->bg_want_ckpt = true;
+	pthread_cond_signal(&fs->bg_cv);
+	pthread_mutex_unlock(&fs->bg_mu);
+}
+
+/* Until a checkpoint ends after @seen, or DIRTY_WAIT_MAX. */
+static void wait_ckpt_end(struct tfs *fs, uint64_t seen)
+{
+	struct timespec until;
+	int r = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += DIRTY_WAIT_MAX;
+	pthread_mutex_lock(&fs->bg_mu);
+	while (fs->ckpt_ends == seen && !fs->bg_stop && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&fs->ckpt_cv, &fs->bg_mu, &until);
+	pthread_mutex_unlock(&fs->bg_mu);
+	if (r == ETIMEDOUT)
+		atomic_fetch_add(&fs->dirty_wait_timeouts, 1);
+}
+
+static void note_max(struct tfs *fs, uint64_t d)
+{
+	uint64_t m = atomic_load(&fs->dirty_max);
+
+	while (d > m && !atomic_compare_exchange_weak(&fs->dirty_max, &m, d))
+		;
+}
+
+int fs_dirty_gate(void *ctx)
+{
+	struct tfs *fs = ctx;
+	uint64_t d, seen;
+
+	if (!fs->dirty_soft || !fs->bg_running || on_bg_thread(fs))
+		return 0;
+	d = fs_dirty_bytes(fs, NULL);
+	note_max(fs, d);
+	if (d < fs->dirty_soft)
+		return 0;
+	/* Read before asking: the checkpoint asked for ends after it. */
+	pthread_mutex_lock(&fs->bg_mu);
+	seen = fs->ckpt_ends;
+	pthread_mutex_unlock(&fs->bg_mu);
+	if (!atomic_exchange(&fs->dirty_asked, true)) {
+		atomic_fetch_add(&fs->dirty_ckpts, 1);
+		ask_ckpt(fs);
+	}
+	if (d < fs->dirty_hard)
+		return 0;
+	atomic_fetch_add(&fs->dirty_waits, 1);
+	wait_ckpt_end(fs, seen);
+	return 0;
+}
+
+void fs_dirty_ckpt_end(struct tfs *fs)
+{
+	atomic_store(&fs->dirty_asked, false);
+	pthread_mutex_lock(&fs->bg_mu);
+	fs->ckpt_ends++;
+	pthread_cond_broadcast(&fs->ckpt_cv);
+	pthread_mutex_unlock(&fs->bg_mu);
+}
