@@ -694,9 +694,12 @@ static uint8_t dtype_of(struct tfs *fs, uint64_t ino, int *err)
 {
 	struct tfs_inode *cp;
 	uint32_t mode;
+	int ret = inode_get(fs, ino, &cp);
 
-	if (inode_get(fs, ino, &cp)) {
-		*err = -EUCLEAN;	/* an entry naming no inode */
+	if (ret) {
+		/* An entry naming no inode is damage; a child that could not
+		 * be read in (-EIO, -ENOMEM) fails the checkpoint as that. */
+		*err = ret == -ENOENT ? -EUCLEAN : ret;
 		return 0;
 	}
 	mode = inode_mode(cp);
