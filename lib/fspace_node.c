@@ -201,10 +201,13 @@ uint64_t fs_nodemap_chunk(struct fspace *fs, uint64_t c, const uint64_t *pend, s
 int fs_nodemap_load(struct fspace *fs, uint64_t c, const uint8_t *val, unsigned len)
 {
 	struct fs_nodemap *nm = &fs->nm;
-	uint64_t *w = nm->bm + c * (FSPACE_MAP_SLOTS / 64), any = 0;
+	uint64_t *w, any = 0;
 
+	/* The chunk comes from an item's key: checked before it makes a
+	 * pointer (a damaged key overflowed it, UBSan in fuzz_v2image). */
 	if (c >= nm->nchunks || len != FSPACE_MAP_BYTES)
 		return -EUCLEAN;
+	w = nm->bm + c * (FSPACE_MAP_SLOTS / 64);
 	for (unsigned i = 0; i < FSPACE_MAP_SLOTS / 64; i++) {
 		w[i] = le64_get(val + i * 8);
 		any |= w[i];
