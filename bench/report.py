@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Summarize one bench/run.sh run: every workload ran once per round on
 every target; this gives the median and min-max per workload and target,
-ratios of the medians against each anchor, issue 15's targets met or
-missed (on medians), the machine's CPU use, and a gnuplot chart
+ratios of the medians against each anchor for twinfs (format v1) and
+twinfs2 (format v2) side by side, issue 15's targets met or missed (on
+medians), issue 13's (v2 keeps v1's ratio to btrfs RAID1), the machine's CPU use, and a gnuplot chart
 (results.png: medians as bars, min-max as error bars).
 
 Input: RESULTS_DIR/json/LABEL@TARGET.rN.{json,val,cpu} (fio JSON; a
@@ -17,7 +18,9 @@ import statistics
 import subprocess
 import sys
 
-TARGETS = ["twinfs", "btrfs", "xfs", "passthrough", "raw"]
+TARGETS = ["twinfs", "twinfs2", "btrfs", "xfs", "passthrough", "raw"]
+# The twinfs formats: v1 and v2 (the same mounts, mkfs.twinfs -O v2).
+TWINS = ["twinfs", "twinfs2"]
 ANCHORS = ["btrfs", "passthrough", "xfs", "raw"]
 WT = "-writethrough"
 
@@ -138,6 +141,55 @@ def row_name(label):
     return f"{name}— {DESCR[base]}" if base in DESCR else name.strip()
 
 
+def goals(out, stats, tw_name):
+    """Issue 15's targets for one twinfs format, on medians."""
+    out += [f"## Targets (issue 15, default mount, on medians): {tw_name}", ""]
+    unmeasured = []
+    for (label, anchor, k) in GOALS:
+        tw, a = stats.get((label, tw_name)), stats.get((label, anchor))
+        if tw and a and a.med > 0:
+            r = tw.med / a.med
+            extra = ""
+            wt = stats.get((label + WT, tw_name))
+            if wt:
+                extra = f" (-o writethrough: {wt.med / a.med:.2f}×)"
+            out.append(f"- {label} ≥ {k}× {anchor}: {r:.2f}× — {'met' if r >= k else 'MISSED'}{extra}")
+        else:
+            unmeasured.append(f"{label} ≥ {k}× {anchor}")
+    for v in ["", WT]:
+        one, eight = stats.get(("W4-1j" + v, tw_name)), stats.get(("W4-8j" + v, tw_name))
+        if one and eight and one.med > 0:
+            r = eight.med / one.med
+            what = "" if not v else " (not a target: -o writethrough)"
+            out.append(f"- W4 8 jobs ≥ 1.5× 1 job ({tw_name}){what}: {r:.2f}× — "
+                       f"{'met' if r >= 1.5 else 'MISSED'}")
+    if unmeasured:
+        out.append(f"- not measured in this run: {', '.join(unmeasured)}")
+    for lab in ["SQLITE", "PG"]:
+        tw = stats.get((lab, tw_name))
+        if tw:
+            out.append(f"- (no target) {lab}: {tw_name}/btrfs {ratio(tw, stats.get((lab, 'btrfs')))}, "
+                       f"{tw_name}/passthrough {ratio(tw, stats.get((lab, 'passthrough')))}")
+    out.append("")
+
+
+def v1v2(out, stats, labels):
+    """Issue 13: format v2 keeps at least v1's ratio to btrfs RAID1, on
+    every workload both ran in this run (the same rounds, interleaved)."""
+    rows = []
+    for label in labels:
+        v1, v2, b = (stats.get((label, t)) for t in ("twinfs", "twinfs2", "btrfs"))
+        if not (v1 and v2 and b and b.med > 0 and v1.med > 0):
+            continue
+        r1, r2 = v1.med / b.med, v2.med / b.med
+        rows.append(f"| {label} | {r1:.2f}× | {r2:.2f}× | {r2 / r1:.2f} | "
+                    f"{'kept' if r2 >= r1 else 'LOWER'} |")
+    if rows:
+        out += ["## Format v2 against v1 (issue 13: v2 keeps v1's ratio to btrfs RAID1, on medians)", "",
+                "| workload | twinfs/btrfs (v1) | twinfs2/btrfs (v2) | v2/v1 | |",
+                "|---|---|---|---|---|"] + rows + [""]
+
+
 def main():
     d = sys.argv[1]
     samples, units, cpu, errors = load(d)
@@ -152,7 +204,7 @@ def main():
     def get(label, t):
         """twinfs's own row; for -o writethrough rows, the anchors' default."""
         base = label.replace(WT, "")
-        return stats.get((label if t == "twinfs" else base, t))
+        return stats.get((label if t in TWINS else base, t))
 
     out = [f"## Results — median (min–max) of {rounds} interleaved round{'s' if rounds != 1 else ''}, "
            "ratios of medians", ""]
@@ -165,53 +217,33 @@ def main():
         # Only the targets measured here (no raw device under tar).
         tl = [t for t in TARGETS if any(get(label, t) for label in rows)]
         al = [a for a in ANCHORS if a in tl]
+        # Each format's ratio to an anchor, the two next to each other.
+        rl = [(a, w) for a in al for w in TWINS if w in tl]
         out += [f"### {title}", ""]
         out.append("| workload | unit | " + " | ".join(tl) + " | "
-                   + " | ".join(f"twinfs/{a}" for a in al) + " |")
-        out.append("|---" * (len(tl) + len(al) + 2) + "|")
+                   + " | ".join(f"{w}/{a}" for a, w in rl) + " |")
+        out.append("|---" * (len(tl) + len(rl) + 2) + "|")
         for label in rows:
             cells = [cell(get(label, t)) for t in tl]
-            rat = [ratio(get(label, "twinfs"), get(label, a)) for a in al]
+            rat = [ratio(get(label, w), get(label, a)) for a, w in rl]
             out.append(f"| {row_name(label)} | {units.get(label, '')} | " + " | ".join(cells)
                        + " | " + " | ".join(rat) + " |")
         out.append("")
         plots.append((title, rows))
-    k4 = [l for l in labels if ("4k" in l or l.startswith(("W1", "W4"))) and (l, "twinfs") in iops]
+    k4 = [l for l in labels if ("4k" in l or l.startswith(("W1", "W4")))
+          and any((l, w) in iops for w in TWINS)]
     if k4:
         out += ["4k workloads in IOPS (median): "
-                + "; ".join(f"{l} twinfs {iops[(l, 'twinfs')].med:,.0f}"
-                            + "".join(f", {t} {iops[(l.replace(WT, ''), t)].med:,.0f}"
-                                      for t in TARGETS[1:] if (l.replace(WT, ""), t) in iops
-                                      and not l.endswith(WT))
+                + "; ".join(f"{l} " + ", ".join(f"{t} {iops[(l if t in TWINS else l.replace(WT, ''), t)].med:,.0f}"
+                                                for t in TARGETS
+                                                if (l if t in TWINS else l.replace(WT, ""), t) in iops
+                                                and (t in TWINS or not l.endswith(WT)))
                             for l in k4), ""]
 
-    out += ["## Targets (issue 15, default mount, on medians)", ""]
-    unmeasured = []
-    for (label, anchor, k) in GOALS:
-        tw, a = stats.get((label, "twinfs")), stats.get((label, anchor))
-        if tw and a and a.med > 0:
-            r = tw.med / a.med
-            extra = ""
-            wt = stats.get((label + WT, "twinfs"))
-            if wt:
-                extra = f" (-o writethrough: {wt.med / a.med:.2f}×)"
-            out.append(f"- {label} ≥ {k}× {anchor}: {r:.2f}× — {'met' if r >= k else 'MISSED'}{extra}")
-        else:
-            unmeasured.append(f"{label} ≥ {k}× {anchor}")
-    for v in ["", WT]:
-        one, eight = stats.get(("W4-1j" + v, "twinfs")), stats.get(("W4-8j" + v, "twinfs"))
-        if one and eight and one.med > 0:
-            r = eight.med / one.med
-            what = "" if not v else " (not a target: -o writethrough)"
-            out.append(f"- W4 8 jobs ≥ 1.5× 1 job (twinfs){what}: {r:.2f}× — "
-                       f"{'met' if r >= 1.5 else 'MISSED'}")
-    if unmeasured:
-        out.append(f"- not measured in this run: {', '.join(unmeasured)}")
-    for lab in ["SQLITE", "PG"]:
-        tw = stats.get((lab, "twinfs"))
-        if tw:
-            out.append(f"- (no target) {lab}: twinfs/btrfs {ratio(tw, stats.get((lab, 'btrfs')))}, "
-                       f"twinfs/passthrough {ratio(tw, stats.get((lab, 'passthrough')))}")
+    for w in [w for w in TWINS if any((l, w) in stats for l in labels)]:
+        goals(out, stats, w)
+    v1v2(out, stats, labels)
+
 
     tl = [t for t in TARGETS if any(get(label, t) for label in labels)]
     if rounds > 1:
