@@ -7,8 +7,10 @@ twinfs2 (format v2) side by side, issue 15's targets met or missed (on
 medians), issue 13's (v2 keeps v1's ratio to btrfs RAID1), the machine's CPU use, and a gnuplot chart
 (results.png: medians as bars, min-max as error bars).
 
-Input: RESULTS_DIR/json/LABEL@TARGET.rN.{json,val,cpu} (fio JSON; a
-{"value", "unit"} object from the non-fio workloads; CPU busy %).  Results
+Input: RESULTS_DIR/json/LABEL@TARGET.rN.{json,val,cpu,ctl} (fio JSON; a
+{"value", "unit"} object from the non-fio workloads; CPU busy %; the
+daemon's stats before and after a run, {"before", "after"}, for the node
+reads per 1000 reads of the big-file workload).  Results
 of older runs (LABEL@TARGET.json, one round) are read as round 1.
 Usage: report.py RESULTS_DIR"""
 import json
@@ -44,7 +46,12 @@ DESCR = {
     "TAR": "tar -x of 10,000 small files (308 MB) + sync",
     "SQLITE": "SQLite WAL, synchronous=FULL, 1 insert per transaction",
     "PG": "PostgreSQL pgbench, scale 20, 4 clients",
+    "Rbig-cold-1j": "BIG FILE (twinfs2 -o cache=64M): 4k random O_DIRECT reads, 1 job qd32, from a cold mount",
+    "Rbig-1j": "BIG FILE (twinfs2 -o cache=64M): 4k random O_DIRECT reads, 1 job qd32, after that",
+    "Rbig-8j": "BIG FILE (twinfs2 -o cache=64M): 4k random O_DIRECT reads, 8 jobs qd4, one file",
 }
+# A v2 tree node (docs/FORMAT.md, "Nodes"): a node cache miss reads this much.
+NODE_BYTES = 16384
 
 # Issue 15's targets on the default mount: (workload, anchor, factor).
 GOALS = ([(w, "btrfs", 1.5) for w in ["W1", "W3-4k", "W3-64k", "W4-1j", "W4-2j", "W4-4j",
@@ -53,7 +60,7 @@ GOALS = ([(w, "btrfs", 1.5) for w in ["W1", "W3-4k", "W3-64k", "W4-1j", "W4-2j",
                                         "Rdeg-seq-cold", "Rdeg-4k-1j", "Rdeg-4k-8j"]]
          + [("TAR", "passthrough", 1.25), ("TAR", "btrfs", 0.5)])
 
-NAME = re.compile(r"^(?P<label>[^@]+)@(?P<target>[^.]+)(?:\.r(?P<round>\d+))?\.(?P<ext>json|val|cpu)$")
+NAME = re.compile(r"^(?P<label>[^@]+)@(?P<target>[^.]+)(?:\.r(?P<round>\d+))?\.(?P<ext>json|val|cpu|ctl)$")
 
 
 def read_fio(path):
@@ -93,6 +100,8 @@ def load(d):
             samples.setdefault(key, []).append((r[0], r[1]))
             errors[key] = errors.get(key, 0) + r[2]
             units[m["label"]] = "MiB/s"
+        elif m["ext"] == "ctl":
+            continue	# node_reads() reads these with their fio runs
         elif m["ext"] == "val":
             try:
                 with open(path) as f:
@@ -263,6 +272,7 @@ def main():
             cells = [f"{statistics.median(c):.0f}" if (c := cpu.get(((label if t == "twinfs" else base), t)))
                      else "—" for t in tl]
             out.append(f"| {label} | " + " | ".join(cells) + " |")
+    node_reads(out, d)
     if ("V", "twinfs") in samples:
         e = errors.get(("V", "twinfs"), 0)
         out += ["", f"- fio verify (xxhash) under W1 load: {'no error' if e == 0 else f'{e} ERRORS'}"]
@@ -271,6 +281,57 @@ def main():
         out.append(f"- fio reported errors in: {', '.join(failed)}")
     print("\n".join(out))
     plot(d, plots, units, get)
+
+
+def delta(a, b, part, key):
+    return a.get(part, {}).get(key, 0) - b.get(part, {}).get(key, 0)
+
+
+def node_reads(out, d):
+    """What the reads of a run cost in metadata: from the daemon's stats
+    before and after it (LABEL@TARGET.rN.ctl) and fio's count of reads
+    (LABEL@TARGET.rN.json): node cache misses (each one node read from a
+    device) and extent-cache faults (a map leaf loaded, from the node cache
+    or a device) per 1000 reads, and the node reads' share of the device
+    reads (every mirror's) and of the bytes read.  Medians over the rounds."""
+    per = {}
+    for name in sorted(os.listdir(os.path.join(d, "json"))):
+        m = NAME.match(name)
+        if not m or m["ext"] != "ctl":
+            continue
+        try:
+            with open(os.path.join(d, "json", name)) as f:
+                c = json.load(f)
+            with open(os.path.join(d, "json", name[:-4] + ".json")) as f:
+                txt = f.read()
+            j = json.loads(txt[txt.index("{"):])
+            a, b = c["after"], c["before"]
+        except (ValueError, OSError, KeyError):
+            continue
+        ios = sum(job.get("read", {}).get("total_ios", 0) for job in j.get("jobs", []))
+        dev = sum(x.get("reads", 0) for x in a.get("devices", [])) - \
+            sum(x.get("reads", 0) for x in b.get("devices", []))
+        devb = sum(x.get("read_bytes", 0) for x in a.get("devices", [])) - \
+            sum(x.get("read_bytes", 0) for x in b.get("devices", []))
+        miss = delta(a, b, "node_cache", "misses")
+        if ios <= 0:
+            continue
+        per.setdefault((m["label"], m["target"]), []).append(
+            (1000 * miss / ios, 1000 * delta(a, b, "extent_cache", "faults") / ios,
+             1000 * dev / ios, miss / dev if dev else 0.0,
+             miss * NODE_BYTES / devb if devb else 0.0, ios))
+    if not per:
+        return
+    out += ["", "## Node reads (twinfs daemon stats around each run; medians over the rounds)", "",
+            "| workload | target | reads per round | node reads /1000 reads | extent-cache faults "
+            "/1000 reads | device reads /1000 reads | node reads: share of device reads | "
+            "node bytes: share of bytes read |", "|---" * 8 + "|"]
+    order = list(DESCR)
+    for (label, t), v in sorted(per.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])
+                                                             if kv[0][0] in order else len(order))):
+        med = [statistics.median(x[i] for x in v) for i in range(6)]
+        out.append(f"| {label} | {t} | {med[5]:,.0f} | {med[0]:.0f} | {med[1]:.0f} | {med[2]:.0f} | "
+                   f"{100 * med[3]:.0f}% | {100 * med[4]:.0f}% |")
 
 
 def plot(d, plots, units, get):

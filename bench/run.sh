@@ -16,7 +16,8 @@
 #   bench/run.sh [--runtime SEC] [--quick] [--repeat N]
 #                [--only W1,W3,W4,W2,V,R4k,Rseq,Rdeg,TAR,SQLITE,PG]
 #                [--targets twinfs,twinfs2,btrfs,xfs,passthrough,raw]
-#                [--build DIR] [--twinfs-opts OPTS]
+#                [--build DIR] [--twinfs-opts OPTS] [--bigdir DIR]
+#                [--rbig-size 64g]
 #
 # Workloads: W1 4k random O_DIRECT writes (8 jobs); W3 4k and 64k ones (1
 # job); W4 4k buffered O_DSYNC overwrites (1-8 jobs); W2 a 2 GiB buffered
@@ -27,10 +28,10 @@
 # TAR tar -x of 10,000 small files + sync (files/s); SQLITE WAL with
 # synchronous=FULL (transactions/s); PG pgbench, scale 20, 4 clients (TPS).
 # R means all three read groups.  Rbig (only when named, twinfs2 and btrfs):
-# a 64 GiB file on two sparse image files under --bigdir (/var/tmp), twinfs2
-# mounted with -o cache=64M, read at random 4k (O_DIRECT, 1 job qd32, 8
-# jobs qd4); the node and extent-cache misses per 1000 reads go to
-# rbig.txt (README, "Rbig").  --build DIR uses (and builds) another
+# a 64 GiB (--rbig-size) file on two sparse image files under --bigdir
+# (/var/tmp), twinfs2 mounted with -o cache=64M, read at random 4k (O_DIRECT,
+# 1 job qd32, 8 jobs qd4); the report gives the node reads and extent-cache
+# faults per 1000 reads, rbig.txt how the file was made (README, "Rbig").  --build DIR uses (and builds) another
 # meson build directory (default build/); --twinfs-opts adds -o OPTS to
 # every twinfs and twinfs2 mount (e.g. writeback_cache).
 #
@@ -46,6 +47,7 @@ TARGETS="twinfs,btrfs,xfs,passthrough,raw"
 BUILD=build
 TWOPTS=
 BIGDIR=/var/tmp
+RBIG_SIZE=64g
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runtime) RUNTIME=$2; shift 2 ;;
@@ -56,10 +58,13 @@ while [ $# -gt 0 ]; do
 	--build) BUILD=$2; shift 2 ;;
 	--twinfs-opts) TWOPTS=$2; shift 2 ;;
 	--bigdir) BIGDIR=$2; shift 2 ;;
-	-h|--help) sed -n '3,38p' "$0"; exit 0 ;;
+	--rbig-size) RBIG_SIZE=$2; shift 2 ;;
+	-h|--help) sed -n '3,39p' "$0"; exit 0 ;;
 	*) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+RBIG_SIZE=$(numfmt --from=iec "${RBIG_SIZE^^}" 2>/dev/null) && [ $((RBIG_SIZE % (64 << 20))) = 0 ] &&
+	[ "$RBIG_SIZE" -gt 0 ] || { echo "bench/run.sh: --rbig-size wants a multiple of 64 MiB" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "bench/run.sh: needs root (loop devices, mounts)" >&2; exit 1; }
 case "$REPEAT" in ''|*[!0-9]*|0) echo "bench/run.sh: --repeat wants a count >= 1" >&2; exit 2 ;; esac
 
@@ -94,7 +99,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 [ -d "$BUILD" ] || meson setup "$BUILD" >/dev/null
-if ! out=$(ninja -C "$BUILD" twinfs mkfs.twinfs twinfs-ctl 2>&1); then echo "$out" >&2; exit 1; fi
+if ! out=$(ninja -C "$BUILD" twinfs mkfs.twinfs twinfs-ctl fsck.twinfs 2>&1); then echo "$out" >&2; exit 1; fi
 BUILD=$(cd "$BUILD" && pwd)
 
 STAMP=$(date -u +%Y%m%d-%H%M%S)
@@ -103,6 +108,7 @@ mkdir -p "$OUT/json"
 TWINFS=$BUILD/twinfs
 MKFS=$BUILD/mkfs.twinfs
 CTL=$BUILD/twinfs-ctl
+FSCK=$BUILD/fsck.twinfs
 {
 	echo "command: bench/run.sh $ARGS"
 	echo "runtime=$RUNTIME repeat=$REPEAT only=$ONLY targets=$TARGETS twinfs-opts=$TWOPTS"
@@ -143,6 +149,7 @@ LOOPS=()
 DAEMON_PID=
 PT_PID=
 PG_PID=
+BIGWORK=
 
 # Everything this run started, stopped by pid, even after a failure.
 cleanup() {
@@ -157,6 +164,7 @@ cleanup() {
 	for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null; done
 	mountpoint -q "$TMPFS" && umount "$TMPFS"
 	rm -rf "$WORK"
+	[ -n "$BIGWORK" ] && rm -rf "$BIGWORK"
 	# Stopped early: still report what was measured.
 	if [ ! -s "$OUT/results.md" ] && [ -n "$(ls "$OUT/json")" ]; then
 		{ echo "**Partial run: the harness stopped before the end.**"; echo
@@ -173,7 +181,7 @@ mount -t tmpfs -o size=$((2 * DEVSIZE + 768))m tmpfs "$TMPFS"
 
 # Fresh devices for every run: zeroed tmpfs files behind direct-I/O loops.
 new_devs() {
-	for l in "${LOOPS[@]}"; do losetup -d "$l"; done
+	for l in "${LOOPS[@]}"; do if [ -b "$l" ]; then losetup -d "$l"; fi; done
 	LOOPS=()
 	rm -f "$TMPFS"/*.img
 	for n in a b; do
@@ -552,6 +560,113 @@ wl_PG() {
 	umount_target "$t"
 }
 
+# ---- Rbig: 4k random reads of a file whose block map does not fit
+# twinfs2's -o cache=64M (16 MiB of map leaves, 32 MiB of nodes: a 64 GiB
+# file's map is several times that, if only for its 8-byte checksum per
+# 4 KiB block).  Too big for the RAM devices: two sparse image files under
+# --bigdir, twinfs2 on them directly (it opens them O_DIRECT), btrfs RAID1
+# behind direct-I/O loop devices.  The file is made once per target and
+# read in every round on a fresh (cold) mount.
+RBIG_CACHE=64M
+
+# rbig_devs TARGET: two fresh sparse images with a fresh file system of
+# that kind; LOOPS names what attach_target mounts.
+rbig_devs() {
+	local n
+	for n in "${LOOPS[@]}"; do if [ -b "$n" ]; then losetup -d "$n"; fi; done
+	LOOPS=()
+	rm -f "$BIGWORK"/*.img
+	# As big as the file: the blocks are shared, the images stay sparse.
+	truncate -s "$RBIG_SIZE" "$BIGWORK/a.img" "$BIGWORK/b.img"
+	case "$1" in
+	twinfs2)
+		LOOPS=("$BIGWORK/a.img" "$BIGWORK/b.img")
+		"$MKFS" -f -O v2 "${LOOPS[@]}" >/dev/null ;;
+	btrfs)
+		for n in a b; do LOOPS+=("$(losetup --direct-io=on -f --show "$BIGWORK/$n.img")"); done
+		mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[@]}" >"$OUT/mkfs.log" 2>&1 ||
+			{ cat "$OUT/mkfs.log" >&2; return 1; } ;;
+	esac
+}
+
+# rbig_build TARGET: the big file, $DIR/f.  A piece of 1/16 of it is
+# written sequentially in 1 MiB writes, then 1/16 of the piece is
+# overwritten at random 4 KiB places (copy-on-write: the piece's map is
+# cut into many runs, as a database or VM image's is), then the file is
+# 16 copies of the piece by copy_file_range: shared blocks, so the disk
+# holds the piece once per mirror, and the file's map is the piece's 16
+# times over, as big as if every byte had been written.
+rbig_build() {
+	local t=$1 piece=$((RBIG_SIZE / 16)) s0
+	s0=$(date +%s)
+	fio --name=piece --filename="$DIR/piece" --size=$piece --rw=write --bs=1m --direct=1 \
+		--ioengine=io_uring --iodepth=4 --output=/dev/null
+	echo "$t: piece of $((piece >> 20)) MiB written sequentially: $(($(date +%s) - s0)) s"
+	s0=$(date +%s)
+	fio --name=ow --filename="$DIR/piece" --size=$piece --io_size=$((piece / 16)) --rw=randwrite \
+		--bs=4k --direct=1 --ioengine=io_uring --iodepth=32 --norandommap --randrepeat=0 \
+		--allow_file_create=0 --output=/dev/null
+	echo "$t: $((piece / 16 >> 20)) MiB of it overwritten at random 4k: $(($(date +%s) - s0)) s"
+	echo "$t: copies: $(python3 "$ROOT/bench/workloads.py" clone "$DIR/piece" "$DIR/f" "$RBIG_SIZE")"
+	rm "$DIR/piece"
+	sync -f "$DIR"
+	if [ "$t" = twinfs2 ]; then "$CTL" raw "$MNT" checkpoint >/dev/null; fi
+	echo "$t: the file: $(stat -c '%s bytes, %b blocks of %B' "$DIR/f"); disk used by the images:" \
+		"$(du -sh --apparent-size "$BIGWORK" | cut -f1) apparent, $(du -sh "$BIGWORK" | cut -f1) real"
+}
+
+# rbig_fio LABEL TARGET JOBS DEPTH: 4k random O_DIRECT reads anywhere in
+# the big file for --runtime seconds; on twinfs2 the daemon's stats before
+# and after go to json/LABEL@TARGET.rR.ctl (report.py: node reads).
+rbig_fio() {
+	local label=$1 t=$2 j=$3 qd=$4 before=
+	[ "$t" = twinfs2 ] && before=$("$CTL" raw "$MNT" stats)
+	fio_once "$label" "$t" --name=Rbig --size="$RBIG_SIZE" --rw=randread --bs=4k --direct=1 \
+		--ioengine=io_uring --iodepth="$qd" --numjobs="$j" --norandommap --randrepeat=0 \
+		--allow_file_create=0 --time_based --runtime="$RUNTIME"
+	if [ -n "$before" ]; then
+		echo "{\"before\": $before, \"after\": $("$CTL" raw "$MNT" stats)}" \
+			> "$OUT/json/$label@$t.r$R.ctl"
+	fi
+}
+
+wl_Rbig() {
+	local t=$1 opts= need avail r
+	[ "$R" = 1 ] || return 0	# the file made once, every round below
+	[ -n "$BIGWORK" ] || BIGWORK=$(mktemp -d "$BIGDIR/twinfs-bench-rbig.XXXXXX")
+	# The piece and its overwrites on each mirror, the map twice over
+	# (copy-on-write) and the log: well under a quarter of the file.
+	need=$((RBIG_SIZE / 4 + (4 << 30)))
+	avail=$(($(df -k --output=avail "$BIGDIR" | tail -1) << 10))
+	if ((avail < need)); then
+		echo "  Rbig: needs about $((need >> 30)) GiB free in $BIGDIR, $((avail >> 30)) GiB there" >&2
+		return 0
+	fi
+	echo "  Rbig on $t: making the $((RBIG_SIZE >> 30)) GiB file in $BIGWORK" >&2
+	rbig_devs "$t"
+	attach_target "$t"
+	rbig_build "$t" >> "$OUT/rbig.txt"
+	umount_target "$t"
+	if [ "$t" = twinfs2 ]; then
+		# The map's real size: fsck counts the items and nodes.
+		echo "$t: fsck.twinfs -n -v:"
+		"$FSCK" -n -v "${LOOPS[@]}" 2>&1 | grep -E '^tree|extents|errors found' | sed 's/^/  /'
+		opts=cache=$RBIG_CACHE
+	fi >> "$OUT/rbig.txt"
+	for r in $(seq 1 "$REPEAT"); do
+		R=$r
+		attach_target "$t" "$opts"	# cold: nothing of the map cached
+		rbig_fio Rbig-cold-1j "$t" 1 32
+		rbig_fio Rbig-1j "$t" 1 32
+		rbig_fio Rbig-8j "$t" 8 4
+		umount_target "$t"
+	done
+	R=1
+	for r in "${LOOPS[@]}"; do if [ -b "$r" ]; then losetup -d "$r"; fi; done
+	LOOPS=()
+	rm -f "$BIGWORK"/*.img
+}
+
 # Which workloads make sense on which target.
 applies() {
 	case "$1:$2" in
@@ -563,7 +678,7 @@ applies() {
 }
 
 IFS=, read -r -a TLIST <<< "$TARGETS"
-for w in W1 W3 W4 W2 V R4k Rseq Rdeg TAR SQLITE PG; do
+for w in W1 W3 W4 W2 V R4k Rseq Rdeg TAR SQLITE PG Rbig; do
 	has "$w" || continue
 	for R in $(seq 1 "$REPEAT"); do
 		for t in "${TLIST[@]}"; do

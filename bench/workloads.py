@@ -6,10 +6,15 @@
                                       files (about 300 MB) in 100 directories
   workloads.py sqlite DB SECONDS      SQLite in WAL mode, synchronous=FULL:
                                       one-row transactions for SECONDS
+  workloads.py clone SRC DST SIZE     DST made of copies of SRC, end to end,
+                                      up to SIZE bytes, by copy_file_range
+                                      (which shares the blocks on twinfs and
+                                      btrfs), then fsync
 
 Both print one JSON object on stdout ({"value": ..., "unit": ...}); run.sh
 stores it as json/LABEL@TARGET.rN.val for report.py."""
 import json
+import os
 import random
 import sqlite3
 import sys
@@ -69,11 +74,41 @@ def sqlite(db, seconds):
     print(json.dumps({"value": n / el, "unit": "tx/s", "count": n, "seconds": el}))
 
 
+def clone(src, dst, size):
+    """The big file of bench/run.sh's Rbig: SRC's blocks (and so its block
+    map, item for item) repeated until DST is SIZE bytes, without writing
+    the data again: copy_file_range shares whole blocks on twinfs and on
+    btrfs.  Fails rather than fall back to a short copy."""
+    t0 = time.monotonic()
+    s = os.open(src, os.O_RDONLY)
+    d = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    piece = os.fstat(s).st_size
+    if piece <= 0 or size % piece:
+        sys.exit(f"workloads.py: {size} is not a multiple of {src}'s {piece} bytes")
+    for k in range(size // piece):
+        off = 0
+        while off < piece:
+            n = os.copy_file_range(s, d, piece - off, off, k * piece + off)
+            if n <= 0:
+                sys.exit(f"workloads.py: copy_file_range returned {n} at {k * piece + off}")
+            off += n
+    os.fsync(d)
+    st = os.fstat(d)
+    os.close(s)
+    os.close(d)
+    if st.st_size != size:
+        sys.exit(f"workloads.py: {dst} is {st.st_size} bytes, not {size}")
+    print(json.dumps({"copies": size // piece, "piece": piece, "bytes": size,
+                      "seconds": time.monotonic() - t0}))
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "mktar":
         mktar(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "sqlite":
         sqlite(sys.argv[2], float(sys.argv[3]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "clone":
+        clone(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         sys.exit(__doc__)
 

@@ -5,6 +5,9 @@
 # 15's targets from the medians, reads fio's read figures as well as its
 # write figures and the {"value", "unit"} results of the non-fio workloads
 # (tar, SQLite, pgbench), and still reads an old one-round results tree.
+# Format v2 (target twinfs2) gets its ratios beside v1's and a v2-against-v1
+# table (issue 13); the daemon's stats around a run (.ctl) give node reads
+# per 1000 reads.
 #
 # Usage: benchreport.py PATH/TO/bench/report.py
 import json
@@ -14,11 +17,22 @@ import sys
 import tempfile
 
 
-def fio(path, mib, rw="write"):
+def fio(path, mib, rw="write", ios=0):
     with open(path, "w") as f:
         # fio may print a warning before its JSON: report.py must skip it.
         f.write("fio: warning, ignore me\n")
-        json.dump({"jobs": [{rw: {"bw_bytes": mib * 2**20, "iops": mib * 256}, "error": 0}]}, f)
+        json.dump({"jobs": [{rw: {"bw_bytes": mib * 2**20, "iops": mib * 256, "total_ios": ios},
+                             "error": 0}]}, f)
+
+
+def ctl(path, misses, faults, reads, read_bytes):
+    """twinfs-ctl raw MNT stats before and after a run: only the deltas count."""
+    def stats(k):
+        return {"node_cache": {"misses": 5 + k * misses}, "extent_cache": {"faults": 7 + k * faults},
+                "devices": [{"reads": 100 + k * reads // 2, "read_bytes": 9 + k * read_bytes // 2},
+                            {"reads": 200 + k * reads // 2, "read_bytes": 9 + k * read_bytes // 2}]}
+    with open(path, "w") as f:
+        json.dump({"before": stats(0), "after": stats(1)}, f)
 
 
 def val(path, v, unit):
@@ -37,6 +51,10 @@ def main():
                                                (200, 70, 30, 1000)], 1):
             fio(f"{j}/W1@twinfs.r{r}.json", tw)
             fio(f"{j}/W1@btrfs.r{r}.json", bt)
+            fio(f"{j}/W1@twinfs2.r{r}.json", 2 * tw)
+            # 4000 reads: 2000 node reads and 4000 data reads, of 4 KiB.
+            fio(f"{j}/Rbig-1j@twinfs2.r{r}.json", 10, "read", 4000)
+            ctl(f"{j}/Rbig-1j@twinfs2.r{r}.ctl", 2000, 1000 * r, 6000, 2000 * 16384 + 4000 * 4096)
             fio(f"{j}/R4k-1j@twinfs.r{r}.json", rd, "read")
             fio(f"{j}/R4k-1j@btrfs.r{r}.json", 2 * rd, "read")
             val(f"{j}/TAR@twinfs.r{r}.val", tar, "files/s")
@@ -48,16 +66,23 @@ def main():
                              text=True).stdout
         want = [
             "median (min–max) of 3 interleaved rounds",
-            "| 200 (100–300) | 60.0 (50.0–70.0) |",	# W1: twinfs, btrfs
             "| 3.33× |",				# ratio of the medians, not of the means or bests
             "W1 ≥ 1.5× btrfs: 3.33× — met",
-            "| 30.0 (20.0–40.0) | 60.0 (40.0–80.0) |",	# fio's read figures
+            "| 30.0 (20.0–40.0) | — | 60.0 (40.0–80.0) |",	# fio's read figures (no twinfs2)
             "R4k-1j ≥ 1.0× btrfs: 0.50× — MISSED",
             "| files/s | 1,000 (900–1,100) | 1,000 (1,000–1,000) |",
             "TAR ≥ 1.25× passthrough: 1.00× — MISSED",
             "| 123 |",					# W2 of the old layout
-            "| W1 | 3.00 | 1.40 |",			# spread max/min: twinfs, btrfs
+            "| W1 | 3.00 | 3.00 | 1.40 |",		# spread max/min: twinfs, twinfs2, btrfs
             "| W1 | 60 |",					# median CPU busy
+            # v1 and v2 ratios side by side, in the order of the anchors.
+            "| twinfs | twinfs2 | btrfs | twinfs/btrfs | twinfs2/btrfs |",
+            "| 200 (100–300) | 400 (200–600) | 60.0 (50.0–70.0) | 3.33× | 6.67× |",
+            "| W1 | 3.33× | 6.67× | 2.00 | kept |",
+            "Targets (issue 15, default mount, on medians): twinfs2",
+            # node reads per 1000 reads, extent faults (median of 250,
+            # 500, 750), device reads, node share of reads and of bytes.
+            "| Rbig-1j | twinfs2 | 4,000 | 500 | 500 | 1500 | 33% | 67% |",
         ]
         for w in want:
             if w not in out:
