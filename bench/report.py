@@ -269,7 +269,7 @@ def main():
         out.append("|---" * (len(tl) + 1) + "|")
         for label in labels:
             base = label.replace(WT, "")
-            cells = [f"{statistics.median(c):.0f}" if (c := cpu.get(((label if t == "twinfs" else base), t)))
+            cells = [f"{statistics.median(c):.0f}" if (c := cpu.get(((label if t in TWINS else base), t)))
                      else "—" for t in tl]
             out.append(f"| {label} | " + " | ".join(cells) + " |")
     node_reads(out, d)

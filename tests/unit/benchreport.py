@@ -61,6 +61,12 @@ def main():
             val(f"{j}/TAR@passthrough.r{r}.val", 1000, "files/s")
             with open(f"{j}/W1@twinfs.r{r}.cpu", "w") as f:
                 f.write(f"{40 + 10 * r}\n")
+            # -o writethrough rows are v1's: twinfs2 has none of its own.
+            for name, v in [("W4-1j@twinfs", 10), ("W4-1j-writethrough@twinfs", 20),
+                            ("W4-1j@twinfs2", 30), ("W4-1j@btrfs", 40)]:
+                fio(f"{j}/{name}.r{r}.json", v)
+                with open(f"{j}/{name}.r{r}.cpu", "w") as f:
+                    f.write(f"{v + 1}\n")
         fio(f"{j}/W2@twinfs.json", 123)		# an older run: one round, no .rN
         out = subprocess.run([sys.executable, report, d], check=True, capture_output=True,
                              text=True).stdout
@@ -82,6 +88,7 @@ def main():
             "Targets (issue 15, default mount, on medians): twinfs2",
             # node reads per 1000 reads, extent faults (median of 250,
             # 500, 750), device reads, node share of reads and of bytes.
+            "| W4-1j-writethrough | 21 | — | 41 |",		# CPU: no twinfs2 figure
             "| Rbig-1j | twinfs2 | 4,000 | 500 | 500 | 1500 | 33% | 67% |",
         ]
         for w in want:
