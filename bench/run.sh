@@ -631,7 +631,7 @@ rbig_fio() {
 }
 
 wl_Rbig() {
-	local t=$1 opts= need avail r
+	local t=$1 opts='' need avail r
 	[ "$R" = 1 ] || return 0	# the file made once, every round below
 	[ -n "$BIGWORK" ] || BIGWORK=$(mktemp -d "$BIGDIR/twinfs-bench-rbig.XXXXXX")
 	# The piece and its overwrites on each mirror, the map twice over
