@@ -290,13 +290,15 @@ def delta(a, b, part, key):
 def node_reads(out, d):
     """What the reads of a run cost in metadata: from the daemon's stats
     before and after it (LABEL@TARGET.rN.ctl) and fio's count of reads
-    (LABEL@TARGET.rN.json): node cache misses and extent-cache faults (a
-    map leaf loaded, from the node cache or a device) per 1000 reads, the
-    device reads (every mirror's) per 1000 reads, and the metadata reads:
-    an O_DIRECT read of whole blocks is one device read of its bytes (as
-    the runs with the map cached show, 1000 per 1000), so the device reads
-    and bytes beyond fio's are the metadata's; their share of the device
-    reads and of the bytes read.  Medians over the rounds."""
+    (LABEL@TARGET.rN.json): node cache misses (each one node read of 16
+    KiB from one mirror) and extent-cache faults (a map leaf loaded, from
+    the node cache or a device) per 1000 reads; the node reads' share of
+    all reads (fio's O_DIRECT reads, one device read each, plus the node
+    reads) and of the bytes read.  Beside them the device reads as the
+    devices' counters give them (every mirror's) and those beyond fio's:
+    these count each node read twice (mirror_read_pick counts the read it
+    picks a device for, and bstore's mirror_read_dev counts it again).
+    Medians over the rounds."""
     per = {}
     for name in sorted(os.listdir(os.path.join(d, "json"))):
         m = NAME.match(name)
@@ -322,14 +324,15 @@ def node_reads(out, d):
             continue
         per.setdefault((m["label"], m["target"]), []).append(
             (1000 * miss / ios, 1000 * delta(a, b, "extent_cache", "faults") / ios,
-             1000 * dev / ios, 1000 * (dev - ios) / ios, (dev - ios) / dev if dev else 0.0,
-             (devb - iob) / devb if devb else 0.0, ios))
+             1000 * dev / ios, 1000 * (dev - ios) / ios, miss / (ios + miss),
+             miss * NODE_BYTES / (iob + miss * NODE_BYTES) if iob + miss else 0.0, ios))
     if not per:
         return
     out += ["", "## Node reads (twinfs daemon stats around each run; medians over the rounds)", "",
             "| workload | target | reads per round | node cache misses /1000 reads | extent-cache "
-            "faults /1000 reads | device reads /1000 reads | metadata device reads /1000 reads | "
-            "metadata: share of device reads | metadata: share of bytes read |", "|---" * 9 + "|"]
+            "faults /1000 reads | device reads /1000 reads (counters) | beyond fio's /1000 reads "
+            "(counters: node reads twice) | node reads: share of reads | node reads: share of bytes "
+            "read |", "|---" * 9 + "|"]
     order = list(DESCR)
     for (label, t), v in sorted(per.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])
                                                              if kv[0][0] in order else len(order))):
