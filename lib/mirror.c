@@ -735,7 +735,6 @@ int mirror_read_pick(struct mirror *m, uint64_t blk, uint32_t nblk)
 	if (!nh)
 		return -1;
 	c = healthy[atomic_fetch_add(&m->rr, 1) % nh];
-	count_read(m, c, nblk);
 	return (int)c;
 }
 

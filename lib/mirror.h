@@ -186,8 +186,9 @@ int mirror_read(struct mirror *m, uint64_t blk, void *buf, uint32_t nblk,
 		const uint64_t *csums, uint64_t *bad);
 /* The device a read of [blk, blk + nblk) goes to first (the rotation
  * mirror_read uses), or -1 when no device may serve it.  For callers that
- * issue the read themselves and fall back to mirror_read when the copy
- * does not verify. */
+ * issue the read themselves (mirror_read_dev, which counts it in the
+ * device's reads) and fall back to mirror_read when the copy does not
+ * verify. */
 int mirror_read_pick(struct mirror *m, uint64_t blk, uint32_t nblk);
 
 /* A read of at least this many blocks is split over the readable copies. */
