@@ -312,6 +312,8 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_end(j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
+	jb_u64(j, "trimmed", fs->bounce ? bounce_trimmed(fs->bounce) : 0);
+	jb_u64(j, "small_trimmed", fs->bounce_small ? bounce_trimmed(fs->bounce_small) : 0);
 	jb_obj_end(j);
 	/* A setattr (tar's utimens) need not wait for the file's writes
 	 * behind: how often one still did, and how often a write's publish
