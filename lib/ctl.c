@@ -206,6 +206,8 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "note_bytes", p.notes);
 	jb_u64(j, "soft_bytes", fs->dirty_soft);
 	jb_u64(j, "hard_bytes", fs->dirty_hard);
+	jb_u64(j, "node_budget_bytes", atomic_load(&fs->node_budget));
+	jb_u64(j, "node_budget_min_bytes", atomic_load(&fs->node_budget_min));
 	jb_u64(j, "max_bytes", atomic_load(&fs->dirty_max));
 	jb_u64(j, "checkpoints", atomic_load(&fs->dirty_ckpts));
 	jb_u64(j, "waits", atomic_load(&fs->dirty_waits));
