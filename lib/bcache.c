@@ -117,6 +117,14 @@ static void shrink(struct bcache *c)
 	}
 }
 
+void bcache_set_budget(struct bcache *c, uint64_t budget_bytes)
+{
+	pthread_mutex_lock(&c->mu);
+	c->st.budget = budget_bytes;
+	shrink(c);
+	pthread_mutex_unlock(&c->mu);
+}
+
 struct bcache_node *bcache_get(struct bcache *c, uint64_t addr)
 {
 	struct bcache_node *n;

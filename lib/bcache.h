@@ -49,6 +49,9 @@ struct bcache_stats {
 int bcache_create(uint64_t budget_bytes, struct bcache **out);
 /* Every entry must be unreferenced. */
 void bcache_destroy(struct bcache *c);
+/* A new budget; clean unreferenced entries past it leave now (the hash
+ * table keeps the size it was made with). */
+void bcache_set_budget(struct bcache *c, uint64_t budget_bytes);
 
 /* The entry for @addr with a reference, or NULL (a miss). */
 struct bcache_node *bcache_get(struct bcache *c, uint64_t addr);

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct bounce_pool;
 
@@ -25,7 +26,19 @@ void bounce_put(struct bounce_pool *p, void *buf);
 size_t bounce_buf_size(const struct bounce_pool *p);
 /* Whether @buf is one of @p's buffers. */
 bool bounce_owns(const struct bounce_pool *p, const void *buf);
-/* The whole pool is one mapping: base and length (for io_uring registration). */
+/* The whole pool is one mapping: base and length. */
 void *bounce_base(const struct bounce_pool *p, size_t *len);
+/* Only the first @kept buffers stay resident once touched (the pool serves
+ * them first); the others serve bursts and bounce_pool_trim gives their
+ * pages back.  Default: all kept.  Call before the first get. */
+void bounce_pool_keep(struct bounce_pool *p, unsigned kept);
+/* The kept buffers' part of the mapping (what io_uring may pin). */
+void *bounce_kept_base(const struct bounce_pool *p, size_t *len);
+/* Call periodically from one thread: when no burst buffer was taken since
+ * the last call, gives the touched free ones back (MADV_DONTNEED).
+ * Returns how many. */
+unsigned bounce_pool_trim(struct bounce_pool *p);
+/* Buffers given back so far. */
+uint64_t bounce_trimmed(struct bounce_pool *p);
 
 #endif

@@ -121,6 +121,7 @@ void ckpt_v2_free(struct tfs *fs)
 	if (!v)
 		return;
 	fs->v2dirty = NULL;
+	fs->dirty_nodes = NULL;		/* the cache goes below */
 	if (v->av)
 		alloc_v2_destroy(v->av);
 	if (v->ca)
@@ -509,12 +510,13 @@ static int load_all(struct tfs *fs)
 int ckpt_v2_load(struct tfs *fs)
 {
 	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
-	uint64_t max;
+	uint64_t max, node_base;
 	int ret;
 
 	/* A quarter each for resident inodes and the files' map leaves, the
 	 * rest for tree nodes. */
-	ret = v2_open(fs, cache - 2 * (cache / TFS_CACHE_INODE_SHARE));
+	node_base = cache - 2 * (cache / TFS_CACHE_INODE_SHARE);
+	ret = v2_open(fs, node_base);
 	if (ret)
 		return ret;
 	/* The tree's largest number (one descent): numbers above it were
@@ -524,7 +526,7 @@ int ckpt_v2_load(struct tfs *fs)
 	if (ret)
 		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
-	fs_dirty_setup(fs, cache);
+	fs_dirty_setup(fs, cache, fs->v2->cache, node_base);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST, max);
 	/* The count without a walk: the replay's creates and deletes keep it

@@ -206,6 +206,8 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "note_bytes", p.notes);
 	jb_u64(j, "soft_bytes", fs->dirty_soft);
 	jb_u64(j, "hard_bytes", fs->dirty_hard);
+	jb_u64(j, "node_budget_bytes", atomic_load(&fs->node_budget));
+	jb_u64(j, "node_budget_min_bytes", atomic_load(&fs->node_budget_min));
 	jb_u64(j, "max_bytes", atomic_load(&fs->dirty_max));
 	jb_u64(j, "checkpoints", atomic_load(&fs->dirty_ckpts));
 	jb_u64(j, "waits", atomic_load(&fs->dirty_waits));
@@ -312,6 +314,8 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_end(j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);
+	jb_u64(j, "trimmed", fs->bounce ? bounce_trimmed(fs->bounce) : 0);
+	jb_u64(j, "small_trimmed", fs->bounce_small ? bounce_trimmed(fs->bounce_small) : 0);
 	jb_obj_end(j);
 	/* A setattr (tar's utimens) need not wait for the file's writes
 	 * behind: how often one still did, and how often a write's publish

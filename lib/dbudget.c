@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "bcache.h"
 #include "extcache.h"
 #include "fs_i.h"
 #include "inode.h"
@@ -34,6 +35,8 @@
 #define DIRTY_SOFT_SHARE 8
 #define DIRTY_HARD_SHARE 4
 #define DIRTY_WAIT_MAX 5	/* seconds */
+#define NODE_FLOOR_SHARE 8	/* the node cache keeps at least cache/8 */
+#define NODE_STEPS 32
 
 /* The bg thread runs the checkpoints: it never waits for itself. */
 static bool on_bg_thread(struct tfs *fs)
@@ -41,10 +44,44 @@ static bool on_bg_thread(struct tfs *fs)
 	return fs->bg_running && pthread_equal(pthread_self(), fs->bg_thread);
 }
 
-void fs_dirty_setup(struct tfs *fs, uint64_t cache)
+void fs_dirty_setup(struct tfs *fs, uint64_t cache, struct bcache *nodes, uint64_t node_base)
 {
 	fs->dirty_soft = cache / DIRTY_SOFT_SHARE;
 	fs->dirty_hard = cache / DIRTY_HARD_SHARE;
+	fs->dirty_nodes = nodes;
+	fs->node_base = node_base;
+	fs->node_floor = cache / NODE_FLOOR_SHARE;
+	if (fs->node_floor > node_base)
+		fs->node_floor = node_base;
+	atomic_store(&fs->node_budget, node_base);
+	atomic_store(&fs->node_budget_min, node_base);
+}
+
+/* The node cache's budget with @d dirty bytes: the base less @d rounded up
+ * to a step, never below the floor. */
+static uint64_t node_budget_for(const struct tfs *fs, uint64_t d)
+{
+	uint64_t step = fs->node_base / NODE_STEPS;
+	uint64_t give = step ? (d + step - 1) / step * step : d;
+
+	if (give > fs->node_base - fs->node_floor)
+		give = fs->node_base - fs->node_floor;
+	return fs->node_base - give;
+}
+
+static void fit_nodes(struct tfs *fs, uint64_t d)
+{
+	uint64_t want, min;
+
+	if (!fs->dirty_nodes)
+		return;
+	want = node_budget_for(fs, d);
+	if (atomic_exchange(&fs->node_budget, want) == want)
+		return;
+	bcache_set_budget(fs->dirty_nodes, want);
+	min = atomic_load(&fs->node_budget_min);
+	while (want < min && !atomic_compare_exchange_weak(&fs->node_budget_min, &min, want))
+		;
 }
 
 uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p)
@@ -102,6 +139,7 @@ int fs_dirty_gate(void *ctx)
 		return 0;
 	d = fs_dirty_bytes(fs, NULL);
 	note_max(fs, d);
+	fit_nodes(fs, d);
 	if (d < fs->dirty_soft)
 		return 0;
 	/* Read before asking: the checkpoint asked for ends after it. */
@@ -121,6 +159,8 @@ int fs_dirty_gate(void *ctx)
 
 void fs_dirty_ckpt_end(struct tfs *fs)
 {
+	/* What the checkpoint wrote left memory: the nodes may have it. */
+	fit_nodes(fs, fs_dirty_bytes(fs, NULL));
 	atomic_store(&fs->dirty_asked, false);
 	pthread_mutex_lock(&fs->bg_mu);
 	fs->ckpt_ends++;

@@ -7,6 +7,7 @@
  * (fs_i.h).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,10 +501,32 @@ static void check_images(struct tfs *fs)
 	}
 }
 
+/* After a burst deeper than the kept buffers, give its pages back; after
+ * a checkpoint (it frees what it wrote: leaves, inodes, records, nodes),
+ * the free pages malloc keeps in its arenas too.  Measured with -o
+ * cache=16M after 4k random writes, creates and a fallocate: the arenas
+ * held 29 MiB free of 72 MiB.  At most once a period, on this thread:
+ * malloc_trim walks every arena. */
+static void trim_pools(struct tfs *fs, uint64_t *ckpts_seen)
+{
+	uint64_t ckpts = atomic_load(&fs->ckpt_writes);
+	bool ckpt = ckpts != *ckpts_seen;
+	unsigned n = 0;
+
+	*ckpts_seen = ckpts;
+	if (fs->bounce)
+		n += bounce_pool_trim(fs->bounce);
+	if (fs->bounce_small)
+		n += bounce_pool_trim(fs->bounce_small);
+	if (ckpt || n)
+		malloc_trim(0);
+}
+
 static void *bg_main(void *arg)
 {
 	struct tfs *fs = arg;
 	struct timespec due;
+	uint64_t ckpts_seen = atomic_load(&fs->ckpt_writes);
 
 	clock_gettime(CLOCK_MONOTONIC, &due);
 	pthread_mutex_lock(&fs->bg_mu);
@@ -531,6 +554,8 @@ static void *bg_main(void *arg)
 			 (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec);
 		check_images(fs);
 		event_space_check(fs);	/* frees land here, as commits make them durable */
+		if (commit)	/* once a period, not at every early wake */
+			trim_pools(fs, &ckpts_seen);
 		if (ckpt)
 			ckpt_write(fs);
 		else if (commit)
@@ -552,16 +577,17 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
-/* The bounce pool's buffers as io_uring fixed buffers: a large write then
- * skips pinning and unpinning its 256 pages per mirror (W2's daemon CPU
- * went from 1.75 s to 1.41 s, medians of 5 pairs).  It pins the pool for
- * the mount's life; refused (a memlock limit without CAP_IPC_LOCK, another
+/* The bounce pool's kept buffers as io_uring fixed buffers: a large write
+ * then skips pinning and unpinning its 256 pages per mirror (W2's daemon
+ * CPU went from 1.75 s to 1.41 s, medians of 5 pairs).  It pins them for
+ * the mount's life (the burst buffers past them are not registered, so
+ * their pages can be given back); refused (a memlock limit without CAP_IPC_LOCK, another
  * backend), every I/O goes as before.  The small pool's 4 KiB I/Os pin one
  * page each: left as they are. */
 static void fs_fixed_buffers(struct tfs *fs)
 {
 	size_t len;
-	void *base = bounce_base(fs->bounce, &len);
+	void *base = bounce_kept_base(fs->bounce, &len);
 	int ret = dev_register_buffers(fs->be, base, len);
 
 	if (ret && ret != -EOPNOTSUPP)

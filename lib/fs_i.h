@@ -50,6 +50,7 @@
 #include "tfs.h"
 
 struct dir;		/* dir.h */
+struct bcache;		/* bcache.h */
 
 /* Bounce buffer size: an unaligned TFS_IO_MAX write touches up to
  * TFS_IO_MAX/4096 + 1 blocks, all staged in one buffer (file.c). */
@@ -125,6 +126,12 @@ struct tfs {
 	 * is asked for (once until one ends), past dirty_hard writers wait
 	 * for one to end (ckpt_ends under bg_mu, ckpt_cv).  0: no budget. */
 	uint64_t dirty_soft, dirty_hard;
+	/* The dirty bytes come out of the node cache's budget (dbudget.c):
+	 * from node_base down to node_floor; node_budget is the last set,
+	 * node_budget_min the least since mount (stats). */
+	struct bcache *dirty_nodes;
+	uint64_t node_base, node_floor;
+	_Atomic uint64_t node_budget, node_budget_min;
 	atomic_bool dirty_asked;
 	uint64_t ckpt_ends;
 	pthread_cond_t ckpt_cv;
@@ -229,7 +236,7 @@ struct dirty_parts {
 	uint64_t inodes;		/* resident inodes past theirs */
 	uint64_t notes;			/* v2dirty's records */
 };
-void fs_dirty_setup(struct tfs *fs, uint64_t cache);
+void fs_dirty_setup(struct tfs *fs, uint64_t cache, struct bcache *nodes, uint64_t node_base);
 uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p);
 int fs_dirty_gate(void *ctx);
 void fs_dirty_ckpt_end(struct tfs *fs);

@@ -47,6 +47,13 @@ static uint64_t mono_ns(void)
  * never reached are never touched: the mapping is 72 MiB of address space,
  * resident memory follows the depth actually used and the bytes written. */
 #define FS_SMALL_BOUNCE 1152u
+/* What of each pool stays resident between bursts (bounce.h): 16 whole
+ * buffers (16.5 MiB, pinned as io_uring fixed buffers: the default
+ * writeback and direct writers' steady depth) and 64 small ones (4 MiB).
+ * Keeping all 64 whole ones pinned cost 64.5 MiB of RSS from the mount on,
+ * idle or not: the whole "fixed" part of issue 13's RSS budget. */
+#define FS_BOUNCE_KEPT 16u
+#define FS_SMALL_KEPT 64u
 
 /* Each mount writes its records under a new log_id, so chunks an earlier
  * mount left beyond the replay end can never be taken for ours.  A mount
@@ -834,8 +841,12 @@ static int mount_bounce(struct tfs *fs, const struct tfs_opts *o)
 
 	ret = bounce_pool_create(FS_BOUNCE_SIZE + TFS_BLOCK_SIZE,
 				 o->bounce_bufs ? o->bounce_bufs : FS_DEFAULT_BOUNCE, &fs->bounce);
-	if (ret == 0)
+	if (ret == 0) {
+		bounce_pool_keep(fs->bounce, FS_BOUNCE_KEPT);
 		ret = bounce_pool_create(FS_SMALL_BUF, FS_SMALL_BOUNCE, &fs->bounce_small);
+	}
+	if (ret == 0)
+		bounce_pool_keep(fs->bounce_small, FS_SMALL_KEPT);
 	return ret;
 }
 

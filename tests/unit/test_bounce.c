@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: the bounce pool hands out distinct 4096-aligned buffers, exactly count of them, and bounce_get blocks until a put. */
+/* Description: the bounce pool hands out distinct 4096-aligned buffers, exactly count of them, and bounce_get blocks until a put; kept buffers are served first, the others' pages are given back after a burst. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -111,12 +111,63 @@ static void test_get_waits_for_put(void **state)
 	bounce_pool_destroy(p);
 }
 
+/* Kept buffers are served first and keep their bytes; the others give
+ * their pages back at the second trim after the burst that took them (the
+ * first sees the burst as going on), and only once. */
+static void test_keep_and_trim(void **state)
+{
+	struct bounce_pool *p;
+	unsigned char *b[8];
+	size_t bsz, klen;
+	char *base;
+	unsigned i;
+
+	(void)state;
+	assert_int_equal(bounce_pool_create(65536, 8, &p), 0);
+	bounce_pool_keep(p, 2);
+	bsz = bounce_buf_size(p);
+	base = bounce_base(p, NULL);
+	assert_ptr_equal(bounce_kept_base(p, &klen), base);
+	assert_int_equal(klen, 2 * bsz);
+	for (i = 0; i < 8; i++) {
+		b[i] = bounce_get(p);
+		/* The first two are the kept ones, at the mapping's start. */
+		assert_int_equal((size_t)((char *)b[i] - base) / bsz < 2, i < 2);
+		memset(b[i], 0xa5, bsz);
+	}
+	for (i = 0; i < 8; i++)
+		bounce_put(p, b[i]);
+	assert_int_equal(bounce_pool_trim(p), 0);
+	assert_int_equal(bounce_pool_trim(p), 6);
+	assert_int_equal(bounce_pool_trim(p), 0);
+	assert_int_equal(bounce_trimmed(p), 6);
+	for (i = 0; i < 8; i++)
+		assert_int_equal(b[i][bsz - 1], i < 2 ? 0xa5 : 0);
+	/* A burst in progress at a trim keeps its buffers. */
+	b[0] = bounce_get(p);
+	b[1] = bounce_get(p);
+	b[2] = bounce_get(p);
+	assert_true((size_t)((char *)b[2] - base) / bsz >= 2);
+	b[2][0] = 1;
+	bounce_put(p, b[2]);
+	assert_int_equal(bounce_pool_trim(p), 0);
+	b[2] = bounce_get(p);
+	bounce_put(p, b[2]);
+	assert_int_equal(bounce_pool_trim(p), 0);
+	assert_int_equal(b[2][0], 1);
+	assert_int_equal(bounce_pool_trim(p), 1);
+	bounce_put(p, b[0]);
+	bounce_put(p, b[1]);
+	bounce_pool_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_alignment_and_count),
 		cmocka_unit_test(test_create_rejects),
 		cmocka_unit_test(test_get_waits_for_put),
+		cmocka_unit_test(test_keep_and_trim),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
