@@ -123,10 +123,12 @@ struct tfs {
 	/* Format v2's dirty budget (dbudget.c): memory that grows with what
 	 * changed since the last checkpoint.  Past dirty_soft a checkpoint
 	 * is asked for (once until one ends), past dirty_hard writers wait
-	 * for one to end (ckpt_ends under bg_mu, ckpt_cv).  0: no budget. */
+	 * for one to end (ckpt_cv under bg_mu).  0: no budget.  ckpt_ends
+	 * changes under bg_mu (for the cv) but is atomic: the gate reads it
+	 * without the lock. */
 	uint64_t dirty_soft, dirty_hard;
 	atomic_bool dirty_asked;
-	uint64_t ckpt_ends;
+	_Atomic uint64_t ckpt_ends;
 	pthread_cond_t ckpt_cv;
 	/* Since mount, for stats: checkpoints the budget asked for, writers
 	 * that waited, waits that gave up (DIRTY_WAIT_MAX), the most seen. */
