@@ -45,17 +45,16 @@
  * with its count.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fs_i.h"
 #include "inode_i.h"
+#include "memtrim.h"
 #include "v2dirty.h"
 
 #define EVICT_SCAN 256		/* buckets the hand passes per step */
 #define EVICT_BATCH 64		/* inodes dropped per step at most */
-#define EVICT_TRIM_MIN 4096	/* drops after which a trim returns memory */
 #define STUB_MIN 64		/* slots of the first stub table */
 
 /* ---- lookup stubs: the caller holds the table lock for writing ---- */
@@ -246,14 +245,12 @@ static bool evictable(struct tfs *fs, struct tfs_inode *ip, const struct tfs_ino
 }
 
 /* One step of the clock: drops up to EVICT_BATCH inodes while the table is
- * over its budget; the number dropped.  @trim: give memory back every
- * EVICT_TRIM_MIN drops (icache_trim does it once at its end instead). */
-static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep, bool trim)
+ * over its budget; the number dropped. */
+static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 {
 	struct itable *t = fs->itab;
 	struct tfs_inode *batch[EVICT_BATCH];
 	size_t nb = 0;
-	uint64_t ev;
 
 	pthread_rwlock_wrlock(&t->lock);
 	for (size_t step = 0; t->b && step < EVICT_SCAN && nb < EVICT_BATCH &&
@@ -287,19 +284,20 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep, bool trim
 	pthread_rwlock_unlock(&t->lock);
 	for (size_t i = 0; i < nb; i++)
 		inode_put(fs, batch[i]);	/* the table's: the last reference */
-	ev = atomic_fetch_add(&t->evictions, nb);
-	/* A find drops inodes a few at a time behind its fault-ins: give
-	 * the freed pages back every EVICT_TRIM_MIN drops, or the RSS stays
-	 * at what the dropped inodes took. */
-	if (trim && (ev + nb) / EVICT_TRIM_MIN != ev / EVICT_TRIM_MIN)
-		malloc_trim(0);
+	atomic_fetch_add(&t->evictions, nb);
+	/* A find drops inodes a few at a time behind its fault-ins, a
+	 * checkpoint tens of thousands at once: either way the freed pages
+	 * go back at memtrim's cadence, or the RSS stays at what the
+	 * dropped inodes took. */
+	if (nb)
+		mem_freed(nb * TFS_CACHE_INODE_COST);
 	return nb;
 }
 
 void icache_trim(struct tfs *fs)
 {
 	struct itable *t = fs->itab;
-	size_t idle = 0, dropped = 0, n;
+	size_t idle = 0, n;
 
 	if (!t || !t->lazy)
 		return;
@@ -308,20 +306,12 @@ void icache_trim(struct tfs *fs)
 	while (atomic_load(&t->n) > t->max) {
 		size_t turn = 2 * (t->size / EVICT_SCAN + 1);
 
-		/* One malloc_trim at the end: each walks the whole heap
-		 * (a mount's checkpoint of 100k creates dropping 34k
-		 * inodes spent 0.3 s CPU in nine of them). */
-		n = evict_step(fs, NULL, false);
-		dropped += n;
+		n = evict_step(fs, NULL);
 		if (n)
 			idle = 0;
 		else if (++idle >= turn)
 			break;
 	}
-	/* Many small frees: give the pages back, or the daemon's RSS would
-	 * stay at its peak. */
-	if (dropped >= EVICT_TRIM_MIN)
-		malloc_trim(0);
 }
 
 /* The table's @ino, with a handle when @handle; NULL if absent. */
@@ -410,7 +400,7 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 	if (ret)
 		return ret;
 	if (t->lazy && atomic_load(&t->n) > t->max)
-		evict_step(fs, ip, true);
+		evict_step(fs, ip);
 	*out = ip;
 	return 0;
 }
