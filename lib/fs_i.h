@@ -113,6 +113,9 @@ struct tfs {
 	/* Checkpoints written since mount and their blocks (table and
 	 * records, one copy): what checkpoints cost, for stats (ckpt.c). */
 	_Atomic uint64_t ckpt_writes, ckpt_written_blocks;
+	/* Format v2 checkpoints that rebuilt their set from the log after a
+	 * note was lost for want of memory (ckpt_v2.c). */
+	_Atomic uint64_t v2_rebuilds;
 	/* Since mount, for stats: setattrs the daemon held until the file's
 	 * writes behind were published (tfs_note_setattr_wait), and writes
 	 * published without their mtime, a later setattr's kept (file.c). */

@@ -15,7 +15,12 @@
  * the tree never held), so it cannot be read, changed, written back and
  * dropped meanwhile: what was read is current.  A number whose deletion
  * the trees do not show yet (v2d_state: V2D_DEAD, in the set or in the
- * one a checkpoint writes) is not read.
+ * one a checkpoint writes, or kept aside when a note could not get
+ * memory) is not read.  Past what v2dirty keeps aside (V2D_UNSURE) a
+ * number a walk found (icursor, the checkpoint: inode_get_walk) is not
+ * read either, -ENOMEM until a checkpoint rebuilt the deaths from the
+ * log; a number reached through a name, a parent or a kernel handle is
+ * alive and is read.
  *
  * Eviction.  A clock over the table's buckets: inode_get and fs_ifind set
  * an inode's used bit, the hand clears it, and an inode whose bit is clear
@@ -327,8 +332,9 @@ static struct tfs_inode *lookup(struct tfs *fs, uint64_t ino, bool handle)
 	return ip;
 }
 
-/* Read @ino into a new inode; the caller holds its stripe. */
-static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+/* Read @ino into a new inode; the caller holds its stripe.  @walk: the
+ * number came from a walk of the tree, not a name or a handle. */
+static int read_in(struct tfs *fs, uint64_t ino, bool walk, struct tfs_inode **out)
 {
 	struct tfs_inode *ip;
 	int st = fs->v2dirty ? v2d_state(fs->v2dirty, ino) : -1;
@@ -336,6 +342,12 @@ static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 
 	if (st >= 0 && (st & V2D_DEAD))
 		return -ENOENT;
+	/* Deaths were lost for want of memory (v2dirty.h): a number a walk
+	 * found may be of an inode deleted since the checkpoint.  Refuse
+	 * rather than bring it back; the next checkpoint rebuilds from the
+	 * log.  (A name, a parent or a kernel handle names a live one.) */
+	if (walk && st >= 0 && (st & V2D_UNSURE))
+		return -ENOMEM;
 	ip = inode_alloc(ino);
 	if (!ip)
 		return -ENOMEM;
@@ -348,7 +360,7 @@ static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 	return 0;
 }
 
-int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **out)
+int icache_fault(struct tfs *fs, uint64_t ino, bool handle, bool walk, struct tfs_inode **out)
 {
 	struct itable *t = fs->itab;
 	pthread_mutex_t *mu = &t->fault_mu[(ino * 0x9E3779B97F4A7C15ull) >> 58];
@@ -371,7 +383,7 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 		*out = ip;
 		return 0;
 	}
-	ret = read_in(fs, ino, &ip);
+	ret = read_in(fs, ino, walk, &ip);
 	if (ret) {
 		if (ret == -ENOENT)
 			atomic_fetch_add(&t->absent, 1);
@@ -448,6 +460,8 @@ static int tree_step(struct tfs *fs, struct icursor *c)
 		if (ret)
 			return ret;
 		st = fs->v2dirty ? v2d_state(fs->v2dirty, c->tnext) : -1;
+		if (st >= 0 && (st & V2D_UNSURE))
+			return -ENOMEM;	/* deaths lost (v2dirty.h): cannot tell */
 		if (st < 0 || !(st & V2D_DEAD)) {
 			c->tree_valid = true;
 			return 0;
