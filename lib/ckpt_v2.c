@@ -45,7 +45,6 @@
 #include <sys/stat.h>
 
 #include "alloc_v2.h"
-#include "apply.h"
 #include "bcache.h"
 #include "bstore.h"
 #include "btree.h"
@@ -56,9 +55,9 @@
 #include "fspace.h"
 #include "inode_i.h"
 #include "sbcommit.h"
-#include "tlog.h"
 #include "v2dirty.h"
 #include "v2ext.h"
+#include "v2rebuild.h"
 #include "v2item.h"
 #include "wib.h"
 
@@ -750,83 +749,6 @@ static int put_name(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 	return ret == -ENOENT ? 0 : ret;
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-	const struct v2d_name *x = *(const struct v2d_name *const *)a;
-	const struct v2d_name *y = *(const struct v2d_name *const *)b;
-	int c = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
-
-	return c ? c : (x->len > y->len) - (x->len < y->len);
-}
-
-/* Whether @ent's DIRINDEX item at @cookie is stale: its name is one of
- * @names (sorted) and the directory no longer holds it at that cookie. */
-static bool index_stale(struct tfs_inode *dp, const struct v2_dirent *ent, uint64_t cookie,
-			struct v2d_name **names, size_t n)
-{
-	struct v2d_name key = { .len = ent->namelen, .name = (char *)ent->name }, *kp = &key;
-	uint64_t ino, c;
-
-	if (!bsearch(&kp, names, n, sizeof(*names), cmp_name))
-		return false;
-	return dir_lookup_cookie(dp->dir, ent->name, ent->namelen, &ino, &c) || c != cookie;
-}
-
-/* A set rebuilt from the log (v2dirty.h) does not know the cookies of the
- * entries its names had: every DIRINDEX item of @dp whose name was noted
- * and which memory no longer holds at its cookie goes.  A walk of the
- * directory's index, only after a lost note. */
-static int reindex(struct btree *t, struct tfs_inode *dp, const struct v2d_ino *e)
-{
-	struct bkey lo = v2_key_dirindex(dp->ino, 0), k;
-	struct v2d_name **names = malloc((e->nnames ? e->nnames : 1) * sizeof(*names));
-	struct bkey *dead = NULL;
-	size_t ndead = 0, cap = 0;
-	struct bt_iter it;
-	const void *val;
-	unsigned len;
-	int ret;
-
-	if (!names)
-		return -ENOMEM;
-	for (size_t i = 0; i < e->nnames; i++)
-		names[i] = &e->names[i];
-	qsort(names, e->nnames, sizeof(*names), cmp_name);
-	ret = bt_iter_init(&it, t, &lo);
-	if (ret) {
-		free(names);
-		return ret;
-	}
-	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == dp->ino &&
-	       k.type == V2_DIRINDEX) {
-		struct v2_dirent ent;
-
-		ret = v2_dirindex_decode(&k, val, len, &ent);
-		if (ret)
-			break;
-		if (!index_stale(dp, &ent, k.off, names, e->nnames))
-			continue;
-		if (ndead == cap) {
-			struct bkey *p = realloc(dead, (cap = cap ? 2 * cap : 16) * sizeof(*p));
-
-			if (!p) {
-				ret = -ENOMEM;
-				break;
-			}
-			dead = p;
-		}
-		dead[ndead++] = k;
-	}
-	bt_iter_free(&it);
-	if (ret == -ENOENT)
-		ret = 0;
-	for (size_t i = 0; ret == 0 && i < ndead; i++)
-		ret = bt_delete(t, &dead[i]);
-	free(dead);
-	free(names);
-	return ret;
-}
-
 static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 		     const struct v2d_ino *e, uint8_t *buf)
 {
@@ -835,7 +757,7 @@ static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 	if (!dp->dir)
 		return e->nnames ? -EUCLEAN : 0;
 	if (e->flags & V2D_REINDEX)
-		ret = reindex(t, dp, e);
+		ret = v2rebuild_reindex(t, dp, e);
 	/* Removed entries' cookies first: a name set again has a new one. */
 	for (size_t i = 0; ret == 0 && i < e->ncookies; i++) {
 		struct bkey k = v2_key_dirindex(dp->ino, e->cookies[i]);
@@ -985,11 +907,8 @@ static int put_one(struct tfs *fs, struct ckpt_v2 *v, const struct v2d_ino *e, u
 	bool reg;
 	int ret = 0;
 
-	/* Deleted (numbers are never reused).  Any other failure to read
-	 * it in (-EIO, -ENOMEM) fails the checkpoint: its items must stay.
-	 * A changed inode is resident: one that is not died since the take,
-	 * so its read-in is a walk's (never brought back when its death
-	 * was lost: v2dirty.h). */
+	/* Deleted (numbers are never reused); any other read-in failure (-EIO,
+	 * -ENOMEM, a death lost: v2dirty.h) fails the checkpoint. */
 	ret = inode_get_walk(fs, e->ino, &ip);
 	if (ret == -ENOENT) {
 		ret = del_range(t, &lo, &hi, av, &v->dinodes);
@@ -1197,77 +1116,6 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	return 0;
 }
 
-/* ---- checkpoint: a set rebuilt from the log ---- */
-
-struct renote_ctx {
-	struct tfs *fs;
-	struct v2d_how how;
-	size_t recs;
-};
-
-static int renote(void *ctx, const struct log_rec *r)
-{
-	struct renote_ctx *c = ctx;
-
-	c->recs++;
-	return meta_v2_note(c->fs, r, &c->how);
-}
-
-/* A note was lost for want of memory (v2dirty.h): every record from the
- * log's head (this superblock's) to its end is noted again into @set, the
- * set this checkpoint took, and *vec lists it anew.  The log holds every
- * change since the last checkpoint, so the set holds them all after it
- * (records past the barrier too: writing those inodes from memory is
- * what any checkpoint does).  Nothing to do without a lost note. */
-static int rebuild_set(struct tfs *fs, struct ckpt_v2 *v, struct v2d_set *set,
-		       struct v2d_ino ***vec, size_t *n)
-{
-	struct renote_ctx c = { .fs = fs, .how = { .into = set } };
-	uint64_t target = 0, end_pos, next_seq = 0;
-	struct v2d_rebuild rb;
-	struct log_geom g;
-	int ret = 0;
-
-	if (!v2d_rebuild_begin(&v->dirty, &rb))
-		return 0;
-	/* The begin waited until every transaction with a lost note was
-	 * appended: a commit puts them on the devices, where replay reads. */
-	if (fs->log) {
-		ret = log_commit(fs->log, UINT64_MAX);
-		target = log_durable_seq(fs->log);
-	}
-	/* The superblock's log (fs_log_geom without next_log_id: no newer
-	 * log is looked for, the live one is the newest). */
-	memset(&g, 0, sizeof(g));
-	g.start = fs->sb.log_start;
-	g.nblocks = fs->sb.log_blocks;
-	g.head_pos = fs->sb.log_head_pos;
-	g.head_seq = fs->sb.log_head_seq;
-	g.log_id = fs->sb.log_id;
-	if (ret == 0)
-		ret = log_replay(&fs->mirror, &g, renote, &c, &end_pos, &next_seq);
-	/* Chunks after target may be in flight (torn, or not yet there):
-	 * what the set needs ends at target. */
-	if ((ret == -EBADMSG || ret == -ESTALE) && next_seq > target)
-		ret = 0;
-	if (ret == 0 && next_seq <= target)
-		ret = -EIO;
-	if (ret == 0) {
-		free(*vec);
-		*vec = NULL;
-		*n = 0;
-		ret = v2d_list(set, vec, n);
-	}
-	v2d_rebuild_end(&v->dirty, &rb, ret == 0);
-	if (ret == 0)
-		atomic_fetch_add(&fs->v2_rebuilds, 1);
-	tfs_log(ret ? LOG_ERR : LOG_WARNING,
-		"format v2: changes since the last checkpoint were not all noted (out of "
-		"memory); rebuilding them from %zu log records %s%s", c.recs,
-		ret ? "failed: " : "done", ret ? strerror(-ret) : "");
-	return ret;
-}
-
 int ckpt_v2_write(struct tfs *fs)
 {
 	struct ckpt_v2 *v = fs->v2;
@@ -1288,7 +1136,7 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = v2d_take(&v->dirty, &set, &vec, &n);
 	if (ret < 0)
 		goto out;
-	ret = rebuild_set(fs, v, &set, &vec, &n);
+	ret = v2rebuild_set(fs, &v->dirty, &set, &vec, &n);
 	if (ret < 0)
 		goto give_back;
 	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
