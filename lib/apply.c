@@ -28,6 +28,7 @@
 void meta_tx_init(struct meta_tx *tx)
 {
 	log_buf_init(&tx->buf);
+	tx->v2lost = false;
 	tx->drops = NULL;
 	tx->ndrops = tx->capdrops = 0;
 }
@@ -273,8 +274,11 @@ static void apply_xattr_del(struct tfs_inode *ip, const struct log_rec *r)
 }
 
 /* Format v2: note what @r changes for the next checkpoint (v2dirty.h),
- * before it is applied (a removed name's cookie is still there). */
-static void v2_note(struct tfs *fs, const struct log_rec *r)
+ * before it is applied (a removed name's cookie is still there), into
+ * the open set (@h NULL or h->into NULL) or, for a checkpoint rebuilding
+ * its set from the log, into h->into (no cookie: the directory is
+ * rescanned).  -ENOMEM when the change could not be kept. */
+int meta_v2_note(struct tfs *fs, const struct log_rec *r, const struct v2d_how *h)
 {
 	struct v2dirty *d = fs->v2dirty;
 	struct tfs_inode *ip;
@@ -282,35 +286,44 @@ static void v2_note(struct tfs *fs, const struct log_rec *r)
 
 	switch (r->type) {
 	case LR_INODE:
-		v2d_note_inode(d, r->inode.ino, V2D_INODE);
-		break;
+		return v2d_note_inode(d, r->inode.ino, V2D_INODE, h);
 	case LR_INODE_DEL:
-		v2d_note_inode(d, r->del.ino, V2D_DEAD);
-		break;
+		return v2d_note_inode(d, r->del.ino, V2D_DEAD, h);
 	case LR_DENT_DEL:
-		if (find(fs, r->dent.parent, &ip))
+		if (h && h->into)
+			ip = NULL;
+		else if (find(fs, r->dent.parent, &ip))
 			ip = NULL;
 		if (ip && ip->dir)
 			(void)dir_lookup_cookie(ip->dir, r->dent.name, r->dent.namelen, &ino,
 						&cookie);
 		/* fall through */
 	case LR_DENT_SET:
-		v2d_note_name(d, r->dent.parent, r->dent.name, r->dent.namelen, cookie);
-		break;
+		return v2d_note_name(d, r->dent.parent, r->dent.name, r->dent.namelen, cookie, h);
 	case LR_EXT_SET:
-		v2d_note_ext(d, r->ext.ino, r->ext.fblk, r->ext.n);
-		break;
+		return v2d_note_ext(d, r->ext.ino, r->ext.fblk, r->ext.n, h);
 	case LR_EXT_CLEAR:
 		n = r->clr.fblk < EXTENT_MAX_FBLK ? EXTENT_MAX_FBLK - r->clr.fblk : 0;
-		v2d_note_ext(d, r->clr.ino, r->clr.fblk, r->clr.n < n ? r->clr.n : n);
-		break;
+		return v2d_note_ext(d, r->clr.ino, r->clr.fblk, r->clr.n < n ? r->clr.n : n, h);
 	case LR_XATTR_SET:
 	case LR_XATTR_DEL:
-		v2d_note_inode(d, r->xattr.ino, V2D_XATTR);
-		break;
+		return v2d_note_inode(d, r->xattr.ino, V2D_XATTR, h);
 	default:
-		break;
+		return 0;
 	}
+}
+
+/* The live note of @r.  A record that will be in the log (a transaction,
+ * @drops->v2lost counts it open until its append; the mount's replay)
+ * may lose its note: the checkpoint rebuilds from the log.  One that
+ * never is (drops NULL: the mount's orphan deletion, fsck's repairs) must
+ * not: the change is refused (-ENOMEM) before anything is applied. */
+static int v2_note(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
+{
+	struct v2d_how h = { .txlost = drops && !fs->replaying ? &drops->v2lost : NULL };
+	int ret = meta_v2_note(fs, r, &h);
+
+	return ret && !drops ? ret : 0;
 }
 
 /* LR_EXT_SET's block range: a hostile phys near 2^63 would carry into the
@@ -386,8 +399,11 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 		drop = drop_put;
 		dctx = fs->alloc;
 	}
-	if (fs->v2dirty)
-		v2_note(fs, r);
+	if (fs->v2dirty) {
+		ret = v2_note(fs, r, drops);
+		if (ret)
+			return ret;
+	}
 	if (r->type == LR_INODE)
 		return apply_inode(fs, &r->inode);
 	if (r->type == LR_EXT_SET && ext_rec_ok(r))
@@ -557,6 +573,12 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 	if (seq)
 		*seq = s;
 out:
+	/* Appended, or never will be (read-only): a checkpoint waiting to
+	 * rebuild from the log may read it now. */
+	if (tx->v2lost) {
+		tx->v2lost = false;
+		v2d_tx_logged(fs->v2dirty);
+	}
 	if (c.touched != c.inl)
 		free(c.touched);
 	return ret;

@@ -18,6 +18,9 @@ struct meta_tx {
 	/* runs of physical blocks the records dropped: freed when durable */
 	struct { uint64_t phys, n; } *drops;
 	size_t ndrops, capdrops;
+	/* A format-v2 note of it failed (v2dirty.h): the checkpoint's
+	 * rebuild waits until it is appended (meta_tx_commit). */
+	bool v2lost;
 };
 void meta_tx_init(struct meta_tx *tx);
 void meta_tx_free(struct meta_tx *tx);
@@ -28,6 +31,11 @@ int meta_tx_add(struct meta_tx *tx, const struct log_rec *r);
 int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq);
 /* Apply one record (replay and live). */
 int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
+/* Format v2: note what @r changes (v2dirty.h), as meta_apply does; a
+ * checkpoint rebuilding its set from the log passes h->into.  -ENOMEM
+ * when the note could not be kept. */
+struct v2d_how;
+int meta_v2_note(struct tfs *fs, const struct log_rec *r, const struct v2d_how *h);
 /* Apply an LR_INODE, LR_XATTR_SET or LR_EXT_SET record read from the
  * INODES tree to @ip, an inode not in the table yet (the format v2 inode
  * cache fills it before it inserts it: icache.c).  Notes nothing. */

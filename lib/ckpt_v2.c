@@ -57,6 +57,7 @@
 #include "sbcommit.h"
 #include "v2dirty.h"
 #include "v2ext.h"
+#include "v2rebuild.h"
 #include "v2item.h"
 #include "wib.h"
 
@@ -500,7 +501,7 @@ static int load_all(struct tfs *fs)
 	while ((ret = v2_next_ino(fs, ino, &ino)) == 0) {
 		struct tfs_inode *ip;
 
-		ret = icache_fault(fs, ino, false, &ip);
+		ret = icache_fault(fs, ino, false, true, &ip);
 		if (ret)
 			return ret;
 	}
@@ -757,6 +758,8 @@ static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 
 	if (!dp->dir)
 		return e->nnames ? -EUCLEAN : 0;
+	if (e->flags & V2D_REINDEX)
+		ret = v2rebuild_reindex(t, dp, e);
 	/* Removed entries' cookies first: a name set again has a new one. */
 	for (size_t i = 0; ret == 0 && i < e->ncookies; i++) {
 		struct bkey k = v2_key_dirindex(dp->ino, e->cookies[i]);
@@ -906,9 +909,9 @@ static int put_one(struct tfs *fs, struct ckpt_v2 *v, const struct v2d_ino *e, u
 	bool reg;
 	int ret = 0;
 
-	/* Deleted (numbers are never reused).  Any other failure to read
-	 * it in (-EIO, -ENOMEM) fails the checkpoint: its items must stay. */
-	ret = inode_get(fs, e->ino, &ip);
+	/* Deleted (numbers are never reused); any other read-in failure (-EIO,
+	 * -ENOMEM, a death lost: v2dirty.h) fails the checkpoint. */
+	ret = inode_get_walk(fs, e->ino, &ip);
 	if (ret == -ENOENT) {
 		ret = del_range(t, &lo, &hi, av, &v->dinodes);
 		return ret ? ret : put_orphan(t, e->ino, false);
@@ -1135,10 +1138,9 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = v2d_take(&v->dirty, &set, &vec, &n);
 	if (ret < 0)
 		goto out;
-	if (set.lost) {
-		ret = -ENOMEM;
+	ret = v2rebuild_set(fs, &v->dirty, &set, &vec, &n);
+	if (ret < 0)
 		goto give_back;
-	}
 	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
 	/* Before any item goes in: every inode the set names was made
 	 * below next_ino. */

@@ -26,6 +26,7 @@
 #include "json.h"
 #include "rebuild.h"
 #include "scrub.h"
+#include "v2dirty.h"
 
 #define CTL_ARGV_MAX 32
 
@@ -212,6 +213,16 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "checkpoints", atomic_load(&fs->dirty_ckpts));
 	jb_u64(j, "waits", atomic_load(&fs->dirty_waits));
 	jb_u64(j, "wait_timeouts", atomic_load(&fs->dirty_wait_timeouts));
+	/* Notes lost for want of memory, and the checkpoints that rebuilt
+	 * their set from the log because of them (v2dirty.h). */
+	jb_u64(j, "lost_notes", fs->v2dirty ? v2d_fails(fs->v2dirty) : 0);
+	if (fs->v2dirty) {
+		bool over = false;
+
+		jb_u64(j, "deaths_kept", v2d_dead_kept(fs->v2dirty, &over));
+		jb_u64(j, "deaths_lost", over);
+	}
+	jb_u64(j, "rebuilds", atomic_load(&fs->v2_rebuilds));
 	jb_obj_end(j);
 }
 

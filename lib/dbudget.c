@@ -115,7 +115,7 @@ static void wait_ckpt_end(struct tfs *fs, uint64_t seen)
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += DIRTY_WAIT_MAX;
 	pthread_mutex_lock(&fs->bg_mu);
-	while (fs->ckpt_ends == seen && !fs->bg_stop && r != ETIMEDOUT)
+	while (atomic_load(&fs->ckpt_ends) == seen && !fs->bg_stop && r != ETIMEDOUT)
 		r = pthread_cond_timedwait(&fs->ckpt_cv, &fs->bg_mu, &until);
 	pthread_mutex_unlock(&fs->bg_mu);
 	if (r == ETIMEDOUT)
@@ -142,10 +142,10 @@ int fs_dirty_gate(void *ctx)
 	fit_nodes(fs, d);
 	if (d < fs->dirty_soft)
 		return 0;
-	/* Read before asking: the checkpoint asked for ends after it. */
-	pthread_mutex_lock(&fs->bg_mu);
-	seen = fs->ckpt_ends;
-	pthread_mutex_unlock(&fs->bg_mu);
+	/* Read before asking: the checkpoint asked for ends after it.  No
+	 * bg_mu: once per change while past the soft mark, every writer
+	 * would queue on the lock the bg thread sleeps under. */
+	seen = atomic_load(&fs->ckpt_ends);
 	if (!atomic_exchange(&fs->dirty_asked, true)) {
 		atomic_fetch_add(&fs->dirty_ckpts, 1);
 		ask_ckpt(fs);
@@ -163,7 +163,9 @@ void fs_dirty_ckpt_end(struct tfs *fs)
 	fit_nodes(fs, fs_dirty_bytes(fs, NULL));
 	atomic_store(&fs->dirty_asked, false);
 	pthread_mutex_lock(&fs->bg_mu);
-	fs->ckpt_ends++;
+	/* Under bg_mu all the same: a waiter between its check and its
+	 * sleep holds it, so the broadcast cannot fall in between. */
+	atomic_fetch_add(&fs->ckpt_ends, 1);
 	pthread_cond_broadcast(&fs->ckpt_cv);
 	pthread_mutex_unlock(&fs->bg_mu);
 }

@@ -5,18 +5,15 @@
  * clears cover; this file counts them and evicts clean ones.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdlib.h>
 
 #include "extent_i.h"
+#include "memtrim.h"
 #include "rangelock.h"
 
 /* Leaves looked at per eviction pass: dirty ones are passed over, so a
  * cache full of them costs a bounded scan, not one of all of them. */
 #define SCAN_MAX 64
-#ifndef TRIM_EVERY
-#define TRIM_EVERY 4096		/* evicted leaves (34 MiB) per malloc_trim */
-#endif
 
 int extcache_create(const struct extent_src *src, uint64_t budget, struct extent_cache **out)
 {
@@ -148,18 +145,16 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
  * arena, and new ones come from the arena of whichever thread faults them
  * in: the arenas keep what was freed and the daemon's RSS climbed to the
  * sum of their peaks (a 256 GiB fallocate: 195 MiB free in the heaps out
- * of 301 MiB, malloc_info at the peak).  So once TRIM_EVERY leaves went,
- * the free pages go back to the kernel, outside xc->mu.
+ * of 301 MiB, malloc_info at the peak).  So the leaves evicted since the
+ * last call count towards memtrim's cadence (memtrim.h), outside xc->mu.
  */
 static void give_back(struct extent_cache *xc)
 {
 	uint64_t ev = atomic_load(&xc->evictions);
-	uint64_t last = atomic_load(&xc->trimmed_at);
+	uint64_t last = atomic_load(&xc->counted);
 
-	if (ev - last < TRIM_EVERY ||
-	    !atomic_compare_exchange_strong(&xc->trimmed_at, &last, ev))
-		return;
-	malloc_trim(0);
+	if (ev != last && atomic_compare_exchange_strong(&xc->counted, &last, ev))
+		mem_freed((ev - last) * sizeof(struct ext_leaf));
 }
 
 /*

@@ -47,7 +47,7 @@ struct extent_cache {
 	_Atomic uint64_t budget;	/* bytes of leaves kept at most (clean ones go) */
 	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
 	_Atomic uint64_t scanned;	/* leaves the evictor looked at */
-	_Atomic uint64_t trimmed_at;	/* evictions at the last malloc_trim */
+	_Atomic uint64_t counted;	/* evictions told to memtrim (give_back) */
 	_Atomic uint64_t epoch;		/* changes now belong to this one */
 	_Atomic uint64_t committed;	/* epochs up to this are in the tree */
 	uint64_t swept;			/* under mu: committed at the last full

@@ -7,7 +7,6 @@
  * (fs_i.h).
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "discard.h"
 #include "extcache.h"
 #include "fs_i.h"
+#include "memtrim.h"
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
@@ -519,7 +519,7 @@ static void trim_pools(struct tfs *fs, uint64_t *ckpts_seen)
 	if (fs->bounce_small)
 		n += bounce_pool_trim(fs->bounce_small);
 	if (ckpt || n)
-		malloc_trim(0);
+		mem_trim_now();
 }
 
 static void *bg_main(void *arg)

@@ -114,6 +114,9 @@ struct tfs {
 	/* Checkpoints written since mount and their blocks (table and
 	 * records, one copy): what checkpoints cost, for stats (ckpt.c). */
 	_Atomic uint64_t ckpt_writes, ckpt_written_blocks;
+	/* Format v2 checkpoints that rebuilt their set from the log after a
+	 * note was lost for want of memory (ckpt_v2.c). */
+	_Atomic uint64_t v2_rebuilds;
 	/* Since mount, for stats: setattrs the daemon held until the file's
 	 * writes behind were published (tfs_note_setattr_wait), and writes
 	 * published without their mtime, a later setattr's kept (file.c). */
@@ -124,7 +127,9 @@ struct tfs {
 	/* Format v2's dirty budget (dbudget.c): memory that grows with what
 	 * changed since the last checkpoint.  Past dirty_soft a checkpoint
 	 * is asked for (once until one ends), past dirty_hard writers wait
-	 * for one to end (ckpt_ends under bg_mu, ckpt_cv).  0: no budget. */
+	 * for one to end (ckpt_cv under bg_mu).  0: no budget.  ckpt_ends
+	 * changes under bg_mu (for the cv) but is atomic: the gate reads it
+	 * without the lock. */
 	uint64_t dirty_soft, dirty_hard;
 	/* The dirty bytes come out of the node cache's budget (dbudget.c):
 	 * from node_base down to node_floor; node_budget is the last set,
@@ -133,7 +138,7 @@ struct tfs {
 	uint64_t node_base, node_floor;
 	_Atomic uint64_t node_budget, node_budget_min;
 	atomic_bool dirty_asked;
-	uint64_t ckpt_ends;
+	_Atomic uint64_t ckpt_ends;
 	pthread_cond_t ckpt_cv;
 	/* Since mount, for stats: checkpoints the budget asked for, writers
 	 * that waited, waits that gave up (DIRTY_WAIT_MAX), the most seen. */

@@ -196,7 +196,7 @@ int fs_ifind(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 	pthread_rwlock_unlock(&fs->itab->lock);
 	*out = ip;
 	if (!ip && fs->itab->lazy)
-		return icache_fault(fs, ino, false, out);
+		return icache_fault(fs, ino, false, false, out);
 	return ip ? 0 : -ENOENT;
 }
 
@@ -207,7 +207,7 @@ struct tfs_inode *fs_iget(struct tfs *fs, uint64_t ino)
 	return fs_ifind(fs, ino, &ip) ? NULL : ip;
 }
 
-int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+static int get(struct tfs *fs, uint64_t ino, bool walk, struct tfs_inode **out)
 {
 	struct tfs_inode *ip;
 
@@ -220,8 +220,18 @@ int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 	pthread_rwlock_unlock(&fs->itab->lock);
 	*out = ip;
 	if (!ip && fs->itab->lazy)
-		return icache_fault(fs, ino, true, out);
+		return icache_fault(fs, ino, true, walk, out);
 	return ip ? 0 : -ENOENT;
+}
+
+int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+{
+	return get(fs, ino, false, out);
+}
+
+int inode_get_walk(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+{
+	return get(fs, ino, true, out);
 }
 
 int inode_get_resident(struct tfs *fs, uint64_t ino, struct tfs_inode **out)

@@ -58,6 +58,11 @@ struct xattr {
 /* A counted handle to inode @ino: 0, or -ENOENT if there is none (or it is
  * being deleted).  Put it with inode_put(). */
 int inode_get(struct tfs *fs, uint64_t ino, struct tfs_inode **out);
+/* inode_get of a number a walk found (icursor, the checkpoint's set), not
+ * a name or a handle: on format v2, while deaths since the checkpoint are
+ * not all known (v2dirty.h, V2D_UNSURE), a read-in fails with -ENOMEM
+ * rather than bring back a deleted inode. */
+int inode_get_walk(struct tfs *fs, uint64_t ino, struct tfs_inode **out);
 /* inode_get without reading anything in: -ENOENT when @ino is not in
  * memory (format v2: not resident; ckpt_v2_peek reads it from the tree). */
 int inode_get_resident(struct tfs *fs, uint64_t ino, struct tfs_inode **out);

@@ -15,7 +15,12 @@
  * the tree never held), so it cannot be read, changed, written back and
  * dropped meanwhile: what was read is current.  A number whose deletion
  * the trees do not show yet (v2d_state: V2D_DEAD, in the set or in the
- * one a checkpoint writes) is not read.
+ * one a checkpoint writes, or kept aside when a note could not get
+ * memory) is not read.  Past what v2dirty keeps aside (V2D_UNSURE) a
+ * number a walk found (icursor, the checkpoint: inode_get_walk) is not
+ * read either, -ENOMEM until a checkpoint rebuilt the deaths from the
+ * log; a number reached through a name, a parent or a kernel handle is
+ * alive and is read.
  *
  * Eviction.  A clock over the table's buckets: inode_get and fs_ifind set
  * an inode's used bit, the hand clears it, and an inode whose bit is clear
@@ -45,17 +50,16 @@
  * with its count.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fs_i.h"
 #include "inode_i.h"
+#include "memtrim.h"
 #include "v2dirty.h"
 
 #define EVICT_SCAN 256		/* buckets the hand passes per step */
 #define EVICT_BATCH 64		/* inodes dropped per step at most */
-#define EVICT_TRIM_MIN 4096	/* drops after which a trim returns memory */
 #define STUB_MIN 64		/* slots of the first stub table */
 
 /* ---- lookup stubs: the caller holds the table lock for writing ---- */
@@ -246,14 +250,12 @@ static bool evictable(struct tfs *fs, struct tfs_inode *ip, const struct tfs_ino
 }
 
 /* One step of the clock: drops up to EVICT_BATCH inodes while the table is
- * over its budget; the number dropped.  @trim: give memory back every
- * EVICT_TRIM_MIN drops (icache_trim does it once at its end instead). */
-static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep, bool trim)
+ * over its budget; the number dropped. */
+static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 {
 	struct itable *t = fs->itab;
 	struct tfs_inode *batch[EVICT_BATCH];
 	size_t nb = 0;
-	uint64_t ev;
 
 	pthread_rwlock_wrlock(&t->lock);
 	for (size_t step = 0; t->b && step < EVICT_SCAN && nb < EVICT_BATCH &&
@@ -287,19 +289,20 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep, bool trim
 	pthread_rwlock_unlock(&t->lock);
 	for (size_t i = 0; i < nb; i++)
 		inode_put(fs, batch[i]);	/* the table's: the last reference */
-	ev = atomic_fetch_add(&t->evictions, nb);
-	/* A find drops inodes a few at a time behind its fault-ins: give
-	 * the freed pages back every EVICT_TRIM_MIN drops, or the RSS stays
-	 * at what the dropped inodes took. */
-	if (trim && (ev + nb) / EVICT_TRIM_MIN != ev / EVICT_TRIM_MIN)
-		malloc_trim(0);
+	atomic_fetch_add(&t->evictions, nb);
+	/* A find drops inodes a few at a time behind its fault-ins, a
+	 * checkpoint tens of thousands at once: either way the freed pages
+	 * go back at memtrim's cadence, or the RSS stays at what the
+	 * dropped inodes took. */
+	if (nb)
+		mem_freed(nb * TFS_CACHE_INODE_COST);
 	return nb;
 }
 
 void icache_trim(struct tfs *fs)
 {
 	struct itable *t = fs->itab;
-	size_t idle = 0, dropped = 0, n;
+	size_t idle = 0, n;
 
 	if (!t || !t->lazy)
 		return;
@@ -308,20 +311,12 @@ void icache_trim(struct tfs *fs)
 	while (atomic_load(&t->n) > t->max) {
 		size_t turn = 2 * (t->size / EVICT_SCAN + 1);
 
-		/* One malloc_trim at the end: each walks the whole heap
-		 * (a mount's checkpoint of 100k creates dropping 34k
-		 * inodes spent 0.3 s CPU in nine of them). */
-		n = evict_step(fs, NULL, false);
-		dropped += n;
+		n = evict_step(fs, NULL);
 		if (n)
 			idle = 0;
 		else if (++idle >= turn)
 			break;
 	}
-	/* Many small frees: give the pages back, or the daemon's RSS would
-	 * stay at its peak. */
-	if (dropped >= EVICT_TRIM_MIN)
-		malloc_trim(0);
 }
 
 /* The table's @ino, with a handle when @handle; NULL if absent. */
@@ -337,8 +332,9 @@ static struct tfs_inode *lookup(struct tfs *fs, uint64_t ino, bool handle)
 	return ip;
 }
 
-/* Read @ino into a new inode; the caller holds its stripe. */
-static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
+/* Read @ino into a new inode; the caller holds its stripe.  @walk: the
+ * number came from a walk of the tree, not a name or a handle. */
+static int read_in(struct tfs *fs, uint64_t ino, bool walk, struct tfs_inode **out)
 {
 	struct tfs_inode *ip;
 	int st = fs->v2dirty ? v2d_state(fs->v2dirty, ino) : -1;
@@ -346,6 +342,12 @@ static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 
 	if (st >= 0 && (st & V2D_DEAD))
 		return -ENOENT;
+	/* Deaths were lost for want of memory (v2dirty.h): a number a walk
+	 * found may be of an inode deleted since the checkpoint.  Refuse
+	 * rather than bring it back; the next checkpoint rebuilds from the
+	 * log.  (A name, a parent or a kernel handle names a live one.) */
+	if (walk && st >= 0 && (st & V2D_UNSURE))
+		return -ENOMEM;
 	ip = inode_alloc(ino);
 	if (!ip)
 		return -ENOMEM;
@@ -358,7 +360,7 @@ static int read_in(struct tfs *fs, uint64_t ino, struct tfs_inode **out)
 	return 0;
 }
 
-int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **out)
+int icache_fault(struct tfs *fs, uint64_t ino, bool handle, bool walk, struct tfs_inode **out)
 {
 	struct itable *t = fs->itab;
 	pthread_mutex_t *mu = &t->fault_mu[(ino * 0x9E3779B97F4A7C15ull) >> 58];
@@ -381,7 +383,7 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 		*out = ip;
 		return 0;
 	}
-	ret = read_in(fs, ino, &ip);
+	ret = read_in(fs, ino, walk, &ip);
 	if (ret) {
 		if (ret == -ENOENT)
 			atomic_fetch_add(&t->absent, 1);
@@ -410,7 +412,7 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **o
 	if (ret)
 		return ret;
 	if (t->lazy && atomic_load(&t->n) > t->max)
-		evict_step(fs, ip, true);
+		evict_step(fs, ip);
 	*out = ip;
 	return 0;
 }
@@ -458,6 +460,8 @@ static int tree_step(struct tfs *fs, struct icursor *c)
 		if (ret)
 			return ret;
 		st = fs->v2dirty ? v2d_state(fs->v2dirty, c->tnext) : -1;
+		if (st >= 0 && (st & V2D_UNSURE))
+			return -ENOMEM;	/* deaths lost (v2dirty.h): cannot tell */
 		if (st < 0 || !(st & V2D_DEAD)) {
 			c->tree_valid = true;
 			return 0;

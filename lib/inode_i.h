@@ -129,7 +129,7 @@ void icache_raise_tree_max(struct tfs *fs, uint64_t ino);
 /* Read inode @ino in (a miss of the table): 0 and *out (with a handle
  * when @handle), or -ENOENT/-EIO/-EUCLEAN/-ENOMEM.  Never with a table
  * lock held; never on an I/O completion thread. */
-int icache_fault(struct tfs *fs, uint64_t ino, bool handle, struct tfs_inode **out);
+int icache_fault(struct tfs *fs, uint64_t ino, bool handle, bool walk, struct tfs_inode **out);
 /* FORGET of @n lookups of @ino (idelete.c) when it is not in the table: a
  * stub's count drops (the stub goes at 0) and true; false when @ino is
  * resident (or the mount not lazy): the caller drops the inode's count. */

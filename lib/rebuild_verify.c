@@ -111,7 +111,7 @@ static int verify_file(struct tfs *fs, struct vctx *v, uint64_t ino)
 
 	/* Pinned like an open file: it cannot be freed under us. */
 	pthread_mutex_lock(&fs->ns_lock);
-	ret = inode_get(fs, ino, &ip);
+	ret = inode_get_walk(fs, ino, &ip);
 	if (ret == 0 && !S_ISREG(inode_mode(ip))) {
 		inode_put(fs, ip);
 		ip = NULL;

@@ -536,7 +536,7 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 	/* An open reference keeps the inode alive without ns_lock, even if
 	 * it is unlinked meanwhile (it is deleted by our fs_iput_open). */
 	pthread_mutex_lock(&fs->ns_lock);
-	if (!inode_get(fs, ino, &ip)) {
+	if (!inode_get_walk(fs, ino, &ip)) {
 		inode_lock(ip);
 		reg = S_ISREG(inode_mode(ip));
 		inode_unlock(ip);
@@ -615,7 +615,7 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 		struct tfs_inode *ip;
 		bool reg;
 
-		ret = inode_get(fs, ino, &ip);
+		ret = inode_get_walk(fs, ino, &ip);
 		if (ret == -ENOENT)
 			continue;
 		if (ret)

@@ -5,12 +5,50 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "v2dirty.h"
 
 #define V2D_BUCKETS0 1024u
+
+/* ---- the test hook: failing allocations (v2d_fail_allocs) ---- */
+
+static _Atomic uint64_t nalloc, fail_from, fail_n;
+
+static bool fail_now(void)
+{
+	uint64_t k;
+
+	if (!atomic_load(&fail_n))
+		return false;
+	k = atomic_fetch_add(&nalloc, 1);
+	return k >= atomic_load(&fail_from) && k - atomic_load(&fail_from) < atomic_load(&fail_n);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	return fail_now() ? NULL : calloc(n, size);
+}
+
+static void *xmalloc(size_t size)
+{
+	return fail_now() ? NULL : malloc(size);
+}
+
+static void *xrealloc(void *p, size_t size)
+{
+	return fail_now() ? NULL : realloc(p, size);
+}
+
+void v2d_fail_allocs(uint64_t after, uint64_t count)
+{
+	atomic_store(&fail_n, 0);
+	atomic_store(&nalloc, 0);
+	atomic_store(&fail_from, after);
+	atomic_store(&fail_n, count);
+}
 
 static size_t hslot(const struct v2d_set *s, uint64_t ino)
 {
@@ -21,7 +59,7 @@ static int set_grow(struct v2d_set *s)
 {
 	size_t nb = s->nb ? s->nb * 2 : V2D_BUCKETS0;
 
-	struct v2d_ino **b = calloc(nb, sizeof(*b));
+	struct v2d_ino **b = xcalloc(nb, sizeof(*b));
 	struct v2d_set ns = { .b = b, .nb = nb };
 
 	if (!b)
@@ -44,7 +82,7 @@ static int set_grow(struct v2d_set *s)
 	return 0;
 }
 
-/* The entry of @ino, made if absent; NULL (and s->lost) without memory. */
+/* The entry of @ino, made if absent; NULL without memory. */
 static struct v2d_ino *set_get(struct v2d_set *s, uint64_t ino)
 {
 	struct v2d_ino *e;
@@ -55,11 +93,12 @@ static struct v2d_ino *set_get(struct v2d_set *s, uint64_t ino)
 			if (e->ino == ino)
 				return e;
 	}
+	/* A table that cannot grow is slower, not wrong. */
 	if ((s->n + 1 > s->nb * 2 || !s->nb) && set_grow(s) < 0 && !s->nb)
-		goto lost;
-	e = calloc(1, sizeof(*e));
+		return NULL;
+	e = xcalloc(1, sizeof(*e));
 	if (!e)
-		goto lost;
+		return NULL;
 	e->ino = ino;
 	s->bytes += sizeof(*e);
 	h = hslot(s, ino);
@@ -67,9 +106,6 @@ static struct v2d_ino *set_get(struct v2d_set *s, uint64_t ino)
 	s->b[h] = e;
 	s->n++;
 	return e;
-lost:
-	s->lost = true;
-	return NULL;
 }
 
 /* Grow *p to hold @need elements; the set's bytes follow. */
@@ -83,7 +119,7 @@ static int grow(struct v2d_set *s, void **p, size_t *cap, size_t need, size_t el
 	ncap = *cap ? *cap * 2 : 4;
 	while (ncap < need)
 		ncap *= 2;
-	np = realloc(*p, ncap * elem);
+	np = xrealloc(*p, ncap * elem);
 	if (!np)
 		return -ENOMEM;
 	*p = np;
@@ -140,7 +176,7 @@ static int add_name(struct v2d_set *s, struct v2d_ino *e, const char *name, uint
 		return 0;
 	if (grow(s, (void **)&e->names, &e->capnames, e->nnames + 1, sizeof(*e->names)) < 0)
 		return -ENOMEM;
-	p = malloc(len ? len : 1);
+	p = xmalloc(len ? len : 1);
 	if (!p)
 		return -ENOMEM;
 	memcpy(p, name, len);
@@ -161,8 +197,20 @@ static int add_cookie(struct v2d_set *s, struct v2d_ino *e, uint64_t cookie)
 
 int v2d_init(struct v2dirty *d)
 {
+	const char *env = getenv("TWINFS_V2DIRTY_FAIL");
+	unsigned long long after, count;
+	int ret;
+
 	memset(d, 0, sizeof(*d));
-	return -pthread_mutex_init(&d->mu, NULL);
+	if (env && sscanf(env, "%llu,%llu", &after, &count) == 2)
+		v2d_fail_allocs(after, count);
+	ret = -pthread_mutex_init(&d->mu, NULL);
+	if (ret)
+		return ret;
+	ret = -pthread_cond_init(&d->lost_cv, NULL);
+	if (ret)
+		pthread_mutex_destroy(&d->mu);
+	return ret;
 }
 
 static void ino_free(struct v2d_ino *e)
@@ -192,6 +240,7 @@ void v2d_set_free(struct v2d_set *s)
 void v2d_destroy(struct v2dirty *d)
 {
 	v2d_set_free(&d->set);
+	pthread_cond_destroy(&d->lost_cv);
 	pthread_mutex_destroy(&d->mu);
 }
 
@@ -202,46 +251,166 @@ static void publish(struct v2dirty *d)
 	atomic_store(&d->bytes, d->set.bytes + (d->taken ? d->taken->bytes : 0));
 }
 
-void v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags)
-{
-	struct v2d_ino *e;
+static const struct v2d_ino *set_find(const struct v2d_set *s, uint64_t ino);
 
-	pthread_mutex_lock(&d->mu);
-	e = set_get(&d->set, ino);
-	if (e)
-		e->flags |= flags;
-	publish(d);
-	pthread_mutex_unlock(&d->mu);
+/* The set a note goes into: d->mu held. */
+static struct v2d_set *target(struct v2dirty *d, const struct v2d_how *h)
+{
+	return h && h->into ? h->into : &d->set;
 }
 
-void v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n)
+/* A death with no entry: kept in d->dead, so read-ins still refuse it. */
+static void keep_dead(struct v2dirty *d, uint64_t ino)
+{
+	if (d->ndead < V2D_DEAD_SPARE)
+		d->dead[d->ndead++] = ino;
+	else
+		d->dead_lost = true;
+}
+
+/* A note failed for want of memory: d->mu held.  Into a rebuilt set it
+ * only fails that rebuild (its caller gives up); into the open set the
+ * change is lost until a rebuild from the log. */
+static int note_failed(struct v2dirty *d, const struct v2d_how *h, uint64_t ino, unsigned flags)
+{
+	if (h && h->into)
+		return -ENOMEM;
+	d->lost = true;
+	d->fails++;
+	if (flags & V2D_DEAD)
+		keep_dead(d, ino);
+	if (h && h->txlost && !*h->txlost) {
+		*h->txlost = true;
+		d->lost_open++;
+	}
+	return -ENOMEM;
+}
+
+int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct v2d_how *h)
+{
+	struct v2d_ino *e;
+	int ret = 0;
+
+	pthread_mutex_lock(&d->mu);
+	e = set_get(target(d, h), ino);
+	if (e)
+		e->flags |= flags;
+	else
+		ret = note_failed(d, h, ino, flags);
+	publish(d);
+	pthread_mutex_unlock(&d->mu);
+	return ret;
+}
+
+int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n,
+		 const struct v2d_how *h)
 {
 	uint64_t from = fblk & ~(V2D_CHUNK - 1);
 	uint64_t to = (fblk + n + V2D_CHUNK - 1) & ~(V2D_CHUNK - 1);
+	struct v2d_set *s;
 	struct v2d_ino *e;
+	int ret = 0;
 
 	if (!n)
-		return;
+		return 0;
 	pthread_mutex_lock(&d->mu);
-	e = set_get(&d->set, ino);
-	if (e && add_range(&d->set, e, from, to) < 0)
-		d->set.lost = true;
+	s = target(d, h);
+	e = set_get(s, ino);
+	if (!e || add_range(s, e, from, to) < 0)
+		ret = note_failed(d, h, ino, 0);
 	publish(d);
+	pthread_mutex_unlock(&d->mu);
+	return ret;
+}
+
+int v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t len,
+		  uint64_t dead_cookie, const struct v2d_how *h)
+{
+	struct v2d_set *s;
+	struct v2d_ino *e;
+	int ret = 0;
+
+	pthread_mutex_lock(&d->mu);
+	s = target(d, h);
+	e = set_get(s, dir);
+	if (e && h && h->into)
+		e->flags |= V2D_REINDEX;
+	if (!e || add_name(s, e, name, len) < 0 ||
+	    (dead_cookie && add_cookie(s, e, dead_cookie) < 0))
+		ret = note_failed(d, h, dir, 0);
+	publish(d);
+	pthread_mutex_unlock(&d->mu);
+	return ret;
+}
+
+void v2d_tx_logged(struct v2dirty *d)
+{
+	pthread_mutex_lock(&d->mu);
+	if (d->lost_open && !--d->lost_open)
+		pthread_cond_broadcast(&d->lost_cv);
 	pthread_mutex_unlock(&d->mu);
 }
 
-void v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t len,
-		   uint64_t dead_cookie)
+bool v2d_rebuild_begin(struct v2dirty *d, struct v2d_rebuild *rb)
 {
-	struct v2d_ino *e;
+	bool lost;
 
 	pthread_mutex_lock(&d->mu);
-	e = set_get(&d->set, dir);
-	if (e && (add_name(&d->set, e, name, len) < 0 ||
-		  (dead_cookie && add_cookie(&d->set, e, dead_cookie) < 0)))
-		d->set.lost = true;
-	publish(d);
+	/* A transaction between its failed note and its append holds no
+	 * lock the checkpoint waits for (meta_tx_commit), so this ends. */
+	while (d->lost && d->lost_open)
+		pthread_cond_wait(&d->lost_cv, &d->mu);
+	lost = d->lost;
+	rb->fails = d->fails;
+	rb->ndead = d->ndead;
 	pthread_mutex_unlock(&d->mu);
+	return lost;
+}
+
+void v2d_rebuild_end(struct v2dirty *d, const struct v2d_rebuild *rb, bool ok)
+{
+	pthread_mutex_lock(&d->mu);
+	if (ok) {
+		/* The deaths kept before the begin whose records the log had
+		 * are in the rebuilt set now; one it did not have (a mount's
+		 * orphan deletion, not logged, given back without memory)
+		 * stays aside: it is dead all the same. */
+		size_t k = 0;
+
+		for (size_t i = 0; i < d->ndead; i++) {
+			const struct v2d_ino *e = i < rb->ndead ? set_find(d->taken, d->dead[i]) : NULL;
+
+			if (!e || !(e->flags & V2D_DEAD))
+				d->dead[k++] = d->dead[i];
+		}
+		d->ndead = k;
+	}
+	if (ok && d->fails == rb->fails) {
+		d->lost = false;
+		d->dead_lost = false;
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+size_t v2d_dead_kept(struct v2dirty *d, bool *overflow)
+{
+	size_t n;
+
+	pthread_mutex_lock(&d->mu);
+	n = d->ndead;
+	*overflow = d->dead_lost;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+uint64_t v2d_fails(struct v2dirty *d)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&d->mu);
+	n = d->fails;
+	pthread_mutex_unlock(&d->mu);
+	return n;
 }
 
 static int cmp_ino(const void *a, const void *b)
@@ -251,58 +420,79 @@ static int cmp_ino(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int v2d_take(struct v2dirty *d, struct v2d_set *out, struct v2d_ino ***v, size_t *nv)
+/* Every inode of @s into a new array, unsorted. */
+static int list_set(const struct v2d_set *s, struct v2d_ino ***v, size_t *nv)
 {
-	struct v2d_ino **arr;
+	struct v2d_ino **arr = xmalloc((s->n ? s->n : 1) * sizeof(*arr));
 	size_t k = 0;
 
-	pthread_mutex_lock(&d->mu);
-	arr = malloc((d->set.n ? d->set.n : 1) * sizeof(*arr));
-	if (!arr) {
-		pthread_mutex_unlock(&d->mu);
+	if (!arr)
 		return -ENOMEM;
-	}
-	*out = d->set;
-	memset(&d->set, 0, sizeof(d->set));
-	d->taken = out;
-	publish(d);
-	pthread_mutex_unlock(&d->mu);
-	for (size_t i = 0; i < out->nb; i++)
-		for (struct v2d_ino *e = out->b[i]; e; e = e->hnext)
+	for (size_t i = 0; i < s->nb; i++)
+		for (struct v2d_ino *e = s->b[i]; e; e = e->hnext)
 			arr[k++] = e;
-	qsort(arr, k, sizeof(*arr), cmp_ino);
 	*v = arr;
 	*nv = k;
 	return 0;
 }
 
-/* Merge @e (of a taken set) into d's set: the caller holds d->mu. */
-static void merge_one(struct v2d_set *s, const struct v2d_ino *e)
+int v2d_list(const struct v2d_set *s, struct v2d_ino ***v, size_t *nv)
 {
-	struct v2d_ino *t = set_get(s, e->ino);
+	int ret = list_set(s, v, nv);
 
-	if (!t)
+	if (ret == 0)
+		qsort(*v, *nv, sizeof(**v), cmp_ino);
+	return ret;
+}
+
+int v2d_take(struct v2dirty *d, struct v2d_set *out, struct v2d_ino ***v, size_t *nv)
+{
+	int ret;
+
+	pthread_mutex_lock(&d->mu);
+	ret = list_set(&d->set, v, nv);
+	if (ret == 0) {
+		*out = d->set;
+		memset(&d->set, 0, sizeof(d->set));
+		d->taken = out;
+		publish(d);
+	}
+	pthread_mutex_unlock(&d->mu);
+	/* Sorted outside d->mu: notes go on meanwhile. */
+	if (ret == 0)
+		qsort(*v, *nv, sizeof(**v), cmp_ino);
+	return ret;
+}
+
+/* Merge @e (of a taken set) into d's set: the caller holds d->mu.  What
+ * does not fit is lost like a failed note (the log still has it). */
+static void merge_one(struct v2dirty *d, const struct v2d_ino *e)
+{
+	struct v2d_set *s = &d->set;
+	struct v2d_ino *t = set_get(s, e->ino);
+	bool ok = t != NULL;
+
+	if (!t) {
+		note_failed(d, NULL, e->ino, e->flags);
 		return;
+	}
 	t->flags |= e->flags;
 	for (size_t i = 0; i < e->next; i++)
-		if (add_range(s, t, e->ext[i].from, e->ext[i].to) < 0)
-			s->lost = true;
+		ok &= add_range(s, t, e->ext[i].from, e->ext[i].to) == 0;
 	for (size_t i = 0; i < e->nnames; i++)
-		if (add_name(s, t, e->names[i].name, e->names[i].len) < 0)
-			s->lost = true;
+		ok &= add_name(s, t, e->names[i].name, e->names[i].len) == 0;
 	for (size_t i = 0; i < e->ncookies; i++)
-		if (add_cookie(s, t, e->cookies[i]) < 0)
-			s->lost = true;
+		ok &= add_cookie(s, t, e->cookies[i]) == 0;
+	if (!ok)
+		note_failed(d, NULL, e->ino, 0);
 }
 
 void v2d_give_back(struct v2dirty *d, struct v2d_set *s)
 {
 	pthread_mutex_lock(&d->mu);
-	if (s->lost)
-		d->set.lost = true;
 	for (size_t i = 0; i < s->nb; i++)
 		for (struct v2d_ino *e = s->b[i]; e; e = e->hnext)
-			merge_one(&d->set, e);
+			merge_one(d, e);
 	if (d->taken == s)
 		d->taken = NULL;
 	publish(d);
@@ -339,9 +529,16 @@ int v2d_state(struct v2dirty *d, uint64_t ino)
 	e = set_find(&d->set, ino);
 	t = set_find(d->taken, ino);
 	if (e || t)
-		st = (int)((e ? e->flags : 0) | (t ? t->flags : 0));
-	else if (d->set.lost || (d->taken && d->taken->lost))
+		st = (int)((e ? e->flags : 0) | (t ? t->flags : 0)) & ~V2D_REINDEX;
+	for (size_t i = 0; i < d->ndead; i++)
+		if (d->dead[i] == ino)
+			st = (st < 0 ? 0 : st) | V2D_DEAD;
+	if (st < 0 && d->lost)
 		st = 0;
+	/* Deaths were lost: whatever the set says, the inode may have died
+	 * since (an inode in the set is resident unless it did). */
+	if (st >= 0 && d->dead_lost && !(st & V2D_DEAD))
+		st |= V2D_UNSURE;
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }

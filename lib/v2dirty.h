@@ -14,10 +14,33 @@
  * large).
  *
  * Locking: d->mu, a leaf lock, around every note and the take; meta_apply
- * calls it with the objects' locks held.  Functions return 0 or -errno; a
- * note that cannot get memory sets d->lost, and the next checkpoint fails
- * (-ENOMEM) rather than write a tree that misses a change (the log keeps
- * everything until a checkpoint succeeds).
+ * calls it with the objects' locks held.  Functions return 0 or -errno.
+ *
+ * Out of memory.  A note that cannot get memory loses a change: d->lost.
+ * The set is then incomplete, and two things must not guess:
+ *  - the checkpoint.  The log holds every record since the last one, so
+ *    the checkpoint that finds d->lost rebuilds what changed from the log
+ *    itself (ckpt_v2.c, v2d_rebuild_begin/end): the records from the log
+ *    head to its end, noted into the set it took (v2d_note_* with
+ *    h->into), as a mount's replay would note them.  A removed name's old
+ *    cookie is not in a record, so such a directory is marked V2D_REINDEX
+ *    and the checkpoint finds its stale DIRINDEX items by a scan.  A note
+ *    made inside a transaction (h->txlost) counts the transaction as open
+ *    until its record is appended (v2d_tx_logged): the rebuild waits for
+ *    those, so it never reads the log before a lost record is in it.  A
+ *    note failing after the rebuild began keeps d->lost for the next one.
+ *  - the inode cache.  While lost, every inode counts as changed (none is
+ *    dropped: its change may be the lost one).  A read-in must not bring
+ *    back a number deleted since the checkpoint: a death that cannot get
+ *    an entry goes into d->dead (no allocation), so v2d_state still
+ *    answers V2D_DEAD for it; only past V2D_DEAD_SPARE such deaths
+ *    (d->dead_lost) is a number not known dead V2D_UNSURE, and a read-in
+ *    of a number no name or handle vouches for (a walk of the tree, the
+ *    checkpoint's own: inode_get_walk) fails (-ENOMEM) rather than
+ *    guess, until a rebuild.  A number reached through a name, a parent
+ *    or a kernel handle is alive: those read-ins go on.
+ * Nothing is lost for durability: the log keeps every record until a
+ * checkpoint whose set holds them all is durable.
  */
 #ifndef TWINFS_V2DIRTY_H
 #define TWINFS_V2DIRTY_H
@@ -34,7 +57,14 @@ enum {
 	V2D_INODE = 1,			/* INODE (+ SYMLINK) item */
 	V2D_XATTR = 2,			/* every XATTR/XCHUNK item */
 	V2D_DEAD = 4,			/* inode deleted: every item goes */
+	/* Directories: names noted by a rebuild, whose removed cookies are
+	 * unknown: the checkpoint scans the DIRINDEX items for them. */
+	V2D_REINDEX = 8,
+	/* v2d_state only: not known dead, and deaths were lost. */
+	V2D_UNSURE = 16,
 };
+
+#define V2D_DEAD_SPARE 128		/* deaths kept without memory */
 
 struct v2d_range {
 	uint64_t from, to;		/* file blocks, multiples of V2D_CHUNK */
@@ -62,7 +92,13 @@ struct v2d_set {
 	struct v2d_ino **b;		/* hash buckets, power of two */
 	size_t nb, n;
 	size_t bytes;			/* what the set's memory comes to */
-	bool lost;			/* a note failed for want of memory */
+};
+
+/* How a note is made (NULL: live, into the open set, outside a
+ * transaction). */
+struct v2d_how {
+	struct v2d_set *into;		/* a rebuild: into the taken set */
+	bool *txlost;			/* the transaction's: a note of it failed */
 };
 
 struct v2dirty {
@@ -74,21 +110,65 @@ struct v2dirty {
 	struct v2d_set *taken;
 	/* set's bytes plus taken's: read without d->mu (v2d_bytes). */
 	_Atomic uint64_t bytes;
+	/* A note failed since the last rebuild: the next checkpoint rebuilds
+	 * from the log.  fails counts failed notes (ever); lost_open the
+	 * transactions with a failed note not in the log yet (lost_cv). */
+	bool lost;
+	uint64_t fails;
+	unsigned lost_open;
+	pthread_cond_t lost_cv;
+	/* Deaths that could not get an entry (v2d_state reads them), and
+	 * whether more than fit were lost. */
+	uint64_t dead[V2D_DEAD_SPARE];
+	size_t ndead;
+	bool dead_lost;
+};
+
+/* What a rebuild started from (v2d_rebuild_begin). */
+struct v2d_rebuild {
+	uint64_t fails;
+	size_t ndead;
 };
 
 int v2d_init(struct v2dirty *d);
 void v2d_destroy(struct v2dirty *d);
 
-void v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags);
-void v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n);
+/* Notes: -ENOMEM when the change could not be kept (into the open set:
+ * d->lost, and *h->txlost; into a rebuilt set: that rebuild fails). */
+int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct v2d_how *h);
+int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n,
+		 const struct v2d_how *h);
 /* A name of directory @dir set or removed; @dead_cookie (0: none) is the
- * cookie an entry removed or replaced had. */
-void v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t len,
-		   uint64_t dead_cookie);
+ * cookie an entry removed or replaced had (a rebuild knows none: the
+ * directory is marked V2D_REINDEX). */
+int v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t len,
+		  uint64_t dead_cookie, const struct v2d_how *h);
+/* The transaction whose *txlost a note set is in the log now (appended,
+ * or it never will be: the file system went read-only). */
+void v2d_tx_logged(struct v2dirty *d);
+
+/* Whether the checkpoint must rebuild its set from the log (d->lost);
+ * if so, waits until every transaction with a lost note is appended, and
+ * fills *rb.  Then the caller notes every record from the log head to the
+ * log's end into its taken set and calls v2d_rebuild_end (ok: all were
+ * noted), which clears lost unless a note failed meanwhile. */
+bool v2d_rebuild_begin(struct v2dirty *d, struct v2d_rebuild *rb);
+void v2d_rebuild_end(struct v2dirty *d, const struct v2d_rebuild *rb, bool ok);
+/* Failed notes since v2d_init (stats). */
+uint64_t v2d_fails(struct v2dirty *d);
+/* Deaths kept aside now, and whether more were lost (stats). */
+size_t v2d_dead_kept(struct v2dirty *d, bool *overflow);
+/* Test hook: v2dirty's allocations number @after to @after + @count - 1,
+ * counted from this call, fail (process-wide; 0, 0: none).  Also read by
+ * v2d_init from TWINFS_V2DIRTY_FAIL=AFTER,COUNT in the environment. */
+void v2d_fail_allocs(uint64_t after, uint64_t count);
 
 /* Move the set out (d keeps an empty one): *out, every inode of it in
  * ascending order in *v (malloc'd) and *nv.  -ENOMEM (d unchanged). */
 int v2d_take(struct v2dirty *d, struct v2d_set *out, struct v2d_ino ***v, size_t *nv);
+/* Every inode of @s in ascending order in *v (malloc'd) and *nv: a taken
+ * set again after its rebuild (only the checkpoint changes it). */
+int v2d_list(const struct v2d_set *s, struct v2d_ino ***v, size_t *nv);
 /* Give a taken set back (its checkpoint failed): merged into d's. */
 void v2d_give_back(struct v2dirty *d, struct v2d_set *s);
 /* The checkpoint of a taken set is done (its superblock is durable): free
@@ -97,8 +177,10 @@ void v2d_release(struct v2dirty *d, struct v2d_set *s);
 /* What the trees do not show yet about @ino (the inode cache, icache.c,
  * asks before it drops an inode or reads one in): -1 when nothing (the
  * INODES tree holds all of it), else the V2D_* flags noted in the set or
- * in the set a checkpoint is writing (0 for names or extents only).  After
- * a note failed for memory (lost) every inode counts as changed. */
+ * in the set a checkpoint is writing (0 for names or extents only), with
+ * V2D_DEAD for a death kept in d->dead.  While lost, every other inode
+ * counts as changed (0); V2D_UNSURE joins any answer without V2D_DEAD
+ * when deaths were lost too. */
 int v2d_state(struct v2dirty *d, uint64_t ino);
 void v2d_set_free(struct v2d_set *s);
 size_t v2d_count(struct v2dirty *d);
