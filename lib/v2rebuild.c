@@ -12,7 +12,7 @@
 #include "btree.h"
 #include "dir.h"
 #include "fs_i.h"
-#include "inode_i.h"
+#include "inode.h"
 #include "tlog.h"
 #include "v2dirty.h"
 #include "v2item.h"
@@ -100,12 +100,12 @@ static bool index_stale(struct tfs_inode *dp, const struct v2_dirent *ent, uint6
 
 	if (!bsearch(&kp, names, n, sizeof(*names), cmp_name))
 		return false;
-	return dir_lookup_cookie(dp->dir, ent->name, ent->namelen, &ino, &c) || c != cookie;
+	return dir_lookup_cookie(inode_dir(dp), ent->name, ent->namelen, &ino, &c) || c != cookie;
 }
 
 int v2rebuild_reindex(struct btree *t, struct tfs_inode *dp, const struct v2d_ino *e)
 {
-	struct bkey lo = v2_key_dirindex(dp->ino, 0), k;
+	struct bkey lo = v2_key_dirindex(inode_ino(dp), 0), k;
 	struct v2d_name **names = malloc((e->nnames ? e->nnames : 1) * sizeof(*names));
 	struct bkey *dead = NULL;
 	size_t ndead = 0, cap = 0;
@@ -124,7 +124,7 @@ int v2rebuild_reindex(struct btree *t, struct tfs_inode *dp, const struct v2d_in
 		free(names);
 		return ret;
 	}
-	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == dp->ino &&
+	while ((ret = bt_iter_next(&it, &k, &val, &len)) == 0 && k.id == inode_ino(dp) &&
 	       k.type == V2_DIRINDEX) {
 		struct v2_dirent ent;
 
