@@ -1187,6 +1187,13 @@ uint64_t ckpt_v2_nodes_used(struct tfs *fs)
 	return v && v->fsp ? fspace_nodes_used(v->fsp) : 0;
 }
 
+uint64_t ckpt_v2_alloc_bitmap_bytes(struct tfs *fs)
+{
+	struct ckpt_v2 *v = fs->v2;
+
+	return v && v->ca ? alloc_bitmap_bytes(v->ca) : 0;
+}
+
 bool ckpt_v2_node_cache_stats(struct tfs *fs, struct bcache_stats *st)
 {
 	struct ckpt_v2 *v = fs->v2;
