@@ -215,15 +215,20 @@ static int range_prepare(struct alloc *a, struct ag *g, uint64_t from, uint64_t 
 	return spares_ensure(a, g, need);
 }
 
-/* Set or clear [from, to) of words @w; returns the bits that changed. */
-static uint64_t words_apply(uint64_t *w, uint64_t from, uint64_t to, bool set)
+/* Set or clear [from, to) of words @w; returns the bits that changed
+ * (all of them when @all_change: no counting on the data path). */
+static inline uint64_t words_apply(uint64_t *w, uint64_t from, uint64_t to, bool set,
+				   bool all_change)
 {
 	uint64_t n = 0;
 
+	if (all_change)
+		n = to - from;
 	while (from < to) {
 		uint64_t m = word_mask(from, to), *p = &w[from >> 6];
 
-		n += (uint64_t)__builtin_popcountll(set ? ~*p & m : *p & m);
+		if (!all_change)
+			n += (uint64_t)__builtin_popcountll(set ? ~*p & m : *p & m);
 		*p = set ? *p | m : *p & ~m;
 		from = ((from >> 6) + 1) << 6;
 	}
@@ -232,9 +237,11 @@ static uint64_t words_apply(uint64_t *w, uint64_t from, uint64_t to, bool set)
 
 /*
  * Set or clear [from, to) (inside group @g, range_prepare'd): a chunk
- * covered whole flips without words.  Returns the bits that changed.
+ * covered whole flips without words.  Returns the bits that changed;
+ * @all_change: the caller knows every bit changes (they were all free).
  */
-static uint64_t range_apply(struct alloc *a, struct ag *g, uint64_t from, uint64_t to, bool set)
+static uint64_t range_apply(struct alloc *a, struct ag *g, uint64_t from, uint64_t to, bool set,
+			    bool all_change)
 {
 	uint64_t changed = 0;
 
@@ -251,7 +258,7 @@ static uint64_t range_apply(struct alloc *a, struct ag *g, uint64_t from, uint64
 
 			if (ch_materialize(a, g, c))
 				abort();	/* range_prepare made room */
-			n = words_apply(c->w, from - cs, e - cs, set);
+			n = words_apply(c->w, from - cs, e - cs, set, all_change);
 			c->used = set ? c->used + (uint32_t)n : c->used - (uint32_t)n;
 			changed += n;
 			ch_settle(a, g, c);
@@ -268,12 +275,12 @@ static int range_change(struct alloc *a, struct ag *g, uint64_t from, uint64_t t
 	int ret = range_prepare(a, g, from, to, set);
 
 	if (!ret)
-		*changed = range_apply(a, g, from, to, set);
+		*changed = range_apply(a, g, from, to, set, false);
 	return ret;
 }
 
-/* Clear bits @m (all set) of word @wi.  0 or -ENOMEM. */
-static int word_clear(struct alloc *a, struct ag *g, uint64_t wi, uint64_t m)
+/* Clear bits @m (all set, @k of them) of word @wi.  0 or -ENOMEM. */
+static int word_clear(struct alloc *a, struct ag *g, uint64_t wi, uint64_t m, uint64_t k)
 {
 	struct achunk *c = &a->ch[wi / CH_WORDS];
 
@@ -282,13 +289,13 @@ static int word_clear(struct alloc *a, struct ag *g, uint64_t wi, uint64_t m)
 	if (ch_materialize(a, g, c))
 		return -ENOMEM;
 	c->w[wi % CH_WORDS] &= ~m;
-	c->used -= (uint32_t)__builtin_popcountll(m);
+	c->used -= (uint32_t)k;
 	ch_settle(a, g, c);
 	return 0;
 }
 
 /* bm_next over the chunks: a chunk without words costs O(1). */
-static uint64_t cbm_next(const struct alloc *a, uint64_t pos, uint64_t end, uint64_t flip)
+static inline uint64_t cbm_next(const struct alloc *a, uint64_t pos, uint64_t end, uint64_t flip)
 {
 	while (pos < end) {
 		const struct achunk *c = &a->ch[pos >> CH_SHIFT];
@@ -307,18 +314,18 @@ static uint64_t cbm_next(const struct alloc *a, uint64_t pos, uint64_t end, uint
 	return end;
 }
 
-static uint64_t cbm_next_zero(const struct alloc *a, uint64_t pos, uint64_t end)
+static inline uint64_t cbm_next_zero(const struct alloc *a, uint64_t pos, uint64_t end)
 {
 	return cbm_next(a, pos, end, ~0ull);
 }
 
-static uint64_t cbm_next_one(const struct alloc *a, uint64_t pos, uint64_t end)
+static inline uint64_t cbm_next_one(const struct alloc *a, uint64_t pos, uint64_t end)
 {
 	return cbm_next(a, pos, end, 0);
 }
 
 /* bm_prev_one_end over the chunks. */
-static uint64_t cbm_prev_one_end(const struct alloc *a, uint64_t lo, uint64_t pos)
+static inline uint64_t cbm_prev_one_end(const struct alloc *a, uint64_t lo, uint64_t pos)
 {
 	while (pos > lo) {
 		uint64_t ci = (pos - 1) >> CH_SHIFT, cs = ci << CH_SHIFT, l = lo > cs ? lo : cs;
@@ -400,7 +407,7 @@ static uint64_t group_search(struct alloc *a, struct ag *g, uint64_t want, uint6
 /* Mark [rs, rs+n) used (all free, range_prepare'd) in group @g.  Under g->mu. */
 static void group_take_prepared(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
 {
-	range_apply(a, g, rs, rs + n, true);
+	range_apply(a, g, rs, rs + n, true, true);
 	g->free -= n;
 	g->cursor = rs + n < g->gend ? rs + n : g->gstart;
 	chg_mark(a, rs, rs + n);
@@ -554,7 +561,7 @@ static int area_create(uint64_t start, uint64_t end, uint64_t reserve, struct al
 			return -ENOMEM;
 		}
 		memset(c->w, 0, CH_WORDS * 8);
-		words_apply(c->w, in, CH_BLOCKS, true);
+		words_apply(c->w, in, CH_BLOCKS, true, true);
 		c->used = (uint32_t)(CH_BLOCKS - in);
 		atomic_init(&a->bm_bytes, CH_WORDS * 8);
 		atomic_init(&a->wchunks, 1);
@@ -720,7 +727,7 @@ static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 				used &= used - 1;
 			}
 		}
-		uint64_t newly = range_apply(a, g, pos, gend, true);
+		uint64_t newly = range_apply(a, g, pos, gend, true, false);
 		if (newly)
 			chg_mark(a, pos, gend);
 		g->free -= newly;
@@ -845,7 +852,7 @@ static void put_word(struct alloc *top, struct alloc *a, struct ag *g, struct pu
 	if (!top) {
 		uint64_t k = (uint64_t)__builtin_popcountll(last);
 
-		if (word_clear(a, g, p >> 6, last) == 0)
+		if (word_clear(a, g, p >> 6, last, k) == 0)
 			pa->freed += k;
 		else
 			atomic_fetch_add(&a->errors, k);
