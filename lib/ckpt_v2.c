@@ -121,6 +121,7 @@ void ckpt_v2_free(struct tfs *fs)
 	if (!v)
 		return;
 	fs->v2dirty = NULL;
+	fs->v2acct = NULL;
 	if (v->av)
 		alloc_v2_destroy(v->av);
 	if (v->ca)
@@ -540,6 +541,7 @@ int ckpt_v2_load(struct tfs *fs)
 	/* From here on (log replay included) every change is noted for the
 	 * next checkpoint. */
 	fs->v2dirty = &fs->v2->dirty;
+	fs->v2acct = fs->v2->ca;
 	return 0;
 }
 
@@ -1185,13 +1187,6 @@ uint64_t ckpt_v2_nodes_used(struct tfs *fs)
 	struct ckpt_v2 *v = fs->v2;
 
 	return v && v->fsp ? fspace_nodes_used(v->fsp) : 0;
-}
-
-uint64_t ckpt_v2_alloc_bitmap_bytes(struct tfs *fs)
-{
-	struct ckpt_v2 *v = fs->v2;
-
-	return v && v->ca ? alloc_bitmap_bytes(v->ca) : 0;
 }
 
 bool ckpt_v2_node_cache_stats(struct tfs *fs, struct bcache_stats *st)

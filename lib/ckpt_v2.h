@@ -98,8 +98,5 @@ uint64_t ckpt_v2_nodes_used(struct tfs *fs);
  * when the file system is not version 2. */
 struct bcache_stats;
 bool ckpt_v2_node_cache_stats(struct tfs *fs, struct bcache_stats *st);
-/* alloc_bitmap_bytes of the checkpoint's accounting copy of the
- * references (twinfs-ctl raw stats); 0 on version 1. */
-uint64_t ckpt_v2_alloc_bitmap_bytes(struct tfs *fs);
 
 #endif

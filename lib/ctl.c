@@ -283,7 +283,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	/* The block maps' memory: the allocator's, and format v2's
 	 * checkpoint accounting copy (0 on v1). */
 	jb_u64(j, "alloc_bitmap_bytes", alloc_bitmap_bytes(fs->alloc));
-	jb_u64(j, "accounting_bitmap_bytes", ckpt_v2_alloc_bitmap_bytes(fs));
+	jb_u64(j, "accounting_bitmap_bytes", fs->v2acct ? alloc_bitmap_bytes(fs->v2acct) : 0);
 	jb_obj_end(j);
 	jb_obj_begin(j, "log");
 	tfs_log_stats(fs, &ls);
