@@ -11,10 +11,17 @@
  * CHG_BLOCKS blocks, atomic) and, per group, the runs of blocks whose count
  * above 1 changed (under the group's lock).
  *
- * Groups start at multiples of 64 blocks, so every bitmap word belongs to
- * exactly one group and that group's lock protects it.  Scans skip whole
- * words (all-used or all-free) so a nearly full 1 TiB area is not walked bit
- * by bit.
+ * The block map is chunked (alloc_i.h): a chunk of CH_BLOCKS blocks whose
+ * blocks are all free or all used has no words, so the map's memory grows
+ * with the mixed parts of the area, not with its size or use (a fully used
+ * 4 TiB area would hold 128 MiB of words).  A change that leaves a chunk
+ * mixed gives it words (its group's spare, kept when another chunk became
+ * uniform, or malloc), one that makes it uniform takes them back, and a
+ * set or clear covering a chunk whole flips it without words.  Groups
+ * start at multiples of CH_BLOCKS, so every chunk belongs to exactly one
+ * group and that group's lock protects it (every reader of the map holds
+ * it: words are freed under it).  Scans skip a uniform chunk at once and
+ * whole words (all-used or all-free) inside a mixed one.
  *
  * The global free count is an atomic that alloc_get() decrements *before*
  * searching (a reservation of at most the request), so the reserve check and
@@ -29,6 +36,7 @@
 #include <string.h>
 
 #include "alloc_i.h"
+#include "alloc_map.h"
 #include "bmap.h"
 
 #define AG_MIN_BLOCKS 32768u
@@ -133,20 +141,30 @@ static void ref_remove(struct ag *g, struct ref_ent *e)
  */
 static uint64_t group_search(struct alloc *a, struct ag *g, uint64_t want, uint64_t *rs)
 {
-	uint64_t best = bm_find_run(a->bm, g->gstart, g->gend, g->cursor, want, rs);
+	uint64_t best = cbm_find_run(a, g->gstart, g->gend, g->cursor, want, rs);
 
 	if (best < want)
 		g->maxrun = best;
 	return best;
 }
 
-/* Mark [rs, rs+n) used (all free) in group @g.  Under g->mu. */
-static void group_take(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
+/* Mark [rs, rs+n) used (all free, range_prepare'd) in group @g.  Under g->mu. */
+static void group_take_prepared(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
 {
-	bm_set(a->bm, rs, rs + n);
+	range_apply(a, g, rs, rs + n, true, true);
 	g->free -= n;
 	g->cursor = rs + n < g->gend ? rs + n : g->gstart;
 	chg_mark(a, rs, rs + n);
+}
+
+/* group_take_prepared, preparing first: 0 or -ENOMEM (nothing taken). */
+static int group_take(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
+{
+	int ret = range_prepare(a, g, rs, rs + n, true);
+
+	if (!ret)
+		group_take_prepared(a, g, rs, n);
+	return ret;
 }
 
 static uint64_t group_bound(struct ag *g)
@@ -167,18 +185,40 @@ static void group_widen(struct alloc *a, struct ag *g, uint64_t pos, uint64_t en
 		return;
 	uint64_t lo_lim = pos - g->gstart > WIDEN_CAP ? pos - WIDEN_CAP : g->gstart;
 	uint64_t hi_lim = g->gend - end > WIDEN_CAP ? end + WIDEN_CAP : g->gend;
-	uint64_t lo = bm_prev_one_end(a->bm, lo_lim, pos);
-	uint64_t hi = bm_next_one(a->bm, end, hi_lim);
+	uint64_t lo = cbm_prev_one_end(a, lo_lim, pos);
+	uint64_t hi = cbm_next_one(a, end, hi_lim);
 	if ((lo == lo_lim && lo_lim > g->gstart) || (hi == hi_lim && hi_lim < g->gend))
 		g->maxrun = RUN_UNKNOWN;
 	else if (hi - lo > g->maxrun)
 		g->maxrun = hi - lo;
 }
 
+/* Take [pos, end) across the groups it covers (all locked, free): every
+ * group's part is prepared before any changes.  0 or -ENOMEM. */
+static int take_across(struct alloc *a, uint64_t pos, uint64_t end)
+{
+	for (uint64_t p = pos; p < end;) {
+		struct ag *g = &a->groups[group_of(a, p)];
+		uint64_t e = g->gend < end ? g->gend : end;
+
+		if (range_prepare(a, g, p, e, true))
+			return -ENOMEM;
+		p = e;
+	}
+	while (pos < end) {
+		struct ag *g = &a->groups[group_of(a, pos)];
+		uint64_t e = g->gend < end ? g->gend : end;
+
+		group_take_prepared(a, g, pos, e - pos);
+		pos = e;
+	}
+	return 0;
+}
+
 /*
  * A run of @want across group boundaries (only when no group holds one by
  * itself: large requests such as checkpoints).  Takes every group lock in
- * ascending order.  Returns 0 and the run start, or -ENOSPC.
+ * ascending order.  Returns 0 and the run start, -ENOSPC or -ENOMEM.
  */
 static int search_across(struct alloc *a, uint64_t want, uint64_t *rs)
 {
@@ -191,7 +231,7 @@ static int search_across(struct alloc *a, uint64_t want, uint64_t *rs)
 		struct ag *g = &a->groups[i];
 		if (!open)
 			ostart = g->gstart;
-		uint64_t head = bm_next_one(a->bm, g->gstart, g->gend) - g->gstart;
+		uint64_t head = cbm_next_one(a, g->gstart, g->gend) - g->gstart;
 		if (open + head >= want) {
 			*rs = ostart;
 			ret = 0;
@@ -201,18 +241,11 @@ static int search_across(struct alloc *a, uint64_t want, uint64_t *rs)
 			open += head;
 			continue;
 		}
-		ostart = bm_prev_one_end(a->bm, g->gstart, g->gend);
+		ostart = cbm_prev_one_end(a, g->gstart, g->gend);
 		open = g->gend - ostart;
 	}
-	if (!ret) {
-		uint64_t pos = *rs, end = *rs + want;
-		while (pos < end) {
-			struct ag *g = &a->groups[group_of(a, pos)];
-			uint64_t e = g->gend < end ? g->gend : end;
-			group_take(a, g, pos, e - pos);
-			pos = e;
-		}
-	}
+	if (!ret)
+		ret = take_across(a, *rs, *rs + want);
 	for (unsigned i = a->ngroups; i-- > 0;)
 		pthread_mutex_unlock(&a->groups[i].mu);
 	return ret;
@@ -254,22 +287,38 @@ static int area_create(uint64_t start, uint64_t end, uint64_t reserve, struct al
 	struct alloc *a = calloc(1, sizeof(*a) + ng * sizeof(struct ag));
 	if (!a)
 		return -ENOMEM;
-	uint64_t nwords = (total + 63) / 64;
-	a->bm = calloc(nwords, sizeof(uint64_t));
-	if (!a->bm) {
+	a->nchunks = (total + CH_BLOCKS - 1) >> CH_SHIFT;
+	a->ch = calloc(a->nchunks, sizeof(*a->ch));
+	if (!a->ch) {
 		free(a);
 		return -ENOMEM;
 	}
 	/* Bits past the end read as used so word scans need no special tail. */
-	if (total & 63)
-		a->bm[nwords - 1] = ~0ull << (total & 63);
+	if (total & (CH_BLOCKS - 1)) {
+		struct achunk *c = &a->ch[a->nchunks - 1];
+		uint64_t in = total & (CH_BLOCKS - 1);
+
+		c->w = malloc(CH_WORDS * 8);
+		if (!c->w) {
+			free(a->ch);
+			free(a);
+			return -ENOMEM;
+		}
+		memset(c->w, 0, CH_WORDS * 8);
+		words_apply(c->w, in, CH_BLOCKS, true, true);
+		c->used = (uint32_t)(CH_BLOCKS - in);
+		atomic_init(&a->bm_bytes, CH_WORDS * 8);
+		atomic_init(&a->wchunks, 1);
+	}
 
 	a->start = start;
 	a->end = end;
 	a->total = total;
 	a->reserve = reserve;
 	a->ngroups = ng;
-	a->gsize = ng > 1 ? (total / ng) & ~63ull : total;
+	/* Whole chunks: every chunk is under exactly one group's lock
+	 * (ng <= total / CH_BLOCKS, so gsize >= CH_BLOCKS). */
+	a->gsize = ng > 1 ? (total / ng) & ~(CH_BLOCKS - 1) : total;
 	atomic_init(&a->nfree, total);
 	atomic_init(&a->errors, 0);
 	atomic_init(&a->held, 0);
@@ -298,13 +347,17 @@ static void area_destroy(struct alloc *a)
 		pthread_mutex_destroy(&a->groups[i].mu);
 		free(a->groups[i].refs);
 		free(a->groups[i].rchg);
+		for (unsigned k = 0; k < a->groups[i].nspare; k++)
+			free(a->groups[i].spare[k]);
 	}
+	for (uint64_t c = 0; c < a->nchunks; c++)
+		free(a->ch[c].w);
+	free(a->ch);
 	free(a->chg);
 	pthread_mutex_destroy(&a->defer_mu);
 	pthread_mutex_destroy(&a->hold_mu);
 	pthread_cond_destroy(&a->hold_cv);
 	free(a->defer);
-	free(a->bm);
 	free(a);
 }
 
@@ -332,27 +385,30 @@ static int area_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 
 	unsigned first = (unsigned)(hint % a->ngroups);
 	uint64_t rs = 0, n = 0;
+	int err = 0;
 
 	/* 1: a full run, hint group first. */
-	for (unsigned k = 0; k < a->ngroups && !n; k++) {
+	for (unsigned k = 0; k < a->ngroups && !n && !err; k++) {
 		struct ag *g = &a->groups[(first + k) % a->ngroups];
 		pthread_mutex_lock(&g->mu);
 		if (group_bound(g) >= take && group_search(a, g, take, &rs) == take) {
-			group_take(a, g, rs, take);
-			n = take;
+			err = group_take(a, g, rs, take);
+			n = err ? 0 : take;
 		}
 		pthread_mutex_unlock(&g->mu);
 	}
 	/* 2: a full run spanning groups, if the bounds leave room for one. */
-	if (!n && take > 1 && a->ngroups > 1 && may_span(a, take) &&
-	    search_across(a, take, &rs) == 0)
-		n = take;
+	if (!n && !err && take > 1 && a->ngroups > 1 && may_span(a, take)) {
+		err = search_across(a, take, &rs);
+		n = err ? 0 : take;
+		err = err == -ENOSPC ? 0 : err;
+	}
 	/*
 	 * 3: the longest run of the group with the best bound.  Our reservation
 	 * guarantees a free block exists, so some bound is >= 1; each failed
 	 * try lowers a bound to the truth, so this ends.
 	 */
-	while (!n) {
+	while (!n && !err) {
 		struct ag *best = NULL;
 		uint64_t bb = 0;
 		for (unsigned k = 0; k < a->ngroups; k++) {
@@ -369,14 +425,14 @@ static int area_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 			break;
 		pthread_mutex_lock(&best->mu);
 		n = group_search(a, best, take, &rs);
-		if (n)
-			group_take(a, best, rs, n);
+		if (n && (err = group_take(a, best, rs, n)))
+			n = 0;
 		pthread_mutex_unlock(&best->mu);
 	}
 	if (n < take)
 		atomic_fetch_add(&a->nfree, take - n);
 	if (!n)
-		return -ENOSPC;
+		return err ? err : -ENOSPC;
 	*blk = a->start + rs;
 	*got = n;
 	return 0;
@@ -394,19 +450,19 @@ static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 
 		pthread_mutex_lock(&g->mu);
 		uint64_t shared = 0;
-		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6)
-			shared += (uint64_t)__builtin_popcountll(a->bm[p >> 6] & word_mask(p, gend));
+		for (uint64_t p = cbm_next_one(a, pos, gend); p < gend; p = next_word_one(a, p, gend))
+			shared += (uint64_t)__builtin_popcountll(cw_get(a, p >> 6) & word_mask(p, gend));
 		int ret = shared ? ref_reserve(g, shared) : 0;
+		if (!ret)
+			ret = range_prepare(a, g, pos, gend, true);
 		if (ret) {
 			pthread_mutex_unlock(&g->mu);
 			return ret;
 		}
-		uint64_t newly = 0;
-		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
-			uint64_t m = word_mask(p, gend), *w = &a->bm[p >> 6];
-			uint64_t used = *w & m;
-			newly += (uint64_t)__builtin_popcountll(~*w & m);
-			*w |= m;
+		for (uint64_t p = shared ? cbm_next_one(a, pos, gend) : gend; p < gend;
+		     p = next_word_one(a, p, gend)) {
+			uint64_t used = cw_get(a, p >> 6) & word_mask(p, gend);
+
 			while (used) {
 				uint64_t b = a->start + ((p & ~63ull) | (uint64_t)__builtin_ctzll(used));
 
@@ -415,6 +471,7 @@ static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 				used &= used - 1;
 			}
 		}
+		uint64_t newly = range_apply(a, g, pos, gend, true, false);
 		if (newly)
 			chg_mark(a, pos, gend);
 		g->free -= newly;
@@ -434,7 +491,7 @@ static uint32_t area_refs(struct alloc *a, uint64_t blk)
 	uint32_t r = 0;
 
 	pthread_mutex_lock(&g->mu);
-	if (a->bm[off >> 6] & (1ull << (off & 63))) {
+	if (cbm_test(a, off)) {
 		struct ref_ent *e = ref_find(g, blk);
 		r = 1 + (e ? e->extra : 0);
 	}
@@ -443,11 +500,28 @@ static uint32_t area_refs(struct alloc *a, uint64_t blk)
 }
 
 /*
+ * A free that cannot be recorded (no memory for the words of a chunk that
+ * would become mixed) leaves its blocks used: lost until fsck or, for
+ * format v1, the next mount; counted with the errors, as the map is then
+ * wrong.
+ */
+static uint64_t clear_or_lose(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
+{
+	uint64_t changed;
+
+	if (range_change(a, g, rs, rs + n, false, &changed) == 0)
+		return changed;
+	atomic_fetch_add(&a->errors, n);
+	return 0;
+}
+
+/*
  * Hand [rs, rs + n) (area-relative, last references, bits still set) to
  * top's discard hook; a run it refuses is freed now.  Returns the blocks
  * freed.  Under g->mu: the hook only queues (a leaf lock).
  */
-static uint64_t hold_run(struct alloc *top, struct alloc *a, uint64_t rs, uint64_t n)
+static uint64_t hold_run(struct alloc *top, struct alloc *a, struct ag *g, uint64_t rs,
+			 uint64_t n)
 {
 	if (!n)
 		return 0;
@@ -456,8 +530,86 @@ static uint64_t hold_run(struct alloc *top, struct alloc *a, uint64_t rs, uint64
 	if (top->discard_fn(top->discard_ctx, a->start + rs, n) == 0)
 		return 0;
 	atomic_fetch_sub(&top->held, n);
-	bm_clear(a->bm, rs, rs + n);
-	return n;
+	return clear_or_lose(a, g, rs, n);
+}
+
+/* Blocks the last references of a put leave: held (run [*rs, *rs + *rn)
+ * grown, handed to hold_run when it ends) or, without @top, freed. */
+struct put_acc {
+	uint64_t freed, bad, rs, rn;
+};
+
+static void put_hold(struct alloc *top, struct alloc *a, struct ag *g, struct put_acc *pa,
+		     uint64_t b, uint64_t n)
+{
+	if (pa->rn && pa->rs + pa->rn == b) {
+		pa->rn += n;
+		return;
+	}
+	pa->freed += hold_run(top, a, g, pa->rs, pa->rn);
+	pa->rs = b;
+	pa->rn = n;
+}
+
+/*
+ * Put chunk @c whole when that needs no words: its group has no shared
+ * blocks, and the chunk is uniform (or freed without a hook).  Returns
+ * false when it must go word by word.
+ */
+static bool put_chunk(struct alloc *top, struct alloc *a, struct ag *g, struct achunk *c,
+		      uint64_t cs, struct put_acc *pa)
+{
+	if (g->nrefs || (top && c->w && c->used))
+		return false;
+	pa->bad += CH_BLOCKS - c->used;
+	if (!c->used)
+		return true;
+	if (top) {
+		put_hold(top, a, g, pa, cs, CH_BLOCKS);
+		return true;
+	}
+	pa->freed += c->used;
+	c->used = 0;
+	ch_drop_words(a, g, c);
+	return true;
+}
+
+/* Drop a reference to every block of [p, e) (inside one word of group @g). */
+static void put_word(struct alloc *top, struct alloc *a, struct ag *g, struct put_acc *pa,
+		     uint64_t p, uint64_t e)
+{
+	uint64_t m = word_mask(p, e), wv = cw_get(a, p >> 6);
+	uint64_t last = wv & m;
+
+	pa->bad += (uint64_t)__builtin_popcountll(~wv & m);
+	for (uint64_t u = last; u && g->nrefs; u &= u - 1) {
+		uint64_t bit = (uint64_t)__builtin_ctzll(u);
+		struct ref_ent *r = ref_find(g, a->start + ((p & ~63ull) | bit));
+
+		if (r) {	/* shared: only a reference goes */
+			rchg_mark(a, g, r->key - 1);
+			if (!--r->extra)
+				ref_remove(g, r);
+			last &= ~(1ull << bit);
+		}
+	}
+	if (!top) {
+		uint64_t k = (uint64_t)__builtin_popcountll(last);
+
+		if (word_clear(a, g, p >> 6, last, k) == 0)
+			pa->freed += k;
+		else
+			atomic_fetch_add(&a->errors, k);
+		return;
+	}
+	while (last) {
+		/* the run of set bits from the lowest one, within the word */
+		uint64_t bit = (uint64_t)__builtin_ctzll(last), rest = ~(last >> bit);
+		uint64_t k = rest ? (uint64_t)__builtin_ctzll(rest) : 64 - bit;
+
+		last = k == 64 ? 0 : last & ~(((1ull << k) - 1) << bit);
+		put_hold(top, a, g, pa, (p & ~63ull) | bit, k);
+	}
 }
 
 /*
@@ -476,44 +628,24 @@ static void area_put(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t 
 	while (pos < end) {
 		struct ag *g = &a->groups[group_of(a, pos)];
 		uint64_t gend = g->gend < end ? g->gend : end;
-		uint64_t freed = 0, bad = 0, rs = 0, rn = 0;
+		struct put_acc pa = { 0 };
+		uint64_t freed, bad;
 
 		pthread_mutex_lock(&g->mu);
-		for (uint64_t p = pos; p < gend; p = ((p >> 6) + 1) << 6) {
-			uint64_t m = word_mask(p, gend), *w = &a->bm[p >> 6];
-			uint64_t last = *w & m;
+		for (uint64_t p = pos; p < gend;) {
+			uint64_t cs = p & ~(CH_BLOCKS - 1), ce = cs + CH_BLOCKS;
+			uint64_t e = gend < ce ? gend : ce;
 
-			bad += (uint64_t)__builtin_popcountll(~*w & m);
-			for (uint64_t u = last; u && g->nrefs; u &= u - 1) {
-				uint64_t bit = (uint64_t)__builtin_ctzll(u);
-				struct ref_ent *e = ref_find(g, a->start + ((p & ~63ull) | bit));
-
-				if (e) {	/* shared: only a reference goes */
-					rchg_mark(a, g, e->key - 1);
-					if (!--e->extra)
-						ref_remove(g, e);
-					last &= ~(1ull << bit);
-				}
-			}
-			if (!top) {
-				*w &= ~last;
-				freed += (uint64_t)__builtin_popcountll(last);
+			if (p == cs && e == ce && put_chunk(top, a, g, &a->ch[p >> CH_SHIFT], cs, &pa)) {
+				p = ce;
 				continue;
 			}
-			while (last) {
-				uint64_t b = (p & ~63ull) | (uint64_t)__builtin_ctzll(last);
-
-				last &= last - 1;
-				if (rn && rs + rn == b) {
-					rn++;
-					continue;
-				}
-				freed += hold_run(top, a, rs, rn);
-				rs = b;
-				rn = 1;
-			}
+			for (; p < e; p = ((p >> 6) + 1) << 6)
+				put_word(top, a, g, &pa, p, e);
+			p = e;
 		}
-		freed += hold_run(top, a, rs, rn);
+		freed = pa.freed + hold_run(top, a, g, pa.rs, pa.rn);
+		bad = pa.bad;
 		if (freed) {
 			g->free += freed;
 			group_widen(a, g, pos, gend);
@@ -541,18 +673,20 @@ static int area_take_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t
 		int ret = -ENOENT;
 
 		pthread_mutex_lock(&g->mu);
-		uint64_t z = g->free ? bm_next_zero(a->bm, pos, g->gend) : g->gend;
+		uint64_t z = g->free ? cbm_next_zero(a, pos, g->gend) : g->gend;
 		if (z < g->gend) {
 			uint64_t cap = g->gend - z < max ? g->gend : z + max;
-			uint64_t o = bm_next_one(a->bm, z, cap);
-			uint64_t take = reserve_count(a, o - z, ALLOC_META);
+			uint64_t o = cbm_next_one(a, z, cap);
+			uint64_t take = reserve_count(a, o - z, ALLOC_META), done;
 
 			*rs = z;
 			*n = take ? take : o - z;
 			ret = take ? 0 : -EBUSY;
-			if (take) {
-				/* not group_take: the allocation cursor stays */
-				bm_set(a->bm, z, z + take);
+			/* not group_take: the allocation cursor stays */
+			if (take && range_change(a, g, z, z + take, true, &done)) {
+				atomic_fetch_add(&a->nfree, take);
+				ret = -ENOMEM;
+			} else if (take) {
 				g->free -= take;
 				chg_mark(a, z, z + take);
 			}
@@ -651,14 +785,10 @@ static int area_claim(struct alloc *a, uint64_t blk, uint64_t n)
 
 	for (unsigned i = g0; i <= g1; i++)
 		pthread_mutex_lock(&a->groups[i].mu);
-	if (bm_next_one(a->bm, pos, end) != end)
+	if (cbm_next_one(a, pos, end) != end)
 		ret = -EBUSY;
-	for (unsigned i = g0; i <= g1 && !ret; i++) {
-		struct ag *g = &a->groups[i];
-		uint64_t s = pos > g->gstart ? pos : g->gstart;
-		uint64_t e = end < g->gend ? end : g->gend;
-		group_take(a, g, s, e - s);
-	}
+	else
+		ret = take_across(a, pos, end);
 	for (unsigned i = g1 + 1; i-- > g0;)
 		pthread_mutex_unlock(&a->groups[i].mu);
 	if (ret)
@@ -894,6 +1024,16 @@ uint64_t alloc_errors(struct alloc *a)
 	return atomic_load(&a->errors) + (a->tail ? atomic_load(&a->tail->errors) : 0);
 }
 
+uint64_t alloc_bitmap_bytes(struct alloc *a)
+{
+	return atomic_load(&a->bm_bytes) + (a->tail ? atomic_load(&a->tail->bm_bytes) : 0);
+}
+
+uint64_t alloc_bitmap_chunks(struct alloc *a)
+{
+	return atomic_load(&a->wchunks) + (a->tail ? atomic_load(&a->tail->wchunks) : 0);
+}
+
 uint64_t alloc_deferred_blocks(struct alloc *a)
 {
 	uint64_t n = 0;
@@ -923,7 +1063,7 @@ void alloc_refs_run(struct alloc *a, uint64_t blk, uint64_t n, uint32_t *out)
 				uint64_t off = b - ar->start;
 				struct ref_ent *r;
 
-				if (!(ar->bm[off >> 6] & (1ull << (off & 63))))
+				if (!cbm_test(ar, off))
 					continue;
 				r = ref_find(g, b);
 				out[b - blk] = 1 + (r ? r->extra : 0);
@@ -940,14 +1080,11 @@ static int set_refs_group(struct alloc *a, struct ag *g, uint64_t s, uint64_t e,
 	uint64_t newly = 0;
 	int ret = refs > 1 ? ref_reserve(g, e - s) : 0;
 
-	for (uint64_t b = s; b < e && !ret; b++) {
-		uint64_t off = b - a->start, *w = &a->bm[off >> 6], bit = 1ull << (off & 63);
+	if (!ret)
+		ret = range_change(a, g, s - a->start, e - a->start, true, &newly);
+	for (uint64_t b = s; b < e && !ret && (refs > 1 || g->nrefs); b++) {
 		struct ref_ent *r = ref_find(g, b);
 
-		if (!(*w & bit)) {
-			*w |= bit;
-			newly++;
-		}
 		if (r && refs > 1)
 			r->extra = refs - 1;
 		else if (r)

@@ -7,8 +7,9 @@
  * (format v2: alloc_v2.c writes its changes into the trees and can fill it
  * from them, see the change tracking below).  Blocks can be
  * shared (copy_file_range reflinks), so a block carries a reference count:
- * one bit in a bitmap for the common single owner, and a hash table for the
- * few blocks with more than one.
+ * one bit in a bitmap for the common single owner (in chunks that cost no
+ * memory while all free or all used), and a hash table for the few blocks
+ * with more than one.
  *
  * The area is split into allocation groups, each with its own lock and
  * cursor, so parallel writers allocate without contending; a caller passes a
@@ -106,6 +107,12 @@ uint64_t alloc_reserve_blocks(struct alloc *a);
 uint64_t alloc_errors(struct alloc *a);
 /* Blocks waiting in the deferred-free list. */
 uint64_t alloc_deferred_blocks(struct alloc *a);
+/* Memory of the block map's words: 4 KiB for each chunk of 32768 blocks
+ * that is partly used (all free or all used costs none), plus a few
+ * spares per group; 16 bytes per chunk of index come on top. */
+uint64_t alloc_bitmap_bytes(struct alloc *a);
+/* Chunks that have words (the mixed ones, and a partial last one). */
+uint64_t alloc_bitmap_chunks(struct alloc *a);
 
 /*
  * Change tracking, for format v2's on-disk state (alloc_v2.c).  After

@@ -15,6 +15,23 @@
 
 #define CHG_SHIFT 12u			/* used-map change chunks: 4096 blocks */
 
+/*
+ * The used map in chunks of CH_BLOCKS blocks (4 KiB of words each), so
+ * that it costs memory only where it is mixed: a chunk whose blocks are
+ * all free or all used holds no words, only its count.  Bits past the
+ * area's end read as used (they are set in the last chunk, which is thus
+ * never all free and keeps its words unless it is all used).
+ */
+#define CH_SHIFT 15u
+#define CH_BLOCKS (1ull << CH_SHIFT)
+#define CH_WORDS (CH_BLOCKS / 64)
+#define AG_SPARE 2u			/* chunk words a group keeps for reuse */
+
+struct achunk {
+	uint64_t *w;			/* CH_WORDS words, or NULL: uniform */
+	uint32_t used;			/* set bits: 0 or CH_BLOCKS when uniform */
+};
+
 /* Extra references (count - 1) of one shared block; key = blk + 1, 0 = empty. */
 struct ref_ent {
 	uint64_t key;
@@ -36,6 +53,10 @@ struct ag {
 	struct alloc_run *rchg;
 	size_t nrchg, rchgcap;
 	bool rchg_all;
+	/* Words of chunks that became uniform, for the next one that
+	 * becomes mixed (no malloc while a group churns). */
+	uint64_t *spare[AG_SPARE];
+	unsigned nspare;
 } __attribute__((aligned(64)));
 
 struct defer_ent {
@@ -49,7 +70,13 @@ struct alloc {
 	 * contiguous run however fragmented a full data area is.  NULL in the
 	 * nested one (and when there is no reserve). */
 	struct alloc *tail;
-	uint64_t *bm;			/* bit i = block start + i is used */
+	/* Bit i = block start + i is used.  A chunk (its words and count)
+	 * belongs to the group holding it and is under that group's mu:
+	 * groups start at multiples of CH_BLOCKS. */
+	struct achunk *ch;
+	uint64_t nchunks;
+	_Atomic uint64_t bm_bytes;	/* chunk words allocated (spares included) */
+	_Atomic uint64_t wchunks;	/* chunks with words */
 	unsigned ngroups;
 	uint64_t gsize;			/* blocks per group but the last */
 	_Atomic uint64_t nfree;		/* free blocks minus outstanding reservations */
@@ -81,6 +108,20 @@ struct alloc {
 
 	struct ag groups[];
 };
+
+/* The uniform value of a chunk without words, as a word. */
+static inline uint64_t ch_fill(const struct achunk *c)
+{
+	return c->used ? ~0ull : 0;
+}
+
+/* Word @wi of the used map.  Under the lock of the group holding it. */
+static inline uint64_t cw_get(const struct alloc *a, uint64_t wi)
+{
+	const struct achunk *c = &a->ch[wi / CH_WORDS];
+
+	return c->w ? c->w[wi % CH_WORDS] : ch_fill(c);
+}
 
 static inline unsigned group_of(const struct alloc *a, uint64_t off)
 {

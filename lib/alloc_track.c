@@ -190,8 +190,9 @@ int alloc_take_used_changes(struct alloc *a, struct alloc_run **runs, size_t *n)
 	return 0;
 }
 
-/* Copy @n bits from bit @so of @src to bit @dof of @dst. */
-static void bits_copy(uint64_t *dst, uint64_t dof, const uint64_t *src, uint64_t so, uint64_t n)
+/* Copy @n bits from bit @so of @a's map to bit @dof of @dst (under the
+ * lock of the group holding them). */
+static void bits_copy(uint64_t *dst, uint64_t dof, const struct alloc *a, uint64_t so, uint64_t n)
 {
 	while (n) {
 		uint64_t k = 64 - (dof & 63), v;
@@ -200,7 +201,7 @@ static void bits_copy(uint64_t *dst, uint64_t dof, const uint64_t *src, uint64_t
 			k = 64 - (so & 63);
 		if (n < k)
 			k = n;
-		v = (src[so >> 6] >> (so & 63)) & (k == 64 ? ~0ull : (1ull << k) - 1);
+		v = (cw_get(a, so >> 6) >> (so & 63)) & (k == 64 ? ~0ull : (1ull << k) - 1);
 		dst[dof >> 6] = (dst[dof >> 6] & ~(word_mask(dof, dof + k))) | (v << (dof & 63));
 		dof += k;
 		so += k;
@@ -221,7 +222,7 @@ void alloc_used_words(struct alloc *a, uint64_t blk, size_t nwords, uint64_t *ou
 			uint64_t ge = ar->start + g->gend < e ? ar->start + g->gend : e;
 
 			pthread_mutex_lock(&g->mu);
-			bits_copy(out, s - blk, ar->bm, s - ar->start, ge - s);
+			bits_copy(out, s - blk, ar, s - ar->start, ge - s);
 			pthread_mutex_unlock(&g->mu);
 			s = ge;
 		}

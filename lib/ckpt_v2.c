@@ -98,23 +98,6 @@ struct ckpt_v2 {
 
 /* ---- setup ---- */
 
-/* The source of the files' map leaves (extcache.h): their EXTENT items. */
-static int src_walk(void *ctx, uint64_t ino, uint64_t from, uint64_t to, extent_run_fn cb,
-		    void *cbctx)
-{
-	return v2ext_walk(ctx, ino, from, to, cb, cbctx);
-}
-
-static int src_next_data(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
-{
-	return v2ext_next_data(ctx, ino, fblk, out);
-}
-
-static int src_next_hole(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
-{
-	return v2ext_next_hole(ctx, ino, fblk, out);
-}
-
 void ckpt_v2_free(struct tfs *fs)
 {
 	struct ckpt_v2 *v = fs->v2;
@@ -123,6 +106,7 @@ void ckpt_v2_free(struct tfs *fs)
 		return;
 	fs->v2dirty = NULL;
 	fs->dirty_nodes = NULL;		/* the cache goes below */
+	fs->v2acct = NULL;
 	if (v->av)
 		alloc_v2_destroy(v->av);
 	if (v->ca)
@@ -187,8 +171,9 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	if (ret == 0)
 		v->itree_open = true;
 	if (ret == 0) {
-		struct extent_src src = { &v->itree, src_walk, src_next_data, src_next_hole };
+		struct extent_src src;
 
+		v2ext_source(&v->itree, &src);
 		ret = extcache_create(&src, EXTCACHE_DEFAULT_BUDGET, &fs->xc);
 	}
 	if (ret == 0)
@@ -543,6 +528,7 @@ int ckpt_v2_load(struct tfs *fs)
 	/* From here on (log replay included) every change is noted for the
 	 * next checkpoint. */
 	fs->v2dirty = &fs->v2->dirty;
+	fs->v2acct = fs->v2->ca;
 	return 0;
 }
 

@@ -293,6 +293,10 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "reserve_bytes", alloc_reserve_blocks(fs->alloc) * TFS_BLOCK_SIZE);
 	jb_u64(j, "deferred_free_bytes", alloc_deferred_blocks(fs->alloc) * TFS_BLOCK_SIZE);
 	jb_u64(j, "alloc_errors", alloc_errors(fs->alloc));
+	/* The block maps' memory: the allocator's, and format v2's
+	 * checkpoint accounting copy (0 on v1). */
+	jb_u64(j, "alloc_bitmap_bytes", alloc_bitmap_bytes(fs->alloc));
+	jb_u64(j, "accounting_bitmap_bytes", fs->v2acct ? alloc_bitmap_bytes(fs->v2acct) : 0);
 	jb_obj_end(j);
 	jb_obj_begin(j, "log");
 	tfs_log_stats(fs, &ls);

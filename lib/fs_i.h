@@ -89,6 +89,9 @@ struct tfs {
 	 * noted by meta_apply once the trees are loaded (NULL before). */
 	struct ckpt_v2 *v2;
 	struct v2dirty *v2dirty;
+	/* The checkpoint's accounting allocator (ckpt_v2.c `ca`), for its
+	 * stats; set with v2dirty, NULL on version 1. */
+	struct alloc *v2acct;
 	/* -o cache= (0: TFS_CACHE_DEFAULT): the node cache and the resident
 	 * inodes of a v2 mount together; v2_lazy: inodes fault in (a mount),
 	 * not all loaded (fsck's offline load). */

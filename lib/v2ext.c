@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "extcache.h"
 #include "v2ext.h"
 #include "v2item.h"
 
@@ -457,4 +458,26 @@ int v2ext_clear(struct btree *t, uint64_t ino, uint64_t fblk, uint64_t n, extent
 	if (!ret && dmapped)
 		*dmapped = -(int64_t)pu.removed;
 	return ret;
+}
+
+/* The source of the files' map leaves (extcache.h): their EXTENT items. */
+static int src_walk(void *ctx, uint64_t ino, uint64_t from, uint64_t to, extent_run_fn cb,
+		    void *cbctx)
+{
+	return v2ext_walk(ctx, ino, from, to, cb, cbctx);
+}
+
+static int src_next_data(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
+{
+	return v2ext_next_data(ctx, ino, fblk, out);
+}
+
+static int src_next_hole(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
+{
+	return v2ext_next_hole(ctx, ino, fblk, out);
+}
+
+void v2ext_source(struct btree *t, struct extent_src *src)
+{
+	*src = (struct extent_src){ t, src_walk, src_next_data, src_next_hole };
 }

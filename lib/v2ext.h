@@ -62,6 +62,11 @@ int v2ext_next_hole(struct btree *t, uint64_t ino, uint64_t fblk, uint64_t *out)
 int v2ext_walk(struct btree *t, uint64_t ino, uint64_t from, uint64_t to, extent_run_fn cb,
 	       void *ctx);
 
+/* The extent cache's source (extcache.h) over @t's EXTENT items: the walk
+ * and the SEEK_DATA/HOLE searches above. */
+struct extent_src;
+void v2ext_source(struct btree *t, struct extent_src *src);
+
 /* Map [fblk, fblk+n) to [phys, phys+n) (phys may carry EXTENT_UNWRITTEN) with
  * csums[i] (unaligned host u64s, NULL: zero; ignored when unwritten), as
  * extent_set: each replaced block is dropped except where the new block is
