@@ -229,36 +229,16 @@ static inline uint64_t cbm_prev_one_end(const struct alloc *a, uint64_t lo, uint
 	return lo;
 }
 
-/* bm_find_run over the chunks. */
+/* bm_find_run over the chunks (bmap.h's run_find with cbm_next). */
+static inline uint64_t cbm_next_map(const void *a, uint64_t pos, uint64_t end, uint64_t flip)
+{
+	return cbm_next(a, pos, end, flip);
+}
+
 static inline uint64_t cbm_find_run(const struct alloc *a, uint64_t lo, uint64_t hi,
 				    uint64_t cursor, uint64_t want, uint64_t *rs)
 {
-	uint64_t best = 0, bs = lo;
-	uint64_t from[2] = { cursor, lo }, limit[2] = { hi, cursor };
-
-	for (int pass = 0; pass < 2; pass++) {
-		uint64_t pos = from[pass];
-
-		while (pos < limit[pass]) {
-			uint64_t z = cbm_next_zero(a, pos, limit[pass]), cap, o;
-
-			if (z >= limit[pass])
-				break;
-			cap = hi - z < want ? hi : z + want;
-			o = cbm_next_one(a, z, cap);
-			if (o - z >= want) {
-				*rs = z;
-				return want;
-			}
-			if (o - z > best) {
-				best = o - z;
-				bs = z;
-			}
-			pos = o;
-		}
-	}
-	*rs = bs;
-	return best;
+	return run_find(cbm_next_map, a, lo, hi, cursor, want, rs);
 }
 
 /* The first set bit at or after the word following @p's, or @end. */

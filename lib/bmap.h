@@ -83,14 +83,18 @@ static inline void bm_clear(uint64_t *bm, uint64_t from, uint64_t to)
 	}
 }
 
+/* A map's bm_next: the first bit in [pos, end) set once xor-ed with flip.
+ * run_find's callers pass a constant, so the call inlines. */
+typedef uint64_t (*bm_next_fn)(const void *map, uint64_t pos, uint64_t end, uint64_t flip);
+
 /*
- * A run of @want clear bits in [lo, hi), searching from @cursor to hi and
+ * A run of @want clear bits of @map (scanned with @next) in [lo, hi), searching from @cursor to hi and
  * then from lo to the cursor.  Returns want (the run at *rs) or, when there
  * is none, the longest run (possibly 0) at *rs.  A run found after the
  * wrap may reach past the cursor (up to hi).
  */
-static inline uint64_t bm_find_run(const uint64_t *bm, uint64_t lo, uint64_t hi,
-				   uint64_t cursor, uint64_t want, uint64_t *rs)
+static inline uint64_t run_find(bm_next_fn next, const void *map, uint64_t lo, uint64_t hi,
+				uint64_t cursor, uint64_t want, uint64_t *rs)
 {
 	uint64_t best = 0, bs = lo;
 	uint64_t from[2] = { cursor, lo }, limit[2] = { hi, cursor };
@@ -99,12 +103,12 @@ static inline uint64_t bm_find_run(const uint64_t *bm, uint64_t lo, uint64_t hi,
 		uint64_t pos = from[pass];
 
 		while (pos < limit[pass]) {
-			uint64_t z = bm_next_zero(bm, pos, limit[pass]), cap, o;
+			uint64_t z = next(map, pos, limit[pass], ~0ull), cap, o;
 
 			if (z >= limit[pass])
 				break;
 			cap = hi - z < want ? hi : z + want;
-			o = bm_next_one(bm, z, cap);
+			o = next(map, z, cap, 0);
 			if (o - z >= want) {
 				*rs = z;
 				return want;
@@ -118,6 +122,17 @@ static inline uint64_t bm_find_run(const uint64_t *bm, uint64_t lo, uint64_t hi,
 	}
 	*rs = bs;
 	return best;
+}
+
+static inline uint64_t bm_next_map(const void *map, uint64_t pos, uint64_t end, uint64_t flip)
+{
+	return bm_next(map, pos, end, flip);
+}
+
+static inline uint64_t bm_find_run(const uint64_t *bm, uint64_t lo, uint64_t hi,
+				   uint64_t cursor, uint64_t want, uint64_t *rs)
+{
+	return run_find(bm_next_map, bm, lo, hi, cursor, want, rs);
 }
 
 /* Set bits in [from, to). */
