@@ -96,7 +96,7 @@ fi
 # AddressSanitizer's shadow memory and quarantine about double a daemon's
 # memory: three times the bound, still far below the 1.1 GiB (3 GiB under
 # ASan) a daemon that keeps the whole map peaks at.
-if ldd "$TWINFS" 2>/dev/null | grep libasan >/dev/null; then
+if h_asan; then
 	RSS_MB=$((RSS_MB * 3))
 	h_log "AddressSanitizer build: RSS bound $RSS_MB MB"
 fi

@@ -45,6 +45,10 @@ LOG_ALLOW=${LOG_ALLOW:-}
 LOG_BAD='(\b(error|assert|assertion|panic|abort|aborted|fatal|BUG)\b|Sanitizer|runtime error:|leaked|double free|corrupted|Segmentation)'
 
 h_log() { echo "[$(date +%T)] $*"; }
+# Whether the daemon is an AddressSanitizer build (RSS bounds loosen).
+# grep reads all of ldd's output: with -q it can stop early, ldd's own
+# pipe dies of SIGPIPE and, under pipefail, the answer is a wrong "no".
+h_asan() { ldd "$TWINFS" 2>/dev/null | grep libasan >/dev/null; }
 h_fail() {
 	echo "FAIL: $*" >&2
 	exit 1

@@ -20,7 +20,7 @@ HWM_MIB=${DBUDGET_HWM_MIB:-80}
 PEAK_MIB=$((16 + 64))
 # AddressSanitizer keeps freed memory in quarantine: RSS says nothing there
 # (the stats stay the decisive checks; 439 MiB peak in an ASan build).
-if ldd "$TWINFS" 2>/dev/null | grep libasan >/dev/null; then
+if h_asan; then
 	HWM_MIB=$((HWM_MIB * 8))
 	PEAK_MIB=$((PEAK_MIB * 8))
 fi

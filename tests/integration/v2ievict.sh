@@ -23,7 +23,7 @@ RSS_GROWTH_KIB=${RSS_GROWTH_KIB:-24576}
 # AddressSanitizer keeps freed memory in quarantine (256 MiB by default), so
 # the inodes the clock dropped still count in RSS: a looser bound there (the
 # resident count and the stubs stay the decisive checks).
-if ldd "$TWINFS" 2>/dev/null | grep libasan >/dev/null; then
+if h_asan; then
 	RSS_GROWTH_KIB=$((RSS_GROWTH_KIB * 4))
 fi
 

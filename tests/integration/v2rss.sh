@@ -18,7 +18,7 @@ BIG=$((96 << 30))
 NWRITES=20000
 # AddressSanitizer keeps freed memory in quarantine and doubles what is
 # used: RSS says nothing there.
-if ldd "$TWINFS" 2>/dev/null | grep libasan >/dev/null; then
+if h_asan; then
 	BOUND_MIB=$((BOUND_MIB * 8))
 	h_log "AddressSanitizer build: bound $BOUND_MIB MiB"
 fi
