@@ -365,8 +365,14 @@ sparse_step() {
 	predict_ok sparse "$s" "$sb" || { STOP=1; return 0; }
 	# What the images really hold: the overwrites, the log and (v1) up to
 	# two checkpoints of 16 bytes per fallocated 4 KiB block; each mirror.
+	# Version 2 maps ranges, not blocks: its trees for a fallocated file
+	# are a few items per extent, so a 1/1024 share is already generous.
 	ow=$((OWB < sb / 8 ? OWB : sb / 8))
-	need=$((2 * (ow + (1 << 30) + sb / 128)))
+	if [[ $FORMAT == *v2* ]]; then
+		need=$((2 * (ow + (1 << 30) + sb / 1024)))
+	else
+		need=$((2 * (ow + (1 << 30) + sb / 128)))
+	fi
 	avail=$(($(df -k --output=avail "$DIR" | tail -1) << 10))
 	if ((avail - need < 2 << 30)); then
 		STOPPED+=("sparse $s: needs about $((need >> 30)) GiB of disk in $DIR, $((avail >> 30)) GiB free")
