@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,16 @@
 
 #define AG_MIN_BLOCKS 32768u
 #define AG_MAX 8u
-#define RUN_UNKNOWN UINT64_MAX
+
+/* ---- the test hook: failing chunk-word allocations ---- */
+
+void alloc_fail_words(uint64_t after, uint64_t count)
+{
+	atomic_store(&wfail_n, 0);
+	atomic_store(&wfail_seen, 0);
+	atomic_store(&wfail_from, after);
+	atomic_store(&wfail_n, count);
+}
 
 /* ---- extra reference table (per group, under its lock) ---- */
 
@@ -347,6 +357,7 @@ static void area_destroy(struct alloc *a)
 		pthread_mutex_destroy(&a->groups[i].mu);
 		free(a->groups[i].refs);
 		free(a->groups[i].rchg);
+		free(a->groups[i].pendx);
 		for (unsigned k = 0; k < a->groups[i].nspare; k++)
 			free(a->groups[i].spare[k]);
 	}
@@ -472,6 +483,16 @@ static int area_use(struct alloc *a, uint64_t blk, uint64_t n)
 			}
 		}
 		uint64_t newly = range_apply(a, g, pos, gend, true, false);
+		struct alloc_run pr;
+
+		while (g->npend && pend_take(a, g, pos, gend, &pr)) {
+			for (uint64_t b = a->start + pr.blk; b < a->start + pr.blk + pr.n; b++) {
+				struct ref_ent *r = ref_find(g, b);	/* not shared after all */
+
+				if (r && !--r->extra)
+					ref_remove(g, r);
+			}
+		}
 		if (newly)
 			chg_mark(a, pos, gend);
 		g->free -= newly;
@@ -499,19 +520,15 @@ static uint32_t area_refs(struct alloc *a, uint64_t blk)
 	return r;
 }
 
-/*
- * A free that cannot be recorded (no memory for the words of a chunk that
- * would become mixed) leaves its blocks used: lost until fsck or, for
- * format v1, the next mount; counted with the errors, as the map is then
- * wrong.
- */
-static uint64_t clear_or_lose(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
+/* A free that finds no memory for the words of a chunk it would leave
+ * mixed waits in the group's pend list (pend_add). */
+static uint64_t clear_or_pend(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
 {
 	uint64_t changed;
 
 	if (range_change(a, g, rs, rs + n, false, &changed) == 0)
 		return changed;
-	atomic_fetch_add(&a->errors, n);
+	pend_add(a, g, rs, n);
 	return 0;
 }
 
@@ -530,7 +547,7 @@ static uint64_t hold_run(struct alloc *top, struct alloc *a, struct ag *g, uint6
 	if (top->discard_fn(top->discard_ctx, a->start + rs, n) == 0)
 		return 0;
 	atomic_fetch_sub(&top->held, n);
-	return clear_or_lose(a, g, rs, n);
+	return clear_or_pend(a, g, rs, n);
 }
 
 /* Blocks the last references of a put leave: held (run [*rs, *rs + *rn)
@@ -599,7 +616,7 @@ static void put_word(struct alloc *top, struct alloc *a, struct ag *g, struct pu
 		if (word_clear(a, g, p >> 6, last, k) == 0)
 			pa->freed += k;
 		else
-			atomic_fetch_add(&a->errors, k);
+			pend_bits(a, g, p >> 6, last);
 		return;
 	}
 	while (last) {
@@ -646,6 +663,8 @@ static void area_put(struct alloc *top, struct alloc *a, uint64_t blk, uint64_t 
 		}
 		freed = pa.freed + hold_run(top, a, g, pa.rs, pa.rn);
 		bad = pa.bad;
+		if (g->npend)	/* memory this put gave back may serve them */
+			pend_retry(a, g);
 		if (freed) {
 			g->free += freed;
 			group_widen(a, g, pos, gend);
@@ -702,11 +721,15 @@ static int area_take_free(struct alloc *a, uint64_t from, uint64_t max, uint64_t
 
 int alloc_create(uint64_t start, uint64_t end, uint64_t reserve, struct alloc **out)
 {
+	const char *env = getenv("TWINFS_ALLOC_WORDS_FAIL");
+	unsigned long long after, count;
 	struct alloc *a;
 	int ret;
 
 	if (end <= start)
 		return -EINVAL;
+	if (env && sscanf(env, "%llu,%llu", &after, &count) == 2)
+		alloc_fail_words(after, count);
 	if (!reserve || reserve >= end - start)
 		return area_create(start, end, reserve, out);
 	ret = area_create(start, end - reserve, 0, &a);
@@ -810,6 +833,8 @@ int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 
 		gen = atomic_load(&a->unholds);
 		ret = alloc_get_now(a, want, hint, kind, blk, got);
+		if (ret == -ENOSPC && alloc_retry_frees(a))
+			ret = alloc_get_now(a, want, hint, kind, blk, got);
 		if (ret != -ENOSPC || !atomic_load(&a->held))
 			return ret;
 		pthread_mutex_lock(&a->hold_mu);
@@ -1022,6 +1047,27 @@ uint64_t alloc_reserve_blocks(struct alloc *a)
 uint64_t alloc_errors(struct alloc *a)
 {
 	return atomic_load(&a->errors) + (a->tail ? atomic_load(&a->tail->errors) : 0);
+}
+
+uint64_t alloc_pending_blocks(struct alloc *a)
+{
+	return atomic_load(&a->pending) + (a->tail ? atomic_load(&a->tail->pending) : 0);
+}
+
+uint64_t alloc_retry_frees(struct alloc *a)
+{
+	uint64_t freed = 0;
+
+	for (struct alloc *ar = a; ar && alloc_pending_blocks(a); ar = ar->tail) {
+		for (unsigned i = 0; i < ar->ngroups && atomic_load(&ar->pending); i++) {
+			struct ag *g = &ar->groups[i];
+
+			pthread_mutex_lock(&g->mu);
+			freed += pend_retry(ar, g);
+			pthread_mutex_unlock(&g->mu);
+		}
+	}
+	return freed;
 }
 
 uint64_t alloc_bitmap_bytes(struct alloc *a)

@@ -52,7 +52,7 @@ void alloc_destroy(struct alloc *a);
 int alloc_get(struct alloc *a, uint64_t want, uint64_t hint, int kind,
 	      uint64_t *blk, uint64_t *got);
 /* Drop one reference from each block of the run; a block whose count
- * reaches zero is free again at once. */
+ * reaches zero is free again at once (or pending: alloc_retry_frees). */
 void alloc_put(struct alloc *a, uint64_t blk, uint64_t n);
 /* Add one reference to each block of the run (free blocks become used with
  * count 1).  Used at mount to rebuild the map, and by reflink. */
@@ -107,6 +107,22 @@ uint64_t alloc_reserve_blocks(struct alloc *a);
 uint64_t alloc_errors(struct alloc *a);
 /* Blocks waiting in the deferred-free list. */
 uint64_t alloc_deferred_blocks(struct alloc *a);
+/*
+ * Frees never lose blocks for want of memory: a free whose blocks would
+ * leave a chunk of the map mixed and finds no memory for its words keeps
+ * them used, pending (a short list per group, in place), and they are
+ * freed by the next put in their group, by an alloc_get that would fail
+ * with ENOSPC, or by alloc_retry_frees (format v2 calls it at each
+ * checkpoint, before it writes the used map).  Only when the list cannot
+ * grow either are blocks lost (counted with alloc_errors).
+ * alloc_retry_frees returns the blocks it freed.
+ */
+uint64_t alloc_pending_blocks(struct alloc *a);
+uint64_t alloc_retry_frees(struct alloc *a);
+/* Test hook: the chunk-word allocations numbered [after, after + count)
+ * from now fail (count 0: none).  alloc_create reads it from
+ * TWINFS_ALLOC_WORDS_FAIL="after,count" too. */
+void alloc_fail_words(uint64_t after, uint64_t count);
 /* Memory of the block map's words: 4 KiB for each chunk of 32768 blocks
  * that is partly used (all free or all used costs none), plus a few
  * spares per group; 16 bytes per chunk of index come on top. */

@@ -26,6 +26,8 @@
 #define CH_BLOCKS (1ull << CH_SHIFT)
 #define CH_WORDS (CH_BLOCKS / 64)
 #define AG_SPARE 2u			/* chunk words a group keeps for reuse */
+#define AG_PEND 8u			/* pending frees a group keeps in place */
+#define RUN_UNKNOWN UINT64_MAX		/* struct ag's maxrun: no bound known */
 
 struct achunk {
 	uint64_t *w;			/* CH_WORDS words, or NULL: uniform */
@@ -57,6 +59,16 @@ struct ag {
 	 * becomes mixed (no malloc while a group churns). */
 	uint64_t *spare[AG_SPARE];
 	unsigned nspare;
+	/* Frees waiting for memory (alloc_map.h, pend_*): area-relative runs
+	 * whose last references are gone but whose bits are still set,
+	 * because a chunk they leave mixed found no words.  Nothing can
+	 * allocate them meanwhile; a later put in the group, a failing
+	 * alloc_get and alloc_retry_frees (each v2 checkpoint) clear them.
+	 * The first AG_PEND in place, so that a pend needs no memory; more
+	 * in pendx (malloc'd, only when those are full). */
+	struct alloc_run pend[AG_PEND];
+	struct alloc_run *pendx;
+	size_t npend, pendxcap;
 } __attribute__((aligned(64)));
 
 struct defer_ent {
@@ -81,6 +93,7 @@ struct alloc {
 	uint64_t gsize;			/* blocks per group but the last */
 	_Atomic uint64_t nfree;		/* free blocks minus outstanding reservations */
 	_Atomic uint64_t errors;	/* double frees, out-of-range puts */
+	_Atomic uint64_t pending;	/* blocks in the groups' pend lists */
 	_Atomic uint64_t *chg;		/* tracking: changed used-map chunks, or NULL */
 
 	pthread_mutex_t defer_mu;

@@ -2,7 +2,8 @@
 /*
  * alloc_map: alloc.c's used map in chunks (struct achunk, alloc_i.h):
  * giving a chunk words when a change leaves it mixed and taking them back
- * when it becomes uniform, range sets and clears, and the scans of
+ * when it becomes uniform, range sets and clears, frees that wait for
+ * words (pend_*: a free must never lose blocks), and the scans of
  * bmap.h over the chunks (a chunk without words in O(1)).  Everything
  * here runs under the lock of the group holding the chunk.  Included by
  * alloc.c only: inline, as the data path runs through it.
@@ -16,6 +17,24 @@
 
 #include "alloc_i.h"
 #include "bmap.h"
+
+/*
+ * Test hook (alloc_fail_words, TWINFS_ALLOC_WORDS_FAIL): the chunk-word
+ * allocations numbered [wfail_from, wfail_from + wfail_n) fail.  One
+ * relaxed load while off.  (Only alloc.c includes this header.)
+ */
+static _Atomic uint64_t wfail_n, wfail_seen, wfail_from;
+
+static inline bool words_fail(void)
+{
+	uint64_t k, from;
+
+	if (!atomic_load_explicit(&wfail_n, memory_order_relaxed))
+		return false;
+	k = atomic_fetch_add(&wfail_seen, 1);
+	from = atomic_load(&wfail_from);
+	return k >= from && k - from < atomic_load(&wfail_n);
+}
 
 /* Chunk @c (uniform now) gives its words to its group's spares. */
 static inline void ch_drop_words(struct alloc *a, struct ag *g, struct achunk *c)
@@ -38,7 +57,7 @@ static inline void ch_drop_words(struct alloc *a, struct ag *g, struct achunk *c
 static inline int spares_ensure(struct alloc *a, struct ag *g, unsigned need)
 {
 	while (g->nspare < need) {
-		uint64_t *w = malloc(CH_WORDS * 8);
+		uint64_t *w = words_fail() ? NULL : malloc(CH_WORDS * 8);
 
 		if (!w)
 			return -ENOMEM;
@@ -162,6 +181,127 @@ static inline int range_change(struct alloc *a, struct ag *g, uint64_t from, uin
 	if (!ret)
 		*changed = range_apply(a, g, from, to, set, false);
 	return ret;
+}
+
+/* ---- frees waiting for words (struct ag's pend lists) ---- */
+
+static inline struct alloc_run *pend_at(struct ag *g, size_t i)
+{
+	return i < AG_PEND ? &g->pend[i] : &g->pendx[i - AG_PEND];
+}
+
+/*
+ * Blocks [rs, rs + n) (area-relative, last references gone, bits set)
+ * could not be cleared for want of words: keep them for pend_retry.  Joins
+ * the last run when they touch it (a large free pends one run per chunk
+ * edge at most); past AG_PEND runs the list grows by malloc, 16 bytes a
+ * run against the 4 KiB a chunk's words cost.  Only when that fails too
+ * are the blocks lost (counted with the errors, as before).  Under g->mu.
+ */
+static inline void pend_add(struct alloc *a, struct ag *g, uint64_t rs, uint64_t n)
+{
+	struct alloc_run *last = g->npend ? pend_at(g, g->npend - 1) : NULL;
+
+	if (last && last->blk + last->n == rs) {
+		last->n += n;
+	} else if (last && rs + n == last->blk) {
+		last->blk = rs;
+		last->n += n;
+	} else {
+		if (g->npend >= AG_PEND + g->pendxcap) {
+			size_t cap = g->pendxcap ? g->pendxcap * 2 : 16;
+			struct alloc_run *x = realloc(g->pendx, cap * sizeof(*x));
+
+			if (!x) {
+				atomic_fetch_add(&a->errors, n);
+				return;
+			}
+			g->pendx = x;
+			g->pendxcap = cap;
+		}
+		*pend_at(g, g->npend++) = (struct alloc_run){ rs, n };
+	}
+	atomic_fetch_add(&a->pending, n);
+}
+
+/* pend_add each run of set bits of @m in word @wi. */
+static inline void pend_bits(struct alloc *a, struct ag *g, uint64_t wi, uint64_t m)
+{
+	while (m) {
+		uint64_t bit = (uint64_t)__builtin_ctzll(m), rest = ~(m >> bit);
+		uint64_t k = rest ? (uint64_t)__builtin_ctzll(rest) : 64 - bit;
+
+		m = k == 64 ? 0 : m & ~(((1ull << k) - 1) << bit);
+		pend_add(a, g, (wi << 6) | bit, k);
+	}
+}
+
+/*
+ * Clear what @g's pend list holds, last run first, until memory runs
+ * short again: freed and counted, as a put would.  Returns the blocks
+ * freed.  Under g->mu.
+ */
+static inline uint64_t pend_retry(struct alloc *a, struct ag *g)
+{
+	uint64_t freed = 0;
+
+	while (g->npend) {
+		struct alloc_run *r = pend_at(g, g->npend - 1);
+		uint64_t changed;
+
+		if (range_change(a, g, r->blk, r->blk + r->n, false, &changed))
+			break;
+		chg_mark(a, r->blk, r->blk + r->n);
+		atomic_fetch_sub(&a->pending, r->n);
+		freed += changed;
+		g->npend--;
+	}
+	if (freed) {
+		g->free += freed;
+		g->maxrun = RUN_UNKNOWN;
+		atomic_fetch_add(&a->nfree, freed);
+	}
+	if (!g->npend && g->pendx) {
+		free(g->pendx);
+		g->pendx = NULL;
+		g->pendxcap = 0;
+	}
+	return freed;
+}
+
+/*
+ * A use of blocks that wait (alloc_use: a reference comes back, e.g. the
+ * accounting copy's +1 for a block a -1 left waiting) takes them off the
+ * list: one overlap of [from, to) with a run, removed, in *out; false
+ * when none is left.  Their bits are set already: the caller's use counted
+ * them as shared, and must take that extra reference back.  Under g->mu.
+ */
+static inline bool pend_take(struct alloc *a, struct ag *g, uint64_t from, uint64_t to,
+			     struct alloc_run *out)
+{
+	for (size_t i = 0; i < g->npend; i++) {
+		struct alloc_run *r = pend_at(g, i);
+		uint64_t re = r->blk + r->n, os = r->blk > from ? r->blk : from;
+		uint64_t oe = re < to ? re : to;
+
+		if (os >= oe)
+			continue;
+		*out = (struct alloc_run){ os, oe - os };
+		atomic_fetch_sub(&a->pending, oe - os);
+		if (os == r->blk && oe == re) {
+			*r = *pend_at(g, --g->npend);
+		} else if (os == r->blk) {
+			*r = (struct alloc_run){ oe, re - oe };
+		} else {
+			r->n = os - r->blk;
+			if (oe < re) {	/* split: the right part anew */
+				atomic_fetch_sub(&a->pending, re - oe);
+				pend_add(a, g, oe, re - oe);
+			}
+		}
+		return true;
+	}
+	return false;
 }
 
 /* Clear bits @m (all set, @k of them) of word @wi.  0 or -ENOMEM. */

@@ -502,7 +502,11 @@ int alloc_v2_sync_free(struct alloc_v2 *v)
 	uint64_t fstart, fend;
 	struct alloc_run *r;
 	size_t n, i;
-	int ret = alloc_take_used_changes(v->a, &r, &n);
+	int ret;
+
+	/* Frees that waited for memory go into this checkpoint if they can. */
+	alloc_retry_frees(v->a);
+	ret = alloc_take_used_changes(v->a, &r, &n);
 
 	if (ret)
 		return ret;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: allocator's chunked block map: random get/put/use/claim/defer/hold/discard sequences against a flat model (map, free count, references, map memory after every step); a 4 TiB area fully used then freed range by range holds a few chunks of words. */
+/* Description: allocator's chunked block map: random get/put/use/claim/defer/hold/discard sequences against a flat model (map, free count, references, map memory after every step); a 4 TiB area fully used then freed range by range holds a few chunks of words; with chunk-word allocations failing (alloc_fail_words) frees wait and lose no block. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,6 +46,7 @@ struct model {
 	size_t nhold;
 	uint64_t seq;
 	bool refuse;		/* the hook refuses runs too */
+	uint64_t waited;	/* most blocks seen pending at once */
 };
 
 static void sync_bit(struct model *m, uint64_t i)
@@ -172,6 +173,34 @@ static void check(struct model *m, const char *op, int step)
 		fail_msg("step %d (%s): %lu bytes of words for %lu mixed chunks", step, op,
 			 (unsigned long)bytes, (unsigned long)mixed);
 	assert_int_equal(alloc_errors(m->a), 0);
+	assert_int_equal(alloc_pending_blocks(m->a), 0);
+}
+
+/* While word allocations fail: frees may wait (pending, their blocks
+ * still used in the map) but none is lost; the map differs from the
+ * model only in blocks the model has free. */
+static void check_pending(struct model *m, int step)
+{
+	static uint64_t got[NWORDS + 1];
+	uint64_t extra = 0;
+
+	alloc_used_words(m->a, START, NWORDS, got);
+	if (TOTAL % 64)
+		got[NWORDS - 1] &= (1ull << (TOTAL % 64)) - 1;
+	for (uint64_t w = 0; w < NWORDS; w++) {
+		if (m->words[w] & ~got[w])
+			fail_msg("step %d (seed %u): word %lu: map %016lx lacks model %016lx", step,
+				 m->seed, (unsigned long)w, (unsigned long)got[w],
+				 (unsigned long)m->words[w]);
+		extra += (uint64_t)__builtin_popcountll(got[w] & ~m->words[w]);
+	}
+	if (alloc_errors(m->a))
+		fail_msg("step %d (seed %u): %lu blocks lost", step, m->seed,
+			 (unsigned long)alloc_errors(m->a));
+	assert_int_equal(alloc_pending_blocks(m->a), extra);
+	if (extra > m->waited)
+		m->waited = extra;
+	assert_int_equal(alloc_free_blocks(m->a) + extra, m->nfree);
 }
 
 static void take_run(struct run *v, size_t *n, size_t k, struct run *out)
@@ -362,13 +391,23 @@ static const char *step_hold_free(struct model *m)
 	return "hold_free";
 }
 
-static void run_model(unsigned seed, bool discard, bool refuse, int steps)
+/*
+ * @fail: in windows of steps the chunk-word allocations fail (only steps
+ * that cannot fail for other reasons run then: puts, releases, unholds,
+ * gets); after each the waiting frees are retried and the map must match
+ * the model exactly again.  Returns the most blocks that waited at once.
+ */
+static uint64_t run_model(unsigned seed, bool discard, bool refuse, bool fail, int steps)
 {
+	static const char *(*const fail_ops[])(struct model *) = {
+		step_put, step_put, step_put, step_get, step_defer, step_release, step_unhold,
+	};
 	static const char *(*const ops[])(struct model *) = {
 		step_get, step_get, step_get, step_put, step_put, step_put, step_use,
 		step_claim, step_defer, step_release, step_unhold, step_hold_free,
 	};
 	struct model *m = calloc(1, sizeof(*m));
+	uint64_t waited;
 
 	assert_non_null(m);
 	m->seed = seed;
@@ -381,9 +420,25 @@ static void run_model(unsigned seed, bool discard, bool refuse, int steps)
 	for (int s = 1; s <= steps; s++) {
 		/* Phases: fill towards full, then empty towards free, so
 		 * chunks turn uniform and mixed again. */
-		bool filling = (s / 300) % 2 == 0;
+		bool filling = (s / 300) % 2 == 0, failing = fail && s % 150 >= 100;
 		const char *op;
 
+		if (failing) {
+			if (s % 150 == 100) {
+				/* whole chunks used, to be freed in part */
+				for (int k = 0; k < 6; k++)
+					step_use(m);
+				alloc_fail_words(0, UINT64_MAX);
+			}
+			fail_ops[rnd(m, sizeof(fail_ops) / sizeof(fail_ops[0]))](m);
+			check_pending(m, s);
+			if (s % 150 == 149) {
+				alloc_fail_words(0, 0);
+				alloc_retry_frees(m->a);
+				check(m, "retry", s);
+			}
+			continue;
+		}
 		if (filling && rnd(m, 3) == 0)
 			op = step_use(m);
 		else if (!filling && rnd(m, 3) == 0)
@@ -405,21 +460,119 @@ static void run_model(unsigned seed, bool discard, bool refuse, int steps)
 	assert_true(alloc_bitmap_bytes(m->a) <= 12 * CHUNK_BYTES);
 	alloc_set_discard(m->a, NULL, NULL);
 	alloc_destroy(m->a);
+	waited = m->waited;
 	free(m);
+	return waited;
 }
 
 static void test_model(void **state)
 {
 	(void)state;
 	for (unsigned seed = 1; seed <= 4; seed++)
-		run_model(seed, false, false, 1500);
+		run_model(seed, false, false, false, 1500);
 }
 
 static void test_model_discard(void **state)
 {
 	(void)state;
 	for (unsigned seed = 11; seed <= 13; seed++)
-		run_model(seed, true, seed & 1, 1500);
+		run_model(seed, true, seed & 1, false, 1500);
+}
+
+static void test_model_nomem(void **state)
+{
+	uint64_t waited = 0;
+
+	(void)state;
+	for (unsigned seed = 21; seed <= 24; seed++)
+		waited += run_model(seed, seed & 1, seed & 2, true, 1500) > 0;
+	assert_true(waited >= 2);	/* the windows did make frees wait */
+}
+
+/*
+ * A free that leaves a used chunk mixed while no words can be had waits:
+ * its blocks stay used and are not lost; ENOSPC is not final while some
+ * wait (an alloc_get retries them), and a retry records the change for
+ * format v2's next checkpoint.
+ */
+static void test_free_waits(void **state)
+{
+	const uint64_t n = 8 * CHUNK;
+	struct alloc_run *r;
+	uint64_t blk, got;
+	size_t nr;
+	struct alloc *a;
+
+	(void)state;
+	assert_int_equal(alloc_create(0, n, 0, &a), 0);
+	assert_int_equal(alloc_track(a), 0);
+	assert_int_equal(alloc_use(a, 0, n), 0);
+	assert_int_equal(alloc_take_used_changes(a, &r, &nr), 0);
+	free(r);
+	alloc_fail_words(0, UINT64_MAX);
+	/* Two runs in one chunk, one across a chunk edge, one in the last
+	 * group; and a whole chunk, which needs no words. */
+	alloc_put(a, 100, 50);
+	alloc_put(a, 300, 1);
+	alloc_put(a, 2 * CHUNK - 10, 20);
+	alloc_put(a, 7 * CHUNK + 5, 64);
+	alloc_put(a, 4 * CHUNK, CHUNK);
+	assert_int_equal(alloc_errors(a), 0);
+	assert_int_equal(alloc_pending_blocks(a), 50 + 1 + 20 + 64);
+	assert_int_equal(alloc_free_blocks(a), CHUNK);
+	assert_int_equal(alloc_refs(a, 120), 1);	/* still used: nobody gets it */
+	/* A reference coming back (the accounting copy's +1 after a -1)
+	 * takes blocks off the list, with a count of 1, not 2. */
+	assert_int_equal(alloc_use(a, 110, 10), 0);
+	assert_int_equal(alloc_pending_blocks(a), 40 + 1 + 20 + 64);
+	assert_int_equal(alloc_refs(a, 110), 1);
+	assert_int_equal(alloc_refs(a, 119), 1);
+	assert_int_equal(alloc_use(a, 2 * CHUNK - 10, 20), 0);	/* a whole run */
+	assert_int_equal(alloc_use(a, 7 * CHUNK + 5, 1), 0);	/* its head */
+	assert_int_equal(alloc_pending_blocks(a), 40 + 1 + 63);
+	alloc_put(a, 2 * CHUNK - 10, 20);
+	alloc_put(a, 7 * CHUNK + 5, 1);
+	assert_int_equal(alloc_pending_blocks(a), 40 + 1 + 20 + 64);
+	/* (one block of a free chunk would need words: a whole one not) */
+	assert_int_equal(alloc_get(a, 1, 0, ALLOC_DATA, &blk, &got), -ENOMEM);
+	assert_int_equal(alloc_get(a, CHUNK, 0, ALLOC_DATA, &blk, &got), 0);
+	assert_true(blk == 4 * CHUNK && got == CHUNK);
+	alloc_put(a, blk, got);
+	assert_int_equal(alloc_claim(a, 120, 1), -EBUSY);
+	/* Take the whole free chunk back: what is left waits, so no space. */
+	assert_int_equal(alloc_claim(a, 4 * CHUNK, CHUNK), 0);
+	assert_int_equal(alloc_get(a, 1, 0, ALLOC_DATA, &blk, &got), -ENOSPC);
+	assert_int_equal(alloc_take_used_changes(a, &r, &nr), 0);
+	free(r);
+	/* Memory again: the failing get retries them and finds one. */
+	alloc_fail_words(0, 0);
+	assert_int_equal(alloc_get(a, 1, 0, ALLOC_DATA, &blk, &got), 0);
+	assert_int_equal(alloc_pending_blocks(a), 0);
+	assert_int_equal(alloc_free_blocks(a), 40 + 1 + 20 + 64 - 1);
+	assert_int_equal(alloc_refs(a, blk), 1);
+	alloc_put(a, blk, got);
+	for (uint64_t b = 100; b < 150; b++)
+		assert_int_equal(alloc_refs(a, b), b >= 110 && b < 120);
+	assert_int_equal(alloc_refs(a, 300), 0);
+	assert_int_equal(alloc_refs(a, 2 * CHUNK - 11), 1);
+	assert_int_equal(alloc_refs(a, 2 * CHUNK + 9), 0);
+	assert_int_equal(alloc_refs(a, 2 * CHUNK + 10), 1);
+	/* The retried frees are changes for the next checkpoint. */
+	assert_int_equal(alloc_take_used_changes(a, &r, &nr), 0);
+	assert_true(nr >= 3);
+	assert_true(r[0].blk == 0 && r[nr - 1].blk + r[nr - 1].n > 7 * CHUNK + 5);
+	free(r);
+	assert_int_equal(alloc_errors(a), 0);
+	/* A put retries its group's waiting frees too. */
+	alloc_fail_words(0, UINT64_MAX);
+	alloc_put(a, 5 * CHUNK + 1000, 3);
+	assert_int_equal(alloc_pending_blocks(a), 3);
+	alloc_fail_words(0, 0);
+	alloc_put(a, 5 * CHUNK + 2000, 1);
+	assert_int_equal(alloc_pending_blocks(a), 0);
+	assert_int_equal(alloc_refs(a, 5 * CHUNK + 1001), 0);
+	assert_int_equal(alloc_errors(a), 0);
+	alloc_destroy(a);
 }
 
 /* 4 TiB of 4 KiB blocks fully used, then freed range by range: the map
@@ -458,6 +611,8 @@ int main(void)
 		cmocka_unit_test(test_4tib),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_model_discard),
+		cmocka_unit_test(test_model_nomem),
+		cmocka_unit_test(test_free_waits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
