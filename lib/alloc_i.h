@@ -47,6 +47,7 @@ struct ag {
 	uint64_t free;
 	uint64_t cursor;		/* next search starts here */
 	uint64_t maxrun;		/* upper bound of the longest free run; reset on frees */
+	size_t npend;			/* runs in the pend list (below) */
 	struct ref_ent *refs;		/* open addressing, linear probing */
 	uint64_t nrefs, refcap;		/* refcap is 0 or a power of two */
 	/* Tracking: runs whose extra references changed, absolute blocks,
@@ -68,7 +69,7 @@ struct ag {
 	 * in pendx (malloc'd, only when those are full). */
 	struct alloc_run pend[AG_PEND];
 	struct alloc_run *pendx;
-	size_t npend, pendxcap;
+	size_t pendxcap;
 } __attribute__((aligned(64)));
 
 struct defer_ent {
