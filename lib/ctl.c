@@ -216,6 +216,7 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	/* Notes lost for want of memory, and the checkpoints that rebuilt
 	 * their set from the log because of them (v2dirty.h). */
 	jb_u64(j, "lost_notes", fs->v2dirty ? v2d_fails(fs->v2dirty) : 0);
+	jb_u64(j, "lost_checkpoints", atomic_load(&fs->dirty_lost_ckpts));
 	if (fs->v2dirty) {
 		bool over = false;
 
@@ -293,6 +294,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "reserve_bytes", alloc_reserve_blocks(fs->alloc) * TFS_BLOCK_SIZE);
 	jb_u64(j, "deferred_free_bytes", alloc_deferred_blocks(fs->alloc) * TFS_BLOCK_SIZE);
 	jb_u64(j, "alloc_errors", alloc_errors(fs->alloc));
+	jb_u64(j, "alloc_pending", alloc_pending_blocks(fs->alloc));
 	/* The block maps' memory: the allocator's, and format v2's
 	 * checkpoint accounting copy (0 on v1). */
 	jb_u64(j, "alloc_bitmap_bytes", alloc_bitmap_bytes(fs->alloc));

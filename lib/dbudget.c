@@ -137,6 +137,12 @@ int fs_dirty_gate(void *ctx)
 
 	if (!fs->dirty_soft || !fs->bg_running || on_bg_thread(fs))
 		return 0;
+	/* Notes were lost (v2dirty.h): have the checkpoint that rebuilds
+	 * from the log now rather than when the budget or timer asks. */
+	if (fs->v2dirty && v2d_lost_take(fs->v2dirty)) {
+		atomic_fetch_add(&fs->dirty_lost_ckpts, 1);
+		ask_ckpt(fs);
+	}
 	d = fs_dirty_bytes(fs, NULL);
 	note_max(fs, d);
 	fit_nodes(fs, d);
@@ -155,6 +161,18 @@ int fs_dirty_gate(void *ctx)
 	atomic_fetch_add(&fs->dirty_waits, 1);
 	wait_ckpt_end(fs, seen);
 	return 0;
+}
+
+bool fs_ckpt_wait(struct tfs *fs)
+{
+	uint64_t seen;
+
+	if (!fs->bg_running || on_bg_thread(fs))
+		return false;
+	seen = atomic_load(&fs->ckpt_ends);
+	ask_ckpt(fs);
+	wait_ckpt_end(fs, seen);
+	return true;
 }
 
 void fs_dirty_ckpt_end(struct tfs *fs)

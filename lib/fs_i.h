@@ -146,6 +146,7 @@ struct tfs {
 	/* Since mount, for stats: checkpoints the budget asked for, writers
 	 * that waited, waits that gave up (DIRTY_WAIT_MAX), the most seen. */
 	_Atomic uint64_t dirty_ckpts, dirty_waits, dirty_wait_timeouts, dirty_max;
+	_Atomic uint64_t dirty_lost_ckpts;	/* asked for because notes were lost */
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
@@ -248,6 +249,13 @@ void fs_dirty_setup(struct tfs *fs, uint64_t cache, struct bcache *nodes, uint64
 uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p);
 int fs_dirty_gate(void *ctx);
 void fs_dirty_ckpt_end(struct tfs *fs);
+/* A walk's read-in (inode_get_walk) failed with ENOMEM: deaths were lost
+ * (v2dirty.h, V2D_UNSURE) or memory is short.  Asks for a checkpoint (it
+ * rebuilds from the log) and waits for one to end, at most a few seconds;
+ * then the caller tries again, FS_WALK_WAITS times at most.  false
+ * without a bg thread to ask (or on it).  Call with no lock held. */
+#define FS_WALK_WAITS 3
+bool fs_ckpt_wait(struct tfs *fs);
 
 /* ---- offline load (mount.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one

@@ -102,6 +102,18 @@ static int verify_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
+/* icursor_next, waiting for the checkpoint that rebuilds while deaths are
+ * lost (v2dirty.h, fs_ckpt_wait) rather than failing with ENOMEM. */
+static int next_wait(struct tfs *fs, struct icursor *c, uint64_t *ino)
+{
+	int ret, waits = 0;
+
+	while ((ret = icursor_next(fs, c, ino)) == -ENOMEM && waits++ < FS_WALK_WAITS &&
+	       fs_ckpt_wait(fs))
+		;
+	return ret;
+}
+
 /* One inode's blocks (nothing if it is gone or not a regular file). */
 static int verify_file(struct tfs *fs, struct vctx *v, uint64_t ino)
 {
@@ -112,6 +124,17 @@ static int verify_file(struct tfs *fs, struct vctx *v, uint64_t ino)
 	/* Pinned like an open file: it cannot be freed under us. */
 	pthread_mutex_lock(&fs->ns_lock);
 	ret = inode_get_walk(fs, ino, &ip);
+	/* Deaths lost (v2dirty.h): wait for the checkpoint that rebuilds. */
+	for (int waits = 0; ret == -ENOMEM && waits < FS_WALK_WAITS; waits++) {
+		bool waited;
+
+		pthread_mutex_unlock(&fs->ns_lock);
+		waited = fs_ckpt_wait(fs);
+		pthread_mutex_lock(&fs->ns_lock);
+		if (!waited)
+			break;
+		ret = inode_get_walk(fs, ino, &ip);
+	}
 	if (ret == 0 && !S_ISREG(inode_mode(ip))) {
 		inode_put(fs, ip);
 		ip = NULL;
@@ -161,7 +184,7 @@ static int verify_extents(struct tfs *fs, struct rebuild *rb, unsigned target)
 		return -ENOMEM;
 	}
 	ret = icursor_init(fs, &c);
-	while (ret == 0 && (ret = icursor_next(fs, &c, &ino)) == 0)
+	while (ret == 0 && (ret = next_wait(fs, &c, &ino)) == 0)
 		ret = verify_file(fs, &v, ino);
 	if (ret == -ENOENT)
 		ret = 0;

@@ -536,7 +536,20 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 	/* An open reference keeps the inode alive without ns_lock, even if
 	 * it is unlinked meanwhile (it is deleted by our fs_iput_open). */
 	pthread_mutex_lock(&fs->ns_lock);
-	if (!inode_get_walk(fs, ino, &ip)) {
+	ret = inode_get_walk(fs, ino, &ip);
+	/* Deaths lost (v2dirty.h): wait for the checkpoint that rebuilds
+	 * rather than skip the file. */
+	for (int waits = 0; ret == -ENOMEM && waits < FS_WALK_WAITS; waits++) {
+		bool waited;
+
+		pthread_mutex_unlock(&fs->ns_lock);
+		waited = fs_ckpt_wait(fs);
+		pthread_mutex_lock(&fs->ns_lock);
+		if (!waited)
+			break;
+		ret = inode_get_walk(fs, ino, &ip);
+	}
+	if (!ret) {
 		inode_lock(ip);
 		reg = S_ISREG(inode_mode(ip));
 		inode_unlock(ip);
@@ -592,6 +605,18 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* icursor_next, waiting for the checkpoint that rebuilds while deaths are
+ * lost (v2dirty.h, fs_ckpt_wait) rather than failing with ENOMEM. */
+static int next_wait(struct tfs *fs, struct icursor *c, uint64_t *ino)
+{
+	int ret, waits = 0;
+
+	while ((ret = icursor_next(fs, c, ino)) == -ENOMEM && waits++ < FS_WALK_WAITS &&
+	       fs_ckpt_wait(fs))
+		;
+	return ret;
+}
+
 /* The regular files (sorted inode numbers) and the bytes to verify. */
 static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *total)
 {
@@ -611,11 +636,16 @@ static int snapshot(struct tfs *fs, uint64_t **out, size_t *nout, uint64_t *tota
 	ret = icursor_init(fs, &c);
 	if (ret < 0)
 		return ret;
-	while ((ret = icursor_next(fs, &c, &ino)) == 0) {
+	while ((ret = next_wait(fs, &c, &ino)) == 0) {
 		struct tfs_inode *ip;
 		bool reg;
+		int waits = 0;
 
-		ret = inode_get_walk(fs, ino, &ip);
+		/* Deaths lost (v2dirty.h): wait for the checkpoint that
+		 * rebuilds rather than fail the scrub. */
+		while ((ret = inode_get_walk(fs, ino, &ip)) == -ENOMEM && waits++ < FS_WALK_WAITS &&
+		       fs_ckpt_wait(fs))
+			;
 		if (ret == -ENOENT)
 			continue;
 		if (ret)

@@ -277,6 +277,7 @@ static int note_failed(struct v2dirty *d, const struct v2d_how *h, uint64_t ino,
 		return -ENOMEM;
 	d->lost = true;
 	d->fails++;
+	atomic_store(&d->lost_new, true);
 	if (flags & V2D_DEAD)
 		keep_dead(d, ino);
 	if (h && h->txlost && !*h->txlost) {
@@ -401,6 +402,12 @@ size_t v2d_dead_kept(struct v2dirty *d, bool *overflow)
 	*overflow = d->dead_lost;
 	pthread_mutex_unlock(&d->mu);
 	return n;
+}
+
+bool v2d_lost_take(struct v2dirty *d)
+{
+	return atomic_load_explicit(&d->lost_new, memory_order_relaxed) &&
+	       atomic_exchange(&d->lost_new, false);
 }
 
 uint64_t v2d_fails(struct v2dirty *d)

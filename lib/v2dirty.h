@@ -38,7 +38,11 @@
  *    of a number no name or handle vouches for (a walk of the tree, the
  *    checkpoint's own: inode_get_walk) fails (-ENOMEM) rather than
  *    guess, until a rebuild.  A number reached through a name, a parent
- *    or a kernel handle is alive: those read-ins go on.
+ *    or a kernel handle is alive: those read-ins go on.  To keep that
+ *    window short the dirty gate asks for a checkpoint at the first
+ *    change after a failed note (v2d_lost_take), and the walks of scrub
+ *    and rebuild verify wait for checkpoints to end (fs_ckpt_wait, a few
+ *    times) before they give up with ENOMEM.
  * Nothing is lost for durability: the log keeps every record until a
  * checkpoint whose set holds them all is durable.
  */
@@ -115,6 +119,8 @@ struct v2dirty {
 	 * transactions with a failed note not in the log yet (lost_cv). */
 	bool lost;
 	uint64_t fails;
+	/* A note failed since the last v2d_lost_take (no d->mu). */
+	_Atomic bool lost_new;
 	unsigned lost_open;
 	pthread_cond_t lost_cv;
 	/* Deaths that could not get an entry (v2d_state reads them), and
@@ -154,6 +160,11 @@ void v2d_tx_logged(struct v2dirty *d);
  * noted), which clears lost unless a note failed meanwhile. */
 bool v2d_rebuild_begin(struct v2dirty *d, struct v2d_rebuild *rb);
 void v2d_rebuild_end(struct v2dirty *d, const struct v2d_rebuild *rb, bool ok);
+/* Whether a note failed since the last call (once per failure episode,
+ * lock-free): the dirty gate asks for a checkpoint then, so the window in
+ * which no inode leaves the cache and walks may fail (V2D_UNSURE) lasts
+ * one checkpoint, not until the budget or the timer asks for one. */
+bool v2d_lost_take(struct v2dirty *d);
 /* Failed notes since v2d_init (stats). */
 uint64_t v2d_fails(struct v2dirty *d);
 /* Deaths kept aside now, and whether more were lost (stats). */

@@ -4,11 +4,14 @@
 # v2dirty's allocations failing (TWINFS_V2DIRTY_FAIL, the test hook),
 # 200 files are deleted (more deaths than v2dirty keeps aside), 50 made,
 # one renamed, a directory made and a file's first MiB overwritten.  The
-# notes are lost (stats dirty.lost_notes); once memory is back a
+# notes are lost (stats dirty.lost_notes), a checkpoint is asked for at
+# once (dirty.lost_checkpoints); once memory is back a
 # checkpoint must succeed by rebuilding its set from the log
 # (dirty.rebuilds), not fail for ever.  Then kill -9 right after it, so
 # the trees must hold everything: fsck -n clean, remount, every file as
-# written, no deleted one back, a scrub, unmount, fsck clean.
+# written, no deleted one back, a scrub, unmount, fsck clean.  Then a
+# short window: 300 deaths lost and memory back at once; a scrub started
+# then completes (it waits for the checkpoint that rebuilds).
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -65,9 +68,14 @@ kept=$(dirty deaths_kept)
 over=$(dirty deaths_lost)
 h_log "notes lost: $lost, deaths kept aside $kept, more lost: $over"
 ((lost > 0)) || h_fail "no note was lost: the hook did not fail v2dirty's allocations"
+# The next change after a lost note asks for the checkpoint that rebuilds.
+asked=$(dirty lost_checkpoints)
+((asked >= 1)) || h_fail "no checkpoint was asked for when notes were lost"
 ((kept == 128 && over == 1)) || h_fail "expected 200 lost deaths, 128 of them kept aside"
 # A scrub walks every inode number the tree has, deleted ones included:
-# while deaths are lost it must refuse to start, not read them back in.
+# while deaths are lost it must not read them back in.  It waits for the
+# checkpoint that rebuilds (fs_ckpt_wait), but those fail while memory
+# does: after a few it refuses to start.
 "$CTL" scrub start "$MNT" --wait --json >"$T/scrub1.json" 2>&1 || true
 grep -q "scrub: cannot start: Cannot allocate memory" "$DAEMON_LOG" ||
 	{ h_dump_log; h_fail "the scrub walked the tree while deaths were lost"; }
@@ -97,5 +105,26 @@ h_umount
 h_fsck 0 -n "${IMGS[@]}"
 h_mount
 check "after a clean unmount"
+mkdir "$MNT/e"
+for i in $(seq 1 300); do echo "e $i" >"$MNT/e/f$i"; done
 h_umount
+
+# A short window: 300 deletions lose their deaths (more than v2dirty keeps
+# aside), then memory is back.  A scrub started now must not fail: it
+# waits for the checkpoint that rebuilds from the log (asked for at once).
+export TWINFS_V2DIRTY_FAIL=20,${V2OOM_WINDOW:-700}
+h_mount
+unset TWINFS_V2DIRTY_FAIL
+rm "$MNT"/e/f{1..300}
+h_log "short window: lost notes $(dirty lost_notes), deaths lost $(dirty deaths_lost)," \
+	"rebuilds $(dirty rebuilds), asked $(dirty lost_checkpoints)"
+js=$("$CTL" scrub start "$MNT" --wait --json | tail -n 1) ||
+	{ h_dump_log; h_fail "scrub failed after deaths were lost: $js"; }
+! grep -q "scrub: cannot start" "$DAEMON_LOG" || h_fail "the scrub gave up on lost deaths"
+h_log "after the scrub: rebuilds $(dirty rebuilds), asked $(dirty lost_checkpoints)"
+[[ -z $(ls "$MNT/e") ]] || h_fail "a deleted file of e/ is back"
+rmdir "$MNT/e"
+check "after the short window"
+h_umount
+h_fsck 0 -n "${IMGS[@]}"
 h_log "PASS"

@@ -198,9 +198,14 @@ static void test_lost(void **state)
 	(void)state;
 	assert_int_equal(v2d_init(&d), 0);
 	assert_int_equal(v2d_note_inode(&d, 5, V2D_INODE, NULL), 0);
+	assert_false(v2d_lost_take(&d));
 	v2d_fail_allocs(0, 100000);
 	assert_int_equal(v2d_note_inode(&d, 9, V2D_DEAD, NULL), -ENOMEM);
+	/* The dirty gate asks for a checkpoint once per failure. */
+	assert_true(v2d_lost_take(&d));
+	assert_false(v2d_lost_take(&d));
 	assert_int_equal(v2d_note_ext(&d, 11, 0, 1, NULL), -ENOMEM);
+	assert_true(v2d_lost_take(&d));
 	assert_int_equal(v2d_note_inode(&d, 5, V2D_XATTR, NULL), 0);	/* no allocation */
 	assert_true(d.lost);
 	assert_int_equal(v2d_fails(&d), 2);
@@ -223,9 +228,11 @@ static void test_lost(void **state)
 	{
 		struct v2d_how h = { .into = &s };
 
+		assert_true(v2d_lost_take(&d));	/* the deaths above */
 		v2d_fail_allocs(0, 1);
 		assert_int_equal(v2d_note_inode(&d, 9, V2D_DEAD, &h), -ENOMEM);
 		assert_int_equal(v2d_fails(&d), 2 + V2D_DEAD_SPARE);	/* not a lost note */
+		assert_false(v2d_lost_take(&d));	/* nor a new loss to ask for */
 		v2d_rebuild_end(&d, &rb, false);
 		assert_true(d.lost);
 		assert_true(v2d_rebuild_begin(&d, &rb));
