@@ -106,8 +106,8 @@ static void ask_ckpt(struct tfs *fs)
 	pthread_mutex_unlock(&fs->bg_mu);
 }
 
-/* Until a checkpoint ends after @seen, or DIRTY_WAIT_MAX. */
-static void wait_ckpt_end(struct tfs *fs, uint64_t seen)
+/* Until a checkpoint ends after @seen, or DIRTY_WAIT_MAX: true then. */
+static bool wait_ckpt_end(struct tfs *fs, uint64_t seen)
 {
 	struct timespec until;
 	int r = 0;
@@ -118,8 +118,7 @@ static void wait_ckpt_end(struct tfs *fs, uint64_t seen)
 	while (atomic_load(&fs->ckpt_ends) == seen && !fs->bg_stop && r != ETIMEDOUT)
 		r = pthread_cond_timedwait(&fs->ckpt_cv, &fs->bg_mu, &until);
 	pthread_mutex_unlock(&fs->bg_mu);
-	if (r == ETIMEDOUT)
-		atomic_fetch_add(&fs->dirty_wait_timeouts, 1);
+	return r == ETIMEDOUT;
 }
 
 static void note_max(struct tfs *fs, uint64_t d)
@@ -159,7 +158,8 @@ int fs_dirty_gate(void *ctx)
 	if (d < fs->dirty_hard)
 		return 0;
 	atomic_fetch_add(&fs->dirty_waits, 1);
-	wait_ckpt_end(fs, seen);
+	if (wait_ckpt_end(fs, seen))
+		atomic_fetch_add(&fs->dirty_wait_timeouts, 1);
 	return 0;
 }
 
@@ -171,7 +171,7 @@ bool fs_ckpt_wait(struct tfs *fs)
 		return false;
 	seen = atomic_load(&fs->ckpt_ends);
 	ask_ckpt(fs);
-	wait_ckpt_end(fs, seen);
+	(void)wait_ckpt_end(fs, seen);
 	return true;
 }
 

@@ -65,6 +65,10 @@ struct scrub {
 	 * that starts inside the files does not walk them again). */
 	bool v2;
 	struct v2n_counts nodes;
+	/* The thread's: fs_ckpt_wait calls scrub_file may still make (a
+	 * run's FS_WALK_WAITS, refilled by a read-in they let through), so
+	 * failing checkpoints cannot hold every file for seconds. */
+	int walk_waits;
 
 	uint8_t *buf[DEV_MAX];	/* the thread's, SCRUB_CHUNK blocks per device */
 };
@@ -539,15 +543,15 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 	ret = inode_get_walk(fs, ino, &ip);
 	/* Deaths lost (v2dirty.h): wait for the checkpoint that rebuilds
 	 * rather than skip the file. */
-	for (int waits = 0; ret == -ENOMEM && waits < FS_WALK_WAITS; waits++) {
-		bool waited;
-
+	for (bool waited = false; ret == -ENOMEM && sc->walk_waits > 0; sc->walk_waits--) {
 		pthread_mutex_unlock(&fs->ns_lock);
 		waited = fs_ckpt_wait(fs);
 		pthread_mutex_lock(&fs->ns_lock);
 		if (!waited)
 			break;
 		ret = inode_get_walk(fs, ino, &ip);
+		if (!ret)
+			sc->walk_waits = FS_WALK_WAITS + 1;	/* less the loop's step */
 	}
 	if (!ret) {
 		inode_lock(ip);
@@ -778,6 +782,7 @@ static void *scrub_main(void *arg)
 	bool stopped, failed = false;
 	int ret = 0;
 
+	sc->walk_waits = FS_WALK_WAITS;
 	for (unsigned d = 0; d < fs->mirror.ndevs; d++)
 		if (posix_memalign((void **)&sc->buf[d], BLK, (size_t)SCRUB_CHUNK * BLK))
 			ret = -ENOMEM;
