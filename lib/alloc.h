@@ -120,8 +120,8 @@ uint64_t alloc_deferred_blocks(struct alloc *a);
 uint64_t alloc_pending_blocks(struct alloc *a);
 uint64_t alloc_retry_frees(struct alloc *a);
 /* Test hook: the chunk-word allocations numbered [after, after + count)
- * from now fail (count 0: none).  alloc_create reads it from
- * TWINFS_ALLOC_WORDS_FAIL="after,count" too. */
+ * from now fail (count 0: none; process-wide).  Every alloc_create reads
+ * it from TWINFS_ALLOC_WORDS_FAIL="after,count" too, counting anew. */
 void alloc_fail_words(uint64_t after, uint64_t count);
 /* Memory of the block map's words: 4 KiB for each chunk of 32768 blocks
  * that is partly used (all free or all used costs none), plus a few
