@@ -743,7 +743,9 @@ static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, ui
 			r.ext.fblk = b;
 			r.ext.phys = blk | EXTENT_UNWRITTEN;
 			r.ext.n = (uint32_t)got;
-			r.ext.csums = zero_csums;
+			/* v2 logs the short form (no checksums: 36 bytes, not
+			 * 8 more per block); v1's log stays as it was. */
+			r.ext.csums = fs->v2 ? NULL : zero_csums;
 			ret = meta_tx_add(&tx, &r);
 			if (ret)
 				break;

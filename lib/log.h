@@ -41,7 +41,8 @@ enum log_rec_type {
 	LR_INODE_DEL = 2,	/* inode gone, its blocks dropped */
 	LR_DENT_SET = 3,	/* parent/name -> ino */
 	LR_DENT_DEL = 4,	/* parent/name removed */
-	LR_EXT_SET = 5,		/* ino blocks [fblk, +n) -> phys [phys, +n), csums */
+	LR_EXT_SET = 5,		/* ino blocks [fblk, +n) -> phys [phys, +n), csums
+				 * (csums NULL: unwritten blocks, short form) */
 	LR_EXT_CLEAR = 6,	/* ino blocks [fblk, +n) -> hole */
 	LR_XATTR_SET = 7,
 	LR_XATTR_DEL = 8,
@@ -106,7 +107,8 @@ int log_buf_add(struct log_buf *b, const struct log_rec *r);
 
 /* Decode records from [p, p+len); calls cb for each (pointers in the record
  * point into p: unaligned, names/targets not NUL-terminated, ext csums are
- * n little-endian u64s to read with memcpy).  Stops and returns cb's nonzero value.  -EUCLEAN on any
+ * n little-endian u64s to read with memcpy, or NULL for the short form of
+ * unwritten blocks).  Stops and returns cb's nonzero value.  -EUCLEAN on any
  * malformed record (bounds, type, lengths); never reads outside [p, p+len). */
 typedef int (*log_rec_fn)(void *ctx, const struct log_rec *r);
 int log_decode(const void *p, size_t len, log_rec_fn cb, void *ctx);

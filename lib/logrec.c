@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extent.h"
 #include "log.h"
 
 #define REC_HDR 8u
@@ -126,8 +127,12 @@ static size_t body_len(const struct log_rec *r)
 			return 0;
 		return BODY_DENT + r->dent.namelen;
 	case LR_EXT_SET:
-		if (r->ext.n < 1 || r->ext.n > LOG_EXT_MAX_BLOCKS || !r->ext.csums)
+		if (r->ext.n < 1 || r->ext.n > LOG_EXT_MAX_BLOCKS)
 			return 0;
+		/* Unwritten blocks have no checksums to carry: NULL csums
+		 * writes the short form (format v2's fallocate). */
+		if (!r->ext.csums)
+			return (r->ext.phys & EXTENT_UNWRITTEN) ? BODY_EXT : 0;
 		return BODY_EXT + 8u * r->ext.n;
 	case LR_EXT_CLEAR:
 		if (r->clr.n < 1)
@@ -262,7 +267,7 @@ int log_buf_add(struct log_buf *b, const struct log_rec *r)
 		put64(&p, r->ext.phys);
 		put32(&p, r->ext.n);
 		/* csums are host u64s; stored little-endian */
-		for (uint32_t i = 0; i < r->ext.n; i++) {
+		for (uint32_t i = 0; r->ext.csums && i < r->ext.n; i++) {
 			uint64_t c;
 
 			memcpy(&c, (const uint8_t *)r->ext.csums + 8 * i, 8);
@@ -335,8 +340,14 @@ static int decode_body(uint16_t type, const uint8_t *p, size_t blen, struct log_
 		r->ext.fblk = get64(&p);
 		r->ext.phys = get64(&p);
 		r->ext.n = get32(&p);
-		if (r->ext.n < 1 || r->ext.n > LOG_EXT_MAX_BLOCKS ||
-		    blen != BODY_EXT + 8u * (size_t)r->ext.n)
+		if (r->ext.n < 1 || r->ext.n > LOG_EXT_MAX_BLOCKS)
+			return -EUCLEAN;
+		/* The short form: unwritten blocks, no checksums. */
+		if (blen == BODY_EXT && (r->ext.phys & EXTENT_UNWRITTEN)) {
+			r->ext.csums = NULL;
+			return 0;
+		}
+		if (blen != BODY_EXT + 8u * (size_t)r->ext.n)
 			return -EUCLEAN;
 		r->ext.csums = p;	/* unaligned little-endian u64s */
 		return 0;

@@ -8,7 +8,8 @@
 # modes, sizes, mtimes, targets, xattrs, sha256 of every file, readdir
 # cookies), unmount, fsck.twinfs clean, remount: the same manifest.  kill -9
 # after fsync: the fsynced file is there after the remount (log replay on
-# the loaded trees), fsck clean after.  Scrub runs (data and tree nodes);
+# the loaded trees), fsck clean after; a fallocate logged in the short form
+# (no checksums for unwritten blocks) is there after it too.  Scrub runs (data and tree nodes);
 # replace copies the trees onto a new image (the rest of the test runs on
 # it; v2scrub.sh tests node repair and rebuild).  A checkpoint after changing one
 # file among 5,000 writes far less than the INODES tree holds.
@@ -109,8 +110,23 @@ os.fsync(fd)
 os.close(fd)
 PY
 sum_fsynced=$(h_sums "$MNT/d2/fsynced")
+# fallocate logs unwritten runs in the short form: a few blocks of log for
+# 200 MiB (the long form carried 8 bytes per block: 100 blocks of zeros).
+logb() { "$CTL" stats "$MNT" | awk -F': ' '$1 == "log.chunk_blocks" { print $2 }'; }
+lb0=$(logb)
+fallocate -l 200M "$MNT/d2/prealloc" || h_fail "fallocate 200M"
+python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$MNT/d2/prealloc" ||
+	h_fail "fsync of the fallocated file"
+lb1=$(logb)
+[[ -n $lb0 && -n $lb1 ]] || h_fail "no log.chunk_blocks in twinfs-ctl stats"
+h_log "fallocate 200M wrote $((lb1 - lb0)) log blocks"
+((lb1 - lb0 < 40)) || h_fail "fallocate of 200M wrote $((lb1 - lb0)) log blocks (short form: under 40)"
 h_crash
 h_mount
+[[ $(stat -c %s "$MNT/d2/prealloc") == $((200 << 20)) ]] || h_fail "fallocated file's size after kill -9"
+cmp -n $((200 << 20)) "$MNT/d2/prealloc" /dev/zero || h_fail "fallocated file does not read as zeros after kill -9"
+[[ $(stat -c %b "$MNT/d2/prealloc") -ge $((200 << 11)) ]] || h_fail "fallocated blocks lost after kill -9: $(stat -c %b "$MNT/d2/prealloc")"
+rm "$MNT/d2/prealloc"
 [[ $(h_sums "$MNT/d2/fsynced") == "$sum_fsynced" ]] || h_fail "fsynced file lost or changed after kill -9"
 [[ -f $MNT/newdir/f && ! -e $MNT/d1/f ]] || h_fail "fsynced rename lost after kill -9"
 mv "$MNT/newdir/f" "$MNT/d1/f"
