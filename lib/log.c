@@ -775,6 +775,12 @@ int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq)
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq)
 {
+	return log_replay_pre(m, g, NULL, cb, ctx, end_pos, next_seq);
+}
+
+int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
+		   log_rec_fn cb, void *ctx, uint64_t *end_pos, uint64_t *next_seq)
+{
 	struct rbuf r = { 0 };
 	struct lwin w = { 0 };
 	uint64_t pos = g->head_pos, seq = g->head_seq;
@@ -804,6 +810,8 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 		}
 		if (ret)
 			break;
+		if (pre)
+			pre(ctx, r.p + CHUNK_HDR, payload);
 		ret = log_decode(r.p + CHUNK_HDR, payload, cb, ctx);
 		if (ret)
 			break;
