@@ -340,37 +340,19 @@ static int drop_changes(struct alloc *a)
 	return ret;
 }
 
-/* alloc_use every run of set bits of @w (block @base + bit). */
-static int use_word(struct alloc *a, uint64_t base, uint64_t w, uint64_t lim)
+static int use_run(void *ctx, uint64_t blk, uint64_t n)
 {
-	int ret = 0;
-
-	while (w && !ret) {
-		uint64_t s = (uint64_t)__builtin_ctzll(w), e = s;
-
-		while (e < 64 && (w >> e) & 1)
-			e++;
-		if (base + s < lim)
-			ret = alloc_use(a, base + s, (base + e < lim ? base + e : lim) - base - s);
-		w &= e < 64 ? ~0ull << e : 0;
-	}
-	return ret;
+	return alloc_use(ctx, blk, n);
 }
 
-/* The used map and the counts of the trees into @a (nothing in use). */
+/* The used map and the counts of the trees into @a (nothing in use): one
+ * alloc_use per run of used blocks, wholly used or free groups from their
+ * summaries (fspace_used_runs), so the time follows the runs and the mixed
+ * groups, not the size of the area. */
 static int load_into(struct alloc_v2 *v, struct alloc *a)
 {
-	uint64_t fstart, fend, words[USED_PIECE];
-	int ret = 0;
+	int ret = fspace_used_runs(v->fs, use_run, a);
 
-	fspace_data_area(v->fs, &fstart, &fend);
-	for (uint64_t s = fstart; s < fend && !ret; s += 64 * USED_PIECE) {
-		size_t nw = (fend - s + 63) / 64 < USED_PIECE ? (size_t)((fend - s + 63) / 64) : USED_PIECE;
-
-		ret = fspace_get_words(v->fs, s, nw, words);
-		for (size_t i = 0; i < nw && !ret; i++)
-			ret = use_word(a, s + 64 * i, words[i], fend);
-	}
 	return ret ? ret : load_refs(v, a);
 }
 

@@ -145,9 +145,75 @@ static void ms_free(void *ctx, uint64_t addr)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Nodes a batch of ms_write_many issues together: a checkpoint writes
+ * thousands, and one synchronous mirror_write each (a device round trip
+ * per node) made a mount's first checkpoint after kill -9 take 2.8 s for
+ * 4,200 nodes. */
+#define MS_BATCH 64u
+
+static int ms_write_batch(struct bstore_mirror *s, size_t n, const uint64_t *addrs,
+			  void *const *bufs, struct mirror_wr *w, struct dev_io *ios)
+{
+	unsigned nio = 0;
+	size_t began;
+	int ret = 0, sub;
+
+	for (began = 0; began < n; began++) {
+		uint64_t slot;
+
+		ret = in_area(s, addrs[began], &slot) ? 0 : -EINVAL;
+		if (!ret)
+			ret = mirror_write_begin(s->m, addrs[began], bufs[began], BNODE_BLOCKS,
+						 &w[began]);
+		if (ret)
+			break;
+		for (unsigned d = 0; d < w[began].n; d++)
+			ios[nio++] = w[began].ios[d];
+	}
+	if (ret) {
+		while (began--)
+			mirror_write_cancel(s->m, &w[began]);
+		return ret;
+	}
+	sub = dev_submit(s->m->be, ios, nio);
+	nio = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r;
+
+		for (unsigned d = 0; d < w[i].n; d++)
+			w[i].ios[d].res = ios[nio++].res;
+		r = mirror_write_end(s->m, &w[i], sub);
+		if (r && !ret)
+			ret = r;
+	}
+	return ret;
+}
+
+static int ms_write_many(void *ctx, size_t n, const uint64_t *addrs, void *const *bufs)
+{
+	struct bstore_mirror *s = ctx;
+	struct mirror_wr *w = malloc(MS_BATCH * sizeof(*w));
+	struct dev_io *ios = malloc(MS_BATCH * DEV_MAX * sizeof(*ios));
+	int ret = 0;
+
+	for (size_t at = 0; at < n && w && ios; at += MS_BATCH) {
+		size_t k = n - at < MS_BATCH ? n - at : MS_BATCH;
+		int r = ms_write_batch(s, k, addrs + at, bufs + at, w, ios);
+
+		if (r && !ret)
+			ret = r;
+	}
+	if (n && (!w || !ios))
+		ret = -ENOMEM;
+	free(w);
+	free(ios);
+	return ret;
+}
+
 static const struct bstore_ops mirror_ops = {
 	.read = ms_read,
 	.write = ms_write,
+	.write_many = ms_write_many,
 	.flush = ms_flush,
 	.alloc = ms_alloc,
 	.free = ms_free,

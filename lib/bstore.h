@@ -11,6 +11,7 @@
  *          copies tries each and repairs the bad ones; -EIO when no copy
  *          matches: never other bytes.
  *   write  the sealed node at addr (every copy).
+ *   write_many  (optional) many sealed nodes, issued together.
  *   flush  make every write before it durable (NULL: nothing to do).
  *   alloc  a free node address (BNODE_BLOCKS blocks); -ENOSPC.
  *   free   give an address back: only once nothing durable references it.
@@ -22,6 +23,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bnode.h"
@@ -29,6 +31,10 @@
 struct bstore_ops {
 	int (*read)(void *ctx, const struct bptr *p, void *buf);
 	int (*write)(void *ctx, uint64_t addr, const void *buf);
+	/* Optional: the @n sealed nodes at addrs[i] from bufs[i], as write
+	 * each, issued together (NULL: the tree writes them one by one).
+	 * 0 or the first error; all are tried. */
+	int (*write_many)(void *ctx, size_t n, const uint64_t *addrs, void *const *bufs);
 	int (*flush)(void *ctx);
 	int (*alloc)(void *ctx, uint64_t *addr);
 	void (*free)(void *ctx, uint64_t addr);

@@ -992,9 +992,39 @@ int bt_delete(struct btree *t, const struct bkey *k)
 
 /* ---- commit ---- */
 
-/* Write @n and, first, every child of this transaction below it; *csum
- * gets @n's. */
-static int write_node(struct btree *t, struct bcache_node *n, uint64_t *csum, size_t *count)
+/* The nodes a commit writes, sealed children first. */
+struct wlist {
+	uint64_t *addr;
+	void **buf;
+	size_t n, cap;
+};
+
+static int wl_push(struct wlist *wl, uint64_t addr, void *buf)
+{
+	if (wl->n == wl->cap) {
+		size_t cap = wl->cap ? 2 * wl->cap : 64;
+		uint64_t *na = realloc(wl->addr, cap * sizeof(*na));
+		void **nb;
+
+		if (!na)
+			return -ENOMEM;
+		wl->addr = na;
+		nb = realloc(wl->buf, cap * sizeof(*nb));
+		if (!nb)
+			return -ENOMEM;
+		wl->buf = nb;
+		wl->cap = cap;
+	}
+	wl->addr[wl->n] = addr;
+	wl->buf[wl->n++] = buf;
+	return 0;
+}
+
+/* Seal @n and, first, every child of this transaction below it (a
+ * parent's pointer carries its child's csum); *csum gets @n's and each
+ * goes onto @wl to be written.  The buffers stay put: dirty nodes are
+ * pinned in the cache until the commit ends. */
+static int seal_node(struct btree *t, struct bcache_node *n, uint64_t *csum, struct wlist *wl)
 {
 	void *b = n->buf;
 	int ret;
@@ -1011,20 +1041,35 @@ static int write_node(struct btree *t, struct bcache_node *n, uint64_t *csum, si
 			bcache_put(t->cache, c);
 			return -EUCLEAN;
 		}
-		ret = write_node(t, c, &p.csum, count);
+		ret = seal_node(t, c, &p.csum, wl);
 		bcache_put(t->cache, c);
 		if (ret)
 			return ret;
 		bnode_set_ptr(b, i, &p);
 	}
 	*csum = bnode_seal(b);
-	(*count)++;
-	return t->store->ops->write(t->store->ctx, n->addr, b);
+	return wl_push(wl, n->addr, b);
+}
+
+/* Every node of @wl: together when the store can (write_many), else one
+ * by one.  All of them before the flush that follows, in any order:
+ * nothing durable points at them until the superblock does. */
+static int write_nodes(struct btree *t, const struct wlist *wl)
+{
+	const struct bstore *st = t->store;
+	int ret = 0;
+
+	if (st->ops->write_many)
+		return wl->n ? st->ops->write_many(st->ctx, wl->n, wl->addr, wl->buf) : 0;
+	for (size_t i = 0; i < wl->n && !ret; i++)
+		ret = st->ops->write(st->ctx, wl->addr[i], wl->buf[i]);
+	return ret;
 }
 
 static int commit_locked(struct btree *t)
 {
-	size_t written = 0, live = 0;
+	struct wlist wl = { 0 };
+	size_t live = 0;
 	int ret = 0;
 
 	if (t->root.ptr.addr && t->root.ptr.gen == t->tgen) {
@@ -1032,15 +1077,19 @@ static int commit_locked(struct btree *t)
 
 		if (!r)
 			return -EUCLEAN;
-		ret = write_node(t, r, &t->root.ptr.csum, &written);
+		ret = seal_node(t, r, &t->root.ptr.csum, &wl);
 		bcache_put(t->cache, r);
-		if (ret)
-			return ret;
+		if (!ret)
+			ret = write_nodes(t, &wl);
 	}
+	free(wl.addr);
+	free(wl.buf);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < t->ndirty; i++)
 		live += t->dirty[i]->dirty;
 	/* Every node the transaction made is reachable, or it leaked. */
-	if (live != written)
+	if (live != wl.n)
 		return -EUCLEAN;
 	if (t->store->ops->flush)
 		ret = t->store->ops->flush(t->store->ctx);
@@ -1052,7 +1101,7 @@ static int commit_locked(struct btree *t)
 		bcache_put(t->cache, t->dirty[i]);
 	}
 	t->ndirty = 0;
-	t->written += written;
+	t->written += wl.n;
 	return 0;
 }
 

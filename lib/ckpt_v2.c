@@ -477,6 +477,11 @@ int ckpt_v2_max_ino(struct tfs *fs, uint64_t *ino)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+struct btree *ckpt_v2_inodes(struct tfs *fs)
+{
+	return &fs->v2->itree;
+}
+
 /* Every inode into the table (fsck: offline, the whole tree checked). */
 static int load_all(struct tfs *fs)
 {

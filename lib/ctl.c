@@ -257,6 +257,13 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "extent_runs_walked", fs->mount_extent_runs);
 	jb_u64(j, "alloc_from_trees", fs->mount_alloc_trees);
 	jb_u64(j, "inodes_walked", fs->mount_inodes_walked);
+	jb_u64(j, "alloc_ns", fs->mount_alloc_ns);
+	jb_u64(j, "ckpt_load_ns", fs->mount_ckpt_ns);
+	jb_u64(j, "replay_ns", fs->mount_replay_ns);
+	jb_u64(j, "replay_records", fs->mount_replay_records);
+	jb_u64(j, "replay_log_blocks", fs->mount_replay_blocks);
+	jb_u64(j, "replay_prefetched", fs->mount_replay_prefetched);
+	jb_u64(j, "ckpt_write_ns", fs->mount_ckpt_write_ns);
 	jb_obj_end(j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");

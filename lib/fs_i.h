@@ -172,6 +172,12 @@ struct tfs {
 	 * "mount"): 0 on format v2, whose mount reads the superblock's count
 	 * and the ORPHAN items instead (TWINFS_ALLOC_CHECK=1 still walks). */
 	uint64_t mount_inodes_walked;
+	/* What each phase of the mount cost (status "mount"): loading the
+	 * checkpoint, the log replayed (records, log blocks, time) and the
+	 * mount's first checkpoint; all in ns. */
+	uint64_t mount_ckpt_ns, mount_replay_ns, mount_ckpt_write_ns;
+	uint64_t mount_replay_records, mount_replay_blocks;
+	uint64_t mount_replay_prefetched;	/* keys read ahead (v2prefetch.h) */
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */

@@ -719,3 +719,70 @@ int fspace_get_words(struct fspace *fs, uint64_t blk, size_t nwords, uint64_t *u
 	}
 	return 0;
 }
+
+/* Run [*rs, *rs + *rn) grows by [s, s + n) when they touch; else it goes
+ * to @fn and [s, s + n) starts the next. */
+static int run_add(fspace_run_fn fn, void *ctx, uint64_t *rs, uint64_t *rn, uint64_t s,
+		   uint64_t n)
+{
+	int ret = 0;
+
+	if (*rn && *rs + *rn == s) {
+		*rn += n;
+		return 0;
+	}
+	if (*rn)
+		ret = fn(ctx, *rs, *rn);
+	*rs = s;
+	*rn = n;
+	return ret;
+}
+
+/* The used runs of mixed group @gi (its bitmap copied into @bm under its
+ * mu, scanned outside it) through run_add. */
+static int group_runs(struct fspace *fs, uint64_t gi, uint64_t *bm, fspace_run_fn fn, void *ctx,
+		      uint64_t *rs, uint64_t *rn)
+{
+	struct fs_group *g = &fs->groups[gi];
+	uint64_t len = fs_glen(fs, gi), base = fs->p.start + fs_gstart(fs, gi), pos = 0;
+	int ret;
+
+	pthread_mutex_lock(&g->mu);
+	ret = fs_group_load(fs, gi);
+	if (!ret)
+		memcpy(bm, g->bm, fs->gwords * 8);
+	pthread_mutex_unlock(&g->mu);
+	while (!ret && pos < len) {
+		uint64_t s = bm_next_one(bm, pos, len), e = bm_next_zero(bm, s, len);
+
+		if (s < e)
+			ret = run_add(fn, ctx, rs, rn, base + s, e - s);
+		pos = e;
+	}
+	return ret;
+}
+
+int fspace_used_runs(struct fspace *fs, fspace_run_fn fn, void *ctx)
+{
+	uint64_t rs = 0, rn = 0, *bm = NULL;
+	int ret = 0;
+
+	for (uint64_t gi = 0; gi < fs->ngroups && !ret; gi++) {
+		uint64_t len = fs_glen(fs, gi), nfree = atomic_load(&fs->groups[gi].free);
+
+		if (nfree == len)
+			continue;
+		if (nfree == 0) {
+			ret = run_add(fn, ctx, &rs, &rn, fs->p.start + fs_gstart(fs, gi), len);
+			continue;
+		}
+		if (!bm && !(bm = malloc(fs->gwords * 8)))
+			ret = -ENOMEM;
+		if (!ret)
+			ret = group_runs(fs, gi, bm, fn, ctx, &rs, &rn);
+	}
+	free(bm);
+	if (!ret && rn)
+		ret = fn(ctx, rs, rn);
+	return ret;
+}

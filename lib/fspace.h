@@ -144,6 +144,15 @@ int fspace_set_words(struct fspace *fs, uint64_t blk, size_t nwords, const uint6
  * fspace_set_words; blocks past the area's end read as used). */
 int fspace_get_words(struct fspace *fs, uint64_t blk, size_t nwords, uint64_t *used);
 
+/* The used blocks of the data area as maximal runs, in order, to
+ * @fn(@ctx, first block, count); runs go across group boundaries.  A group
+ * its summary shows wholly used or wholly free is not loaded (no FREE item
+ * read), so a mostly full or mostly empty area costs a few calls whatever
+ * its size; only groups that are mixed load their bitmap.  Stops at @fn's
+ * first nonzero return, which it returns; -EIO/-ENOMEM/-EUCLEAN (a load). */
+typedef int (*fspace_run_fn)(void *ctx, uint64_t blk, uint64_t n);
+int fspace_used_runs(struct fspace *fs, fspace_run_fn fn, void *ctx);
+
 /* ---- tree nodes ---- */
 /* The store other trees use: @io's read/write/flush, slots of the node map
  * (leaving node_reserve free). */

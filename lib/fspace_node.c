@@ -104,6 +104,26 @@ static int ns_write(void *ctx, uint64_t addr, const void *buf)
 	return fs->io->ops->write(fs->io->ctx, addr, buf);
 }
 
+static int ns_write_many(void *ctx, size_t n, const uint64_t *addrs, void *const *bufs)
+{
+	struct fspace *fs = ctx;
+	int ret = 0;
+	uint64_t s;
+
+	for (size_t i = 0; i < n; i++)
+		if (!fs_node_slot(fs, addrs[i], &s))
+			return -EINVAL;
+	if (fs->io->ops->write_many)
+		return fs->io->ops->write_many(fs->io->ctx, n, addrs, bufs);
+	for (size_t i = 0; i < n; i++) {
+		int r = fs->io->ops->write(fs->io->ctx, addrs[i], bufs[i]);
+
+		if (r && !ret)
+			ret = r;
+	}
+	return ret;
+}
+
 static int ns_flush(void *ctx)
 {
 	struct fspace *fs = ctx;
@@ -112,12 +132,12 @@ static int ns_flush(void *ctx)
 }
 
 static const struct bstore_ops node_ops = {
-	.read = ns_read, .write = ns_write, .flush = ns_flush,
+	.read = ns_read, .write = ns_write, .write_many = ns_write_many, .flush = ns_flush,
 	.alloc = ns_alloc, .free = node_free,
 };
 
 static const struct bstore_ops free_tree_ops = {
-	.read = ns_read, .write = ns_write, .flush = ns_flush,
+	.read = ns_read, .write = ns_write, .write_many = ns_write_many, .flush = ns_flush,
 	.alloc = fst_alloc, .free = node_free,
 };
 

@@ -564,13 +564,62 @@ static int rbuf_reserve(struct rbuf *r, size_t bytes)
 }
 
 /*
+ * Replay reads the region ahead, LOG_WIN blocks at a time from one device:
+ * a log of small chunks (one per group commit, often 1 or 2 blocks) read a
+ * chunk at a time cost two synchronous reads per commit, and a 95 MiB log
+ * of 13,000 commits took 2.9 s to replay, mostly waiting for them.  The
+ * read-ahead is only a guess at where the log goes: it fails quietly (no
+ * error is counted for blocks the log may not even use) and the chunk is
+ * then read exactly as before, errors and all.
+ */
+#define LOG_WIN 2048u			/* 8 MiB: holds the largest chunk */
+
+struct lwin {
+	uint8_t *p;			/* LOG_WIN blocks, or NULL: no read-ahead */
+	unsigned dev;			/* whose copy it holds */
+	uint64_t pos, n;		/* region blocks [pos, pos + n) */
+};
+
+static int win_fill(struct mirror *m, unsigned d, const struct log_geom *g, struct lwin *w,
+		    uint64_t at)
+{
+	uint64_t n = g->nblocks - at < LOG_WIN ? g->nblocks - at : LOG_WIN;
+
+	w->n = 0;
+	if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK ||
+	    dev_pread(m->be, m->devs[d], w->p, n * TFS_BLOCK_SIZE,
+		      (g->start + at) * TFS_BLOCK_SIZE))
+		return -EIO;
+	w->dev = d;
+	w->pos = at;
+	w->n = n;
+	return 0;
+}
+
+/* Region blocks [at, at + n) of device @d into @dst: from the window @w
+ * (NULL: none) when it holds them or a refill from @at brings them in,
+ * else by one exact read. */
+static int log_read(struct mirror *m, const struct log_geom *g, struct lwin *w, unsigned d,
+		    uint64_t at, void *dst, uint64_t n)
+{
+	if (w && w->p && !(w->n && w->dev == d && at >= w->pos && at + n <= w->pos + w->n) &&
+	    n <= LOG_WIN)
+		win_fill(m, d, g, w, at);
+	if (w && w->p && w->n && w->dev == d && at >= w->pos && at + n <= w->pos + w->n) {
+		memcpy(dst, w->p + (at - w->pos) * TFS_BLOCK_SIZE, n * TFS_BLOCK_SIZE);
+		return 0;
+	}
+	return mirror_read_dev(m, d, g->start + at, dst, (uint32_t)n);
+}
+
+/*
  * Read and verify the chunk at region block @at expected to start with
  * @seq, from the first healthy device whose copy verifies.  0 with the
  * chunk in r (*payload, *nb, *last set); -ENOENT when no copy is valid;
  * -ENOMEM.
  */
-static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, uint64_t seq,
-		      struct rbuf *r, size_t *payload, uint64_t *nb, uint64_t *last)
+static int read_chunk(struct mirror *m, const struct log_geom *g, struct lwin *w, uint64_t at,
+		      uint64_t seq, struct rbuf *r, size_t *payload, uint64_t *nb, uint64_t *last)
 {
 	for (unsigned d = 0; d < m->ndevs; d++) {
 		uint64_t n, want;
@@ -583,7 +632,7 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, u
 		ret = rbuf_reserve(r, TFS_BLOCK_SIZE);
 		if (ret)
 			return ret;
-		if (mirror_read_dev(m, d, g->start + at, r->p, 1))
+		if (log_read(m, g, w, d, at, r->p, 1))
 			continue;
 		h = r->p;
 		plen = le32_get(h + CH_PAYLOAD);
@@ -597,8 +646,7 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, uint64_t at, u
 		ret = rbuf_reserve(r, n * TFS_BLOCK_SIZE);
 		if (ret)
 			return ret;
-		if (n > 1 && mirror_read_dev(m, d, g->start + at + 1, r->p + TFS_BLOCK_SIZE,
-					     (uint32_t)(n - 1)))
+		if (n > 1 && log_read(m, g, w, d, at + 1, r->p + TFS_BLOCK_SIZE, n - 1))
 			continue;
 		want = le64_get(r->p + CH_CSUM);
 		le64_put(r->p + CH_CSUM, 0);
@@ -678,7 +726,7 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 					struct log_geom og = *g;
 
 					og.log_id = id;
-					if (read_chunk(m, &og, at, first, r, &plen, &nb, &last))
+					if (read_chunk(m, &og, NULL, at, first, r, &plen, &nb, &last))
 						continue;
 				}
 				res = id == g->log_id ? -EBADMSG : -ESTALE;
@@ -727,7 +775,14 @@ int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq)
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq)
 {
+	return log_replay_pre(m, g, NULL, cb, ctx, end_pos, next_seq);
+}
+
+int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
+		   log_rec_fn cb, void *ctx, uint64_t *end_pos, uint64_t *next_seq)
+{
 	struct rbuf r = { 0 };
+	struct lwin w = { 0 };
 	uint64_t pos = g->head_pos, seq = g->head_seq;
 	int ret = 0;
 
@@ -735,15 +790,18 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 		return -EINVAL;
 	if (mirror_healthy(m) == 0)
 		return -EIO;
+	/* No memory for the read-ahead: chunk by chunk, as before. */
+	if (posix_memalign((void **)&w.p, TFS_BLOCK_SIZE, (size_t)LOG_WIN * TFS_BLOCK_SIZE))
+		w.p = NULL;
 	for (;;) {
 		uint64_t at = pos, nb, last;
 		size_t payload;
 
-		ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
+		ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last);
 		if (ret == -ENOENT && pos != 0) {
 			/* the chunk may not have fit before the end */
 			at = 0;
-			ret = read_chunk(m, g, at, seq, &r, &payload, &nb, &last);
+			ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last);
 		}
 		if (ret == -ENOENT) {
 			/* The log ends here, unless it demonstrably went on. */
@@ -752,6 +810,8 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 		}
 		if (ret)
 			break;
+		if (pre)
+			pre(ctx, r.p + CHUNK_HDR, payload);
 		ret = log_decode(r.p + CHUNK_HDR, payload, cb, ctx);
 		if (ret)
 			break;
@@ -759,6 +819,7 @@ int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *
 		seq = last + 1;
 	}
 	free(r.p);
+	free(w.p);
 	if (ret && ret != -EBADMSG && ret != -ESTALE)
 		return ret;
 	*end_pos = pos;

@@ -26,6 +26,7 @@
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
+#include "v2prefetch.h"
 #include "wib.h"
 
 #define FS_DEFAULT_COMMIT_MS 5000u
@@ -72,6 +73,7 @@ struct apply_ctx {
 	/* ignored: the allocator is rebuilt after replay, or kept in step by
 	 * meta_apply (fs->replay_alloc) */
 	struct meta_tx drops;
+	struct v2pf *pf;	/* the chunk's read-ahead, or NULL */
 };
 
 static int replay_rec(void *ctx, const struct log_rec *r)
@@ -80,9 +82,22 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 
 	/* Written after the persisted write-intent bitmap: a stale device
 	 * missed these blocks too. */
+	ac->fs->mount_replay_records++;
+	v2pf_note(ac->pf, r);
 	if (r->type == LR_EXT_SET && !(r->ext.phys & EXTENT_UNWRITTEN))
 		wib_note_replay(ac->fs, r->ext.phys, r->ext.n);
 	return meta_apply(ac->fs, r, &ac->drops);
+}
+
+/* Format v2: the nodes the chunk's extent records will fault, read ahead
+ * from several threads, a window at a time (v2prefetch.h). */
+static void replay_pre(void *ctx, const void *p, size_t len)
+{
+	struct apply_ctx *ac = ctx;
+
+	ac->fs->mount_replay_prefetched += v2pf_done(ac->pf);
+	v2pf_end(ac->pf);
+	ac->pf = ac->fs->v2 ? v2pf_begin(ckpt_v2_inodes(ac->fs), p, len) : NULL;
 }
 
 struct use_ctx {
@@ -699,9 +714,11 @@ static int mount_services(struct tfs *fs, const struct tfs_opts *o, const char *
  * damaged falls back to the previous superblock's. */
 static int mount_ckpt_load(struct tfs *fs, const char *name0, char *err, size_t errlen)
 {
+	uint64_t t0 = mono_ns();
 	int ret;
 
 	ret = ckpt_load(fs);
+	fs->mount_ckpt_ns = mono_ns() - t0;
 	/* Version 2 keeps no previous checkpoint to fall back to (yet). */
 	if ((ret == -EUCLEAN || ret == -EIO) && fs->rescue && !fs->v2) {
 		struct super prev = { 0 };
@@ -777,11 +794,18 @@ static int mount_replay(struct tfs *fs, const char *name0, uint64_t *end_pos,
 	struct log_geom g;
 	int ret;
 
+	uint64_t t0 = mono_ns();
+
 	fs_log_geom(fs, &g);
 	ac.fs = fs;
+	ac.pf = NULL;
 	meta_tx_init(&ac.drops);
-	ret = log_replay(&fs->mirror, &g, replay_rec, &ac, end_pos, next_seq);
+	ret = log_replay_pre(&fs->mirror, &g, replay_pre, replay_rec, &ac, end_pos, next_seq);
+	fs->mount_replay_prefetched += v2pf_done(ac.pf);
+	v2pf_end(ac.pf);
 	meta_tx_free(&ac.drops);
+	fs->mount_replay_ns = mono_ns() - t0;
+	fs->mount_replay_blocks = (*end_pos + g.nblocks - g.head_pos) % g.nblocks;
 	if (ret == -EBADMSG) {
 		note_damage(fs, "metadata log chunk at block %llu (transaction %llu) is damaged "
 			    "on every device and later transactions exist",
@@ -875,6 +899,7 @@ static int mount_rescue(struct tfs *fs, const struct tfs_opts *o, const char *na
 static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name0,
 		      uint64_t end_pos, uint64_t next_seq, char *err, size_t errlen)
 {
+	uint64_t t0;
 	int ret;
 
 	ret = fs_new_log_id(fs);
@@ -907,7 +932,9 @@ static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name
 	 * leave a superblock expecting the old log_id at a position holding
 	 * new chunks, and replay would drop committed (fsynced) records. */
 	fs->sb.state = SUPER_DIRTY;
+	t0 = mono_ns();
 	ret = ckpt_write(fs);
+	fs->mount_ckpt_write_ns = mono_ns() - t0;
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0,
 			   strerror(-ret));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: alloc_v2, alloc.c's state in format v2's trees: a model of random allocations, puts, reflink uses, deferred frees and discard holds, written while other threads allocate or not, (refcount tree and free-space tree) and committed, published or aborted, then reopened from the published roots on a cold cache and compared block by block with the allocator (reference counts and used map), items canonical; cost: one changed block writes a handful of items. */
+/* Description: alloc_v2, alloc.c's state in format v2's trees: a model of random allocations, puts, reflink uses, deferred frees and discard holds, written while other threads allocate or not, (refcount tree and free-space tree) and committed, published or aborted, then reopened from the published roots on a cold cache and compared block by block with the allocator (reference counts and used map), items canonical; cost: one changed block writes a handful of items, and loading reads no group that is wholly used or wholly free. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -494,6 +494,54 @@ static void test_cost(void **state)
 	mem_destroy(&s.ms);
 }
 
+/* Mount's load reads no group its summary shows wholly used or wholly
+ * free: 10 full groups, one mixed, 5 empty load one bitmap, and give the
+ * same allocator back block by block. */
+static void test_load_cost(void **state)
+{
+	struct st s = { .p = { .start = 2000, .end = 2000 + 16 * 65536, .gblocks = 65536,
+		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 1u << 20 } };
+	uint64_t mixed = s.p.start + 12 * 65536 + 100, blk = 0;
+	struct fspace_stats fa, fb;
+	uint32_t ca = 0, cb = 0;
+	struct bcache *c;
+	struct fspace *fs;
+	struct btree refs;
+	struct alloc_v2 *v;
+	struct alloc *b;
+
+	(void)state;
+	mem_init(&s.ms, s.p.node_start, s.p.nslots);
+	st_open(&s);
+	assert_int_equal(alloc_use(s.a, s.p.start, 10 * 65536), 0);
+	assert_int_equal(alloc_use(s.a, mixed, 50), 0);
+	assert_int_equal(alloc_use(s.a, mixed + 10, 5), 0);	/* shared */
+	st_commit(&s, true);
+
+	assert_int_equal(bcache_create(4u << 20, &c), 0);
+	assert_int_equal(fspace_open(&s.ms.store, c, uuid, &s.p, &s.froot, &fs), 0);
+	assert_int_equal(bt_open(&refs, fspace_node_store(fs), c, V2_TREE_REFCOUNT, uuid,
+				 &s.rroot), 0);
+	assert_int_equal(alloc_create(s.p.start, s.p.end, s.reserve, &b), 0);
+	assert_int_equal(alloc_v2_create(b, fs, &refs, &v), 0);
+	fspace_stats(fs, &fa);
+	assert_int_equal(alloc_v2_load(v), 0);
+	fspace_stats(fs, &fb);
+	printf("load: %llu of %llu groups loaded\n", (unsigned long long)(fb.loads - fa.loads),
+	       (unsigned long long)fb.ngroups);
+	assert_int_equal(fb.loads - fa.loads, 1);
+	assert_int_equal(alloc_v2_compare(s.a, b, s.p.start, s.p.end, &blk, &ca, &cb), 0);
+	assert_int_equal(alloc_refs(b, mixed + 10), 2);
+	alloc_v2_destroy(v);
+	alloc_destroy(b);
+	bt_close(&refs);
+	fspace_close(fs);
+	bcache_destroy(c);
+	st_check(&s);
+	st_close(&s);
+	mem_destroy(&s.ms);
+}
+
 /* ---- threads: the allocator in use while checkpoints write it ---- */
 
 #define T_WORKERS 3
@@ -629,6 +677,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_cost),
+		cmocka_unit_test(test_load_cost),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_nomem),
 	};

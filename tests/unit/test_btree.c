@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format-v2 B+tree on an in-memory node store: node codec (strict checks, csum seeded with the address), node cache budget and pins, copy-on-write transactions (commit, abort, old root intact, freed list), splits/merges down to one leaf, iteration, error poisoning, and a randomized model test of 100k operations with periodic commit and reopen. */
+/* Description: format-v2 B+tree on an in-memory node store: node codec (strict checks, csum seeded with the address), node cache budget and pins, copy-on-write transactions (commit, abort, old root intact, freed list, all nodes of a commit in one write_many), splits/merges down to one leaf, iteration, error poisoning, and a randomized model test of 100k operations with periodic commit and reopen. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -439,6 +439,65 @@ static void test_store_bug(void **state)
 	mem_destroy(&ms);
 }
 
+/* A commit hands all its nodes to write_many at once when the store has
+ * it (one device round trip per batch, not per node), children sealed
+ * before their parents, and the tree reads back. */
+static size_t wm_calls, wm_nodes;
+
+static int count_write_many(void *ctx, size_t n, const uint64_t *addrs, void *const *bufs)
+{
+	wm_calls++;
+	wm_nodes += n;
+	for (size_t i = 0; i < n; i++) {
+		int ret = mem_write(ctx, addrs[i], bufs[i]);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void test_write_many(void **state)
+{
+	static const struct bstore_ops wm_ops = {
+		.read = mem_read, .write = mem_write, .write_many = count_write_many,
+		.alloc = mem_alloc, .free = mem_free,
+	};
+	struct bstore wm;
+	struct bcache *c;
+	struct btree t;
+	struct broot root;
+	struct memstore ms;
+	uint64_t writes;
+
+	(void)state;
+	mem_init(&ms);
+	wm = (struct bstore){ &wm_ops, &ms };
+	wm_calls = wm_nodes = 0;
+	assert_int_equal(bcache_create(4u << 20, &c), 0);
+	assert_int_equal(bt_open(&t, &wm, c, 5, uuid, NULL), 0);
+	assert_int_equal(bt_begin(&t, 1), 0);
+	for (unsigned i = 0; i < 3000; i++)
+		put_val(&t, K(i, 0, 0), 100, i);
+	writes = ms.writes;
+	commit_release(&t, &root);
+	printf("commit: %zu nodes in %zu write_many call(s)\n", wm_nodes, wm_calls);
+	assert_int_equal(wm_calls, 1);
+	assert_true(wm_nodes > 10);
+	assert_int_equal(ms.writes - writes, wm_nodes);	/* and no single writes */
+	bt_close(&t);
+	bcache_destroy(c);
+	/* Cold: every pointer's csum matches what was written. */
+	assert_int_equal(bcache_create(4u << 20, &c), 0);
+	assert_int_equal(bt_open(&t, &wm, c, 5, uuid, &root), 0);
+	assert_int_equal(bt_verify(&t, NULL, NULL), 0);
+	for (unsigned i = 0; i < 3000; i += 7)
+		expect_val(&t, K(i, 0, 0), 100, i);
+	bt_close(&t);
+	bcache_destroy(c);
+	mem_destroy(&ms);
+}
+
 /* ---- the model test ---- */
 
 struct ment {
@@ -821,6 +880,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_commit_abort),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_store_bug),
+		cmocka_unit_test(test_write_many),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_concurrent),
 	};

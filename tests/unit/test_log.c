@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* Description: the log region on two image files behind the fault backend:
  * append/commit/replay, FUA commits, group commit, wraparound, torn and
- * one-mirror chunks, stale log ids, barrier, space waits, failed commits
+ * one-mirror chunks, stale log ids, barrier, space waits, failed commits,
+ * replay's read-ahead (a few device reads for many chunks, read errors)
  * (the record codec is test_logrec.c). */
 #include <errno.h>
 #include <pthread.h>
@@ -905,6 +906,55 @@ static void test_commit_error(void **state)
 	env_close(&e);
 }
 
+/* Replay reads the region ahead: 600 one-block chunks (one commit each)
+ * take a handful of device reads, not one or two per chunk; a read error
+ * in blocks past the log only costs the read-ahead, and with device 0
+ * failing every read of the region, device 1 still gives all of it. */
+static void test_replay_reads(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g;
+	struct ids s = { 0 };
+	uint64_t c0[3], c1[3], d0[3], d1[3], end, next, reads;
+
+	(void)state;
+	env_open(&e, 4096);
+	g = geom(&e, 5, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, NULL, &l), 0);
+	write_ids(l, 1, 601, 0);
+	log_close(l);
+	dev_fault_counts(e.be, 0, c0);
+	dev_fault_counts(e.be, 1, c1);
+	assert_int_equal(replay(&e, 5, 0, 1, &s, &end, &next), 0);
+	dev_fault_counts(e.be, 0, d0);
+	dev_fault_counts(e.be, 1, d1);
+	reads = d0[DEV_READ] - c0[DEV_READ] + d1[DEV_READ] - c1[DEV_READ];
+	printf("600 chunks replayed with %llu device reads\n", (unsigned long long)reads);
+	assert_int_equal(s.n, 600);
+	assert_int_equal(next, 601);
+	assert_true(reads <= 16);
+
+	/* An unreadable block of device 0 past the log's end. */
+	assert_int_equal(dev_fault_add_rule(e.be, &(struct dev_fault_rule){ .dev_idx = 0,
+		.op = DEV_READ, .off = (START + 3000) * 4096, .len = 4096,
+		.kind = DEV_FAULT_ERROR, .err = EIO, .count = -1 }), 0);
+	assert_int_equal(replay(&e, 5, 0, 1, &s, &end, &next), 0);
+	assert_int_equal(s.n, 600);
+	for (size_t i = 0; i < s.n; i++)
+		assert_int_equal(s.v[i], i + 1);
+	/* Device 0's whole region unreadable. */
+	dev_fault_clear(e.be);
+	assert_int_equal(dev_fault_add_rule(e.be, &(struct dev_fault_rule){ .dev_idx = 0,
+		.op = DEV_READ, .off = START * 4096, .len = 4096 * 4096,
+		.kind = DEV_FAULT_ERROR, .err = EIO, .count = -1 }), 0);
+	assert_int_equal(replay(&e, 5, 0, 1, &s, &end, &next), 0);
+	assert_int_equal(s.n, 600);
+	assert_int_equal(next, 601);
+	free(s.v);
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -920,6 +970,7 @@ int main(void)
 		cmocka_unit_test(test_wait_space),
 		cmocka_unit_test(test_commit_error),
 		cmocka_unit_test(test_reserve),
+		cmocka_unit_test(test_replay_reads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
