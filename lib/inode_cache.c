@@ -66,7 +66,7 @@
 
 static size_t stub_home(uint64_t ino, size_t cap)
 {
-	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+	return ino_slot(ino, cap);
 }
 
 static struct istub *stub_find(struct itable *t, uint64_t ino)
