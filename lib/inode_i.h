@@ -52,6 +52,8 @@ struct itable {
 	uint64_t max;			/* resident inodes the budget allows */
 	int (*fill)(struct tfs *fs, struct tfs_inode *ip);		/* icache_fill_fn */
 	int (*next)(struct tfs *fs, uint64_t after, uint64_t *ino);	/* icache_next_fn */
+	int (*prefetch)(struct tfs *fs, const uint64_t *inos, size_t n);	/* icache_prefetch_fn; NULL: none */
+	_Atomic uint64_t prefetch_reads;
 	size_t hand;			/* the clock's bucket (under lock) */
 	_Atomic uint64_t faults, evictions;
 	_Atomic uint64_t absent;	/* fills that found no inode */
@@ -130,6 +132,12 @@ bool itable_insert(struct tfs *fs, struct tfs_inode *ip);
 typedef int (*icache_fill_fn)(struct tfs *fs, struct tfs_inode *ip);
 /* The first inode number > @after the trees hold: 0, -ENOENT at the end. */
 typedef int (*icache_next_fn)(struct tfs *fs, uint64_t after, uint64_t *ino);
+/* Read ahead the tree nodes of @n inodes (sorted, none resident): the
+ * number of nodes read, or -errno. */
+typedef int (*icache_prefetch_fn)(struct tfs *fs, const uint64_t *inos, size_t n);
+void icache_set_prefetch(struct tfs *fs, icache_prefetch_fn prefetch);
+/* Count @nread node reads (a read-ahead's result; < 0: none) in the stats. */
+void icache_prefetched(struct tfs *fs, int nread);
 /* The trees back the table from here: fill and next as above; lazy: a
  * miss faults the inode in and clean inodes beyond @max are dropped.
  * @tree_max: the trees hold no inode numbered above it. */
