@@ -6,8 +6,9 @@
  * other, so it waited for every INODES leaf in turn (200,000 files: 2,800
  * node reads, most of the find's time on a disk).  Here the leaves that
  * hold a batch of keys are found in their parents (shared locks, hand over
- * hand, as a lookup) and the missing ones read at once by a few threads
- * into the cache, clean and unreferenced: the lookups that follow hit.
+ * hand, as a lookup) and the missing ones read at once by the caller and
+ * a small pool of threads into the cache, clean and unreferenced: the
+ * lookups that follow hit.
  *
  * The barrier (t->lock) is held shared from the parents' pointers to the
  * end of the reads, as a lookup holds it over its read: no commit can run
@@ -19,12 +20,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "btree.h"
 #include "btree_i.h"
 
-#define PF_THREADS 8		/* reads in flight at most */
+#define PF_THREADS 8		/* reads in flight at most: the caller and 7 */
 
 struct pf_job {
 	struct btree *t;
@@ -33,12 +35,43 @@ struct pf_job {
 	_Atomic size_t next;	/* the next m[] to read */
 	_Atomic unsigned done;	/* leaves read in */
 	_Atomic int err;
+	/* Under pf.mu: */
+	bool queued;		/* in pf.jobs */
+	unsigned users;		/* pool threads reading its leaves */
+	struct pf_job *link;
 };
 
-/* Read m[] until none is left. */
-static void *pf_worker(void *arg)
+/*
+ * The pool: PF_THREADS - 1 threads made at the first read-ahead, for the
+ * process's life (a thread per read-ahead cost a pthread_create and a
+ * device ring of its own each time).  A job stays in pf.jobs while it has
+ * leaves nobody took; its caller reads too, then takes it off the list
+ * and waits until no pool thread is on it, so the job (on the caller's
+ * stack) outlives every use.
+ */
+static struct {
+	pthread_mutex_t mu;	/* leaf lock: jobs, each job's queued, users, link */
+	pthread_cond_t work, idle;
+	struct pf_job *jobs;
+	unsigned nthreads;
+} pf = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+	 NULL, 0 };
+static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
+
+static void pf_unqueue(struct pf_job *j)
 {
-	struct pf_job *j = arg;
+	struct pf_job **pp = &pf.jobs;
+
+	while (*pp && *pp != j)
+		pp = &(*pp)->link;
+	if (*pp)
+		*pp = j->link;
+	j->queued = false;
+}
+
+/* Read m[] until none is left. */
+static void pf_read(struct pf_job *j)
+{
 	size_t i;
 
 	while ((i = atomic_fetch_add(&j->next, 1)) < j->n) {
@@ -63,7 +96,66 @@ static void *pf_worker(void *arg)
 		}
 		bcache_put(j->t->cache, n);
 	}
+}
+
+static void *pf_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&pf.mu);
+	for (;;) {
+		struct pf_job *j = pf.jobs;
+
+		if (!j) {
+			pthread_cond_wait(&pf.work, &pf.mu);
+			continue;
+		}
+		if (atomic_load(&j->next) >= j->n) {
+			pf_unqueue(j);	/* every leaf taken */
+			continue;
+		}
+		j->users++;
+		pthread_mutex_unlock(&pf.mu);
+		pf_read(j);
+		pthread_mutex_lock(&pf.mu);
+		if (!--j->users)
+			pthread_cond_broadcast(&pf.idle);
+	}
 	return NULL;
+}
+
+static void pf_start(void)
+{
+	for (unsigned i = 0; i + 1 < PF_THREADS; i++) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, pf_thread, NULL))
+			break;
+		pthread_detach(th);
+		pf.nthreads++;
+	}
+}
+
+/* Read j's leaves, the pool helping; returns when nobody is on it. */
+static void pf_run(struct pf_job *j)
+{
+	if (j->n > 1) {
+		pthread_once(&pf_once, pf_start);
+		pthread_mutex_lock(&pf.mu);
+		j->link = pf.jobs;
+		pf.jobs = j;
+		j->queued = true;
+		pthread_cond_broadcast(&pf.work);
+		pthread_mutex_unlock(&pf.mu);
+	}
+	pf_read(j);
+	if (j->n > 1) {
+		pthread_mutex_lock(&pf.mu);
+		if (j->queued)
+			pf_unqueue(j);
+		while (j->users)
+			pthread_cond_wait(&pf.idle, &pf.mu);
+		pthread_mutex_unlock(&pf.mu);
+	}
 }
 
 /* Slot @i of path node 1 into m[*n] when its leaf is not cached. */
@@ -133,8 +225,7 @@ static int prefetch(struct btree *t, const struct bkey *lo, const struct bkey *h
 		    size_t max)
 {
 	struct pf_job j = { .t = t };
-	pthread_t th[PF_THREADS - 1];
-	size_t k = 0, nth = 0;
+	size_t k = 0;
 	struct bkey cur;
 	int ret = 0;
 
@@ -162,14 +253,7 @@ static int prefetch(struct btree *t, const struct bkey *lo, const struct bkey *h
 	}
 	if (ret == -ENOENT)
 		ret = 0;
-	/* The caller's thread reads too; the others start only when there
-	 * is more than one leaf to read. */
-	while (!ret && j.n > 1 && nth + 1 < PF_THREADS && nth + 1 < j.n &&
-	       pthread_create(&th[nth], NULL, pf_worker, &j) == 0)
-		nth++;
-	pf_worker(&j);
-	for (size_t i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
+	pf_run(&j);
 	pthread_rwlock_unlock(&t->lock);
 	free(j.m);
 	if (!ret)
