@@ -470,7 +470,7 @@ static int descend(struct btree *t, struct path *pa, const struct op *op, unsign
 		unsigned i;
 
 		ret = admit(t, pa, l, op, xl);
-		if (ret || !l)
+		if (ret || l <= op->stop)
 			break;
 		/* Key 0 is the node's lower bound, so i > 0 when not found. */
 		if (!bnode_search(pa->n[l]->buf, op->k, &i) && i)
@@ -856,7 +856,7 @@ void bt_close(struct btree *t)
 
 int bt_lookup(struct btree *t, const struct bkey *k, void *val, unsigned cap, unsigned *len)
 {
-	const struct op op = { OP_READ, k, 0 };
+	const struct op op = { OP_READ, k, 0, 0 };
 	struct path pa;
 	unsigned i;
 	int ret;
@@ -909,7 +909,7 @@ static int change_ok(struct btree *t, const struct bkey *k)
 static int insert_op(struct btree *t, struct path *pa, const struct bkey *k, const void *val,
 		     unsigned len)
 {
-	const struct op op = { OP_INSERT, k, len };
+	const struct op op = { OP_INSERT, k, len, 0 };
 	unsigned i;
 	int ret;
 
@@ -957,7 +957,7 @@ int bt_insert(struct btree *t, const struct bkey *k, const void *val, unsigned l
 
 static int delete_op(struct btree *t, struct path *pa, const struct bkey *k)
 {
-	const struct op op = { OP_DELETE, k, 0 };
+	const struct op op = { OP_DELETE, k, 0, 0 };
 	unsigned i;
 	int ret;
 

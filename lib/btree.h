@@ -157,6 +157,15 @@ void bt_release(struct btree *t, const uint64_t *freed, size_t n);
  * -ENOMEM. */
 int bt_trans_freed(struct btree *t, uint64_t **freed, size_t *n);
 
+/* Read ahead (btree_prefetch.c): the leaves holding @keys (sorted
+ * ascending) that are not cached are read into the cache, several at
+ * once, at most @max of them.  Best effort: a lookup that follows reads
+ * whatever this did not.  The number read, or -errno.  Node I/O in the
+ * caller's thread and a few of its own: not on an I/O completion thread. */
+int bt_prefetch(struct btree *t, const struct bkey *keys, size_t nkeys, size_t max);
+/* The same for the leaves holding keys in [lo, hi]. */
+int bt_prefetch_range(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t max);
+
 /*
  * Iteration.  After bt_iter_init(start), next returns the first item >=
  * start and prev the last item < start; after an item was returned, next

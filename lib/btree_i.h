@@ -19,6 +19,7 @@ struct op {
 	int kind;
 	const struct bkey *k;
 	unsigned len;			/* insert: the value's length */
+	unsigned stop;			/* a read: the level it stops at (0: the leaf) */
 };
 
 /* A node a descent found missing from the cache: read with no node lock

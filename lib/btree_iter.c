@@ -66,7 +66,7 @@ static int iter_locate(struct bt_iter *it, struct path *pa, struct bkey pos, int
 {
 	struct btree *t = it->t;
 	struct bkey at;
-	const struct op op = { OP_READ, &at, 0 };
+	const struct op op = { OP_READ, &at, 0, 0 };
 	struct bnode_hdr h;
 	unsigned i;
 	int ret;

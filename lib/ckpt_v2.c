@@ -59,6 +59,7 @@
 #include "v2ext.h"
 #include "v2rebuild.h"
 #include "v2item.h"
+#include "v2prefetch.h"
 #include "wib.h"
 
 #define V2_DEL_BATCH 256		/* keys collected before deleting them */
@@ -343,6 +344,8 @@ static int v2_fill(struct tfs *fs, struct tfs_inode *ip)
 		ret = load_item(fs, t, ip, &k, val, len, first);
 		if (ret)
 			break;
+		if (first && ip->dir)	/* its entries: the leaves together */
+			icache_prefetched(fs, v2_prefetch_dir(t, ip->ino));
 		first = false;
 	}
 	bt_iter_free(&it);
@@ -378,6 +381,12 @@ static int v2_next_ino(struct tfs *fs, uint64_t after, uint64_t *ino)
 		}
 		after = k.id;	/* items without an INODE item: fsck's business */
 	}
+}
+
+/* icache_prefetch_fn (v2prefetch.h) */
+static int v2_prefetch(struct tfs *fs, const uint64_t *inos, size_t n)
+{
+	return v2_prefetch_inodes(&fs->v2->itree, inos, n);
 }
 
 int ckpt_v2_peek(struct tfs *fs, uint64_t ino, struct v2_peek *out, extent_run_fn cb, void *ctx)
@@ -520,6 +529,7 @@ int ckpt_v2_load(struct tfs *fs)
 	fs_dirty_setup(fs, cache, fs->v2->cache, node_base);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST, max);
+	icache_set_prefetch(fs, v2_prefetch);
 	/* The count without a walk: the replay's creates and deletes keep it
 	 * (fs_inew, fs_ifree), as they keep the tree's at the checkpoint. */
 	icache_set_total(fs, fs->sb.inodes);

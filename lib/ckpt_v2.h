@@ -56,7 +56,7 @@ int ckpt_v2_max_ino(struct tfs *fs, uint64_t *ino);
  * before the log replay (which keeps it in step, fs->replay_alloc) and
  * without walking any extent. */
 int ckpt_v2_load_alloc(struct tfs *fs);
-/* The INODES tree (the log replay's read-ahead, v2prefetch.h). */
+/* The INODES tree (the log replay's read-ahead, v2replaypf.h). */
 struct btree *ckpt_v2_inodes(struct tfs *fs);
 /* Write what changed, commit the trees and the superblock, trim the log. */
 int ckpt_v2_write(struct tfs *fs);

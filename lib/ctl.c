@@ -146,6 +146,7 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "evictions", st.evictions);
 	jb_u64(j, "stubs", st.stubs);
 	jb_u64(j, "stub_bytes", st.stub_bytes);
+	jb_u64(j, "prefetch_reads", st.prefetch_reads);
 	jb_obj_end(j);
 }
 

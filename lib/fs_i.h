@@ -177,7 +177,7 @@ struct tfs {
 	 * mount's first checkpoint; all in ns. */
 	uint64_t mount_ckpt_ns, mount_replay_ns, mount_ckpt_write_ns;
 	uint64_t mount_replay_records, mount_replay_blocks;
-	uint64_t mount_replay_prefetched;	/* keys read ahead (v2prefetch.h) */
+	uint64_t mount_replay_prefetched;	/* keys read ahead (v2replaypf.h) */
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */

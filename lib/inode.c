@@ -25,8 +25,7 @@
 
 static size_t ihash(uint64_t ino, size_t size)
 {
-	/* Fibonacci hashing: sequential inode numbers spread over buckets. */
-	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (size - 1);
+	return ino_slot(ino, size);
 }
 
 int fs_itable_init(struct tfs *fs)

@@ -187,9 +187,15 @@ struct icache_stats {
 	uint64_t absent;		/* fault-ins that read the trees and found nothing */
 	uint64_t stubs;			/* dropped inodes the kernel holds lookups of */
 	uint64_t stub_bytes;		/* the stub table's memory */
+	uint64_t prefetch_reads;	/* node reads icache_prefetch made */
 	bool lazy;
 };
 void icache_stats(struct tfs *fs, struct icache_stats *st);
+/* About to read these inodes (a readdir batch): those not resident are
+ * read ahead from the trees, several node reads at once (lazy format v2;
+ * nothing otherwise).  @inos is reordered.  Best effort, no error: a
+ * fault-in reads what this did not.  Not on an I/O completion thread. */
+void icache_prefetch(struct tfs *fs, uint64_t *inos, size_t n);
 /* Mount counted the file system's inodes (fs_ninodes from here on). */
 void icache_set_total(struct tfs *fs, uint64_t n);
 /* Drop clean inodes until the cache is within its budget (after a

@@ -62,11 +62,18 @@
 #define EVICT_BATCH 64		/* inodes dropped per step at most */
 #define STUB_MIN 64		/* slots of the first stub table */
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* ---- lookup stubs: the caller holds the table lock for writing ---- */
 
 static size_t stub_home(uint64_t ino, size_t cap)
 {
-	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+	return ino_slot(ino, cap);
 }
 
 static struct istub *stub_find(struct itable *t, uint64_t ino)
@@ -190,6 +197,40 @@ void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, boo
 	atomic_store(&t->tree_max, tree_max);
 }
 
+void icache_set_prefetch(struct tfs *fs, icache_prefetch_fn prefetch)
+{
+	fs->itab->prefetch = prefetch;
+}
+
+void icache_prefetch(struct tfs *fs, uint64_t *inos, size_t n)
+{
+	struct itable *t = fs->itab;
+	uint64_t tmax;
+	size_t m = 0;
+	int ret;
+
+	if (!t || !t->lazy || !t->prefetch || !n)
+		return;
+	/* Only what a fault-in would read: not resident, in the trees. */
+	tmax = atomic_load(&t->tree_max);
+	pthread_rwlock_rdlock(&t->lock);
+	for (size_t i = 0; i < n; i++)
+		if (inos[i] <= tmax && !itable_find(fs, inos[i]))
+			inos[m++] = inos[i];
+	pthread_rwlock_unlock(&t->lock);
+	if (!m)
+		return;
+	qsort(inos, m, sizeof(*inos), cmp_u64);
+	ret = t->prefetch(fs, inos, m);
+	icache_prefetched(fs, ret);
+}
+
+void icache_prefetched(struct tfs *fs, int nread)
+{
+	if (nread > 0)
+		atomic_fetch_add(&fs->itab->prefetch_reads, (uint64_t)nread);
+}
+
 void icache_raise_tree_max(struct tfs *fs, uint64_t ino)
 {
 	struct itable *t = fs->itab;
@@ -213,6 +254,7 @@ void icache_stats(struct tfs *fs, struct icache_stats *st)
 	st->absent = atomic_load(&t->absent);
 	st->evictions = atomic_load(&t->evictions);
 	st->stubs = atomic_load(&t->nstubs);
+	st->prefetch_reads = atomic_load(&t->prefetch_reads);
 	pthread_rwlock_rdlock(&t->lock);
 	st->stub_bytes = t->stub_cap * sizeof(struct istub);
 	pthread_rwlock_unlock(&t->lock);
@@ -418,13 +460,6 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, bool walk, struct tf
 }
 
 /* ---- every inode, one at a time ---- */
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 int icursor_init(struct tfs *fs, struct icursor *c)
 {

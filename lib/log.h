@@ -143,7 +143,7 @@ struct log_geom {
 int log_replay(struct mirror *m, const struct log_geom *g, log_rec_fn cb, void *ctx,
 	       uint64_t *end_pos, uint64_t *next_seq);
 /* The same, with @pre(ctx, payload, len) called on every verified chunk
- * before its records go to @cb (a read-ahead: v2prefetch.h). */
+ * before its records go to @cb (a read-ahead: v2replaypf.h). */
 typedef void (*log_chunk_fn)(void *ctx, const void *p, size_t len);
 int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 		   log_rec_fn cb, void *ctx, uint64_t *end_pos, uint64_t *next_seq);

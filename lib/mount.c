@@ -26,7 +26,7 @@
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
-#include "v2prefetch.h"
+#include "v2replaypf.h"
 #include "wib.h"
 
 #define FS_DEFAULT_COMMIT_MS 5000u
@@ -90,7 +90,7 @@ static int replay_rec(void *ctx, const struct log_rec *r)
 }
 
 /* Format v2: the nodes the chunk's extent records will fault, read ahead
- * from several threads, a window at a time (v2prefetch.h). */
+ * from several threads, a window at a time (v2replaypf.h). */
 static void replay_pre(void *ctx, const void *p, size_t len)
 {
 	struct apply_ctx *ac = ctx;

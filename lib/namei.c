@@ -920,6 +920,10 @@ out:
 
 /* ---- readdir ---- */
 
+/* Names a readdir reads ahead for: what one FUSE reply of 128 KiB holds
+ * (about 600 with plus), and a little more. */
+#define READDIR_PREFETCH 1024
+
 int tfs_readdir_end(struct tfs *fs, uint64_t ino, uint64_t *end)
 {
 	struct tfs_inode *ip;
@@ -941,6 +945,23 @@ int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 		tfs_dirfill_fn fill, void *ctx)
 {
 	return tfs_readdir_until(fs, ino, off, UINT64_MAX, plus, fill, ctx);
+}
+
+/* The inodes of the next names from @cookie on, read ahead together: a
+ * cold listing would otherwise fault them in one by one, waiting for a
+ * node read at every few dozen names. */
+static void readdir_prefetch(struct tfs *fs, const struct dir *d, uint64_t cookie,
+			     uint64_t end)
+{
+	uint64_t inos[READDIR_PREFETCH];
+	struct dir_ent e;
+	size_t n = 0;
+
+	while (n < READDIR_PREFETCH && !dir_next(d, cookie, &e) && e.cookie < end) {
+		inos[n++] = e.ino;
+		cookie = e.cookie + 1;
+	}
+	icache_prefetch(fs, inos, n);
 }
 
 int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, bool plus,
@@ -973,6 +994,7 @@ int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, 
 			goto out;
 		off = 2;
 	}
+	readdir_prefetch(fs, inode_dir(ip), off, end);
 	for (uint64_t cookie = off;;) {
 		struct dir_ent e;
 		/* Cookies grow with every new name: stopping at end keeps a

@@ -5,7 +5,8 @@
 # hard links and an xattr), checksums and link counts noted, unmount, fsck
 # clean.  Remount with -o cache=4M (1,024 resident inodes): twinfs-ctl
 # stats shows only a few inodes resident after the mount, a find + stat of
-# everything faults them all in, and, with the kernel made to forget its
+# everything faults them all in (its node reads mostly read ahead, several
+# at once: icache prefetch_reads against node_cache misses), and, with the kernel made to forget its
 # lookups between chunks (drop_caches; v2ievict tests the lookups the
 # kernel keeps), the resident count stays within the budget while every file
 # is stat'ed and read; checksums, link counts and readdir are right, and
@@ -19,11 +20,12 @@ h_need_fsck
 N_DIRS=10
 PER_DIR=300
 
-# icache FIELD: the field of the mounted file system's inode cache.
+# icache FIELD [SECTION]: the field of the mounted file system's inode
+# cache (or of another section of its stats).
 icache() {
 	"$CTL" raw "$MNT" stats >"$T/stats.json" || h_fail "twinfs-ctl raw stats: $(cat "$T/stats.json")"
-	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["icache"][sys.argv[2]])' \
-		"$T/stats.json" "$1"
+	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[3]][sys.argv[2]])' \
+		"$T/stats.json" "$1" "${2:-icache}"
 }
 forget() {
 	sync
@@ -71,10 +73,16 @@ h_log "after mount: $res inodes resident (budget $max)"
 ((res <= 20)) || h_fail "$res inodes resident right after the mount"
 
 f0=$(icache faults)
+m0=$(icache misses node_cache)
 find "$MNT" -exec stat -c '%i %h' {} + >/dev/null
 faults=$(($(icache faults) - f0))
 h_log "find + stat of everything: $faults faults, $(icache resident) resident"
 ((faults >= N_DIRS * PER_DIR)) || h_fail "find faulted only $faults inodes in"
+# Its node reads were read ahead, several at once, not by each fault-in.
+misses=$(($(icache misses node_cache) - m0))
+pre=$(icache prefetch_reads)
+h_log "node cache misses $misses, read ahead $pre"
+((pre * 4 >= misses * 3)) || h_fail "only $pre of $misses node reads of a cold find were read ahead"
 forget
 checkpoint
 res=$(icache resident)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "bcache.h"
@@ -868,6 +869,97 @@ static void test_concurrent(void **state)
 	env_close(&e);
 }
 
+/* ---- read-ahead ---- */
+
+/* The read hook of test_prefetch: how many reads were in flight at once
+ * (until two were, each waits up to a second for another one). */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned inflight, max;
+} pf = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static void pf_hook(struct memstore *s, const struct bptr *p)
+{
+	struct timespec dl;
+
+	(void)s;
+	(void)p;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 1;
+	pthread_mutex_lock(&pf.mu);
+	if (++pf.inflight > pf.max)
+		pf.max = pf.inflight;
+	pthread_cond_broadcast(&pf.cv);
+	while (pf.max < 2 && pthread_cond_timedwait(&pf.cv, &pf.mu, &dl) == 0)
+		;
+	pf.inflight--;
+	pthread_mutex_unlock(&pf.mu);
+}
+
+/* bt_prefetch reads the leaves holding a batch of keys into a cold cache,
+ * more than one at a time, so the lookups that follow read nothing; the
+ * range form does the same for an iteration; max bounds it; what is
+ * cached is not read again. */
+static void test_prefetch(void **state)
+{
+	struct env e;
+	struct broot r;
+	struct bcache *c;
+	struct btree t;
+	struct bkey keys[800], k;
+	struct bt_iter it;
+	const void *v;
+	unsigned len, nk = 0;
+	uint64_t before;
+	int n;
+
+	(void)state;
+	env_open(&e, 64u << 20);
+	assert_int_equal(bt_begin(&e.t, 1), 0);
+	for (unsigned i = 0; i < 20000; i++)
+		put_val(&e.t, K(i, 1, 0), 100, i);
+	commit_release(&e.t, &r);
+	assert_true(r.level >= 1);
+
+	/* A cold tree on the same store: every node comes from it. */
+	assert_int_equal(bcache_create(64u << 20, &c), 0);
+	assert_int_equal(bt_open(&t, &e.ms.store, c, 5, uuid, &r), 0);
+	for (unsigned i = 1000; i < 6600; i += 7)
+		keys[nk++] = K(i, 1, 0);
+	expect_val(&t, keys[0], 100, keys[0].id);	/* the parents, and one leaf */
+	e.ms.read_hook = pf_hook;
+	before = e.ms.reads;
+	n = bt_prefetch(&t, keys, nk, 1000);
+	e.ms.read_hook = NULL;
+	assert_true(n >= 10);		/* 5,600 items of 100 bytes: many leaves */
+	assert_int_equal(e.ms.reads - before, (uint64_t)n);	/* each once, no cached one */
+	assert_true(pf.max >= 2);	/* in parallel */
+	before = e.ms.reads;
+	for (unsigned i = 0; i < nk; i++)
+		expect_val(&t, keys[i], 100, keys[i].id);
+	assert_int_equal(e.ms.reads, before);	/* every leaf was there */
+	assert_int_equal(bt_prefetch(&t, keys, nk, 1000), 0);	/* cached: nothing read */
+	assert_int_equal(bt_prefetch(&t, &K(15000, 1, 0), 1, 0), 0);
+	assert_int_equal(bt_prefetch(&t, &K(15000, 1, 0), 1, 1), 1);
+
+	/* A range, bounded by max, then all of it. */
+	assert_int_equal(bt_prefetch_range(&t, &K(8000, 0, 0), &K(12000, 9, 0), 3), 3);
+	n = bt_prefetch_range(&t, &K(8000, 0, 0), &K(12000, 9, 0), 1000);
+	assert_true(n >= 10);
+	before = e.ms.reads;
+	assert_int_equal(bt_iter_init(&it, &t, &K(8000, 0, 0)), 0);
+	for (unsigned i = 8000; i <= 12000; i++) {
+		assert_int_equal(bt_iter_next(&it, &k, &v, &len), 0);
+		assert_int_equal(k.id, i);
+	}
+	bt_iter_free(&it);
+	assert_int_equal(e.ms.reads, before);
+	bt_close(&t);
+	bcache_destroy(c);
+	env_close(&e);
+}
+
 /* An argument picks tests by name (cmocka pattern): scripts/sanitizers.sh
  * runs only test_concurrent under ThreadSanitizer. */
 int main(int argc, char **argv)
@@ -883,6 +975,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_write_many),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_prefetch),
 	};
 
 	if (argc > 1)

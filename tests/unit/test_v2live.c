@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format v2 mounted live (lazy inode cache): what a caller holds keeps an inode in memory while it uses it.  namei_create hands back its inode with a handle: a checkpoint and a trim of the cache to 0 inodes right after it leave the inode resident (with only the kernel lookup, as before, the cache dropped it and create and mknod used freed memory); tfs_create of an existing name whose inode the cache dropped opens and stats the right file, and its count of kernel lookups comes back from the stub; 200,000 such creates against a thread trimming the cache without pause always open the inode the table holds (with fs_iget's uncounted pointer the process died of a double free within seconds). */
+/* Description: format v2 mounted live (lazy inode cache): what a caller holds keeps an inode in memory while it uses it.  namei_create hands back its inode with a handle: a checkpoint and a trim of the cache to 0 inodes right after it leave the inode resident (with only the kernel lookup, as before, the cache dropped it and create and mknod used freed memory); tfs_create of an existing name whose inode the cache dropped opens and stats the right file, and its count of kernel lookups comes back from the stub; 200,000 such creates against a thread trimming the cache without pause always open the inode the table holds (with fs_iget's uncounted pointer the process died of a double free within seconds); the table's hash spreads a run of consecutive inode numbers over its slots. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -198,9 +198,39 @@ static void test_create_existing_race(void **state)
 	tfs_unmount(t.fs);
 }
 
+/* The inode table's and the stubs' slots (ino_slot): a run of consecutive
+ * numbers (a cold find's resident set) spreads over the table.  The bits
+ * above 32 of the product put 65,536 of them in 15,064 of 131,072 slots,
+ * chains of 4 and more. */
+static void test_slot_spread(void **state)
+{
+	(void)state;
+	for (unsigned bits = 6; bits <= 20; bits += 7) {
+		size_t size = (size_t)1 << bits, run = size / 2;
+		uint8_t *seen = calloc(size, 1);
+
+		assert_non_null(seen);
+		for (uint64_t first = 1; first < 4000000; first += 1234567) {
+			size_t distinct = 0;
+
+			memset(seen, 0, size);
+			for (uint64_t ino = first; ino < first + run; ino++) {
+				size_t s = ino_slot(ino, size);
+
+				assert_true(s < size);
+				distinct += !seen[s];
+				seen[s] = 1;
+			}
+			assert_true(distinct * 10 >= run * 9);
+		}
+		free(seen);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slot_spread),
 		/* Images of their own: a failed case leaves its mount behind. */
 		cmocka_unit_test_setup_teardown(test_create_holds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_existing_dropped, setup, teardown),

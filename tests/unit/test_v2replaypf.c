@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: the log replay's read-ahead in the INODES tree (v2prefetch) on the in-memory node store, cold cache: after v2pf_begin (and v2pf_note as each record is applied), looking up the EXTENT key of every extent record of a chunk reads no node, over more than one window; a chunk with too few extent records is left alone. */
+/* Description: the log replay's read-ahead in the INODES tree (v2replaypf) on the in-memory node store, cold cache: after v2pf_begin (and v2pf_note as each record is applied), looking up the EXTENT key of every extent record of a chunk reads no node, over more than one window; a chunk with too few extent records is left alone. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include "bt_memstore.h"
 #include "log.h"
 #include "v2item.h"
-#include "v2prefetch.h"
+#include "v2replaypf.h"
 
 #define NKEYS 6000u
 #define NRECS 3000u		/* more than one window */
