@@ -1,43 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * ckpt_v2: format v2, step 3 (experimental): mount a v2 image and write its
- * checkpoints into the trees (ckpt_v2.h, docs/FORMAT.md "Mounting version
- * 2").  Part of the metadata core (it reads and fills struct tfs_inode).
+ * checkpoints into the trees (ckpt_v2.h, docs/FORMAT.md "Mounting version 2").
+ * Part of the metadata core (it reads and fills struct tfs_inode).
  *
- * Load.  The node store on the mirror (bstore_mirror), the node cache,
- * fspace over the free-space tree (its node store is where the INODES
- * tree's nodes come from and go back to), the INODES tree.  Every item is
- * turned into what version 1's checkpoint holds and applied the same way:
- * INODE (with its SYMLINK chunks) as LR_INODE, XATTR (with XCHUNK items)
- * as LR_XATTR_SET, EXTENT as LR_EXT_SET, all through meta_apply; DIRINDEX
- * items go into the directory with their cookie (dir_set_at), so readdir
- * cookies stay what they were; DIRENT items are the name index of the
- * same entries and are not needed in memory.  Items sort by inode and the
- * INODE item comes first, so every inode exists before its other items.
- * Then the log is replayed on top exactly as in version 1 (mount.c), with
- * the changes noted for the next checkpoint.  The accounting is loaded
- * from the free-space and refcount trees, and so is fs->alloc
- * (ckpt_v2_load_alloc, before the replay, which keeps it in step).
+ * Load.  The node store on the mirror (bstore_mirror), the node cache, fspace
+ * over the free-space tree (its node store is where the INODES tree's nodes
+ * come from and go back to), the INODES tree.  Every item is turned into what
+ * version 1's checkpoint holds and applied the same way: INODE (with its
+ * SYMLINK chunks) as LR_INODE, XATTR (with XCHUNK items) as LR_XATTR_SET,
+ * EXTENT as LR_EXT_SET, all through meta_apply; DIRINDEX items go into the
+ * directory with their cookie (dir_set_at), so readdir cookies stay what they
+ * were; DIRENT items are the name index of the same entries and are not needed
+ * in memory.  Items sort by inode and the INODE item comes first, so every
+ * inode exists before its other items. Then the log is replayed on top exactly
+ * as in version 1 (mount.c), with the changes noted for the next checkpoint.
+ * The accounting is loaded from the free-space and refcount trees, and so is
+ * fs->alloc (ckpt_v2_load_alloc, before the replay, which keeps it in step).
  *
  * Checkpoint.  Under ckpt_mu: the log barrier (everything up to seq is
- * applied), then the set of changes (v2dirty) is taken, so every record up
- * to seq is in it; one transaction of the INODES tree writes the items of
- * those inodes from memory, under ns_lock and each inode's range lock and
- * lock, as version 1 serializes them: INODE and SYMLINK items, all XATTR
- * and XCHUNK items of an inode whose xattrs changed, the DIRENT list and
- * DIRINDEX item of every name set or removed (DIRINDEX of removed
- * cookies deleted), EXTENT items of the changed ranges
- * (ckpt_v2_put_extents), every item of a deleted inode deleted; each
- * EXTENT item deleted or inserted takes or gives its blocks a reference in
- * the accounting (ca, alloc_v2_ref), which thus counts exactly the tree's
- * EXTENT items.  Then ckpt_v2_sync_data_space (the accounting into the
- * free-space and refcount trees), bt_commit, fspace_commit with the freed nodes,
- * the write-intent bitmap, a flush, the superblock (roots, tree_gen,
- * ckpt_seq, log head, free_blocks) through sbc_commit, then bt_release,
- * fspace_commit_done and the log trimmed.  A failure before the superblock
- * gives the set of changes back (the log still holds them all); nodes a
- * commit freed whose superblock never became durable stay allocated until
- * the next commit that is (pending).
+ * applied), then the set of changes (v2dirty) is taken, so every record up to
+ * seq is in it; one transaction of the INODES tree writes the items of those
+ * inodes from memory, under ns_lock and each inode's range lock and lock, as
+ * version 1 serializes them: INODE and SYMLINK items, all XATTR and XCHUNK
+ * items of an inode whose xattrs changed, the DIRENT list and DIRINDEX item of
+ * every name set or removed (DIRINDEX of removed cookies deleted), EXTENT
+ * items of the changed ranges (ckpt_v2_put_extents), every item of a deleted
+ * inode deleted; each EXTENT item deleted or inserted takes or gives its
+ * blocks a reference in the accounting (ca, alloc_v2_ref), which thus counts
+ * exactly the tree's EXTENT items.  Then ckpt_v2_sync_data_space (the
+ * accounting into the free-space and refcount trees), bt_commit, fspace_commit
+ * with the freed nodes, the write-intent bitmap, a flush, the superblock
+ * (roots, tree_gen, ckpt_seq, log head, free_blocks) through sbc_commit, then
+ * bt_release, fspace_commit_done and the log trimmed.  A failure before the
+ * superblock gives the set of changes back (the log still holds them all);
+ * nodes a commit freed whose superblock never became durable stay allocated
+ * until the next commit that is (pending).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -383,8 +381,7 @@ static int v2_next_ino(struct tfs *fs, uint64_t after, uint64_t *ino)
 	}
 }
 
-/* icache_prefetch_fn (v2prefetch.h) */
-static int v2_prefetch(struct tfs *fs, const uint64_t *inos, size_t n)
+static int v2_prefetch(struct tfs *fs, const uint64_t *inos, size_t n)	/* icache_prefetch_fn */
 {
 	return v2_prefetch_inodes(&fs->v2->itree, inos, n);
 }

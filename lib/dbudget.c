@@ -175,6 +175,24 @@ bool fs_ckpt_wait(struct tfs *fs)
 	return true;
 }
 
+int fs_get_walk_waiting(struct tfs *fs, uint64_t ino, struct tfs_inode **ipp, int *budget)
+{
+	int ret = inode_get_walk(fs, ino, ipp);
+
+	while (ret == -ENOMEM && *budget > 0) {
+		bool waited;
+
+		(*budget)--;
+		pthread_mutex_unlock(&fs->ns_lock);
+		waited = fs_ckpt_wait(fs);
+		pthread_mutex_lock(&fs->ns_lock);
+		if (!waited)
+			break;
+		ret = inode_get_walk(fs, ino, ipp);
+	}
+	return ret;
+}
+
 void fs_dirty_ckpt_end(struct tfs *fs)
 {
 	/* What the checkpoint wrote left memory: the nodes may have it. */

@@ -262,6 +262,10 @@ void fs_dirty_ckpt_end(struct tfs *fs);
  * without a bg thread to ask (or on it).  Call with no lock held. */
 #define FS_WALK_WAITS 3
 bool fs_ckpt_wait(struct tfs *fs);
+/* inode_get_walk with ns_lock held (on entry and return, let go while it
+ * waits), waiting as above while it fails with ENOMEM: each wait spends
+ * one of *budget. */
+int fs_get_walk_waiting(struct tfs *fs, uint64_t ino, struct tfs_inode **ipp, int *budget);
 
 /* ---- offline load (mount.c, for fsck) ---- */
 /* Turn an offline-loaded fs (devices opened read-write) into a mounted one

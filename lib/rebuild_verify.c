@@ -123,18 +123,8 @@ static int verify_file(struct tfs *fs, struct vctx *v, uint64_t ino)
 
 	/* Pinned like an open file: it cannot be freed under us. */
 	pthread_mutex_lock(&fs->ns_lock);
-	ret = inode_get_walk(fs, ino, &ip);
 	/* Deaths lost (v2dirty.h): wait for the checkpoint that rebuilds. */
-	for (int waits = 0; ret == -ENOMEM && waits < FS_WALK_WAITS; waits++) {
-		bool waited;
-
-		pthread_mutex_unlock(&fs->ns_lock);
-		waited = fs_ckpt_wait(fs);
-		pthread_mutex_lock(&fs->ns_lock);
-		if (!waited)
-			break;
-		ret = inode_get_walk(fs, ino, &ip);
-	}
+	ret = fs_get_walk_waiting(fs, ino, &ip, &(int){ FS_WALK_WAITS });
 	if (ret == 0 && !S_ISREG(inode_mode(ip))) {
 		inode_put(fs, ip);
 		ip = NULL;

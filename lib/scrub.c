@@ -535,24 +535,19 @@ static int scrub_file(struct scrub *sc, uint64_t ino, uint64_t fblk)
 	struct tfs_inode *ip;
 	struct file_walk w = { .sc = sc, .ino = ino };
 	bool reg = false;
+	int waits;
 	int ret = 0;
 
 	/* An open reference keeps the inode alive without ns_lock, even if
 	 * it is unlinked meanwhile (it is deleted by our fs_iput_open). */
 	pthread_mutex_lock(&fs->ns_lock);
-	ret = inode_get_walk(fs, ino, &ip);
 	/* Deaths lost (v2dirty.h): wait for the checkpoint that rebuilds
-	 * rather than skip the file. */
-	for (bool waited = false; ret == -ENOMEM && sc->walk_waits > 0; sc->walk_waits--) {
-		pthread_mutex_unlock(&fs->ns_lock);
-		waited = fs_ckpt_wait(fs);
-		pthread_mutex_lock(&fs->ns_lock);
-		if (!waited)
-			break;
-		ret = inode_get_walk(fs, ino, &ip);
-		if (!ret)
-			sc->walk_waits = FS_WALK_WAITS + 1;	/* less the loop's step */
-	}
+	 * rather than skip the file; a read-in that waited and then worked
+	 * gives the run its budget back. */
+	waits = sc->walk_waits;
+	ret = fs_get_walk_waiting(fs, ino, &ip, &sc->walk_waits);
+	if (!ret && sc->walk_waits != waits)
+		sc->walk_waits = FS_WALK_WAITS;
 	if (!ret) {
 		inode_lock(ip);
 		reg = S_ISREG(inode_mode(ip));
