@@ -1,19 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * v2replaypf: the log replay's read-ahead in the INODES tree (see
- * v2replaypf.h).  The keys of a window are shared out through an atomic
- * index; each thread runs bt_lookup, which reads the nodes of the key's
- * path into the node cache (the value itself is not wanted).
+ * v2replaypf.h).  A window's keys go to bt_prefetch (btree_prefetch.c),
+ * which finds their uncached leaves and reads them with its reader pool.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "v2item.h"
 #include "v2replaypf.h"
 
-#define V2PF_MIN 8u		/* fewer keys in a chunk: not worth the threads */
+#define V2PF_MIN 8u		/* fewer keys in a chunk: not worth a read-ahead */
 
 struct v2pf {
 	struct btree *t;
@@ -21,8 +19,7 @@ struct v2pf {
 	size_t n, cap;
 	size_t seen;			/* extent records applied */
 	size_t done;			/* keys [0, done) looked up */
-	size_t hi;			/* the window being looked up ends here */
-	_Atomic size_t next;
+	size_t hi;			/* the window being read ahead ends here */
 };
 
 static bool is_ext(const struct log_rec *r)
@@ -51,36 +48,28 @@ static int collect(void *ctx, const struct log_rec *r)
 	return 0;
 }
 
-static void *worker(void *arg)
+static int key_cmp(const void *a, const void *b)
 {
-	struct v2pf *pf = arg;
-	size_t i;
-
-	while ((i = atomic_fetch_add(&pf->next, 1)) < pf->hi) {
-		unsigned len;
-
-		(void)bt_lookup(pf->t, &pf->k[i], NULL, 0, &len);
-	}
-	return NULL;
+	return bkey_cmp(a, b);
 }
 
-/* Look up the next window, from this thread and up to V2PF_THREADS - 1
- * others. */
+/* Read the next window's leaves ahead: its keys sorted into a copy (the
+ * records' order is kept for v2pf_note), then bt_prefetch, whose reader
+ * pool reads several at once. */
 static void window(struct v2pf *pf)
 {
-	pthread_t th[V2PF_THREADS];
-	unsigned nth = 0;
 	size_t n;
+	struct bkey *s;
 
 	pf->hi = pf->n - pf->done < V2PF_WINDOW ? pf->n : pf->done + V2PF_WINDOW;
 	n = pf->hi - pf->done;
-	atomic_store(&pf->next, pf->done);
-	while (nth + 1 < V2PF_THREADS && (nth + 1) * V2PF_MIN < n &&
-	       pthread_create(&th[nth], NULL, worker, pf) == 0)
-		nth++;
-	worker(pf);
-	while (nth)
-		pthread_join(th[--nth], NULL);
+	s = malloc(n * sizeof(*s));
+	if (s) {	/* no memory: the replay reads them itself, as before */
+		memcpy(s, pf->k + pf->done, n * sizeof(*s));
+		qsort(s, n, sizeof(*s), key_cmp);
+		(void)bt_prefetch(pf->t, s, n, n);
+		free(s);
+	}
 	pf->done = pf->hi;
 }
 

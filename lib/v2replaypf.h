@@ -5,10 +5,11 @@
  * record, each a synchronous node read, one after the other (measured at
  * 1 TiB: 8,300 faults, 2.6 s of a 5.4 s mount after kill -9).  Before the
  * replay applies a chunk, v2pf_begin takes the EXTENT key of each of its
- * LR_EXT_SET and LR_EXT_CLEAR records and looks up the first V2PF_WINDOW
- * of them from a few threads at once, so their nodes are in the node cache
- * when the replay reaches them; v2pf_note, told of every record applied,
- * looks up the next window when the replay gets to the end of one (a
+ * LR_EXT_SET and LR_EXT_CLEAR records and reads the leaves of the first
+ * V2PF_WINDOW of them ahead (bt_prefetch: several reads at once), so they
+ * are in the node cache when the replay reaches them; v2pf_note, told of
+ * every record applied, reads the next window when the replay gets to the
+ * end of one (a
  * window at a time, so what is read ahead fits the node cache).
  * Read-only: nothing else uses the tree meanwhile (the replay waits), and
  * a lookup that fails only leaves its node to be read later, as before.
@@ -22,7 +23,6 @@
 #include "btree.h"
 #include "log.h"
 
-#define V2PF_THREADS 8u
 #define V2PF_WINDOW 2048u
 
 struct v2pf;
