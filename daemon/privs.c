@@ -89,7 +89,7 @@ mode_t privs_kill_bits(fuse_req_t req, const struct stat *st)
 {
 	mode_t kill;
 
-	if (!privs_unprivileged(req) || !S_ISREG(st->st_mode))
+	if (!privs_unprivileged(req) || S_ISDIR(st->st_mode))
 		return 0;
 	kill = st->st_mode & S_ISUID;
 	if (drop_sgid(req, st->st_mode, st->st_gid))
@@ -125,7 +125,10 @@ void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, in
 	const int kills = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID;
 	mode_t kill;
 
-	if (!S_ISREG(cur->st_mode))
+	/* chown_common kills on every type but directories (a fifo's or a
+	 * device node's suid too); a write or truncate reaches only
+	 * regular files. */
+	if (S_ISDIR(cur->st_mode))
 		return;
 	if (!privs_unprivileged(req)) {
 		chown_kill_privileged(req, cur, attr, to_set);

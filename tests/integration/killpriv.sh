@@ -11,7 +11,8 @@
 # says which in the WRITE, fuseio.c); and every
 # write, root's too, removes security.capability, also O_DIRECT and
 # O_DSYNC writes (direct opens, which the kernel leaves to the daemon),
-# truncate, open(O_TRUNC), fallocate and chown.  perms.sh has the rest of
+# truncate, open(O_TRUNC), fallocate and chown; a chown by its owner clears
+# suid/sgid of a fifo and a device node too.  perms.sh has the rest of
 # the suid/sgid rules, as ordinary users.
 source "$(dirname "$0")/harness.sh"
 
@@ -127,6 +128,21 @@ checks() {
 		as_nobody $t "$M/s" || h_fail "$t by uid $NOBODY failed"
 		expect_mode "$M/s" -rwxrwxrwx "$t by uid $NOBODY ($MOUNT_OPTS)"
 	done
+	# chown kills suid (and sgid with group execute) on every type but
+	# directories: a fifo's and a device node's too (pjdfstest chown/00).
+	mkfifo "$M/p" && mknod "$M/n" c 1 3 || h_fail "mkfifo/mknod failed"
+	for n in p n; do
+		chown $NOBODY:$NOBODY "$M/$n"
+		chmod 6555 "$M/$n"
+		as_nobody chgrp $NOBODY "$M/$n" || h_fail "chgrp of $n by its owner failed"
+		[[ $(stat -c %a "$M/$n") == 555 ]] ||
+			h_fail "chgrp by uid $NOBODY left $n at mode $(stat -c %a "$M/$n") ($MOUNT_OPTS)"
+		chmod 6555 "$M/$n"
+		chown 0 "$M/$n" || h_fail "chown of $n by root failed"
+		[[ $(stat -c %a "$M/$n") == 555 ]] ||
+			h_fail "chown by root left $n at mode $(stat -c %a "$M/$n") ($MOUNT_OPTS)"
+	done
+	rm -f "$M/p" "$M/n"
 }
 
 # The daemon logs INIT's flags after its reply, which the mount may beat.
