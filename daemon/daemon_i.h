@@ -59,7 +59,6 @@ struct tfsd {
 	uint64_t direct_writers;
 	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
 	bool uring;			/* TFSD_TRANSPORT_URING: start furing.c after INIT */
-	bool uring_auto;		/* transport=auto: a refused ring is no error */
 	struct tfsd_uring *_Atomic ur;	/* furing.c, once started */
 
 	pthread_mutex_t files_lock;	/* protects files (open/release only) */

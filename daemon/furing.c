@@ -332,8 +332,7 @@ static bool q_cqe(struct furing_q *q, const struct io_uring_cqe *cqe)
 	/* -ENOTCONN, -ECANCELED: the connection is going away. */
 	if (res != -ENOTCONN && res != -ECANCELED &&
 	    !atomic_exchange(&q->u->refused, true))
-		tlog(q->u->d->uring_auto && e->last_op == TFSD_FUSE_IO_URING_CMD_REGISTER ?
-		     LOG_WARNING : LOG_ERR, "uring: the kernel refused %s on queue %u (%s): requests go over "
+		tlog(LOG_ERR, "uring: the kernel refused %s on queue %u (%s): requests go over "
 		     "/dev/fuse read/write", e->last_op == TFSD_FUSE_IO_URING_CMD_REGISTER ?
 		     "an entry" : "a reply", q->qid, strerror(-res));
 	return true;
@@ -489,8 +488,7 @@ void tfsd_uring_start(struct tfsd *d, int fd, const struct fuse_init_out *init)
 	     u->payload_sz);
 	return;
 fail:
-	tlog(d->uring_auto ? LOG_WARNING : LOG_ERR,
-	     "uring: cannot set up FUSE over io_uring (%s): requests go over /dev/fuse "
+	tlog(LOG_ERR, "uring: cannot set up FUSE over io_uring (%s): requests go over /dev/fuse "
 	     "read/write", strerror(-ret));
 	for (i = 0; u && u->qs && i < u->nq; i++)
 		q_free(&u->qs[i], u->payload_sz);

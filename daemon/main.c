@@ -216,17 +216,13 @@ static int cfg_proc(void *data, const char *arg, int key, struct fuse_args *outa
 }
 
 /*
- * -o transport=dev|uring|auto (-o uring: transport=uring).  auto, the
- * default, takes the ring only where the kernel has it on, and never
- * fails the mount for it: off, or absent, means /dev/fuse as before (said
- * in the log only when auto was asked for by name), and a ring the kernel
- * or a seccomp filter refuses after mounting is a warning, not an error.
- * The ring is the default since tar -x stopped waiting in RELEASE
- * (README, Benchmarks).
+ * -o transport=dev|uring|auto (-o uring: transport=uring).  auto takes the
+ * ring only where the kernel has it on, and never fails the mount for it:
+ * off, or absent, means /dev/fuse as before.
  */
 static int pick_transport(struct tfsd *d, const struct cfg *cfg)
 {
-	const char *t = cfg->transport ? cfg->transport : cfg->uring ? "uring" : "auto";
+	const char *t = cfg->transport ? cfg->transport : cfg->uring ? "uring" : "dev";
 
 	if (cfg->uring && strcmp(t, "uring") != 0) {
 		fprintf(stderr, "twinfs: -o uring and transport=%s disagree: give one of them\n", t);
@@ -239,8 +235,7 @@ static int pick_transport(struct tfsd *d, const struct cfg *cfg)
 	} else if (strcmp(t, "auto") == 0) {
 		d->uring = tfsd_uring_check(true) == 0 ? TFSD_TRANSPORT_URING
 						       : TFSD_TRANSPORT_DEV;
-		d->uring_auto = true;
-		if (d->uring == TFSD_TRANSPORT_DEV && cfg->transport)
+		if (d->uring == TFSD_TRANSPORT_DEV)
 			tlog(LOG_INFO, "transport=auto: FUSE over io_uring is off or absent in "
 			     "this kernel; requests go over /dev/fuse");
 	} else {
@@ -269,10 +264,10 @@ static void usage(FILE *out, const char *prog)
 		"    -o nokillpriv_v2       do not ask for FUSE_HANDLE_KILLPRIV_V2: the kernel\n"
 		"                           clears suid/sgid/capabilities, asking for\n"
 		"                           security.capability before every write(2)\n"
-		"    -o transport=NAME      how requests arrive: auto (default: uring where the\n"
-		"                           kernel allows it, else dev), dev (read/write on\n"
+		"    -o transport=NAME      how requests arrive: dev (default: read/write on\n"
 		"                           /dev/fuse), uring (FUSE-over-io_uring, kernel 6.14+\n"
-		"                           with /sys/module/fuse/parameters/enable_uring set)\n"
+		"                           with /sys/module/fuse/parameters/enable_uring set),\n"
+		"                           auto (uring where the kernel allows it, else dev)\n"
 		"    -o uring               transport=uring\n"
 		"    -o commit=MS           background commit interval, 1..%u (default 5000)\n"
 		"    -o space_reserve=SIZE  below this much free space, writes reach the\n"

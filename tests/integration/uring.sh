@@ -2,9 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Description: -o uring (FUSE over io_uring, daemon/furing.c): refused in one line while
 # the kernel has it off, where -o transport=auto mounts over /dev/fuse instead
-# (transport=auto takes the ring once it is on, transport=dev never), and so
-# does the default mount, which is transport=auto (silent while off; over
-# the ring once on, files written and closed as tar does read back); with it on, every operation (opcheck) over the
+# (transport=auto takes the ring once it is on, transport=dev never); with it on, every operation (opcheck) over the
 # ring, surviving a remount, and the ring must have carried the requests
 # (the daemon counts them); then teardown with requests in flight: a lazy
 # unmount under writers, and kill -9 under fsyncing writers whose
@@ -42,11 +40,6 @@ h_umount
 grep -q "uring: [0-9]* queues" "$DAEMON_LOG" && h_fail "transport=auto set up a ring while off"
 grep -q "requests go over /dev/fuse" "$DAEMON_LOG" ||
 	h_fail "transport=auto did not say it fell back to /dev/fuse"
-h_log "the default mount with enable_uring off: /dev/fuse, not a word about it"
-h_mount "" ""
-h_umount
-grep -q "uring: [0-9]* queues" "$DAEMON_LOG" && h_fail "the default mount set up a ring while off"
-grep -q "transport=auto" "$DAEMON_LOG" && h_fail "the default mount logged that the ring is off"
 h_mount_fails "$(h_devspec "${IMGS[@]}")" transport=ring
 h_expect_one_line "$FAIL_OUT" "expected dev, uring or auto" "-o transport=ring"
 
@@ -61,24 +54,6 @@ n=$(served "$DAEMON_LOG")
 h_mount "" transport=dev
 h_umount
 grep -q "uring: [0-9]* queues" "$DAEMON_LOG" && h_fail "transport=dev set up a ring"
-
-# transport=auto is the default: a mount without options takes the ring,
-# and files closed right after their data went behind (tar -x) are
-# released over it without waiting and read back.
-h_log "the default mount with enable_uring on: the ring"
-h_mount "" ""
-for i in $(seq 1 100); do
-	head -c $((i * 997)) /dev/urandom >"$T/src$i"
-	cp "$T/src$i" "$MNT/w$i" && touch -d @1000000000 "$MNT/w$i"
-done
-for i in $(seq 1 100); do cmp -s "$T/src$i" "$MNT/w$i" || h_fail "w$i reads back wrong over the ring"; done
-h_umount
-n=$(served "$DAEMON_LOG")
-((${n:-0} > 0)) || h_fail "the default mount with enable_uring on served nothing over the ring"
-h_mount
-for i in $(seq 1 100); do cmp -s "$T/src$i" "$MNT/w$i" || h_fail "w$i wrong after a remount"; done
-rm -f "$MNT"/w*
-h_umount
 
 h_mount "" uring
 grep -q "uring: 2 queues\|uring: [0-9]* queues" "$DAEMON_LOG" || h_fail "the ring was not set up"
