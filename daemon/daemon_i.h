@@ -35,6 +35,9 @@ struct tfsd_file {
 	bool cached_w;			/* writable, on the page cache (not direct) */
 	bool behind;			/* direct, writes answered once copied: ops.c big_writer */
 	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
+	/* Released while the inode's writes were behind: the next in its
+	 * wb_ent's list, then in tfsd.wb_reap (wbehind.c, under wb_mu). */
+	struct tfsd_file *wb_next;
 	/* Directories: where the current readdir pass ends
 	 * (tfs_readdir_end), set at opendir and at every pass from offset 0
 	 * (rewinddir).  The kernel serializes readdir on one open file. */
@@ -105,6 +108,11 @@ struct tfsd {
 	 * it, so a READ of a file none of whose chain is behind takes no
 	 * lock while other files' writes are behind. */
 	_Atomic uint32_t wb_chain_n[256];
+	/* Released files whose inode's writes behind have all ended, to be
+	 * dropped by the next request (tfsd_wb_reap); under wb_mu, and
+	 * wb_reap_n says without the lock whether there are any. */
+	struct tfsd_file *wb_reap;
+	_Atomic unsigned wb_reap_n;
 };
 
 /* ops.c */
@@ -115,6 +123,9 @@ void tfsd_files_init(struct tfsd *d);
 void tfsd_slow_drain(struct tfsd *d);
 /* Release every file the kernel left open; call after the loop ended. */
 void tfsd_files_release_all(struct tfsd *d);
+/* Unlink @df from the open files, tfs_release and free it; returns
+ * tfs_release's result. */
+int tfsd_file_drop(struct tfsd *d, struct tfsd_file *df);
 
 /* fuseio.c: our own read/writev on the session's /dev/fuse fd, so the
  * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
@@ -183,6 +194,14 @@ int tfsd_wb_wait(struct tfsd *d, uint64_t ino, bool take_err);
 /* Has @ino writes behind now? */
 bool tfsd_wb_busy(struct tfsd *d, uint64_t ino);
 void tfsd_wb_wait_all(struct tfsd *d);
+/* RELEASE of @df: true when @ino has writes behind, and @df is then
+ * dropped (tfsd_file_drop) once the last of them has ended, by the next
+ * request's thread (tfsd_wb_reap, called as each request arrives) or at
+ * unmount; false: none behind, the caller drops it. */
+bool tfsd_wb_release(struct tfsd *d, uint64_t ino, struct tfsd_file *df);
+/* Drop the released files whose writes behind have ended (a request's
+ * thread, where tfs_release may wait for log space). */
+void tfsd_wb_reap(struct tfsd *d);
 /* The kernel's writeback WRITE of a page-cache open: replied once lib
  * holds the payload (@fill copies it from @in), written behind.  False
  * (nothing done) when it must be answered after its device writes. */

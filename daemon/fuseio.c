@@ -68,6 +68,8 @@ void tfsd_note_request(struct tfsd *d, const void *buf, size_t len)
 	const void *arg = in + 1;
 
 	req_kill = -1;
+	/* Files released behind writes that have ended (wbehind.c). */
+	tfsd_wb_reap(d);
 	if (len < sizeof(*in))
 		return;
 	if (in->opcode == FUSE_WRITE && d->init_kill_flags &&

@@ -124,8 +124,7 @@ static void file_link(struct tfsd *d, struct tfsd_file *df, uint64_t ino, int fl
 	pthread_mutex_unlock(&d->files_lock);
 }
 
-/* Unlink, release and free; returns tfs_release's result. */
-static int file_drop(struct tfsd *d, struct tfsd_file *df)
+int tfsd_file_drop(struct tfsd *d, struct tfsd_file *df)
 {
 	int ret;
 
@@ -142,8 +141,11 @@ void tfsd_files_release_all(struct tfsd *d)
 {
 	unsigned n = 0;
 
+	/* Files released behind writes that have all ended are no files
+	 * the kernel left open. */
+	tfsd_wb_reap(d);
 	while (d->files.next != &d->files) {
-		file_drop(d, d->files.next);
+		tfsd_file_drop(d, d->files.next);
 		n++;
 	}
 	if (n)
@@ -608,7 +610,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Linked before the reply: the release may arrive at once. */
 	file_link(d, df, ino, open_flags(d, fi->flags));
 	if (reply_open(req, df, fi) == -ENOENT)
-		file_drop(d, df);	/* the kernel will send no release */
+		tfsd_file_drop(d, df);	/* the kernel will send no release */
 }
 
 /* Reply to create; 0 or the reply's -errno. */
@@ -660,17 +662,30 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	/* tfs_create added the entry's lookup reference, which the reply
 	 * hands to the kernel (raw or not). */
 	if (reply_create(req, d, &st, df, fi) == -ENOENT) {
-		file_drop(d, df);
+		tfsd_file_drop(d, df);
 		tfs_forget(d->fs, st.st_ino, 1);
 	}
 }
 
+/*
+ * No open file is released under a write behind, but RELEASE does not
+ * wait for them either: it ended tar's every file (the writeback of its
+ * data goes behind at the utimens, the close comes right after), and a
+ * ring queue's one thread waiting there held up the next file's
+ * requests.  The file is dropped once its inode's writes have ended.
+ */
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	/* A write behind may be using this open file. */
-	tfsd_wb_wait(req_d(req), ino, false);
-	tfsd_space_release(req_d(req), fi_file(fi));
-	reply_err(req, file_drop(req_d(req), fi_file(fi)));
+	struct tfsd *d = req_d(req);
+	struct tfsd_file *df = fi_file(fi);
+
+	tfsd_space_release(d, df);
+	if (tfsd_wb_release(d, ino, df)) {
+		tfs_note_release_deferred(d->fs);
+		reply_err(req, 0);
+		return;
+	}
+	reply_err(req, tfsd_file_drop(d, df));
 }
 
 struct fsync_ctx {
@@ -993,7 +1008,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	file_link(d, df, ino, O_RDONLY | O_DIRECTORY);
 	fi->fh = (uint64_t)(uintptr_t)df;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		file_drop(d, df);
+		tfsd_file_drop(d, df);
 }
 
 struct dir_ctx {
@@ -1099,7 +1114,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (fi->fh)
-		file_drop(req_d(req), fi_file(fi));
+		tfsd_file_drop(req_d(req), fi_file(fi));
 	fuse_reply_err(req, 0);
 }
 

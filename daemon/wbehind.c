@@ -24,9 +24,17 @@
  *  - readers see the new data: the write holds its range lock until the
  *    extent is published (file_write.c), and READ takes that lock.
  *  - requests that look at the file's blocks or use its open file (GETATTR
- *    st_blocks, a truncating SETATTR, LSEEK, COPY_FILE_RANGE, FALLOCATE,
- *    RELEASE) wait for its writes behind first, so none sees the map half
- *    done and no open file is released under a write.
+ *    st_blocks, a truncating SETATTR, LSEEK, COPY_FILE_RANGE, FALLOCATE)
+ *    wait for its writes behind first, so none sees the map half done.
+ *  - no open file is released under a write: RELEASE is answered at once
+ *    (tar closes every file right after its data went behind, and a ring
+ *    queue's thread waiting there held up the next file), its file kept
+ *    on the inode's entry until the last write behind ends, then on
+ *    wb_reap, dropped by the next request's thread (tfsd_wb_reap; not the
+ *    completion thread: dropping an unlinked inode's last open deletes
+ *    it, which may wait for log space) or at unmount.  What a request
+ *    could see of the drop (an unlinked file's blocks freed) it sees:
+ *    every request reaps before it is served.
  *  - a SETATTR of times, mode or owners (tar's utimens, chmod, chown after
  *    each file) does not wait: the publish of a write begun before a
  *    setattr of mtime leaves that mtime alone (file_commit_write), and
@@ -50,6 +58,7 @@ struct wb_ent {
 	uint64_t ino;
 	unsigned n;		/* writes behind in flight */
 	int err;		/* first failure not yet reported (-errno) */
+	struct tfsd_file *released;	/* RELEASEd meanwhile; non-empty only while n */
 	struct wb_ent *next;
 };
 
@@ -88,6 +97,61 @@ void tfsd_wb_init(struct tfsd *d)
 	pthread_cond_init(&d->wb_cv, NULL);
 }
 
+/* @e's last write ended: its released files go to the reaper's list. */
+static void reap_add(struct tfsd *d, struct wb_ent *e)
+{
+	struct tfsd_file *df;
+	unsigned n = 0;
+
+	while ((df = e->released)) {
+		e->released = df->wb_next;
+		df->wb_next = d->wb_reap;
+		d->wb_reap = df;
+		n++;
+	}
+	if (n)
+		atomic_fetch_add(&d->wb_reap_n, n);
+}
+
+bool tfsd_wb_release(struct tfsd *d, uint64_t ino, struct tfsd_file *df)
+{
+	struct wb_ent *e;
+	bool deferred = false;
+
+	/* As tfsd_wb_wait: the counts went up before the WRITE's reply, and
+	 * the kernel releases a file after its writes were answered. */
+	if (!atomic_load(&d->wb_total) || !atomic_load(&d->wb_chain_n[chain_of(ino)]))
+		return false;
+	pthread_mutex_lock(&d->wb_mu);
+	e = find(d, ino);
+	if (e && e->n) {
+		df->wb_next = e->released;
+		e->released = df;
+		deferred = true;
+	}
+	pthread_mutex_unlock(&d->wb_mu);
+	return deferred;
+}
+
+void tfsd_wb_reap(struct tfsd *d)
+{
+	struct tfsd_file *df;
+
+	if (!atomic_load_explicit(&d->wb_reap_n, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&d->wb_mu);
+	df = d->wb_reap;
+	d->wb_reap = NULL;
+	atomic_store(&d->wb_reap_n, 0);
+	pthread_mutex_unlock(&d->wb_mu);
+	while (df) {
+		struct tfsd_file *next = df->wb_next;
+
+		tfsd_file_drop(d, df);
+		df = next;
+	}
+}
+
 bool tfsd_wb_begin(struct tfsd *d, uint64_t ino)
 {
 	struct wb_ent *e;
@@ -119,6 +183,8 @@ void tfsd_wb_end(struct tfsd *d, uint64_t ino, int err)
 			e->err = err;
 		e->n--;
 		atomic_fetch_sub(&d->wb_chain_n[chain_of(ino)], 1);
+		if (!e->n)
+			reap_add(d, e);
 		if (!e->n && !e->err)
 			unlink_ent(d, e);
 	}

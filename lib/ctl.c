@@ -284,6 +284,11 @@ void tfs_note_setattr_wait(struct tfs *fs)
 	atomic_fetch_add(&fs->setattr_waits, 1);
 }
 
+void tfs_note_release_deferred(struct tfs *fs)
+{
+	atomic_fetch_add(&fs->releases_deferred, 1);
+}
+
 static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
@@ -344,10 +349,12 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_end(j);
 	/* A setattr (tar's utimens) need not wait for the file's writes
 	 * behind: how often one still did, and how often a write's publish
-	 * left a later setattr's mtime alone. */
+	 * left a later setattr's mtime alone; releases answered while the
+	 * file's writes were still behind (not waiting for them). */
 	jb_obj_begin(j, "write_behind");
 	jb_u64(j, "setattr_waits", atomic_load(&fs->setattr_waits));
 	jb_u64(j, "mtime_kept", atomic_load(&fs->mtime_kept));
+	jb_u64(j, "releases_deferred", atomic_load(&fs->releases_deferred));
 	jb_obj_end(j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");

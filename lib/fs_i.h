@@ -123,7 +123,7 @@ struct tfs {
 	/* Since mount, for stats: setattrs the daemon held until the file's
 	 * writes behind were published (tfs_note_setattr_wait), and writes
 	 * published without their mtime, a later setattr's kept (file.c). */
-	_Atomic uint64_t setattr_waits, mtime_kept;
+	_Atomic uint64_t setattr_waits, mtime_kept, releases_deferred;
 	pthread_t bg_thread;		/* periodic commit + checkpoint on pressure */
 	pthread_mutex_t bg_mu;
 	pthread_cond_t bg_cv;

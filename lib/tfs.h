@@ -101,6 +101,9 @@ void tfs_log_stats(struct tfs *fs, struct log_stats *st);
 /* The daemon held a setattr until the file's writes behind were
  * published (counted in stats: write_behind.setattr_waits). */
 void tfs_note_setattr_wait(struct tfs *fs);
+/* The daemon answered a release while the file's writes were behind
+ * (stats: write_behind.releases_deferred). */
+void tfs_note_release_deferred(struct tfs *fs);
 
 /* ---- namespace ---- */
 
