@@ -215,6 +215,11 @@ void tfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		size_t out_bufsz);
 void tfsd_ctl_log_init(void);
 
+/* remount.c: with "remount" among the -o options, change the flags of the
+ * mount at the mount point argument and return the exit code; -1 if it is
+ * not a remount. */
+int tfsd_remount(int argc, char *argv[]);
+
 /* main.c: log to stderr in foreground mode, to syslog in background mode.
  * No trailing newline in fmt.  LOG_DEBUG is printed only with -d. */
 void tlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

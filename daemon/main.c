@@ -810,6 +810,11 @@ int main(int argc, char *argv[])
 	struct fuse_session *se;
 	int ret, exit_code;
 
+	/* mount -o remount runs us as its helper: change the flags of the
+	 * mount that is there, start nothing (remount.c). */
+	exit_code = tfsd_remount(argc, argv);
+	if (exit_code >= 0)
+		return exit_code;
 	fuse_set_log_func(fuse_log_cb);
 	tfsd_ctl_log_init();	/* the lib's lines go where ours go */
 	exit_code = parse_args(&args, argv[0], &s, &d);

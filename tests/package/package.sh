@@ -104,10 +104,17 @@ mount -t fuse.twinfs "$T/a.img:$T/b.img" "$T/mnt"
 for f in mount-t fstab; do
 	[[ $(cat "$T/mnt/$f") == "hello from $f" ]] || fail "$f does not read back after remount"
 done
+# mount -o remount,ro runs the helper again (twinfs changes the flags of
+# the mount there and exits), and back to rw.
+mount -o remount,ro "$T/mnt" || fail "mount -o remount,ro failed"
+grep -q " $T/mnt fuse.twinfs ro," /proc/mounts || fail "remount,ro left $T/mnt writable"
+if touch "$T/mnt/ro" 2>/dev/null; then fail "a write succeeded on the read-only remount"; fi
+mount -o remount,rw "$T/mnt" || fail "mount -o remount,rw failed"
+touch "$T/mnt/rw" || fail "no write after remount,rw"
 umount "$T/mnt"
 for ((i = 0; i < 100; i++)); do
 	flock -n "$T/a.img" true 2>/dev/null && break
 	sleep 0.1
 done
 man -w twinfs >/dev/null 2>&1 || [[ -f /usr/share/man/man8/twinfs.8.gz ]] || fail "man page not installed"
-echo "package: built, installed, mounted by mount -t and by fstab, purged"
+echo "package: built, installed, mounted by mount -t and by fstab, remounted ro and rw, purged"
