@@ -513,6 +513,18 @@ static int load_all(struct tfs *fs)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+/* TWINFS_V2_PART_NODES=n (tests: the crash explorer, the kill loop)
+ * commits part way after every n dirty nodes. */
+static uint64_t part_bytes(const struct tfs *fs)
+{
+	const char *env = getenv("TWINFS_V2_PART_NODES");
+	uint64_t b = fs->dirty_soft / V2_PART_SHARE;
+
+	if (env && atoi(env) > 0)
+		return (uint64_t)atoi(env) * BNODE_SIZE;
+	return b < V2_PART_MIN * BNODE_SIZE ? V2_PART_MIN * BNODE_SIZE : b;
+}
+
 int ckpt_v2_load(struct tfs *fs)
 {
 	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
@@ -533,9 +545,7 @@ int ckpt_v2_load(struct tfs *fs)
 		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
 	fs_dirty_setup(fs, cache, fs->v2->cache, node_base);
-	fs->v2->part_bytes = fs->dirty_soft / V2_PART_SHARE;
-	if (fs->v2->part_bytes < V2_PART_MIN * BNODE_SIZE)
-		fs->v2->part_bytes = V2_PART_MIN * BNODE_SIZE;
+	fs->v2->part_bytes = part_bytes(fs);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST, max);
 	icache_set_prefetch(fs, v2_prefetch);
@@ -926,6 +936,9 @@ static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, 
 
 	if (!buf)
 		return -ENOMEM;
+	/* Nodes above the durable superblock's generation (part commits, a
+	 * checkpoint whose superblock failed) are free once not referenced. */
+	bt_set_young(&v->itree, fs->sb.tree_gen + 1);
 	ret = bt_begin(&v->itree, gen);
 	if (ret) {
 		free(buf);
