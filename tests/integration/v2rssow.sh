@@ -9,7 +9,8 @@
 # - the tree nodes a checkpoint pins (node_cache.max_dirty_bytes) stay
 #   within the dirty budget's soft mark: the checkpoint commits part way
 #   (ckpt_v2.c commit_part) instead of holding all of them to the end
-#   (main pinned 6.7 MiB here, against a 4 MiB soft mark);
+#   (main pinned 7.8 and 8.3 MiB here in two runs, against a 4 MiB soft
+#   mark);
 # - the dirty bytes, pins included, stay under hard + soft, and no writer
 #   gave up waiting (dirty.wait_timeouts);
 # - the daemon's RSS (sampled every 0.1 s, and VmHWM) stays under the
