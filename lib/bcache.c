@@ -117,6 +117,15 @@ static void shrink(struct bcache *c)
 	}
 }
 
+/* The peaks, for stats (mu held). */
+static void note_max(struct bcache *c)
+{
+	if (c->st.bytes > c->st.max_bytes)
+		c->st.max_bytes = c->st.bytes;
+	if (c->st.dirty_bytes > c->st.max_dirty_bytes)
+		c->st.max_dirty_bytes = c->st.dirty_bytes;
+}
+
 void bcache_set_budget(struct bcache *c, uint64_t budget_bytes)
 {
 	pthread_mutex_lock(&c->mu);
@@ -198,6 +207,7 @@ void bcache_insert(struct bcache *c, struct bcache_node **np)
 	if (n->dirty)
 		c->st.dirty_bytes += BNODE_SIZE;
 	shrink(c);
+	note_max(c);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -226,6 +236,7 @@ void bcache_set_dirty(struct bcache *c, struct bcache_node *n, bool dirty)
 			c->st.dirty_bytes += BNODE_SIZE;
 		else
 			c->st.dirty_bytes -= BNODE_SIZE;
+		note_max(c);
 	}
 	n->dirty = dirty;
 	if (dirty)
@@ -272,6 +283,16 @@ void bcache_hold(struct bcache *c, struct bcache_node *n)
 	pthread_mutex_lock(&c->mu);
 	n->refs++;
 	pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t bcache_dirty_bytes(struct bcache *c)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&c->mu);
+	d = c->st.dirty_bytes;
+	pthread_mutex_unlock(&c->mu);
+	return d;
 }
 
 void bcache_stats(struct bcache *c, struct bcache_stats *st)

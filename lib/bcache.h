@@ -43,6 +43,7 @@ struct bcache_node {
 
 struct bcache_stats {
 	uint64_t budget, bytes, dirty_bytes;
+	uint64_t max_bytes, max_dirty_bytes;	/* the most since made */
 	uint64_t nodes, hits, misses, evictions;
 };
 
@@ -75,5 +76,7 @@ void bcache_forget(struct bcache *c, struct bcache_node *n);
  * its memory until bcache_put). */
 void bcache_drop_addr(struct bcache *c, uint64_t addr);
 void bcache_stats(struct bcache *c, struct bcache_stats *st);
+/* Bytes of dirty entries now (what a transaction pins). */
+uint64_t bcache_dirty_bytes(struct bcache *c);
 
 #endif

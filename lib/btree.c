@@ -316,9 +316,15 @@ static int free_node(struct btree *t, struct bcache_node *n)
 		return 0;
 	}
 	pthread_mutex_lock(&t->mu);
-	ret = push((void **)&t->freed, &t->nfreed, &t->freed_cap, sizeof(*t->freed));
-	if (!ret)
-		t->freed[t->nfreed++] = addr;
+	if (t->young_gen && bnode_gen(n->buf) >= t->young_gen) {
+		ret = push((void **)&t->young, &t->nyoung, &t->young_cap, sizeof(*t->young));
+		if (!ret)
+			t->young[t->nyoung++] = addr;
+	} else {
+		ret = push((void **)&t->freed, &t->nfreed, &t->freed_cap, sizeof(*t->freed));
+		if (!ret)
+			t->freed[t->nfreed++] = addr;
+	}
 	pthread_mutex_unlock(&t->mu);
 	return ret;
 }
@@ -837,6 +843,7 @@ static void abort_locked(struct btree *t)
 	}
 	t->ndirty = 0;
 	t->nfreed = 0;
+	t->nyoung = 0;		/* the committed tree still has them */
 	t->root = t->committed;
 	t->in_trans = false;
 	t->terr = 0;
@@ -849,6 +856,7 @@ void bt_close(struct btree *t)
 		abort_locked(t);
 	free(t->dirty);
 	free(t->freed);
+	free(t->young);
 	pthread_rwlock_destroy(&t->lock);
 	pthread_rwlock_destroy(&t->root_lock);
 	pthread_mutex_destroy(&t->mu);
@@ -1121,6 +1129,10 @@ int bt_commit(struct btree *t, struct broot *root, uint64_t **freed, size_t *nfr
 		*nfreed = t->nfreed;
 		t->freed = NULL;
 		t->nfreed = t->freed_cap = 0;
+		/* The committed tree no longer reaches them, nor does
+		 * anything durable. */
+		bt_release(t, t->young, t->nyoung);
+		t->nyoung = 0;
 	} else if (!soft_err(ret)) {
 		t->terr = ret;
 	}
@@ -1133,6 +1145,14 @@ void bt_abort(struct btree *t)
 	pthread_rwlock_wrlock(&t->lock);
 	if (t->in_trans)
 		abort_locked(t);
+	pthread_rwlock_unlock(&t->lock);
+}
+
+void bt_set_young(struct btree *t, uint64_t gen)
+{
+	pthread_rwlock_wrlock(&t->lock);
+	if (!t->in_trans)
+		t->young_gen = gen;
 	pthread_rwlock_unlock(&t->lock);
 }
 

@@ -118,6 +118,12 @@ struct btree {
 	size_t ndirty, dirty_cap;
 	uint64_t *freed;		/* committed nodes it stopped referencing */
 	size_t nfreed, freed_cap;
+	/* Nodes of a generation >= young_gen (0: none) are referenced by
+	 * nothing durable (bt_set_young): those the transaction stopped
+	 * referencing are freed by its commit, not listed in freed. */
+	uint64_t young_gen;
+	uint64_t *young;
+	size_t nyoung, young_cap;
 	_Atomic uint64_t seq;		/* bumped by every change (iterators) */
 	/* Statistics. */
 	_Atomic uint64_t cows, splits, merges, rebalances, written;
@@ -147,6 +153,11 @@ int bt_delete(struct btree *t, const struct bkey *k);
  * back with bt_release once *root is durably published. */
 int bt_commit(struct btree *t, struct broot *root, uint64_t **freed, size_t *nfreed);
 void bt_abort(struct btree *t);
+/* Outside a transaction: every node of generation >= @gen (0: none) is
+ * referenced by nothing durable (no superblock on disk names a tree that
+ * reaches it), so a commit that stops referencing one frees it at once
+ * instead of listing it (a checkpoint's part commits, ckpt_v2.c). */
+void bt_set_young(struct btree *t, uint64_t gen);
 /* Free the addresses bt_commit listed (through the store) and forget
  * their cached copies. */
 void bt_release(struct btree *t, const uint64_t *freed, size_t n);

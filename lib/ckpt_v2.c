@@ -61,6 +61,10 @@
 #include "wib.h"
 
 #define V2_DEL_BATCH 256		/* keys collected before deleting them */
+/* A checkpoint's INODES transaction is committed part way once the nodes
+ * it changed pin dirty_soft / V2_PART_SHARE (at least V2_PART_MIN nodes). */
+#define V2_PART_SHARE 2
+#define V2_PART_MIN 64
 
 struct ckpt_v2 {
 	struct bstore_mirror s;		/* nodes on the mirror */
@@ -93,6 +97,11 @@ struct ckpt_v2 {
 	 * open transaction made (under ckpt_mu): the superblock's inodes. */
 	uint64_t inodes;
 	int64_t dinodes;
+	/* The open INODES transaction's generation (under ckpt_mu), and the
+	 * node cache's dirty bytes past which it is committed part way
+	 * (commit_part). */
+	uint64_t gen;
+	uint64_t part_bytes;
 };
 
 /* ---- setup ---- */
@@ -504,6 +513,18 @@ static int load_all(struct tfs *fs)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+/* TWINFS_V2_PART_NODES=n (tests: the crash explorer, the kill loop)
+ * commits part way after every n dirty nodes. */
+static uint64_t part_bytes(const struct tfs *fs)
+{
+	const char *env = getenv("TWINFS_V2_PART_NODES");
+	uint64_t b = fs->dirty_soft / V2_PART_SHARE;
+
+	if (env && atoi(env) > 0)
+		return (uint64_t)atoi(env) * BNODE_SIZE;
+	return b < V2_PART_MIN * BNODE_SIZE ? V2_PART_MIN * BNODE_SIZE : b;
+}
+
 int ckpt_v2_load(struct tfs *fs)
 {
 	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
@@ -524,6 +545,7 @@ int ckpt_v2_load(struct tfs *fs)
 		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
 	fs_dirty_setup(fs, cache, fs->v2->cache, node_base);
+	fs->v2->part_bytes = part_bytes(fs);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
 		      cache / TFS_CACHE_INODE_SHARE / TFS_CACHE_INODE_COST, max);
 	icache_set_prefetch(fs, v2_prefetch);
@@ -771,109 +793,6 @@ static int put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 	return ret;
 }
 
-struct put_ext {
-	struct btree *t;
-	struct alloc_v2 *av;
-	uint64_t ino;
-	struct extent_map *map;
-	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
-	int err;			/* of an accounting change in put_drop */
-	int64_t dmapped;		/* change of the blocks the items map */
-};
-
-/* Blocks an item's cut or delete unmapped lose their reference. */
-static void put_drop(void *ctx, uint64_t phys, uint64_t n)
-{
-	struct put_ext *p = ctx;
-	int ret = p->av ? alloc_v2_ref(p->av, phys, n, -1) : 0;
-
-	if (ret && !p->err)
-		p->err = ret;
-}
-
-/* One run of the map into the hole put_piece made, through v2ext_set: it
- * continues the item before when file and physical blocks join (and the
- * one after, whole), so a contiguous run is one item however the map's
- * leaves and the checkpoints cut it (written: at most V2_EXT_MAX_BLOCKS
- * blocks an item, their csums; unwritten: up to V2EXT_UNWRITTEN_MAX). */
-static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
-		   const struct extent_ent *ents)
-{
-	struct put_ext *p = ctx;
-	bool unwritten = (phys & EXTENT_UNWRITTEN) != 0;
-
-	for (uint32_t off = 0; off < n; ) {
-		uint32_t k = n - off;
-		int64_t d = 0;
-		int ret;
-
-		if (!unwritten && k > V2_EXT_MAX_BLOCKS)
-			k = V2_EXT_MAX_BLOCKS;
-		for (uint32_t i = 0; !unwritten && i < k; i++)
-			p->csums[i] = ents[off + i].csum;
-		ret = v2ext_set(p->t, p->ino, fblk + off, k, phys + off,
-				unwritten ? NULL : p->csums, put_drop, p, &d);
-		p->dmapped += d;
-		if (ret == 0)
-			ret = p->err;
-		if (ret == 0 && p->av)
-			ret = alloc_v2_ref(p->av, EXTENT_PHYS(phys) + off, k, +1);
-		if (ret)
-			return ret;
-		off += k;
-	}
-	return 0;
-}
-
-/* One part of the range the map holds in memory: the tree's items there
- * cut out (v2ext_clear: an item reaching in from either side is cut at
- * the edge), then the map's runs written into the hole. */
-static int put_piece(void *ctx, uint64_t from, uint64_t to)
-{
-	struct put_ext *p = ctx;
-	struct extent_cache *xc = p->map->xc;
-	int64_t d = 0;
-	int ret;
-
-	/* Items reaching out of the piece are cut and joined: readers of
-	 * the blocks around it (shared range locks, as ours is) wait. */
-	if (xc)
-		extcache_src_changing(xc, p->ino);
-	ret = v2ext_clear(p->t, p->ino, from, to - from, put_drop, p, &d);
-	p->dmapped += d;
-	if (ret == 0)
-		ret = p->err;
-	if (ret == 0)
-		ret = extent_walk(p->map, from, to, put_run, p);
-	if (xc)
-		extcache_src_changed(xc, p->ino);
-	return ret;
-}
-
-/* Items are rewritten where the map holds the blocks in memory (its
- * changed leaves stay resident until this checkpoint: extcache.h); the
- * rest of the range the tree already holds as it is. */
-int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
-			uint64_t from, uint64_t to, int64_t *dmapped)
-{
-	struct put_ext p = { .t = t, .av = av, .ino = ip->ino, .map = &ip->map };
-	int ret = 0;
-
-	*dmapped = 0;
-	if (from >= EXTENT_MAX_FBLK)
-		return 0;
-	if (to > EXTENT_MAX_FBLK)
-		to = EXTENT_MAX_FBLK;
-	p.csums = malloc(V2_EXT_MAX_BLOCKS * sizeof(*p.csums));
-	if (!p.csums)
-		ret = -ENOMEM;
-	if (ret == 0)
-		ret = extent_resident(&ip->map, from, to, put_piece, &p);
-	free(p.csums);
-	*dmapped = p.dmapped;
-	return ret;
-}
-
 /* The mapped count of inode @ino's INODE item in @t (0: none yet). */
 static int tree_mapped(struct btree *t, uint64_t ino, uint64_t *mapped)
 {
@@ -891,6 +810,49 @@ static int tree_mapped(struct btree *t, uint64_t ino, uint64_t *mapped)
 	if (ret == 0)
 		*mapped = li.mapped;
 	return ret == -EOVERFLOW ? -EUCLEAN : ret;
+}
+
+/* Has the open transaction pinned enough nodes for a part commit?  The
+ * node cache's clean budget follows (the dirty budget counts the pins). */
+static bool part_due(struct tfs *fs, struct ckpt_v2 *v)
+{
+	fs_dirty_refit(fs);
+	return bcache_dirty_bytes(v->cache) >= v->part_bytes;
+}
+
+static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n);
+
+/* Part way through the INODES tree's transaction (ckpt_mu and ns_lock
+ * held, no item half changed), when part_due: the tree is committed in
+ * memory, so its nodes are written and become clean and evictable instead
+ * of pinning the node cache until the end (nothing durable references
+ * them until a superblock names the tree, after the last commit's flush),
+ * and the next transaction opens at the next generation.  The accounting
+ * keeps the reference changes of the items committed, the nodes the
+ * commit freed wait for the superblock with the other pending ones.  A
+ * later failure returns to this tree in memory, which the next checkpoint
+ * rewrites from memory, as after a failed fspace_commit. */
+static int commit_part(struct tfs *fs, struct ckpt_v2 *v)
+{
+	uint64_t *freed = NULL;
+	size_t nfreed = 0;
+	struct broot root;
+	int ret;
+
+	ret = bt_commit(&v->itree, &root, &freed, &nfreed);
+	if (ret)
+		return ret;
+	alloc_v2_refs_kept(v->av);
+	v->inodes += (uint64_t)v->dinodes;
+	v->dinodes = 0;
+	v->last_gen = v->gen;
+	ret = add_pending(v, freed, nfreed);
+	free(freed);
+	atomic_fetch_add(&fs->ckpt_parts, 1);
+	if (ret == 0)
+		ret = bt_begin(&v->itree, ++v->gen);
+	fs_dirty_refit(fs);
+	return ret;
 }
 
 /* Everything @e says changed about one inode, as memory has it now.
@@ -934,8 +896,16 @@ static int put_one(struct tfs *fs, struct ckpt_v2 *v, const struct v2d_ino *e, u
 	for (size_t i = 0; ret == 0 && reg && i < e->next; i++) {
 		int64_t d;
 
-		ret = ckpt_v2_put_extents(t, av, ip, e->ext[i].from, e->ext[i].to, &d);
+		ret = ckpt_v2_put_extents(t, av, ip->ino, &ip->map, e->ext[i].from,
+					  e->ext[i].to, &d);
 		mapped = d < 0 && (uint64_t)-d > mapped ? 0 : mapped + (uint64_t)d;
+		/* A part commit inside one file's ranges: its INODE item
+		 * first, so the tree committed has its mapped count right. */
+		if (ret == 0 && i + 1 < e->next && part_due(fs, v)) {
+			ret = put_inode(t, ip, mapped, &v->dinodes);
+			if (ret == 0)
+				ret = commit_part(fs, v);
+		}
 	}
 	if (ret == 0 && ((e->flags & V2D_INODE) || (reg && e->next)))
 		ret = put_inode(t, ip, mapped, &v->dinodes);
@@ -955,7 +925,9 @@ static void abort_itree(struct ckpt_v2 *v)
 	v->dinodes = 0;
 }
 
-/* The INODES tree's transaction: every changed inode's items. */
+/* The INODES tree's transaction: every changed inode's items, committed
+ * part way (commit_part) as often as its nodes ask; v->gen is the last
+ * one's generation. */
 static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, size_t n,
 		       uint64_t gen)
 {
@@ -964,22 +936,27 @@ static int put_changes(struct tfs *fs, struct ckpt_v2 *v, struct v2d_ino **vec, 
 
 	if (!buf)
 		return -ENOMEM;
+	/* Nodes above the durable superblock's generation (part commits, a
+	 * checkpoint whose superblock failed) are free once not referenced. */
+	bt_set_young(&v->itree, fs->sb.tree_gen + 1);
 	ret = bt_begin(&v->itree, gen);
 	if (ret) {
 		free(buf);
 		return ret;
 	}
+	v->gen = gen;
 	pthread_mutex_lock(&fs->ns_lock);
-	for (size_t i = 0; ret == 0 && i < n; i++)
+	for (size_t i = 0; ret == 0 && i < n; i++) {
 		ret = put_one(fs, v, vec[i], buf);
+		if (ret == 0 && i + 1 < n && part_due(fs, v))
+			ret = commit_part(fs, v);
+	}
 	pthread_mutex_unlock(&fs->ns_lock);
 	free(buf);
 	if (ret)
 		abort_itree(v);
 	return ret;
 }
-
-static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n);
 
 /* The data area into the trees, at the checkpoint's point: the shared
  * counts alloc.c changed as REFCOUNT items (a transaction of the refcount
@@ -1126,6 +1103,7 @@ int ckpt_v2_write(struct tfs *fs)
 	int ret;
 
 	pthread_mutex_lock(&fs->ckpt_mu);
+	atomic_store(&fs->ckpt_busy, true);
 	ret = log_barrier(fs->log, &seq, &pos);
 	if (ret < 0)
 		goto out;
@@ -1144,10 +1122,10 @@ int ckpt_v2_write(struct tfs *fs)
 	 * below next_ino. */
 	icache_raise_tree_max(fs, atomic_load(&fs->next_ino) - 1);
 	ret = put_changes(fs, v, vec, n, gen);
-	if (ret == 0)
-		v->last_gen = gen;
 	if (ret)
 		goto give_back;
+	gen = v->gen;		/* past the part commits */
+	v->last_gen = gen;
 	ret = commit_trees(fs, v, gen, seq, pos);
 	if (ret) {
 		/* A tree committed in memory keeps the changes; the log keeps
@@ -1163,6 +1141,7 @@ give_back:
 	v2d_give_back(&v->dirty, &set);
 out:
 	free(vec);
+	atomic_store(&fs->ckpt_busy, false);
 	pthread_mutex_unlock(&fs->ckpt_mu);
 	if (ret == 0) {
 		icache_trim(fs);	/* what it wrote may leave memory now */

@@ -63,7 +63,7 @@ int ckpt_v2_write(struct tfs *fs);
 /* Free the trees' state (fs_free); nothing is written. */
 void ckpt_v2_free(struct tfs *fs);
 
-/* The EXTENT items of @ip in file blocks [from, to) (multiples of
+/* The EXTENT items of file @ino (@map, its map) in file blocks [from, to) (multiples of
  * V2D_CHUNK, v2dirty.h) replaced by what its map holds there, through
  * v2ext's range operations: items reaching in from either side are cut at
  * the edges, and the map's runs are written as v2ext_set writes them
@@ -73,8 +73,8 @@ void ckpt_v2_free(struct tfs *fs);
  * (alloc_v2_ref; NULL: none); *dmapped gets the change of the blocks the
  * items map (for the INODE item's count).  The caller holds the inode's
  * range lock over them and has the tree's transaction open. */
-int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, struct tfs_inode *ip,
-			uint64_t from, uint64_t to, int64_t *dmapped);
+int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
+			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped);
 
 /*
  * The data area into the trees (alloc_v2.h), called by the checkpoint after

@@ -163,6 +163,8 @@ static void node_cache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "nodes", st.nodes);
 	jb_u64(j, "bytes", st.bytes);
 	jb_u64(j, "dirty_bytes", st.dirty_bytes);	/* a checkpoint's, pinned until it commits */
+	jb_u64(j, "max_bytes", st.max_bytes);		/* the most since mount */
+	jb_u64(j, "max_dirty_bytes", st.max_dirty_bytes);
 	jb_u64(j, "hits", st.hits);
 	jb_u64(j, "misses", st.misses);
 	jb_u64(j, "evictions", st.evictions);
@@ -206,6 +208,7 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "leaf_bytes", p.leaves);
 	jb_u64(j, "inode_bytes", p.inodes);
 	jb_u64(j, "note_bytes", p.notes);
+	jb_u64(j, "node_bytes", p.nodes);
 	jb_u64(j, "soft_bytes", fs->dirty_soft);
 	jb_u64(j, "hard_bytes", fs->dirty_hard);
 	jb_u64(j, "node_budget_bytes", atomic_load(&fs->node_budget));
@@ -214,6 +217,8 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "checkpoints", atomic_load(&fs->dirty_ckpts));
 	jb_u64(j, "waits", atomic_load(&fs->dirty_waits));
 	jb_u64(j, "wait_timeouts", atomic_load(&fs->dirty_wait_timeouts));
+	/* Part commits of checkpoints: their nodes left the cache early. */
+	jb_u64(j, "checkpoint_parts", atomic_load(&fs->ckpt_parts));
 	/* Notes lost for want of memory, and the checkpoints that rebuilt
 	 * their set from the log because of them (v2dirty.h). */
 	jb_u64(j, "lost_notes", fs->v2dirty ? v2d_fails(fs->v2dirty) : 0);

@@ -13,15 +13,26 @@
  *   once until one ends (fs_dirty_ckpt_end);
  *   past dirty_hard (cache / DIRTY_HARD_SHARE) a writer waits for the end
  *   of a checkpoint before it starts its change, so writers that outrun
- *   the checkpoint slow down to its pace instead of growing memory.
+ *   the checkpoint slow down to its pace instead of growing memory; it
+ *   waits again for the next one while that one brings the count down
+ *   and is still over.
+ *
+ * The tree nodes a running checkpoint changed are counted too (the node
+ * cache's dirty bytes): they are pinned until its transaction commits,
+ * and the checkpoint commits part way (ckpt_v2.c) so they stay within
+ * a share of the budget.
  *
  * The check runs where every mutator already waits for log room before
  * taking any lock (log_wait_space's on_room): a few atomic loads, no
- * mount-wide lock on the data path; the wait takes bg_mu only.  A writer
- * waits for one checkpoint end, at most DIRTY_WAIT_MAX: a checkpoint that
- * fails or cannot free what is counted (a leaf someone is inside) must not
- * stall writers for ever (the timeouts are in the stats).  Durability is
- * untouched: the budget only moves checkpoints earlier.
+ * mount-wide lock on the data path; the wait takes bg_mu only.  The
+ * writer holds nothing a checkpoint waits for, so a checkpoint always
+ * ends; while one runs (ckpt_busy) or is asked for, the writer keeps
+ * waiting.  It goes on over the mark only when a checkpoint that ended
+ * did not bring the count down (failed, or cannot free what is counted:
+ * a leaf someone is inside), or after DIRTY_WAIT_CAP in all, or when no
+ * checkpoint ran for DIRTY_WAIT_MAX: it must not stall for ever on what
+ * no checkpoint frees (those are the stats' wait_timeouts).  Durability
+ * is untouched: the budget only moves checkpoints earlier.
  */
 #include <errno.h>
 #include <time.h>
@@ -34,7 +45,8 @@
 
 #define DIRTY_SOFT_SHARE 8
 #define DIRTY_HARD_SHARE 4
-#define DIRTY_WAIT_MAX 5	/* seconds */
+#define DIRTY_WAIT_MAX 5	/* seconds with no checkpoint running */
+#define DIRTY_WAIT_CAP 120	/* seconds in all */
 #define NODE_FLOOR_SHARE 8	/* the node cache keeps at least cache/8 */
 #define NODE_STEPS 32
 
@@ -69,6 +81,14 @@ static uint64_t node_budget_for(const struct tfs *fs, uint64_t d)
 	return fs->node_base - give;
 }
 
+static void note_max(struct tfs *fs, uint64_t d)
+{
+	uint64_t m = atomic_load(&fs->dirty_max);
+
+	while (d > m && !atomic_compare_exchange_weak(&fs->dirty_max, &m, d))
+		;
+}
+
 static void fit_nodes(struct tfs *fs, uint64_t d)
 {
 	uint64_t want, min;
@@ -84,6 +104,14 @@ static void fit_nodes(struct tfs *fs, uint64_t d)
 		;
 }
 
+void fs_dirty_refit(struct tfs *fs)
+{
+	uint64_t d = fs_dirty_bytes(fs, NULL);
+
+	note_max(fs, d);
+	fit_nodes(fs, d);
+}
+
 uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p)
 {
 	struct dirty_parts q;
@@ -93,7 +121,8 @@ uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p)
 	p->leaves = fs->xc ? extcache_over(fs->xc) : 0;
 	p->inodes = icache_over(fs) * TFS_CACHE_INODE_COST;
 	p->notes = fs->v2dirty ? v2d_bytes(fs->v2dirty) : 0;
-	return p->leaves + p->inodes + p->notes;
+	p->nodes = fs->dirty_nodes ? bcache_dirty_bytes(fs->dirty_nodes) : 0;
+	return p->leaves + p->inodes + p->notes + p->nodes;
 }
 
 /* As fs.c's own kick; here so that the checkpoint's module, which calls
@@ -106,27 +135,30 @@ static void ask_ckpt(struct tfs *fs)
 	pthread_mutex_unlock(&fs->bg_mu);
 }
 
-/* Until a checkpoint ends after @seen, or DIRTY_WAIT_MAX: true then. */
-static bool wait_ckpt_end(struct tfs *fs, uint64_t seen)
+/* Until a checkpoint ends after @seen, or DIRTY_WAIT_MAX: true then.
+ * With @busy, a running or asked for checkpoint renews the time, up to
+ * DIRTY_WAIT_CAP in all. */
+static bool wait_ckpt_end(struct tfs *fs, uint64_t seen, bool busy)
 {
-	struct timespec until;
+	struct timespec until, cap;
 	int r = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &until);
+	cap = until;
+	cap.tv_sec += DIRTY_WAIT_CAP;
 	until.tv_sec += DIRTY_WAIT_MAX;
 	pthread_mutex_lock(&fs->bg_mu);
-	while (atomic_load(&fs->ckpt_ends) == seen && !fs->bg_stop && r != ETIMEDOUT)
+	while (atomic_load(&fs->ckpt_ends) == seen && !fs->bg_stop) {
 		r = pthread_cond_timedwait(&fs->ckpt_cv, &fs->bg_mu, &until);
+		if (r != ETIMEDOUT)
+			continue;
+		if (!busy || !(atomic_load(&fs->ckpt_busy) || fs->bg_want_ckpt) ||
+		    until.tv_sec >= cap.tv_sec)
+			break;
+		until.tv_sec += DIRTY_WAIT_MAX;
+	}
 	pthread_mutex_unlock(&fs->bg_mu);
-	return r == ETIMEDOUT;
-}
-
-static void note_max(struct tfs *fs, uint64_t d)
-{
-	uint64_t m = atomic_load(&fs->dirty_max);
-
-	while (d > m && !atomic_compare_exchange_weak(&fs->dirty_max, &m, d))
-		;
+	return r == ETIMEDOUT && atomic_load(&fs->ckpt_ends) == seen;
 }
 
 int fs_dirty_gate(void *ctx)
@@ -158,9 +190,30 @@ int fs_dirty_gate(void *ctx)
 	if (d < fs->dirty_hard)
 		return 0;
 	atomic_fetch_add(&fs->dirty_waits, 1);
-	if (wait_ckpt_end(fs, seen))
-		atomic_fetch_add(&fs->dirty_wait_timeouts, 1);
-	return 0;
+	for (unsigned round = 0;; round++) {
+		uint64_t was = d;
+
+		if (wait_ckpt_end(fs, seen, true)) {
+			atomic_fetch_add(&fs->dirty_wait_timeouts, 1);
+			return 0;
+		}
+		d = fs_dirty_bytes(fs, NULL);
+		note_max(fs, d);
+		fit_nodes(fs, d);
+		if (d < fs->dirty_hard || fs->bg_stop)
+			return 0;
+		/* A whole checkpoint (not the one running when this writer
+		 * came) freed nothing: more of them would not either. */
+		if (round && d >= was) {
+			atomic_fetch_add(&fs->dirty_wait_timeouts, 1);
+			return 0;
+		}
+		seen = atomic_load(&fs->ckpt_ends);
+		if (!atomic_exchange(&fs->dirty_asked, true)) {
+			atomic_fetch_add(&fs->dirty_ckpts, 1);
+			ask_ckpt(fs);
+		}
+	}
 }
 
 bool fs_ckpt_wait(struct tfs *fs)
@@ -171,7 +224,7 @@ bool fs_ckpt_wait(struct tfs *fs)
 		return false;
 	seen = atomic_load(&fs->ckpt_ends);
 	ask_ckpt(fs);
-	(void)wait_ckpt_end(fs, seen);
+	(void)wait_ckpt_end(fs, seen, false);
 	return true;
 }
 

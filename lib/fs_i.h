@@ -147,6 +147,11 @@ struct tfs {
 	 * that waited, waits that gave up (DIRTY_WAIT_MAX), the most seen. */
 	_Atomic uint64_t dirty_ckpts, dirty_waits, dirty_wait_timeouts, dirty_max;
 	_Atomic uint64_t dirty_lost_ckpts;	/* asked for because notes were lost */
+	/* A checkpoint is running (ckpt_v2_write): writers past the hard
+	 * mark keep waiting while it does (dbudget.c). */
+	atomic_bool ckpt_busy;
+	/* Part commits of the INODES tree inside checkpoints (ckpt_v2.c). */
+	_Atomic uint64_t ckpt_parts;
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
@@ -250,10 +255,14 @@ struct dirty_parts {
 	uint64_t leaves;		/* map leaves past their budget */
 	uint64_t inodes;		/* resident inodes past theirs */
 	uint64_t notes;			/* v2dirty's records */
+	uint64_t nodes;			/* tree nodes a checkpoint pins (ckpt_v2.c) */
 };
 void fs_dirty_setup(struct tfs *fs, uint64_t cache, struct bcache *nodes, uint64_t node_base);
 uint64_t fs_dirty_bytes(struct tfs *fs, struct dirty_parts *p);
 int fs_dirty_gate(void *ctx);
+/* The node cache's budget again from the dirty bytes now (a checkpoint
+ * that pins more nodes as it goes). */
+void fs_dirty_refit(struct tfs *fs);
 void fs_dirty_ckpt_end(struct tfs *fs);
 /* A walk's read-in (inode_get_walk) failed with ENOMEM: deaths were lost
  * (v2dirty.h, V2D_UNSURE) or memory is short.  Asks for a checkpoint (it

@@ -334,6 +334,48 @@ static void test_commit_abort(void **state)
 	env_close(&e);
 }
 
+/* Part commits (bt_set_young): a node of a generation no durable root
+ * reaches is freed by the commit that stops referencing it, not listed;
+ * an abort keeps it (the committed tree still has it). */
+static void test_young(void **state)
+{
+	struct env e;
+	struct broot r;
+	uint64_t *freed, used;
+	size_t nfreed;
+
+	env_open(&e, 1u << 20);
+	assert_int_equal(bt_begin(&e.t, 10), 0);
+	for (unsigned i = 0; i < 2000; i++)
+		put_val(&e.t, K(i, 2, 0), 100, i);
+	commit_release(&e.t, &r);		/* "durable" at 10 */
+	bt_set_young(&e.t, 11);
+	/* Part 1 at 11: its path is new, the old one listed as usual. */
+	assert_int_equal(bt_begin(&e.t, 11), 0);
+	put_val(&e.t, K(5, 2, 0), 7, 1);
+	assert_int_equal(bt_commit(&e.t, &r, &freed, &nfreed), 0);
+	assert_int_equal(nfreed, r.level + 1);
+	free(freed);
+	used = e.ms.nused;
+	/* An abort of part 2 frees nothing of part 1. */
+	assert_int_equal(bt_begin(&e.t, 12), 0);
+	put_val(&e.t, K(5, 2, 0), 7, 2);
+	bt_abort(&e.t);
+	assert_int_equal(e.ms.nused, used);
+	expect_val(&e.t, K(5, 2, 0), 7, 1);
+	/* Part 2 at 12 rewrites the same path: part 1's nodes are freed by
+	 * the commit, none listed. */
+	assert_int_equal(bt_begin(&e.t, 12), 0);
+	put_val(&e.t, K(5, 2, 0), 7, 3);
+	assert_int_equal(bt_commit(&e.t, &r, &freed, &nfreed), 0);
+	assert_int_equal(nfreed, 0);
+	free(freed);
+	assert_int_equal(e.ms.nused, used);
+	assert_int_equal(bt_verify(&e.t, NULL, NULL), 0);
+	expect_val(&e.t, K(5, 2, 0), 7, 3);
+	env_close(&e);
+}
+
 /* A failed allocation poisons the transaction; abort recovers. */
 static void test_errors(void **state)
 {
@@ -970,6 +1012,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_grow_shrink),
 		cmocka_unit_test(test_ascending_fill),
 		cmocka_unit_test(test_commit_abort),
+		cmocka_unit_test(test_young),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_store_bug),
 		cmocka_unit_test(test_write_many),
