@@ -115,6 +115,7 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->v2dirty = NULL;
 	fs->dirty_nodes = NULL;		/* the cache goes below */
 	fs->v2acct = NULL;
+	fs->v2fsp = NULL;
 	if (v->av)
 		alloc_v2_destroy(v->av);
 	if (v->ca)
@@ -563,6 +564,7 @@ int ckpt_v2_load(struct tfs *fs)
 	 * next checkpoint. */
 	fs->v2dirty = &fs->v2->dirty;
 	fs->v2acct = fs->v2->ca;
+	fs->v2fsp = fs->v2->fsp;
 	return 0;
 }
 
@@ -1163,9 +1165,7 @@ bool ckpt_v2_node_block(struct tfs *fs, uint64_t blk)
 
 uint64_t ckpt_v2_nodes_used(struct tfs *fs)
 {
-	struct ckpt_v2 *v = fs->v2;
-
-	return v && v->fsp ? fspace_nodes_used(v->fsp) : 0;
+	return fs->v2fsp ? fspace_nodes_used(fs->v2fsp) : 0;
 }
 
 bool ckpt_v2_node_cache_stats(struct tfs *fs, struct bcache_stats *st)

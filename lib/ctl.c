@@ -275,6 +275,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_begin(j, "scrub");
 	scrub_status_json(fs, j);
 	jb_obj_end(j);
+	discard_stats_json(fs, j);	/* what was given back, data and nodes */
 	free(sb);
 	return 0;
 }

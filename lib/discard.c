@@ -7,10 +7,18 @@
  * Lock order: the queue's mu and the trim mu are leaves.  The allocator
  * calls discard_q_add under its group locks; the worker and the trim
  * thread call into the allocator (alloc_unhold, alloc_hold_free) and the
- * devices holding neither.  Trim covers the data area only: the metadata
- * reserve holds the previous checkpoint, the fallback of a lost newest
- * superblock (ckpt_write).  A checkpoint waits for the queue
- * (discard_flush) under ckpt_mu, and neither thread here takes it.
+ * devices holding neither.  Trim covers the data area without the
+ * metadata reserve: in version 1 the reserve holds the previous
+ * checkpoint, the fallback of a lost newest superblock (ckpt_write).  A
+ * checkpoint waits for the queue (discard_flush) under ckpt_mu, and neither
+ * thread here takes it.
+ *
+ * Version 2's tree nodes live in the node area (fspace.h): a second queue
+ * takes the nodes a published commit freed once the next commit is
+ * published too (fspace_set_node_discard: then no superblock slot names a
+ * tree that uses them), and trim covers the node area's free slots but the
+ * fallback's (fspace_node_hold_free).  Both hold the slots in the node map
+ * until their discard is done, as the allocator holds data blocks.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +30,7 @@
 #include "ctl.h"
 #include "discard.h"
 #include "fs_i.h"
+#include "fspace.h"
 #include "json.h"
 #include "tlog.h"
 
@@ -241,6 +250,9 @@ enum { TRIM_NONE, TRIM_RUNNING, TRIM_FINISHED, TRIM_FAILED };
 struct discard {
 	struct tfs *fs;
 	struct discard_q *q;		/* NULL with -o nodiscard */
+	struct discard_q *mq;		/* v2 tree nodes; NULL: none */
+	struct fspace *fsp;		/* fs->v2fsp, until discard_nodes_free */
+	_Atomic uint64_t trim_meta;	/* node bytes trims discarded */
 	struct tlog_rl rl;
 	_Atomic uint64_t issue_errors;
 
@@ -305,6 +317,22 @@ static int fs_hook(void *ctx, uint64_t blk, uint64_t n)
 	return discard_q_add(dc->q, blk, n);
 }
 
+static void node_done(void *ctx, uint64_t blk, uint64_t n, bool discarded)
+{
+	struct discard *dc = ctx;
+
+	fspace_node_unhold(dc->fsp, blk, n);
+}
+
+static const struct discard_q_ops node_qops = { .issue = fs_issue, .done = node_done };
+
+static int node_hook(void *ctx, uint64_t addr, uint64_t n)
+{
+	struct discard *dc = ctx;
+
+	return discard_q_add(dc->mq, addr, n);
+}
+
 int discard_start(struct tfs *fs, bool on)
 {
 	struct discard *dc = calloc(1, sizeof(*dc));
@@ -338,6 +366,9 @@ int discard_start(struct tfs *fs, bool on)
 		}
 		alloc_set_discard(fs->alloc, fs_hook, dc);
 	}
+	dc->fsp = fs->v2fsp;
+	if (on && dc->fsp && discard_q_create(&node_qops, dc, DISCARD_DELAY_MS, &dc->mq) == 0)
+		fspace_set_node_discard(dc->fsp, node_hook, dc);
 	fs->discard = dc;
 	return 0;
 }
@@ -351,13 +382,32 @@ static void trim_join(struct discard *dc)
 	}
 }
 
+/* The node side: before the trees go (fs_free frees them before the rest
+ * of the discard state).  Held nodes go back to the node map. */
+static void nodes_end(struct discard *dc, bool issue)
+{
+	trim_join(dc);
+	if (dc->mq)
+		fspace_set_node_discard(dc->fsp, NULL, NULL);
+	discard_q_destroy(dc->mq, issue);
+	dc->mq = NULL;
+}
+
+void discard_nodes_free(struct tfs *fs)
+{
+	if (fs->discard) {
+		nodes_end(fs->discard, false);
+		fs->discard->fsp = NULL;
+	}
+}
+
 static void discard_end(struct tfs *fs, bool issue)
 {
 	struct discard *dc = fs->discard;
 
 	if (!dc)
 		return;
-	trim_join(dc);
+	nodes_end(dc, issue);
 	/* Every other thread that frees blocks has stopped by now (unmount,
 	 * abandon, failed mount): later frees go straight to the free pool. */
 	if (dc->q)
@@ -389,22 +439,33 @@ void discard_flush(struct tfs *fs)
 {
 	if (fs->discard && fs->discard->q)
 		discard_q_flush(fs->discard->q);
+	if (fs->discard && fs->discard->mq)
+		discard_q_flush(fs->discard->mq);
 }
 
 void discard_stats_json(struct tfs *fs, struct jbuf *j)
 {
 	struct discard *dc = fs->discard;
-	struct discard_q_stats st = { 0 };
+	struct discard_q_stats st = { 0 }, ms = { 0 };
 
 	jb_obj_begin(j, "discard");
 	jb_bool(j, "enabled", dc && dc->q);
 	if (dc && dc->q)
 		discard_q_get_stats(dc->q, &st);
+	if (dc && dc->mq)
+		discard_q_get_stats(dc->mq, &ms);
 	jb_u64(j, "queued_bytes", st.queued_blocks * TFS_BLOCK_SIZE);
 	jb_u64(j, "discarded_bytes", st.discarded_blocks * TFS_BLOCK_SIZE);
+	/* Format v2's tree nodes (the metadata area), by the queue and by
+	 * trims: not in discarded_bytes, which counts data. */
+	jb_u64(j, "meta_queued_bytes", ms.queued_blocks * TFS_BLOCK_SIZE);
+	jb_u64(j, "meta_bytes", ms.discarded_blocks * TFS_BLOCK_SIZE +
+	       (dc ? atomic_load(&dc->trim_meta) : 0));
+	jb_u64(j, "meta_held_bytes", dc && dc->fsp ?
+	       fspace_nodes_held(dc->fsp) * BNODE_SIZE : 0);
 	jb_u64(j, "held_bytes", fs->alloc ? alloc_held_blocks(fs->alloc) * TFS_BLOCK_SIZE : 0);
-	jb_u64(j, "batches", st.batches);
-	jb_u64(j, "runs_issued", st.runs_issued);
+	jb_u64(j, "batches", st.batches + ms.batches);
+	jb_u64(j, "runs_issued", st.runs_issued + ms.runs_issued);
 	jb_u64(j, "errors", dc ? atomic_load(&dc->issue_errors) : 0);
 	jb_obj_end(j);
 }
@@ -416,6 +477,43 @@ static double ts_diff(const struct timespec *a, const struct timespec *b)
 	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
 }
 
+static void trim_progress(struct discard *dc, uint64_t pos, int r, uint64_t n, bool meta)
+{
+	pthread_mutex_lock(&dc->mu);
+	if (r == 0)
+		dc->bytes_done += n * TFS_BLOCK_SIZE;
+	dc->pos = pos - dc->fs->sb.data_start;
+	pthread_mutex_unlock(&dc->mu);
+	if (r == 0 && meta)
+		atomic_fetch_add(&dc->trim_meta, n * TFS_BLOCK_SIZE);
+}
+
+/* Version 2's node area: its free slots but those of the tree the older
+ * superblock slot names (fspace_node_hold_free); the end of the area, or
+ * UINT64_MAX when cancelled. */
+static uint64_t trim_nodes(struct discard *dc, int *err)
+{
+	struct tfs *fs = dc->fs;
+	uint64_t pos = fs->sb.node_start, end = pos + fs->sb.node_blocks, blk, n;
+
+	while (!atomic_load(&dc->cancel)) {
+		int r = fspace_node_hold_free(dc->fsp, pos, TRIM_CHUNK / BNODE_BLOCKS, &blk, &n);
+
+		if (r == -EAGAIN)	/* never after mount's own checkpoint */
+			tfs_log(LOG_NOTICE, "trim: the node area is left as it is: which nodes "
+				"the previous superblock needs is not known yet");
+		if (r < 0)
+			return end;
+		r = fs_issue(dc, blk, n);
+		fspace_node_unhold(dc->fsp, blk, n);
+		if (r < 0 && !*err)
+			*err = r;
+		pos = blk + n;
+		trim_progress(dc, pos, r, n, true);
+	}
+	return UINT64_MAX;
+}
+
 static void *trim_main(void *arg)
 {
 	struct discard *dc = arg;
@@ -425,7 +523,9 @@ static void *trim_main(void *arg)
 
 	if (alloc_reserve_range(fs->alloc, &rs, &re) < 0)
 		rs = UINT64_MAX;
-	while (!atomic_load(&dc->cancel)) {
+	if (dc->fsp)
+		pos = trim_nodes(dc, &err);
+	while (pos != UINT64_MAX && !atomic_load(&dc->cancel)) {
 		int r = alloc_hold_free(fs->alloc, pos, TRIM_CHUNK, &blk, &n);
 
 		if (r == 0 && blk >= rs) {
@@ -444,11 +544,7 @@ static void *trim_main(void *arg)
 		if (r == -ENOENT)
 			break;
 		pos = blk + n;
-		pthread_mutex_lock(&dc->mu);
-		if (r == 0)
-			dc->bytes_done += n * TFS_BLOCK_SIZE;
-		dc->pos = pos - fs->sb.data_start;
-		pthread_mutex_unlock(&dc->mu);
+		trim_progress(dc, pos, r, n, false);
 	}
 	pthread_mutex_lock(&dc->mu);
 	clock_gettime(CLOCK_MONOTONIC, &dc->t1);
@@ -484,6 +580,9 @@ int discard_trim_start(struct tfs *fs)
 	dc->err = 0;
 	dc->bytes_done = 0;
 	dc->bytes_total = alloc_free_blocks(fs->alloc) * TFS_BLOCK_SIZE;
+	if (dc->fsp)
+		dc->bytes_total += (fs->sb.node_blocks / BNODE_BLOCKS -
+				    fspace_nodes_used(dc->fsp)) * BNODE_SIZE;
 	dc->pos = 0;
 	dc->span = fs->sb.total_blocks - fs->sb.data_start;
 	clock_gettime(CLOCK_MONOTONIC, &dc->t0);

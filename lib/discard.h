@@ -73,12 +73,16 @@ int discard_start(struct tfs *fs, bool on);
 void discard_stop(struct tfs *fs);
 /* Stop without issuing (abandon, failed mount); frees everything. */
 void discard_free(struct tfs *fs);
+/* Stop the trim and the node queue without issuing, before format v2's
+ * trees are freed (fs_free); discard_free does the rest. */
+void discard_nodes_free(struct tfs *fs);
 /* Wait until everything released so far has been discarded (tests). */
 void discard_flush(struct tfs *fs);
 void discard_stats_json(struct tfs *fs, struct jbuf *j);
 
 /* Trim: discard every free block, in a background thread, holding each
- * run so the allocator cannot hand it out meanwhile.  -EBUSY if one runs. */
+ * run so the allocator cannot hand it out meanwhile (format v2: the free
+ * node slots too, but the fallback tree's).  -EBUSY if one runs. */
 int discard_trim_start(struct tfs *fs);
 void discard_trim_status_json(struct tfs *fs, struct jbuf *j);
 

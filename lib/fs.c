@@ -148,6 +148,7 @@ void fs_free(struct tfs *fs)
 	event_close(fs);	/* after every thread that emits */
 	if (fs->log)
 		log_close(fs->log);
+	discard_nodes_free(fs);	/* its threads use the trees' node map */
 	ckpt_v2_free(fs);	/* before the inodes: meta_apply notes into it */
 	fs_itable_destroy(fs);
 	extcache_destroy(fs->xc);	/* after the maps that use it */

@@ -51,6 +51,7 @@
 
 struct dir;		/* dir.h */
 struct bcache;		/* bcache.h */
+struct fspace;		/* fspace.h */
 
 /* Bounce buffer size: an unaligned TFS_IO_MAX write touches up to
  * TFS_IO_MAX/4096 + 1 blocks, all staged in one buffer (file.c). */
@@ -92,6 +93,8 @@ struct tfs {
 	/* The checkpoint's accounting allocator (ckpt_v2.c `ca`), for its
 	 * stats; set with v2dirty, NULL on version 1. */
 	struct alloc *v2acct;
+	/* Its free space (node map), for discard.c; set with v2acct. */
+	struct fspace *v2fsp;
 	/* -o cache= (0: TFS_CACHE_DEFAULT): the node cache and the resident
 	 * inodes of a v2 mount together; v2_lazy: inodes fault in (a mount),
 	 * not all loaded (fsck's offline load). */

@@ -160,6 +160,33 @@ struct bstore *fspace_node_store(struct fspace *fs);
 bool fspace_node_used(struct fspace *fs, uint64_t addr);
 uint64_t fspace_nodes_used(struct fspace *fs);
 
+/*
+ * Discarding freed nodes.  The nodes a published commit freed are the
+ * tree the older superblock slot names: what mount -o rescue and fsck
+ * fall back to when the newest superblock is damaged on every device.
+ * They keep their content until the next commit is published; then those
+ * of them still free (none of the next commit's nodes went there) are no
+ * tree's nodes any more: they are held (marked used in memory, so no
+ * allocation hands them out while their discard runs, written as free)
+ * and passed to fn(ctx, addr, n blocks), which returns 0 when it took the
+ * run (and fspace_node_unholds it once discarded) or nonzero to have it
+ * freed at once.  fn is called under commit_mu: it may only queue.  A node
+ * allocation that finds only held slots waits for unholds.  Held slots
+ * count as free in fspace_node_used and fspace_nodes_used.  @fn NULL:
+ * none (set before the first commit, cleared before the queue goes).
+ */
+void fspace_set_node_discard(struct fspace *fs, int (*fn)(void *ctx, uint64_t addr, uint64_t n),
+			     void *ctx);
+/* Hold the first run of free slots at or after block @from (at most
+ * @max slots) that the fallback does not use, for trim: 0 with *addr and
+ * *n (blocks); -ENOENT when there is none; -EAGAIN when the fallback's
+ * nodes are not known (no commit published since open); -ENOMEM. */
+int fspace_node_hold_free(struct fspace *fs, uint64_t from, uint64_t max, uint64_t *addr,
+			  uint64_t *n);
+/* Free a held run again (its discard is done or abandoned). */
+void fspace_node_unhold(struct fspace *fs, uint64_t addr, uint64_t n);
+uint64_t fspace_nodes_held(struct fspace *fs);
+
 /* ---- checkpoint ---- */
 /*
  * Write every change since the last commit into the free-space tree in a

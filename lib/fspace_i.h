@@ -58,6 +58,12 @@ struct fs_nodemap {
 	uint64_t *chash;		/* hash of the chunk's item in the tree, 0: none */
 	uint64_t *chash_ok;		/* ... as of the last successful commit */
 	uint64_t errors;		/* frees of free slots */
+	/* Slots held for a discard (fspace.h): set here and in bm (no
+	 * allocation takes them), written as free.  NULL until the first
+	 * hold; cv: an unhold, for allocations that found only held slots. */
+	uint64_t *hb;
+	uint64_t nheld;
+	pthread_cond_t cv;
 };
 
 struct fspace {
@@ -82,6 +88,15 @@ struct fspace {
 	uint64_t *carry;		/* own freed nodes not yet released */
 	size_t ncarry;
 	bool committing;		/* committed, not yet done/aborted */
+	/* Sorted slots: those the open commit frees (its last map round),
+	 * and those the last published one freed, which the tree of the
+	 * older superblock slot still uses (fallback_known: a commit was
+	 * published since open).  The discard hook (fspace_set_node_discard). */
+	uint64_t *freeing, *fallback;
+	size_t nfreeing, nfallback;
+	bool fallback_known;
+	int (*dfn)(void *ctx, uint64_t addr, uint64_t n);
+	void *dctx;
 	uint64_t commits, items_written, items_read;
 
 	struct fs_group *groups;
@@ -117,5 +132,10 @@ uint64_t fs_nodemap_chunk(struct fspace *fs, uint64_t c, const uint64_t *pend, s
 /* Load chunk @c from an item's value. */
 int fs_nodemap_load(struct fspace *fs, uint64_t c, const uint8_t *val, unsigned len);
 bool fs_node_slot(const struct fspace *fs, uint64_t addr, uint64_t *slot);
+
+/* fspace_node.c: a commit was published (under commit_mu, after its freed
+ * nodes went back): hold and hand to the discard hook the slots of the
+ * previous fallback still free; the ones this commit freed are the new. */
+void fs_node_published(struct fspace *fs);
 
 #endif

@@ -36,6 +36,10 @@ static int node_alloc(struct fspace *fs, uint64_t *addr, bool meta)
 	int ret = -ENOSPC;
 
 	pthread_mutex_lock(&nm->mu);
+	/* Slots held for a discard come back when it is done: wait for them
+	 * rather than fail (the discard thread takes no lock of ours). */
+	while (nm->nslots - nm->nused <= (meta ? 0 : nm->reserve) && nm->nheld)
+		pthread_cond_wait(&nm->cv, &nm->mu);
 	if (nm->nslots - nm->nused > (meta ? 0 : nm->reserve)) {
 		s = bm_next_zero(nm->bm, nm->cursor, nm->nslots);
 		if (s == nm->nslots)
@@ -158,6 +162,7 @@ int fs_nodemap_init(struct fspace *fs)
 	if (!nm->bm || !nm->cdirty || !nm->chash || !nm->chash_ok)
 		return -ENOMEM;
 	pthread_mutex_init(&nm->mu, NULL);
+	pthread_cond_init(&nm->cv, NULL);
 	fs->nstore.ops = &node_ops;
 	fs->nstore.ctx = fs;
 	fs->fstore.ops = &free_tree_ops;
@@ -170,8 +175,11 @@ void fs_nodemap_destroy(struct fspace *fs)
 {
 	struct fs_nodemap *nm = &fs->nm;
 
-	if (nm->bm && nm->cdirty && nm->chash && nm->chash_ok)
+	if (nm->bm && nm->cdirty && nm->chash && nm->chash_ok) {
+		pthread_cond_destroy(&nm->cv);
 		pthread_mutex_destroy(&nm->mu);
+	}
+	free(nm->hb);
 	free(nm->bm);
 	free(nm->cdirty);
 	free(nm->chash);
@@ -199,10 +207,11 @@ uint64_t fs_nodemap_chunk(struct fspace *fs, uint64_t c, const uint64_t *pend, s
 			  uint8_t *val)
 {
 	const uint64_t *w = fs->nm.bm + c * (FSPACE_MAP_SLOTS / 64);
+	const uint64_t *h = fs->nm.hb ? fs->nm.hb + c * (FSPACE_MAP_SLOTS / 64) : NULL;
 	uint64_t base = c * FSPACE_MAP_SLOTS, any = 0;
 
 	for (unsigned i = 0; i < FSPACE_MAP_SLOTS / 64; i++) {
-		uint64_t v = w[i];
+		uint64_t v = w[i] & ~(h ? h[i] : 0);	/* held: free on disk */
 
 		for (uint64_t u = v; u; u &= u - 1) {
 			uint64_t s = base + i * 64 + (uint64_t)__builtin_ctzll(u);
@@ -254,7 +263,7 @@ bool fspace_node_used(struct fspace *fs, uint64_t addr)
 	if (!fs_node_slot(fs, addr, &s))
 		return false;
 	pthread_mutex_lock(&fs->nm.mu);
-	used = bm_count(fs->nm.bm, s, s + 1);
+	used = bm_count(fs->nm.bm, s, s + 1) && !(fs->nm.hb && bm_count(fs->nm.hb, s, s + 1));
 	pthread_mutex_unlock(&fs->nm.mu);
 	return used;
 }
@@ -264,7 +273,144 @@ uint64_t fspace_nodes_used(struct fspace *fs)
 	uint64_t n;
 
 	pthread_mutex_lock(&fs->nm.mu);
-	n = fs->nm.nused;
+	n = fs->nm.nused - fs->nm.nheld;
 	pthread_mutex_unlock(&fs->nm.mu);
 	return n;
+}
+
+/* ---- holding free slots for a discard (fspace.h) ---- */
+
+uint64_t fspace_nodes_held(struct fspace *fs)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&fs->nm.mu);
+	n = fs->nm.nheld;
+	pthread_mutex_unlock(&fs->nm.mu);
+	return n;
+}
+
+/* nm.mu held.  The held map is made on first use: a mount without
+ * discard or trim never pays for it. */
+static int hold_map(struct fs_nodemap *nm)
+{
+	if (!nm->hb)
+		nm->hb = calloc(nm->nchunks * (FSPACE_MAP_SLOTS / 64), 8);
+	return nm->hb ? 0 : -ENOMEM;
+}
+
+/* Hold slot @s if it is free (nm.mu held, hold_map done). */
+static bool hold_slot(struct fs_nodemap *nm, uint64_t s)
+{
+	if (bm_count(nm->bm, s, s + 1))
+		return false;
+	bm_set(nm->bm, s, s + 1);
+	bm_set(nm->hb, s, s + 1);
+	nm->nused++;
+	nm->nheld++;
+	return true;
+}
+
+void fspace_node_unhold(struct fspace *fs, uint64_t addr, uint64_t n)
+{
+	struct fs_nodemap *nm = &fs->nm;
+	uint64_t s, e;
+
+	if (!fs_node_slot(fs, addr, &s)) {
+		atomic_fetch_add(&fs->errors, 1);
+		return;
+	}
+	e = s + n / BNODE_BLOCKS;
+	pthread_mutex_lock(&nm->mu);
+	for (; s < e && s < nm->nslots; s++) {
+		if (!nm->hb || !bm_count(nm->hb, s, s + 1)) {
+			nm->errors++;
+			continue;
+		}
+		bm_clear(nm->hb, s, s + 1);
+		bm_clear(nm->bm, s, s + 1);
+		nm->nused--;
+		nm->nheld--;
+	}
+	pthread_cond_broadcast(&nm->cv);
+	pthread_mutex_unlock(&nm->mu);
+}
+
+void fspace_set_node_discard(struct fspace *fs, int (*fn)(void *ctx, uint64_t addr, uint64_t n),
+			     void *ctx)
+{
+	pthread_mutex_lock(&fs->commit_mu);
+	fs->dfn = fn;
+	fs->dctx = ctx;
+	pthread_mutex_unlock(&fs->commit_mu);
+}
+
+void fs_node_published(struct fspace *fs)
+{
+	struct fs_nodemap *nm = &fs->nm;
+	size_t n = 0;
+
+	if (fs->dfn && fs->nfallback) {
+		/* Still free: none of the commit just published went there,
+		 * and the tree of the older slot is now this commit's parent,
+		 * which freed them: no superblock names a tree using them. */
+		pthread_mutex_lock(&nm->mu);
+		if (hold_map(nm) == 0)
+			for (size_t i = 0; i < fs->nfallback; i++)
+				if (hold_slot(nm, fs->fallback[i]))
+					fs->fallback[n++] = fs->fallback[i];
+		pthread_mutex_unlock(&nm->mu);
+	}
+	for (size_t i = 0, j; i < n; i = j) {
+		uint64_t addr = nm->start + fs->fallback[i] * BNODE_BLOCKS, len;
+
+		for (j = i + 1; j < n && fs->fallback[j] == fs->fallback[j - 1] + 1; j++)
+			;
+		len = (j - i) * BNODE_BLOCKS;
+		if (fs->dfn(fs->dctx, addr, len))
+			fspace_node_unhold(fs, addr, len);
+	}
+	free(fs->fallback);
+	fs->fallback = fs->freeing;
+	fs->nfallback = fs->nfreeing;
+	fs->freeing = NULL;
+	fs->nfreeing = 0;
+	fs->fallback_known = true;
+}
+
+int fspace_node_hold_free(struct fspace *fs, uint64_t from, uint64_t max, uint64_t *addr,
+			  uint64_t *n)
+{
+	struct fs_nodemap *nm = &fs->nm;
+	uint64_t s = from <= nm->start ? 0 : (from - nm->start + BNODE_BLOCKS - 1) / BNODE_BLOCKS;
+	uint64_t e;
+	int ret = -ENOENT;
+
+	/* Under commit_mu: the fallback list cannot change meanwhile (and a
+	 * slot it gains later was in use, so never one held here). */
+	pthread_mutex_lock(&fs->commit_mu);
+	if (!fs->fallback_known) {
+		pthread_mutex_unlock(&fs->commit_mu);
+		return -EAGAIN;
+	}
+	pthread_mutex_lock(&nm->mu);
+	if (hold_map(nm)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (; (s = bm_next_zero(nm->bm, s, nm->nslots)) < nm->nslots; s++) {
+		if (is_pending(s, fs->fallback, fs->nfallback))
+			continue;
+		for (e = s; e < nm->nslots && e - s < max && !is_pending(e, fs->fallback,
+		     fs->nfallback) && hold_slot(nm, e); e++)
+			;
+		*addr = nm->start + s * BNODE_BLOCKS;
+		*n = (e - s) * BNODE_BLOCKS;
+		ret = 0;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&nm->mu);
+	pthread_mutex_unlock(&fs->commit_mu);
+	return ret;
 }

@@ -153,6 +153,8 @@ void fspace_close(struct fspace *fs)
 	pthread_mutex_destroy(&fs->commit_mu);
 	free(fs->defer);
 	free(fs->carry);
+	free(fs->freeing);
+	free(fs->fallback);
 	free(fs);
 }
 
@@ -449,8 +451,15 @@ static int commit_map(struct fspace *fs, const uint64_t *frees, size_t nfrees)
 		if (ret)
 			return ret;
 		ret = map_round(fs, pend, npend, &wrote);
+		if (!ret && !wrote) {
+			/* The slots this commit frees, for fs_node_published. */
+			free(fs->freeing);
+			fs->freeing = pend;
+			fs->nfreeing = npend;
+			return 0;
+		}
 		free(pend);
-		if (ret || !wrote)
+		if (ret)
 			return ret;
 	}
 	return -ELOOP;	/* never seen: each round copies fewer nodes */
@@ -535,6 +544,7 @@ void fspace_commit_done(struct fspace *fs)
 		free(fs->carry);
 		fs->carry = NULL;
 		fs->ncarry = 0;
+		fs_node_published(fs);
 		fs->committing = false;
 	}
 	pthread_mutex_unlock(&fs->commit_mu);
@@ -549,6 +559,9 @@ void fspace_commit_abort(struct fspace *fs)
 	if (fs->committing) {
 		end_groups(fs, true);
 		end_map(fs, true);
+		free(fs->freeing);	/* the next commit lists them again */
+		fs->freeing = NULL;
+		fs->nfreeing = 0;
 		fs->committing = false;
 	}
 	pthread_mutex_unlock(&fs->commit_mu);
@@ -569,6 +582,10 @@ void fspace_stats(struct fspace *fs, struct fspace_stats *st)
 	st->dirty = dirty;
 	st->summary_bytes = sizeof(*fs) + fs->ngroups * sizeof(struct fs_group) +
 			    fs->nm.nchunks * (FSPACE_MAP_BYTES + 2 * 8 + sizeof(bool));
+	pthread_mutex_lock(&fs->nm.mu);
+	if (fs->nm.hb)		/* the held map (fspace_node_hold_free) */
+		st->summary_bytes += fs->nm.nchunks * FSPACE_MAP_BYTES;
+	pthread_mutex_unlock(&fs->nm.mu);
 	st->loaded_bytes = atomic_load(&fs->loaded_bytes);
 	st->loads = atomic_load(&fs->loads);
 	st->evictions = atomic_load(&fs->evictions);

@@ -450,6 +450,10 @@ static void status_table(const struct jv *v)
 	printf(" discard:");
 	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next)
 		printf(" %s", jv_str(d, "discard", "?"));
+	if (jv_get(v, "discard"))	/* given back so far: data, tree nodes */
+		printf("; %s of data and %s of metadata discarded",
+		       human(jv_num(jv_get(v, "discard"), "discarded_bytes", 0), b1, sizeof(b1)),
+		       human(jv_num(jv_get(v, "discard"), "meta_bytes", 0), b2, sizeof(b2)));
 	printf("\n");
 	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next) {
 		int n = (int)strlen(jv_str(d, "path", "(missing)"));
