@@ -92,7 +92,8 @@ void fs_itable_destroy(struct tfs *fs)
 		}
 	}
 	free(t->b);
-	free(t->stubs);
+	free(t->stub_ones.s);
+	free(t->stub_counts.s);
 	pthread_rwlock_destroy(&t->lock);
 	for (unsigned i = 0; i < ITABLE_FAULT_STRIPES; i++)
 		pthread_mutex_destroy(&t->fault_mu[i]);
