@@ -318,6 +318,7 @@ bool itable_insert(struct tfs *fs, struct tfs_inode *ip)
 	ip->hnext = fs->itab->b[h];
 	fs->itab->b[h] = ip;
 	atomic_fetch_add(&fs->itab->n, 1);
+	atomic_fetch_add(&fs->itab->dir_cost, ip->icost);
 	return true;
 }
 
@@ -354,6 +355,7 @@ void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *c
 			*pp = ip->hnext;
 			atomic_fetch_sub(&fs->itab->n, 1);
 			atomic_fetch_sub(&fs->itab->total, 1);
+			atomic_fetch_sub(&fs->itab->dir_cost, ip->icost);
 		}
 	}
 	atomic_store(&ip->dead, true);

@@ -64,6 +64,10 @@ struct itable {
 	 * from the INODES tree and clean inodes are dropped beyond max. */
 	bool lazy;
 	uint64_t max;			/* resident inodes the budget allows */
+	/* The resident directories' entries, in inodes (icost): the clock
+	 * keeps n + dir_cost within max, so a listing that faults in
+	 * thousands of directories does not hold all their names. */
+	_Atomic uint64_t dir_cost;
 	int (*fill)(struct tfs *fs, struct tfs_inode *ip);		/* icache_fill_fn */
 	int (*next)(struct tfs *fs, uint64_t after, uint64_t *ino);	/* icache_next_fn */
 	int (*prefetch)(struct tfs *fs, const uint64_t *inos, size_t n);	/* icache_prefetch_fn; NULL: none */
@@ -99,6 +103,9 @@ struct tfs_inode {
 	_Atomic uint32_t refs;
 	_Atomic bool dead;
 	_Atomic bool used;		/* the inode cache's clock bit (icache.c) */
+	/* What its fault-in counted in itab->dir_cost (a directory's entries,
+	 * ICACHE_DIR_ENTS to an inode), taken back when it leaves the table. */
+	uint32_t icost;
 
 	pthread_mutex_t lock;		/* protects everything below except where noted */
 	uint32_t mode, uid, gid, nlink, flags;
