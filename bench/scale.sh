@@ -8,8 +8,9 @@
 #           fallocated over 4 files, then --overwrite bytes of random 4k
 #           O_DIRECT overwrites (fio) spread over them;
 #   files   one file system (--files-image bytes) that grows to each count
-#           in --files, 10,000 empty files per directory; the create rate
-#           is also given per --chunk files.
+#           in --files, --per-dir empty files per directory (10,000; the
+#           issue's 10M files in 10,000 directories is --per-dir 1000); the
+#           create rate is also given per --chunk files.
 # After each step's workload (committed with twinfs-ctl sync): the daemon's
 # peak and current RSS (VmHWM/VmRSS of its pid), the checkpoints written
 # during the workload (twinfs-ctl stats: checkpoint.writes,
@@ -23,7 +24,7 @@
 #                  [--only sparse,files] [--dir /var/tmp] [--overwrite 16G]
 #                  [--max-rss SIZE] [--format 'MKFS OPTIONS'] [--label v1]
 #                  [--twinfs-opts OPTS] [--chunk 100k] [--files-image 1T]
-#                  [--out PREFIX] [--build DIR] [--quick]
+#                  [--per-dir 10000] [--out PREFIX] [--build DIR] [--quick]
 #
 # --max-rss (default 80% of MemAvailable): a step whose peak RSS,
 # extrapolated from the steps before it, would pass it is not run, and a
@@ -68,11 +69,12 @@ while [ $# -gt 0 ]; do
 	--label) LABEL=$2; shift 2 ;;
 	--twinfs-opts) TWOPTS=$2; shift 2 ;;
 	--chunk) CHUNK=$2; shift 2 ;;
+	--per-dir) PERDIR=$2; shift 2 ;;
 	--files-image) FILESIMG=$2; shift 2 ;;
 	--out) OUTP=$2; shift 2 ;;
 	--build) BUILD=$2; shift 2 ;;
 	--quick) SIZES=1G,2G; FILES=2k,5k; OVERWRITE=16M; CHUNK=1k; FILESIMG=2G; shift ;;
-	-h|--help) sed -n '3,37p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,38p' "$0"; exit 0 ;;
 	*) echo "bench/scale.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -462,7 +464,7 @@ files_run() {
 
 {
 	echo "command: bench/scale.sh $ARGS"
-	echo "label=$LABEL sizes=$SIZES files=$FILES overwrite=$OVERWRITE max-rss=$(mib "$MAXRSSK")MiB format='$FORMAT' twinfs-opts='$TWOPTS' dir=$DIR"
+	echo "label=$LABEL sizes=$SIZES files=$FILES overwrite=$OVERWRITE per-dir=$PERDIR max-rss=$(mib "$MAXRSSK")MiB format='$FORMAT' twinfs-opts='$TWOPTS' dir=$DIR"
 	echo "kernel: $(uname -r); cpus: $(nproc); memory: $(awk '/^MemTotal:/{ printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); commit: $(git rev-parse --short HEAD 2>/dev/null)"
 } > "$OUTP.params"
 

@@ -79,7 +79,10 @@ def sparse_table(rows):
 
 
 def files_table(rows):
-    out = ["### Many files: empty files, 10,000 per directory, one file system grown step by step",
+    per = ""
+    if rows:
+        per = f"{-(-int(rows[-1]['x']) // max(1, int(rows[-1]['extra'].get('dirs', 1)))):,}"
+    out = [f"### Many files: empty files, {per} per directory, one file system grown step by step",
            "", "| files | directories | " + HEAD + " | create files/s (this step) |",
            "|" + "---|" * 15]
     for r in rows:

@@ -92,7 +92,8 @@ void fs_itable_destroy(struct tfs *fs)
 		}
 	}
 	free(t->b);
-	free(t->stubs);
+	free(t->stub_ones.s);
+	free(t->stub_counts.s);
 	pthread_rwlock_destroy(&t->lock);
 	for (unsigned i = 0; i < ITABLE_FAULT_STRIPES; i++)
 		pthread_mutex_destroy(&t->fault_mu[i]);
@@ -317,6 +318,7 @@ bool itable_insert(struct tfs *fs, struct tfs_inode *ip)
 	ip->hnext = fs->itab->b[h];
 	fs->itab->b[h] = ip;
 	atomic_fetch_add(&fs->itab->n, 1);
+	atomic_fetch_add(&fs->itab->dir_cost, ip->icost);
 	return true;
 }
 
@@ -353,6 +355,7 @@ void fs_ifree(struct tfs *fs, struct tfs_inode *ip, extent_drop_fn drop, void *c
 			*pp = ip->hnext;
 			atomic_fetch_sub(&fs->itab->n, 1);
 			atomic_fetch_sub(&fs->itab->total, 1);
+			atomic_fetch_sub(&fs->itab->dir_cost, ip->icost);
 		}
 	}
 	atomic_store(&ip->dead, true);

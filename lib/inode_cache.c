@@ -36,8 +36,12 @@
  * Lookup stubs.  The kernel holds a lookup of every inode it has a dentry
  * for (a find of a million files: a million), so a lookup does not keep
  * an inode in memory: what goes instead is a stub, the number and the
- * kernel's count (16 bytes in an open-addressed table, struct istub),
- * and the count comes back with the inode at its next fault-in.  A FORGET
+ * kernel's count, and the count comes back with the inode at its next
+ * fault-in.  Nearly every count is 1 (one create or one lookup), and
+ * numbers are handed out in order: a count of 1 is a bit in stub_ones, 64
+ * consecutive numbers to one 16-byte slot (10M created files: 4 MiB, not
+ * the 256 MiB of a slot each); a larger count has a slot of its own in
+ * stub_counts (open-addressed tables, struct istub).  A FORGET
  * of an inode not in the table drops the stub's count and the stub at 0
  * (icache_forget), without reading the inode in.  Everything that changes
  * a count holds a handle (the lookups of namei.c) or is a forget, and the
@@ -53,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dir.h"
 #include "fs_i.h"
 #include "inode_i.h"
 #include "memtrim.h"
@@ -61,6 +66,11 @@
 #define EVICT_SCAN 256		/* buckets the hand passes per step */
 #define EVICT_BATCH 64		/* inodes dropped per step at most */
 #define STUB_MIN 64		/* slots of the first stub table */
+/* A directory's entries in memory count as one inode (TFS_CACHE_INODE_COST)
+ * per this many: about 200 bytes an entry (v2idirs: 68.7 MiB for 320,000
+ * names of 29 bytes).  One directory counts half the budget at most, so
+ * a huge one in use does not make the clock drop everything else. */
+#define ICACHE_DIR_ENTS 5
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -69,91 +79,141 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* ---- lookup stubs: the caller holds the table lock for writing ---- */
-
-static size_t stub_home(uint64_t ino, size_t cap)
+/* What the clock holds within max: the inodes and their directories'
+ * entries. */
+static uint64_t icache_load(struct itable *t)
 {
-	return ino_slot(ino, cap);
+	return atomic_load(&t->n) + atomic_load(&t->dir_cost);
 }
 
-static struct istub *stub_find(struct itable *t, uint64_t ino)
+/* ---- lookup stubs: the caller holds the table lock for writing ---- */
+
+static struct istub *tab_find(struct stubtab *st, uint64_t key)
 {
-	if (!t->stub_cap)
+	if (!st->cap)
 		return NULL;
-	for (size_t i = stub_home(ino, t->stub_cap);; i = (i + 1) & (t->stub_cap - 1)) {
-		if (t->stubs[i].ino == ino)
-			return &t->stubs[i];
-		if (!t->stubs[i].ino)
+	for (size_t i = ino_slot(key, st->cap);; i = (i + 1) & (st->cap - 1)) {
+		if (st->s[i].key == key)
+			return &st->s[i];
+		if (!st->s[i].key)
 			return NULL;
 	}
 }
 
-/* Move the stubs into a table of @cap slots; false without memory. */
-static bool stub_resize(struct itable *t, size_t cap)
+/* Move the keys into a table of @cap slots; false without memory. */
+static bool tab_resize(struct stubtab *st, size_t cap)
 {
 	struct istub *ns = calloc(cap, sizeof(*ns));
 
 	if (!ns)
 		return false;
-	for (size_t i = 0; i < t->stub_cap; i++) {
+	for (size_t i = 0; i < st->cap; i++) {
 		size_t j;
 
-		if (!t->stubs[i].ino)
+		if (!st->s[i].key)
 			continue;
-		for (j = stub_home(t->stubs[i].ino, cap); ns[j].ino; j = (j + 1) & (cap - 1))
+		for (j = ino_slot(st->s[i].key, cap); ns[j].key; j = (j + 1) & (cap - 1))
 			;
-		ns[j] = t->stubs[i];
+		ns[j] = st->s[i];
 	}
-	free(t->stubs);
-	t->stubs = ns;
-	t->stub_cap = cap;
+	free(st->s);
+	st->s = ns;
+	st->cap = cap;
 	return true;
+}
+
+/* Add @key (not in @st) with @val; false without memory. */
+static bool tab_add(struct stubtab *st, uint64_t key, uint64_t val)
+{
+	size_t i;
+
+	if ((st->n + 1) * 4 > st->cap * 3 && !tab_resize(st, st->cap ? st->cap * 2 : STUB_MIN))
+		return false;
+	for (i = ino_slot(key, st->cap); st->s[i].key; i = (i + 1) & (st->cap - 1))
+		;
+	st->s[i] = (struct istub){ .key = key, .val = val };
+	st->n++;
+	return true;
+}
+
+/* Remove slot @e: the keys after it in its run move back into the hole
+ * when their home allows, so lookups never stop at a hole too early. */
+static void tab_del(struct stubtab *st, struct istub *e)
+{
+	size_t mask = st->cap - 1, hole = (size_t)(e - st->s);
+
+	for (size_t j = (hole + 1) & mask; st->s[j].key; j = (j + 1) & mask) {
+		size_t home = ino_slot(st->s[j].key, st->cap);
+
+		/* j may move to the hole unless its home lies in (hole, j] */
+		if (((j - home) & mask) >= ((j - hole) & mask)) {
+			st->s[hole] = st->s[j];
+			hole = j;
+		}
+	}
+	st->s[hole].key = 0;
+	if (--st->n == 0) {
+		free(st->s);		/* the kernel forgot them all */
+		st->s = NULL;
+		st->cap = 0;
+	} else if (st->cap > STUB_MIN && st->n * 8 < st->cap) {
+		tab_resize(st, st->cap / 2);	/* failure: stays larger */
+	}
+}
+
+/* stub_ones: the slot of @ino's 64 and its bit. */
+static uint64_t ones_key(uint64_t ino)
+{
+	return (ino >> 6) + 1;
+}
+
+static uint64_t ones_bit(uint64_t ino)
+{
+	return 1ull << (ino & 63);
 }
 
 /* A stub for @ino (not in the table, none yet) with @n lookups. */
 static bool stub_add(struct itable *t, uint64_t ino, uint64_t n)
 {
-	size_t i;
+	struct istub *e;
 
-	if ((atomic_load(&t->nstubs) + 1) * 4 > t->stub_cap * 3 &&
-	    !stub_resize(t, t->stub_cap ? t->stub_cap * 2 : STUB_MIN))
+	if (n != 1) {
+		if (!tab_add(&t->stub_counts, ino, n))
+			return false;
+	} else if ((e = tab_find(&t->stub_ones, ones_key(ino)))) {
+		e->val |= ones_bit(ino);
+	} else if (!tab_add(&t->stub_ones, ones_key(ino), ones_bit(ino))) {
 		return false;
-	for (i = stub_home(ino, t->stub_cap); t->stubs[i].ino; i = (i + 1) & (t->stub_cap - 1))
-		;
-	t->stubs[i] = (struct istub){ .ino = ino, .nlookup = n };
+	}
 	atomic_fetch_add(&t->nstubs, 1);
 	return true;
 }
 
-/* Remove stub @s: the ones after it in its run move back into the hole
- * when their home allows, so lookups never stop at a hole too early. */
-static void stub_del(struct itable *t, struct istub *s)
+/* Drop @ino's stub and return its count; 0: it had none. */
+static uint64_t stub_take(struct itable *t, uint64_t ino)
 {
-	size_t mask = t->stub_cap - 1, hole = (size_t)(s - t->stubs);
+	struct istub *e = tab_find(&t->stub_counts, ino);
+	uint64_t n = 1;
 
-	for (size_t j = (hole + 1) & mask; t->stubs[j].ino; j = (j + 1) & mask) {
-		size_t home = stub_home(t->stubs[j].ino, t->stub_cap);
-
-		/* j may move to the hole unless its home lies in (hole, j] */
-		if (((j - home) & mask) >= ((j - hole) & mask)) {
-			t->stubs[hole] = t->stubs[j];
-			hole = j;
-		}
+	if (e) {
+		n = e->val;
+		tab_del(&t->stub_counts, e);
+	} else {
+		e = tab_find(&t->stub_ones, ones_key(ino));
+		if (!e || !(e->val & ones_bit(ino)))
+			return 0;
+		e->val &= ~ones_bit(ino);
+		if (!e->val)
+			tab_del(&t->stub_ones, e);
 	}
-	t->stubs[hole].ino = 0;
-	if (atomic_fetch_sub(&t->nstubs, 1) == 1) {
-		free(t->stubs);		/* the kernel forgot them all */
-		t->stubs = NULL;
-		t->stub_cap = 0;
-	} else if (t->stub_cap > STUB_MIN && atomic_load(&t->nstubs) * 8 < t->stub_cap) {
-		stub_resize(t, t->stub_cap / 2);	/* failure: stays larger */
-	}
+	atomic_fetch_sub(&t->nstubs, 1);
+	return n;
 }
 
 bool icache_forget(struct tfs *fs, uint64_t ino, uint64_t n)
 {
 	struct itable *t = fs->itab;
-	struct istub *s;
+	struct istub *e;
 
 	if (!t || !t->lazy)
 		return false;
@@ -163,13 +223,13 @@ bool icache_forget(struct tfs *fs, uint64_t ino, uint64_t n)
 		return false;
 	}
 	/* Not resident and no stub: the kernel held no lookup (a forget
-	 * after the inode was deleted); nothing to drop. */
-	s = stub_find(t, ino);
-	if (s) {
-		s->nlookup = s->nlookup > n ? s->nlookup - n : 0;
-		if (!s->nlookup)
-			stub_del(t, s);
-	}
+	 * after the inode was deleted); nothing to drop.  Only a count in
+	 * stub_counts can stay above 0; one in stub_ones is 1. */
+	e = tab_find(&t->stub_counts, ino);
+	if (e && e->val > n)
+		e->val -= n;
+	else if (n)
+		stub_take(t, ino);
 	pthread_rwlock_unlock(&t->lock);
 	return true;
 }
@@ -177,12 +237,10 @@ bool icache_forget(struct tfs *fs, uint64_t ino, uint64_t n)
 /* A fault-in inserted @ip: the count its stub kept comes back. */
 static void stub_restore(struct itable *t, struct tfs_inode *ip)
 {
-	struct istub *s = stub_find(t, ip->ino);
+	uint64_t n = stub_take(t, ip->ino);
 
-	if (!s)
-		return;
-	atomic_store(&ip->nlookup, s->nlookup);
-	stub_del(t, s);
+	if (n)
+		atomic_store(&ip->nlookup, n);
 }
 
 void icache_enable(struct tfs *fs, icache_fill_fn fill, icache_next_fn next, bool lazy,
@@ -256,7 +314,7 @@ void icache_stats(struct tfs *fs, struct icache_stats *st)
 	st->stubs = atomic_load(&t->nstubs);
 	st->prefetch_reads = atomic_load(&t->prefetch_reads);
 	pthread_rwlock_rdlock(&t->lock);
-	st->stub_bytes = t->stub_cap * sizeof(struct istub);
+	st->stub_bytes = (t->stub_ones.cap + t->stub_counts.cap) * sizeof(struct istub);
 	pthread_rwlock_unlock(&t->lock);
 }
 
@@ -297,11 +355,11 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 {
 	struct itable *t = fs->itab;
 	struct tfs_inode *batch[EVICT_BATCH];
-	size_t nb = 0;
+	size_t nb = 0, cost = 0;
 
 	pthread_rwlock_wrlock(&t->lock);
 	for (size_t step = 0; t->b && step < EVICT_SCAN && nb < EVICT_BATCH &&
-	     atomic_load(&t->n) > t->max; step++) {
+	     icache_load(t) > t->max; step++) {
 		size_t b = t->hand & (t->size - 1);
 		struct tfs_inode **pp = &t->b[b];
 
@@ -324,6 +382,8 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 			}
 			*pp = ip->hnext;
 			atomic_fetch_sub(&t->n, 1);
+			atomic_fetch_sub(&t->dir_cost, ip->icost);
+			cost += ip->icost;
 			atomic_store(&ip->dead, true);
 			batch[nb++] = ip;
 		}
@@ -337,7 +397,7 @@ static size_t evict_step(struct tfs *fs, const struct tfs_inode *keep)
 	 * go back at memtrim's cadence, or the RSS stays at what the
 	 * dropped inodes took. */
 	if (nb)
-		mem_freed(nb * TFS_CACHE_INODE_COST);
+		mem_freed((nb + cost) * TFS_CACHE_INODE_COST);
 	return nb;
 }
 
@@ -350,7 +410,7 @@ void icache_trim(struct tfs *fs)
 		return;
 	/* Until within budget, or two full turns of the hand dropped nothing
 	 * (everything left is in use or dirty). */
-	while (atomic_load(&t->n) > t->max) {
+	while (icache_load(t) > t->max) {
 		size_t turn = 2 * (t->size / EVICT_SCAN + 1);
 
 		n = evict_step(fs, NULL);
@@ -397,6 +457,13 @@ static int read_in(struct tfs *fs, uint64_t ino, bool walk, struct tfs_inode **o
 	if (ret) {
 		inode_release_mem(ip, NULL, NULL);
 		return ret;
+	}
+	if (ip->dir) {
+		uint64_t c = dir_count(ip->dir) / ICACHE_DIR_ENTS, half = fs->itab->max / 2;
+
+		if (c > half)
+			c = half;
+		ip->icost = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
 	}
 	*out = ip;
 	return 0;
@@ -453,7 +520,7 @@ int icache_fault(struct tfs *fs, uint64_t ino, bool handle, bool walk, struct tf
 	}
 	if (ret)
 		return ret;
-	if (t->lazy && atomic_load(&t->n) > t->max)
+	if (t->lazy && icache_load(t) > t->max)
 		evict_step(fs, ip);
 	*out = ip;
 	return 0;

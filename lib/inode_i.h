@@ -41,6 +41,20 @@ static inline size_t ino_slot(uint64_t ino, size_t size)
 
 /* The in-memory inode table: a power-of-two chained hash keyed by inode
  * number (fs->itab).  Format v2 puts its bounded cache here. */
+/* One slot of a stub table: key 0 is a free slot.  stub_counts: the inode
+ * number and the kernel's count; stub_ones: the number / 64 + 1 and a bit
+ * per inode of those 64 whose count is 1. */
+struct istub {
+	uint64_t key, val;
+};
+
+/* An open-addressed table of cap slots (a power of two, or 0 and no
+ * memory) holding n keys. */
+struct stubtab {
+	struct istub *s;
+	size_t cap, n;
+};
+
 struct itable {
 	pthread_rwlock_t lock;		/* protects the buckets and the chains */
 	struct tfs_inode **b;		/* NULL until the first inode */
@@ -50,6 +64,10 @@ struct itable {
 	 * from the INODES tree and clean inodes are dropped beyond max. */
 	bool lazy;
 	uint64_t max;			/* resident inodes the budget allows */
+	/* The resident directories' entries, in inodes (icost): the clock
+	 * keeps n + dir_cost within max, so a listing that faults in
+	 * thousands of directories does not hold all their names. */
+	_Atomic uint64_t dir_cost;
 	int (*fill)(struct tfs *fs, struct tfs_inode *ip);		/* icache_fill_fn */
 	int (*next)(struct tfs *fs, uint64_t after, uint64_t *ino);	/* icache_next_fn */
 	int (*prefetch)(struct tfs *fs, const uint64_t *inos, size_t n);	/* icache_prefetch_fn; NULL: none */
@@ -61,12 +79,13 @@ struct itable {
 	/* No inode above this number is in the trees (icache_enable,
 	 * icache_raise_tree_max): its fault-in reads nothing. */
 	_Atomic uint64_t tree_max;
-	/* Lookup stubs (icache.c): the kernel's lookup count of each inode
-	 * dropped while the kernel held it, in an open-addressed table of
-	 * stub_cap slots (a power of two or 0), under the table lock.  A
-	 * number has a stub only while it is not in the table. */
-	struct istub *stubs;
-	size_t stub_cap;
+	/* Lookup stubs (inode_cache.c): the kernel's lookup count of each
+	 * inode dropped while the kernel held it, under the table lock.  A
+	 * count of 1 (nearly all: one create, one lookup) is a bit in
+	 * stub_ones, 64 consecutive numbers a slot; a larger count is a slot
+	 * of its own in stub_counts.  A number has a stub only while it is
+	 * not in the table, and then in one of the two only.  nstubs: both. */
+	struct stubtab stub_ones, stub_counts;
 	_Atomic uint64_t nstubs;
 	/* Fault-ins of one inode number are serialized by its stripe: an
 	 * inode is read only while it is in no table and nobody else reads it. */
@@ -74,10 +93,6 @@ struct itable {
 };
 struct xattr;		/* inode.h */
 
-/* One lookup stub: inode number (0: a free slot) and the kernel's count. */
-struct istub {
-	uint64_t ino, nlookup;
-};
 
 struct tfs_inode {
 	uint64_t ino;
@@ -88,6 +103,9 @@ struct tfs_inode {
 	_Atomic uint32_t refs;
 	_Atomic bool dead;
 	_Atomic bool used;		/* the inode cache's clock bit (icache.c) */
+	/* What its fault-in counted in itab->dir_cost (a directory's entries,
+	 * ICACHE_DIR_ENTS to an inode), taken back when it leaves the table. */
+	uint32_t icost;
 
 	pthread_mutex_t lock;		/* protects everything below except where noted */
 	uint32_t mode, uid, gid, nlink, flags;

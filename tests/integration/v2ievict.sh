@@ -5,8 +5,8 @@
 # links), unmount, fsck clean.  Remount with -o cache=4M (1,024 resident
 # inodes) and stat every file without letting the kernel forget (it holds
 # a lookup of each): twinfs-ctl stats shows the resident inodes within
-# the budget, the rest as lookup stubs, and the daemon's RSS stays within
-# a loose bound.  Every name, link count, size and
+# the budget, the rest as lookup stubs (under a byte each), and the
+# daemon's RSS stays within a loose bound.  Every name, link count, size and
 # checksum is right; unlink, rename (also over another dropped file) and
 # link of dropped looked-up files work; a dropped file opened, unlinked
 # and held open stays readable while the table churns.  drop_caches (the
@@ -110,6 +110,11 @@ h_log "after the stats: $res resident (budget $max), $stubs stubs ($(icache stub
 	"RSS $r0 KiB after the mount, $r2 KiB after the stats"
 ((res <= max + 64)) || h_fail "$res inodes resident while the kernel holds lookups (budget $max)"
 ((stubs >= N - max - 64)) || h_fail "only $stubs lookup stubs for $N looked-up files"
+# Consecutive numbers with one lookup each share a slot (64 to 16 bytes):
+# the stubs take under a byte each.  A slot per stub took 16 bytes and
+# more (512 KiB here; 256 MiB for 10M created files, past the RSS bound).
+sb=$(icache stub_bytes)
+((sb <= stubs)) || h_fail "the stubs take $sb bytes for $stubs stubs, over a byte each"
 # A loose bound: the caches (4 MiB), the worker threads' buffers and the
 # stubs.  At this size the RSS does not tell stubs from resident inodes
 # (malloc's noise is as large); bench/icache_rss.sh measures 200,000.
