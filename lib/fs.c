@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bnode.h"
 #include "ckpt_v2.h"
 #include "csum.h"
 #include "dir.h"
@@ -27,6 +28,7 @@
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
+#include "v2dirty.h"
 
 #define FS_RESERVE_MIN 2048u		/* blocks kept for checkpoints */
 
@@ -701,6 +703,66 @@ const char *tfs_backend_name(struct tfs *fs)
 	return dev_backend_name(fs->be);
 }
 
+/*
+ * Format v2: room in the node area (see fs_i.h).  A checkpoint writes every
+ * node it changes to a new slot and frees the old one only once its
+ * superblock is durable, so it needs free slots for what changed: the
+ * noted changes, at most NODE_NOTE_BYTES of them per node (a create notes
+ * about 130 bytes: an inode and a name, which change at most two leaves),
+ * plus NODE_MARGIN for the paths to the roots and the writers admitted
+ * meanwhile.  The free-space tree has its own reserve (fspace_node.c).
+ */
+#define NODE_MARGIN 32
+#define NODE_NOTE_BYTES 64
+#define NODE_GATE_WAITS 3
+
+static bool node_room(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
+{
+	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
+	uint64_t keep = fs->sb.node_reserve + used;
+
+	*free_slots = slots > keep ? slots - keep : 0;
+	*need = NODE_MARGIN + (fs->v2dirty ? v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES : 0);
+	return *free_slots >= *need;
+}
+
+int fs_node_gate(struct tfs *fs, bool grow)
+{
+	uint64_t free_slots, need;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return 0;
+	for (int i = 0; !node_room(fs, &free_slots, &need); i++) {
+		/* A checkpoint turns the noted changes into nodes and frees
+		 * the slots the last one replaced. */
+		if (i == NODE_GATE_WAITS || !fs_ckpt_wait(fs)) {
+			atomic_fetch_add(&fs->node_gate_enospc, grow);
+			return grow ? -ENOSPC : 0;
+		}
+		atomic_fetch_add(&fs->node_gate_waits, 1);
+	}
+	return 0;
+}
+
+/* Inodes that still fit: the free slots past the margin at the inodes per
+ * slot the trees hold now (at least one). */
+static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
+{
+	uint64_t free_slots, need, used, per;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return ffree;
+	(void)node_room(fs, &free_slots, &need);
+	if (free_slots <= NODE_MARGIN)
+		return 0;
+	used = ckpt_v2_nodes_used(fs);
+	per = used ? fs_ninodes(fs) / used : 0;
+	if (per < 1)
+		per = 1;
+	free_slots = (free_slots - NODE_MARGIN) * per;
+	return free_slots < ffree ? free_slots : ffree;
+}
+
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
 {
 	uint64_t total = alloc_total_blocks(fs->alloc);
@@ -714,9 +776,9 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	st->f_blocks = total;
 	st->f_bfree = free_;
 	st->f_bavail = free_ > reserve ? free_ - reserve : 0;
-	st->f_files = fs_ninodes(fs) + free_;
-	st->f_ffree = free_;
-	st->f_favail = free_;
+	st->f_ffree = node_ffree(fs, free_);
+	st->f_files = fs_ninodes(fs) + st->f_ffree;
+	st->f_favail = st->f_ffree;
 	st->f_namemax = TFS_NAME_MAX;
 	memcpy(&f0, fs->sb.fs_uuid, 8);
 	memcpy(&f1, fs->sb.fs_uuid + 8, 8);

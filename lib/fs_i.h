@@ -155,6 +155,8 @@ struct tfs {
 	atomic_bool ckpt_busy;
 	/* Part commits of the INODES tree inside checkpoints (ckpt_v2.c). */
 	_Atomic uint64_t ckpt_parts;
+	/* fs_node_gate: waits for a checkpoint, creates refused (ENOSPC). */
+	_Atomic uint64_t node_gate_waits, node_gate_enospc;
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
@@ -274,6 +276,12 @@ void fs_dirty_ckpt_end(struct tfs *fs);
  * without a bg thread to ask (or on it).  Call with no lock held. */
 #define FS_WALK_WAITS 3
 bool fs_ckpt_wait(struct tfs *fs);
+/* Format v2: whether the node area has room for the next checkpoint (the
+ * changes noted so far, fs.c).  If not, asks for checkpoints and waits
+ * for them, a few; still short: -ENOSPC when @grow (the change adds
+ * metadata: a create), else 0 (a delete must go on; it gives room back).
+ * 0 on version 1.  Call with no lock held. */
+int fs_node_gate(struct tfs *fs, bool grow);
 /* inode_get_walk with ns_lock held (on entry and return, let go while it
  * waits), waiting as above while it fails with ENOMEM: each wait spends
  * one of *budget. */

@@ -64,13 +64,17 @@ static void stat_inode(struct tfs_inode *ip, struct stat *st)
 	inode_unlock(ip);
 }
 
-/* Start a namespace change: wait for log room, then take ns_lock. */
-static int ns_begin(struct tfs *fs)
+/* Start a namespace change: wait for log room and (format v2) node room,
+ * -ENOSPC if a change that adds a name (@grow) finds none; then take
+ * ns_lock. */
+static int ns_begin(struct tfs *fs, bool grow)
 {
 	if (fs->readonly)
 		return -EROFS;
 	if (fs->log) {
 		int ret = log_wait_space(fs->log);
+		if (!ret)
+			ret = fs_node_gate(fs, grow);
 		if (ret)
 			return ret;
 	}
@@ -406,7 +410,7 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		if (tlen > LOG_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
-	ret = ns_begin(fs);
+	ret = ns_begin(fs, true);
 	if (ret)
 		return ret;
 
@@ -576,7 +580,7 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 		return ret;
 	if (is_dot(newname, len) || is_dotdot(newname, len))
 		return -EEXIST;
-	ret = ns_begin(fs);
+	ret = ns_begin(fs, true);
 	if (ret)
 		return ret;
 
@@ -646,7 +650,7 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		return ret;
 	if (is_dot(name, len) || is_dotdot(name, len))
 		return isdir ? (is_dot(name, len) ? -EINVAL : -ENOTEMPTY) : -EISDIR;
-	ret = ns_begin(fs);
+	ret = ns_begin(fs, false);
 	if (ret)
 		return ret;
 
@@ -883,7 +887,7 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 	ret = rename_check_args(&r);
 	if (ret)
 		return ret;
-	ret = ns_begin(fs);
+	ret = ns_begin(fs, false);
 	if (ret)
 		return ret;
 	meta_tx_init(&tx);
