@@ -80,12 +80,17 @@ static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_r
 	return ret;
 }
 
-static int xattr_begin(struct tfs *fs)
+/* @grow: a set, which -ENOSPC refuses when the node area is short
+ * (fs_node_gate); a remove goes on. */
+static int xattr_begin(struct tfs *fs, bool grow)
 {
+	int ret;
+
 	if (fs->readonly)
 		return -EROFS;
 	/* Before the inode lock: a checkpoint takes inode locks. */
-	return fs->log ? log_wait_space(fs->log) : 0;
+	ret = fs->log ? log_wait_space(fs->log) : 0;
+	return ret || !fs->log ? ret : fs_node_gate(fs, grow);
 }
 
 static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const char *name,
@@ -111,7 +116,7 @@ static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const
 		return -EOPNOTSUPP;
 	if (size > LOG_XATTR_VAL_MAX)
 		return -E2BIG;
-	ret = xattr_begin(fs);
+	ret = xattr_begin(fs, true);
 	if (ret)
 		return ret;
 
@@ -266,7 +271,7 @@ static int removexattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino,
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
-	ret = xattr_begin(fs);
+	ret = xattr_begin(fs, false);
 	if (ret)
 		return ret;
 	inode_lock(ip);

@@ -4,9 +4,11 @@
 # images, 256 node slots) create empty files until a create fails.  It must
 # fail with a clean ENOSPC while a checkpoint still has room, so that sync,
 # unmount and mount work; every file whose create succeeded exists after the
-# remount; statfs shows no free inodes then (f_ffree 0, as ext4 on inode
-# exhaustion); fsck finds nothing; deleting files gives the room back and
-# creates work again.
+# remount; mkdir and setxattr fail with ENOSPC too; statfs shows no free
+# inodes then (f_ffree 0, as ext4 on inode exhaustion); fsck finds nothing;
+# deleting files gives the room back and creates work again.  On the code
+# before the node gate the creates hang once the log is full (the checkpoint
+# fails with ENOSPC) until the watchdog kills the daemon.
 source "$(dirname "$0")/harness.sh"
 h_need_fsck
 
@@ -43,6 +45,12 @@ read -r files ffree < <(stat -f -c '%c %d' "$MNT")
 h_log "statfs: files $files ffree $ffree"
 ((ffree < 64)) || h_fail "creates fail with ENOSPC but statfs shows $ffree free inodes"
 mkdir "$MNT/more" 2>/dev/null && h_fail "mkdir succeeded on a full node area"
+python3 -c 'import errno, os, sys
+try:
+    os.setxattr(sys.argv[1], "user.x", b"y" * 4096)
+except OSError as e:
+    sys.exit(0 if e.errno == errno.ENOSPC else 1)
+sys.exit(1)' "$MNT/d/f0" || h_fail "setxattr on a full node area did not fail with ENOSPC"
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
 h_mount
