@@ -710,19 +710,23 @@ const char *tfs_backend_name(struct tfs *fs)
  * noted changes, at most NODE_NOTE_BYTES of them per node (a create notes
  * about 130 bytes: an inode and a name, which change at most two leaves),
  * plus NODE_MARGIN for the paths to the roots and the writers admitted
- * meanwhile.  The free-space tree has its own reserve (fspace_node.c).
+ * meanwhile.  A delete or rename leaves half the margin to the others: at
+ * the limit, where creates get ENOSPC, deletes go on a few per checkpoint
+ * instead of one.  The free-space tree has its own reserve (fspace_node.c).
  */
 #define NODE_MARGIN 32
 #define NODE_NOTE_BYTES 64
 #define NODE_GATE_WAITS 3
 
-static bool node_room(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
+static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
 	uint64_t keep = fs->sb.node_reserve + used;
 
 	*free_slots = slots > keep ? slots - keep : 0;
-	*need = NODE_MARGIN + (fs->v2dirty ? v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES : 0);
+	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
+	if (fs->v2dirty)
+		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
 	return *free_slots >= *need;
 }
 
@@ -732,7 +736,7 @@ int fs_node_gate(struct tfs *fs, bool grow)
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return 0;
-	for (int i = 0; !node_room(fs, &free_slots, &need); i++) {
+	for (int i = 0; !node_room(fs, grow, &free_slots, &need); i++) {
 		/* A checkpoint turns the noted changes into nodes and frees
 		 * the slots the last one replaced. */
 		if (i == NODE_GATE_WAITS || !fs_ckpt_wait(fs)) {
@@ -752,7 +756,7 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return ffree;
-	(void)node_room(fs, &free_slots, &need);
+	(void)node_room(fs, true, &free_slots, &need);
 	if (free_slots <= NODE_MARGIN)
 		return 0;
 	used = ckpt_v2_nodes_used(fs);

@@ -61,11 +61,12 @@ for i in 0 $((n / 2)) $((n - 1)); do
 done
 
 # Deleting gives the room back.
-h_log "deleting half"
+h_log "deleting the first half"
 python3 -c 'import os, sys
 d, n = sys.argv[1], int(sys.argv[2])
-for i in range(0, n, 2):
+for i in range(0, (n + 1) // 2):
     os.unlink(os.path.join(d, "f%d" % i))' "$MNT/d" "$n"
+h_log "deleted"
 sync -f "$MNT"
 read -r m err < <(fill "$n" $((n + 2000)))
 ((m == n + 2000)) || h_fail "after deleting half, creates stopped on $err after $((m - n))"
