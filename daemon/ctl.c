@@ -2,7 +2,7 @@
 /*
  * ctl: the daemon end of the control channel (lib/ctl.h): the FUSE ioctl
  * handler for TWINFS_IOC_CTL on the mount's root directory, its
- * permission check, and the route that sends the lib's log lines to the
+ * permission check, FITRIM (fstrim(8)) on any of its files, and the route that sends the lib's log lines to the
  * daemon's logger.
  *
  * The ioctl is a "restricted" one (its size is encoded in the command), so
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include "ctl.h"
 #include "daemon_i.h"
@@ -30,26 +31,72 @@ void tfsd_ctl_log_init(void)
 	tfs_set_log_fn(lib_log);
 }
 
+/* Only the user who mounted (the daemon runs as that user) and root.
+ * Others can only get here through allow_other. */
+static bool ctl_allowed(fuse_req_t req, const char *what)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid == 0 || ctx->uid == getuid())
+		return true;
+	tlog(LOG_NOTICE, "%s from uid %u refused", what, (unsigned)ctx->uid);
+	return false;
+}
+
+/*
+ * FITRIM, what fstrim(8) (and fstrim.timer) asks of a mounted file system
+ * on any directory or file of it: the kernel forwards it to us (a
+ * restricted ioctl, struct fstrim_range in and out).  It runs the trim of
+ * twinfs-ctl trim and waits for it; the whole free space is trimmed
+ * whatever range is asked (a superset is harmless), and range.len comes
+ * back as the bytes discarded, which fstrim -v prints.  Devices that take
+ * no discard make it EOPNOTSUPP, as the kernel's file systems say.
+ */
+static void fitrim(fuse_req_t req, const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	struct tfsd *d = fuse_req_userdata(req);
+	struct fstrim_range r;
+	uint64_t bytes = 0;
+	int ret;
+
+	if (!ctl_allowed(req, "FITRIM")) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (!in_buf || in_bufsz < sizeof(r) || out_bufsz < sizeof(r)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	memcpy(&r, in_buf, sizeof(r));
+	ret = tfs_trim(d->fs, &bytes);
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	r.len = bytes;
+	fuse_reply_ioctl(req, 0, &r, sizeof(r));
+}
+
 void tfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
 		size_t out_bufsz)
 {
 	struct tfsd *d = fuse_req_userdata(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char *line, *out;
 	size_t n;
 	int ret;
 
+	if (cmd == (unsigned int)FITRIM) {
+		fitrim(req, in_buf, in_bufsz, out_bufsz);
+		return;
+	}
 	/* Not ours, or not on the root: what any file system says to an
 	 * ioctl it does not know. */
 	if (cmd != (unsigned int)TWINFS_IOC_CTL || ino != FUSE_ROOT_ID) {
 		fuse_reply_err(req, ENOTTY);
 		return;
 	}
-	/* Only the user who mounted (the daemon runs as that user) and root.
-	 * Others can only get here through allow_other. */
-	if (ctx->uid != 0 && ctx->uid != getuid()) {
-		tlog(LOG_NOTICE, "control request from uid %u refused", (unsigned)ctx->uid);
+	if (!ctl_allowed(req, "control request")) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}

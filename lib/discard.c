@@ -26,12 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "discard.h"
 #include "fs_i.h"
 #include "fspace.h"
 #include "json.h"
+#include "log.h"
 #include "tlog.h"
 
 #define DISCARD_DELAY_MS 50u
@@ -566,6 +568,13 @@ int discard_trim_start(struct tfs *fs)
 
 	if (!dc || fs->readonly)
 		return -EROFS;
+	/* Blocks a delete freed are held until its record is durable: commit
+	 * it first, or a trim right after rm(1) would skip them. */
+	if (alloc_deferred_blocks(fs->alloc)) {
+		ret = log_commit(fs->log, UINT64_MAX);
+		if (ret < 0)
+			return ret;
+	}
 	pthread_mutex_lock(&dc->mu);
 	if (dc->state == TRIM_RUNNING) {
 		pthread_mutex_unlock(&dc->mu);
@@ -593,6 +602,27 @@ int discard_trim_start(struct tfs *fs)
 		dc->thr_live = true;
 	pthread_mutex_unlock(&dc->mu);
 	return ret;
+}
+
+/* The trim that is running, or a new one, to its end: fstrim(8)'s FITRIM
+ * waits for it.  Polled: a trim takes seconds and runs rarely. */
+int tfs_trim(struct tfs *fs, uint64_t *bytes)
+{
+	struct discard *dc = fs->discard;
+	int ret = discard_trim_start(fs), state;
+
+	if (ret < 0 && ret != -EBUSY)
+		return ret;
+	for (;;) {
+		pthread_mutex_lock(&dc->mu);
+		state = dc->state;
+		*bytes = dc->bytes_done;
+		ret = dc->err;
+		pthread_mutex_unlock(&dc->mu);
+		if (state != TRIM_RUNNING)
+			return ret;
+		usleep(20 * 1000);
+	}
 }
 
 void discard_trim_status_json(struct tfs *fs, struct jbuf *j)

@@ -254,6 +254,10 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 		       off_t off_out, size_t len);
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st);
+/* Discard every free block on every mirror (the trim job, discard.c),
+ * starting one or joining the one running, and wait for its end: 0 or
+ * its error, *@bytes what it discarded.  -EROFS read-only. */
+int tfs_trim(struct tfs *fs, uint64_t *bytes);
 /* Bytes a data write can still take (statfs's f_bavail, cheap: two atomic
  * loads), for the daemon's low-space mode. */
 uint64_t tfs_avail_bytes(struct tfs *fs);
