@@ -34,6 +34,7 @@ struct tfsd_file {
 	bool direct;			/* opened FOPEN_DIRECT_IO */
 	bool cached_w;			/* writable, on the page cache (not direct) */
 	bool behind;			/* direct, writes answered once copied: ops.c big_writer */
+	bool counted;			/* cached: in tfsd.cached_opens (ops.c) */
 	struct tfsd_file *prev, *next;	/* protected by tfsd.files_lock */
 	/* Released while the inode's writes were behind: the next in its
 	 * wb_ent's list, then in tfsd.wb_reap (wbehind.c, under wb_mu). */
@@ -43,6 +44,8 @@ struct tfsd_file {
 	 * (rewinddir).  The kernel serializes readdir on one open file. */
 	_Atomic uint64_t dir_end;
 };
+
+#define TFSD_CACHED_SLOTS 1024u
 
 struct space_ent;
 struct wb_ent;
@@ -63,6 +66,11 @@ struct tfsd {
 
 	pthread_mutex_t files_lock;	/* protects files (open/release only) */
 	struct tfsd_file files;		/* list head of open files */
+	/* Cached (page-cache) opens of files, by hash of the inode: a direct
+	 * write to a file with one drops the pages a reader may have read
+	 * under it (ops.c struct direct_write).  Collisions only cost that. */
+	_Atomic unsigned cached_opens[TFSD_CACHED_SLOTS];
+	_Atomic bool dio_written[TFSD_CACHED_SLOTS];	/* a direct write since mount */
 
 	/* Requests handed to a thread of their own because they wait for
 	 * the kernel to send (and us to answer) other requests: see
@@ -121,6 +129,15 @@ void tfsd_files_init(struct tfsd *d);
 /* Wait for the requests still answered by threads of their own; call
  * after the loop ended, before the session goes. */
 void tfsd_slow_drain(struct tfsd *d);
+/* slow.c: LSEEK; and the reply of a direct write of @n bytes at @off to a
+ * file with cached opens, then the drop of that range from the page cache
+ * (on a thread of its own). */
+void tfsd_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		   struct fuse_file_info *fi);
+void tfsd_reply_write_inval(fuse_req_t req, fuse_ino_t ino, off_t off, size_t n);
+/* ops.c: a direct write to @ino is in place; true if the range must be
+ * dropped from the page cache (a cached open is there). */
+bool tfsd_dio_check(struct tfsd *d, uint64_t ino);
 /* Release every file the kernel left open; call after the loop ended. */
 void tfsd_files_release_all(struct tfsd *d);
 /* Unlink @df from the open files, tfs_release and free it; returns

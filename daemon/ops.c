@@ -92,20 +92,32 @@ void tfsd_files_init(struct tfsd *d)
 	tfsd_wb_init(d);
 }
 
-void tfsd_slow_drain(struct tfsd *d)
-{
-	pthread_mutex_lock(&d->slow_mu);
-	while (d->slow_n)
-		pthread_cond_wait(&d->slow_cv, &d->slow_mu);
-	pthread_mutex_unlock(&d->slow_mu);
-}
-
 static struct tfsd_file *file_new(void)
 {
 	return calloc(1, sizeof(struct tfsd_file));
 }
 
 static bool open_is_direct(const struct tfsd *d, int flags);
+
+static unsigned cached_slot(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9E3779B97F4A7C15ull) >> 54) % TFSD_CACHED_SLOTS;
+}
+
+/* A direct write to @ino is in place (its range lock held or released):
+ * from now on every cached open of the file drops its pages (cached_open:
+ * no keep_cache), and true if a cached open is there now (the range is
+ * dropped after the reply).  The flag first, then the count; a cached
+ * open counts itself first, then reads the flag: one of the two sees the
+ * other (seq_cst). */
+bool tfsd_dio_check(struct tfsd *d, uint64_t ino)
+{
+	unsigned i = cached_slot(ino);
+
+	if (!atomic_load_explicit(&d->dio_written[i], memory_order_relaxed))
+		atomic_store(&d->dio_written[i], true);
+	return atomic_load(&d->cached_opens[i]) != 0;
+}
 
 /* Link @df, deciding under files_lock whether it is direct: low-space
  * mode (space.c) switches on under the same lock, so an open is either
@@ -117,6 +129,9 @@ static void file_link(struct tfsd *d, struct tfsd_file *df, uint64_t ino, int fl
 	df->direct = df->behind || open_is_direct(d, flags) ||
 		     ((flags & O_ACCMODE) != O_RDONLY && tfsd_space_open_direct(d));
 	df->cached_w = !df->direct && (flags & O_ACCMODE) != O_RDONLY;
+	df->counted = !df->direct && !(flags & O_DIRECTORY);
+	if (df->counted)
+		atomic_fetch_add(&d->cached_opens[cached_slot(ino)], 1);
 	df->next = d->files.next;
 	df->prev = &d->files;
 	df->next->prev = df;
@@ -131,6 +146,8 @@ int tfsd_file_drop(struct tfsd *d, struct tfsd_file *df)
 	pthread_mutex_lock(&d->files_lock);
 	df->prev->next = df->next;
 	df->next->prev = df->prev;
+	if (df->counted)
+		atomic_fetch_sub(&d->cached_opens[cached_slot(df->ino)], 1);
 	pthread_mutex_unlock(&d->files_lock);
 	ret = df->f ? tfs_release(df->f) : 0;
 	free(df);
@@ -563,7 +580,9 @@ static void cached_open(struct tfsd *d, struct tfsd_file *df, struct fuse_file_i
 	raise_readahead(d);
 	fi->fh = (uint64_t)(uintptr_t)df;
 	fi->direct_io = 0;
-	fi->keep_cache = 1;
+	/* Not for a file that has had direct writes since mount: one may have
+	 * left stale pages behind (tfsd_dio_check). */
+	fi->keep_cache = !atomic_load(&d->dio_written[cached_slot(df->ino)]);
 }
 
 /* Reply to open; 0 or the reply's -errno. */
@@ -789,21 +808,39 @@ static void write_done(void *arg, ssize_t n)
 		fuse_reply_write(req, (size_t)n);
 }
 
-/* A direct write admitted in low-space mode: it holds its length in
- * space.c's pending count until it completes. */
-struct admitted_write {
+/*
+ * A direct write, answered from its completion.  The kernel drops the
+ * written range from the page cache when it sends a direct write, but for
+ * an asynchronous one (io_submit, io_uring) not after it: a cached
+ * reader's READ served before the write took its range puts the old data
+ * back in the page cache, where keep_cache keeps it, and a later read(2)
+ * returns it (xfstests generic/451).  So once the write is in place,
+ * tfsd_dio_check marks the file so that its cached opens drop its pages
+ * (no keep_cache), and if a cached open is there now, the range is
+ * dropped right after the reply, on a thread of its own (slow.c).  @admitted: a write
+ * admitted in low-space mode, which holds its length in space.c's pending
+ * count until it completes.
+ */
+struct direct_write {
 	fuse_req_t req;
+	fuse_ino_t ino;
+	off_t off;
 	uint64_t len;
+	bool admitted;
 };
 
-static void admitted_write_done(void *arg, ssize_t n)
+static void direct_write_done(void *arg, ssize_t n)
 {
-	struct admitted_write *a = arg;
-	struct tfsd *d = req_d(a->req);
+	struct direct_write *w = arg;
+	struct tfsd *d = req_d(w->req);
 
-	tfsd_space_done(d, a->len);
-	write_done(a->req, n);
-	free(a);
+	if (w->admitted)
+		tfsd_space_done(d, w->len);
+	if (n > 0 && tfsd_dio_check(d, w->ino))
+		tfsd_reply_write_inval(w->req, w->ino, w->off, (size_t)n);
+	else
+		write_done(w->req, n);
+	free(w);
 }
 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
@@ -812,8 +849,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	struct tfsd *d = req_d(req);
 	struct tfsd_file *df = fi_file(fi);
 	size_t len = fuse_buf_size(in);
-	struct admitted_write *a = NULL;
-	ssize_t n;
+	struct direct_write *w = NULL;
+	bool admitted = false;
+	ssize_t n = 0;
 
 	tfsd_space_check(d);
 	/* A write from the page cache (writeback) stores what the kernel
@@ -821,36 +859,33 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	 * the caller's own write(2) and may still get ENOSPC. */
 	if (df->direct) {
 		n = tfsd_space_admit(d, len);
-		if (n < 0) {
-			reply_err(req, n);
-			return;
-		}
-		if (n == 0 && !(a = malloc(sizeof(*a)))) {
-			tfsd_space_done(d, len);
-			reply_err(req, -ENOMEM);
-			return;
-		}
+		admitted = n == 0;
+		if (n >= 0 && !(w = malloc(sizeof(*w))))
+			n = -ENOMEM;
+		if (n == 0)
+			n = privs_direct_write_kill_caps(req_fs(req), ino);
 	}
-	n = df->direct ? privs_direct_write_kill_caps(req_fs(req), ino) : 0;
 	if (n == 0)
 		n = privs_write_kill(req, ino);
-	if (n == 0 && !a && tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags))
+	if (n == 0 && !admitted &&
+	    tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags)) {
+		free(w);
 		return;
+	}
 	if (n < 0) {
-		if (a) {
+		if (admitted)
 			tfsd_space_done(d, len);
-			free(a);
-		}
+		free(w);
 		reply_err(req, n);
 		return;
 	}
 	/* Replied from the I/O completion: this worker goes back to the
 	 * next request instead of sleeping until the mirrors have the data.
 	 * fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
-	if (a) {
-		a->req = req;
-		a->len = len;
-		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, admitted_write_done, a);
+	if (w) {
+		*w = (struct direct_write){ .req = req, .ino = ino, .off = off, .len = len,
+					    .admitted = admitted };
+		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, direct_write_done, w);
 	} else {
 		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, write_done, req);
 	}
@@ -876,87 +911,6 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
 	if (ret == 0)
 		tfsd_space_done(d, (uint64_t)len);
-}
-
-struct lseek_job {
-	fuse_req_t req;
-	fuse_ino_t ino;
-	off_t off;
-	int whence;
-	struct tfs_file *f;
-	bool inval;
-};
-
-static void lseek_run(struct lseek_job *j)
-{
-	struct tfsd *d = req_d(j->req);
-	off_t ret;
-
-	if (j->inval)
-		fuse_lowlevel_notify_inval_inode(d->se, j->ino, j->off, 0);
-	/* The extents of what was written, also of what that wrote back. */
-	tfsd_wb_wait(d, j->ino, false);
-	ret = tfs_lseek(j->f, j->off, j->whence);
-	if (ret < 0)
-		reply_err(j->req, ret);
-	else
-		fuse_reply_lseek(j->req, ret);
-}
-
-static void *lseek_thread(void *arg)
-{
-	struct lseek_job *j = arg;
-	struct tfsd *d = req_d(j->req);
-
-	lseek_run(j);
-	free(j);
-	pthread_mutex_lock(&d->slow_mu);
-	if (!--d->slow_n)
-		pthread_cond_broadcast(&d->slow_cv);
-	pthread_mutex_unlock(&d->slow_mu);
-	return NULL;
-}
-
-static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
-		     struct fuse_file_info *fi)
-{
-	struct tfsd *d = req_d(req);
-	struct lseek_job j = { .req = req, .ino = ino, .off = off, .whence = whence,
-			       .f = fi_file(fi)->f }, *hj;
-	pthread_attr_t attr;
-	pthread_t th;
-	bool started = false;
-
-	/* The kernel does not write dirty pages back before FUSE_LSEEK, so
-	 * data still in the page cache (writeback_cache, shared mmap) would
-	 * look like a hole, or past our EOF.  Invalidating [off, EOF) makes
-	 * the kernel write those pages to us first (launder) and waits for
-	 * them.  Under -o writethrough every open is direct, and only a
-	 * shared mapping leaves dirty pages: only when the kernel allows
-	 * those (fuseio.c). */
-	j.inval = (!d->writethrough || atomic_load(&d->dio_mmap)) &&
-		  (whence == SEEK_DATA || whence == SEEK_HOLE) && off >= 0;
-	if (!j.inval) {
-		lseek_run(&j);
-		return;
-	}
-	/* That wait is for WRITE requests only a free worker can answer: with
-	 * a small pool, a few concurrent lseeks would hold every worker and
-	 * wait for each other.  So it runs on a thread of its own. */
-	hj = malloc(sizeof(*hj));
-	if (hj && pthread_attr_init(&attr) == 0) {
-		*hj = j;
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_mutex_lock(&d->slow_mu);
-		started = pthread_create(&th, &attr, lseek_thread, hj) == 0;
-		d->slow_n += started;
-		pthread_mutex_unlock(&d->slow_mu);
-		pthread_attr_destroy(&attr);
-	}
-	if (!started) {
-		free(hj);
-		lseek_run(&j);
-	}
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -1166,7 +1120,7 @@ const struct fuse_lowlevel_ops tfsd_ops = {
 	.removexattr = tfsd_op_removexattr,	/* xops.c */
 	.access = tfsd_op_access,	/* xops.c */
 	.fallocate = op_fallocate,
-	.lseek = op_lseek,
+	.lseek = tfsd_op_lseek,	/* slow.c */
 	.copy_file_range = op_copy_file_range,
 	.ioctl = tfsd_ioctl,		/* ctl.c: the control channel */
 };

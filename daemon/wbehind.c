@@ -275,6 +275,15 @@ static void behind_done(void *arg, ssize_t n)
  * file's writer (df->behind, ops.c big_writer) is the exception: its own
  * direct writes go behind as the page cache's would have.
  */
+static void reply_behind(fuse_req_t req, struct tfsd_file *df, fuse_ino_t ino, off_t off,
+			 size_t n)
+{
+	if (df->direct && n && tfsd_dio_check(fuse_req_userdata(req), ino))
+		tfsd_reply_write_inval(req, ino, off, n);
+	else
+		fuse_reply_write(req, n);
+}
+
 bool tfsd_write_behind(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df, tfs_fill_fn fill,
 		       struct fuse_bufvec *in, off_t off, size_t len, int flags)
 {
@@ -297,7 +306,10 @@ bool tfsd_write_behind(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df, tfs
 	atomic_init(&b->state, 0);
 	tfs_write_async(df->f, off, len, fill, in, flags, behind_done, b);
 	if (atomic_compare_exchange_strong(&b->state, &expect, 1)) {
-		fuse_reply_write(req, len);
+		/* The write holds its range until it is in place, so a READ
+		 * from now on sees it: a direct open's may drop stale pages
+		 * now (ops.c struct direct_write). */
+		reply_behind(req, df, ino, off, len);
 		return true;
 	}
 	/* Finished (or failed) before it could go behind. */
@@ -305,7 +317,7 @@ bool tfsd_write_behind(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df, tfs
 	if (b->res < 0)
 		fuse_reply_err(req, (int)-b->res);
 	else
-		fuse_reply_write(req, (size_t)b->res);
+		reply_behind(req, df, ino, off, (size_t)b->res);
 	free(b);
 	return true;
 }
