@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
+ * Description: asynchronous O_DIRECT writes beside buffered readers.
  * diocache FILE SECONDS: asynchronous O_DIRECT writes (libaio) beside
  * buffered readers of the same file, the load of xfstests generic/451.
  * Two threads open the file without O_DIRECT, read it whole and close it,
