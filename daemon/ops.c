@@ -858,10 +858,10 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	 * has acknowledged already: never refused here.  A direct one is
 	 * the caller's own write(2) and may still get ENOSPC. */
 	if (df->direct) {
-		n = tfsd_space_admit(d, len);
+		n = tfsd_space_admit(d, len);	/* 0 admitted, 1 not low, -ENOSPC */
 		admitted = n == 0;
-		if (n >= 0 && !(w = malloc(sizeof(*w))))
-			n = -ENOMEM;
+		if (n >= 0)
+			n = (w = malloc(sizeof(*w))) ? 0 : -ENOMEM;
 		if (n == 0)
 			n = privs_direct_write_kill_caps(req_fs(req), ino);
 	}
