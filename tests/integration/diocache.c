@@ -122,6 +122,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	io_destroy(ctx);
+	free(pat[0]);
+	free(pat[1]);
+	free(buf);
 	if (!rc)
 		printf("%lu asynchronous direct writes beside buffered readers, no stale read\n",
 		       cycle);
