@@ -817,9 +817,9 @@ static void write_done(void *arg, ssize_t n)
  * returns it (xfstests generic/451).  So once the write is in place,
  * tfsd_dio_check marks the file so that its cached opens drop its pages
  * (no keep_cache), and if a cached open is there now, the range is
- * dropped right after the reply, on a thread of its own (slow.c).  @admitted: a write
- * admitted in low-space mode, which holds its length in space.c's pending
- * count until it completes.
+ * dropped right after the reply, on a thread of its own (slow.c).
+ * @admitted: a write admitted in low-space mode, which holds its length in
+ * space.c's pending count until it completes.
  */
 struct direct_write {
 	fuse_req_t req;
@@ -860,22 +860,22 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	if (df->direct) {
 		n = tfsd_space_admit(d, len);	/* 0 admitted, 1 not low, -ENOSPC */
 		admitted = n == 0;
-		if (n >= 0)
-			n = (w = malloc(sizeof(*w))) ? 0 : -ENOMEM;
+		if (n > 0)
+			n = 0;
 		if (n == 0)
 			n = privs_direct_write_kill_caps(req_fs(req), ino);
 	}
 	if (n == 0)
 		n = privs_write_kill(req, ino);
 	if (n == 0 && !admitted &&
-	    tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags)) {
-		free(w);
+	    tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags))
 		return;
-	}
+	/* Only a write answered from its completion carries a direct_write. */
+	if (n == 0 && df->direct && !(w = malloc(sizeof(*w))))
+		n = -ENOMEM;
 	if (n < 0) {
 		if (admitted)
 			tfsd_space_done(d, len);
-		free(w);
 		reply_err(req, n);
 		return;
 	}
