@@ -8,7 +8,6 @@
  * cache what a direct write to a file with cached opens wrote (ops.c
  * struct direct_write).
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
