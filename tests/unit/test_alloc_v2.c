@@ -19,91 +19,15 @@
 #include "bnode.h"
 #include "btree.h"
 #include "fspace.h"
+#include "slotstore.h"
 #include "v2item.h"
 
 static const uint8_t uuid[16] = { 2, 7, 1, 8, 2, 8 };
 
-/* ---- an in-memory node store (reads, writes; fspace allocates) ---- */
-
-struct memstore {
-	struct bstore store;
-	pthread_mutex_t mu;
-	uint64_t base, nslots;
-	void **node;
-};
-
-static int mem_read(void *ctx, const struct bptr *p, void *buf)
-{
-	struct memstore *s = ctx;
-	uint64_t slot = (p->addr - s->base) / BNODE_BLOCKS;
-	int ret = -EIO;
-
-	pthread_mutex_lock(&s->mu);
-	if (p->addr >= s->base && slot < s->nslots && s->node[slot]) {
-		memcpy(buf, s->node[slot], BNODE_SIZE);
-		ret = bnode_matches(buf, p) ? 0 : -EIO;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return ret;
-}
-
-static int mem_write(void *ctx, uint64_t addr, const void *buf)
-{
-	struct memstore *s = ctx;
-	uint64_t slot = (addr - s->base) / BNODE_BLOCKS;
-
-	if (addr < s->base || slot >= s->nslots)
-		return -EINVAL;
-	pthread_mutex_lock(&s->mu);
-	if (!s->node[slot])
-		s->node[slot] = malloc(BNODE_SIZE);
-	assert_non_null(s->node[slot]);
-	memcpy(s->node[slot], buf, BNODE_SIZE);
-	pthread_mutex_unlock(&s->mu);
-	return 0;
-}
-
-static int no_alloc(void *ctx, uint64_t *addr)
-{
-	(void)ctx;
-	(void)addr;
-	return -ENOSPC;
-}
-
-static void no_free(void *ctx, uint64_t addr)
-{
-	(void)ctx;
-	(void)addr;
-}
-
-static const struct bstore_ops mem_ops = {
-	.read = mem_read, .write = mem_write, .alloc = no_alloc, .free = no_free,
-};
-
-static void mem_init(struct memstore *s, uint64_t base, uint64_t nslots)
-{
-	memset(s, 0, sizeof(*s));
-	s->base = base;
-	s->nslots = nslots;
-	s->node = calloc(nslots, sizeof(*s->node));
-	assert_non_null(s->node);
-	pthread_mutex_init(&s->mu, NULL);
-	s->store.ops = &mem_ops;
-	s->store.ctx = s;
-}
-
-static void mem_destroy(struct memstore *s)
-{
-	for (uint64_t i = 0; i < s->nslots; i++)
-		free(s->node[i]);
-	free(s->node);
-	pthread_mutex_destroy(&s->mu);
-}
-
 /* ---- the state under test: allocator, fspace, refcount tree ---- */
 
 struct st {
-	struct memstore ms;
+	struct slotstore ms;
 	struct fspace_params p;
 	uint64_t reserve;		/* alloc.c's metadata reserve */
 	struct alloc *a;
@@ -393,7 +317,7 @@ static uint64_t run_model(uint64_t seed, unsigned rounds)
 	s->p = (struct fspace_params){ .start = 2000, .end = 2000 + 100000, .gblocks = 4096,
 		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 64u << 10 };
 	s->reserve = 301;
-	mem_init(&s->ms, s->p.node_start, s->p.nslots);
+	slot_init(&s->ms, s->p.node_start, s->p.nslots);
 	st_open(s);
 	alloc_set_discard(s->a, hold, m);
 	for (unsigned round = 0; round < rounds; round++) {
@@ -418,7 +342,7 @@ static uint64_t run_model(uint64_t seed, unsigned rounds)
 	st_check(s);
 	alloc_set_discard(s->a, NULL, NULL);
 	st_close(s);
-	mem_destroy(&s->ms);
+	slot_destroy(&s->ms);
 	free(m);
 	return items;
 }
@@ -446,7 +370,7 @@ static void test_cost(void **state)
 	uint64_t big, got, blk;
 
 	(void)state;
-	mem_init(&s.ms, s.p.node_start, s.p.nslots);
+	slot_init(&s.ms, s.p.node_start, s.p.nslots);
 	st_open(&s);
 	/* A shared run of 100000 blocks, and 2000 small shared runs. */
 	assert_int_equal(alloc_get(s.a, 100000, 0, ALLOC_DATA, &big, &got), 0);
@@ -491,7 +415,7 @@ static void test_cost(void **state)
 	assert_int_equal(b.ref_items_written, a.ref_items_written);
 	st_check(&s);
 	st_close(&s);
-	mem_destroy(&s.ms);
+	slot_destroy(&s.ms);
 }
 
 /* Mount's load reads no group its summary shows wholly used or wholly
@@ -511,7 +435,7 @@ static void test_load_cost(void **state)
 	struct alloc *b;
 
 	(void)state;
-	mem_init(&s.ms, s.p.node_start, s.p.nslots);
+	slot_init(&s.ms, s.p.node_start, s.p.nslots);
 	st_open(&s);
 	assert_int_equal(alloc_use(s.a, s.p.start, 10 * 65536), 0);
 	assert_int_equal(alloc_use(s.a, mixed, 50), 0);
@@ -539,7 +463,7 @@ static void test_load_cost(void **state)
 	bcache_destroy(c);
 	st_check(&s);
 	st_close(&s);
-	mem_destroy(&s.ms);
+	slot_destroy(&s.ms);
 }
 
 /* ---- threads: the allocator in use while checkpoints write it ---- */
@@ -599,7 +523,7 @@ static void test_threads(void **state)
 
 	(void)state;
 	atomic_store(&t_stop, false);
-	mem_init(&s.ms, s.p.node_start, s.p.nslots);
+	slot_init(&s.ms, s.p.node_start, s.p.nslots);
 	st_open(&s);
 	for (unsigned i = 0; i < T_WORKERS; i++) {
 		t[i] = (struct targ){ .a = s.a, .rng = 0x2545f4914f6cdd1dull * (i + 1) };
@@ -621,7 +545,7 @@ static void test_threads(void **state)
 	       (unsigned long long)first, (unsigned long long)st_check(&s));
 	assert_int_equal(alloc_errors(s.a), 0);
 	st_close(&s);
-	mem_destroy(&s.ms);
+	slot_destroy(&s.ms);
 }
 
 /*
@@ -637,7 +561,7 @@ static void test_nomem(void **state)
 	const uint64_t b0 = 2000;
 
 	(void)state;
-	mem_init(&s.ms, s.p.node_start, s.p.nslots);
+	slot_init(&s.ms, s.p.node_start, s.p.nslots);
 	st_open(&s);
 	/* All used: whole chunks without words, no spares yet. */
 	assert_int_equal(alloc_use(s.a, b0, 100000), 0);
@@ -669,7 +593,7 @@ static void test_nomem(void **state)
 	assert_int_equal(alloc_refs(s.a, b0 + 120), 0);
 	assert_int_equal(alloc_errors(s.a), 0);
 	st_close(&s);
-	mem_destroy(&s.ms);
+	slot_destroy(&s.ms);
 }
 
 int main(void)

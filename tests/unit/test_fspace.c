@@ -22,94 +22,11 @@
 #include "dev.h"
 #include "fspace.h"
 #include "mirror.h"
+#include "slotstore.h"
 
 static const uint8_t uuid[16] = { 3, 1, 4, 1, 5, 9, 2, 6 };
 
 /* ---- node stores: memory, or two image files through bstore_mirror ---- */
-
-struct memstore {
-	struct bstore store;
-	pthread_mutex_t mu;
-	uint64_t base, nslots, bytes;
-	void **node;			/* by slot */
-	int fail_writes, fail_reads;	/* fail the next this many (-EIO) */
-};
-
-static int mem_read(void *ctx, const struct bptr *p, void *buf)
-{
-	struct memstore *s = ctx;
-	uint64_t slot = (p->addr - s->base) / BNODE_BLOCKS;
-	int ret = -EIO;
-
-	pthread_mutex_lock(&s->mu);
-	if (s->fail_reads > 0) {
-		s->fail_reads--;
-	} else if (p->addr >= s->base && slot < s->nslots && s->node[slot]) {
-		memcpy(buf, s->node[slot], BNODE_SIZE);
-		ret = bnode_matches(buf, p) ? 0 : -EIO;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return ret;
-}
-
-static int mem_write(void *ctx, uint64_t addr, const void *buf)
-{
-	struct memstore *s = ctx;
-	uint64_t slot = (addr - s->base) / BNODE_BLOCKS;
-
-	if (addr < s->base || slot >= s->nslots)
-		return -EINVAL;
-	pthread_mutex_lock(&s->mu);
-	if (s->fail_writes > 0) {
-		s->fail_writes--;
-		pthread_mutex_unlock(&s->mu);
-		return -EIO;
-	}
-	if (!s->node[slot]) {
-		s->node[slot] = malloc(BNODE_SIZE);
-		s->bytes += BNODE_SIZE;
-	}
-	memcpy(s->node[slot], buf, BNODE_SIZE);
-	pthread_mutex_unlock(&s->mu);
-	return 0;
-}
-
-static int no_alloc(void *ctx, uint64_t *addr)
-{
-	(void)ctx;
-	(void)addr;
-	return -ENOSPC;
-}
-
-static void no_free(void *ctx, uint64_t addr)
-{
-	(void)ctx;
-	(void)addr;
-}
-
-static const struct bstore_ops mem_ops = {
-	.read = mem_read, .write = mem_write, .alloc = no_alloc, .free = no_free,
-};
-
-static void mem_init(struct memstore *s, uint64_t base, uint64_t nslots)
-{
-	memset(s, 0, sizeof(*s));
-	s->base = base;
-	s->nslots = nslots;
-	s->node = calloc(nslots, sizeof(*s->node));
-	assert_non_null(s->node);
-	pthread_mutex_init(&s->mu, NULL);
-	s->store.ops = &mem_ops;
-	s->store.ctx = s;
-}
-
-static void mem_destroy(struct memstore *s)
-{
-	for (uint64_t i = 0; i < s->nslots; i++)
-		free(s->node[i]);
-	free(s->node);
-	pthread_mutex_destroy(&s->mu);
-}
 
 struct imgstore {
 	char *path[2];
@@ -457,13 +374,13 @@ static void run_model(struct bstore *io, uint64_t seed, unsigned steps)
 
 static void test_model_mem(void **state)
 {
-	struct memstore ms;
+	struct slotstore ms;
 
 	(void)state;
-	mem_init(&ms, M_NODE_START, M_NSLOTS);
+	slot_init(&ms, M_NODE_START, M_NSLOTS);
 	for (uint64_t seed = 1; seed <= 4; seed++)
 		run_model(&ms.store, seed * 0x9e3779b97f4a7c15ull, 3000);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 static void test_model_mirror(void **state)
@@ -480,12 +397,12 @@ static void test_model_mirror(void **state)
 
 static void test_crash(void **state)
 {
-	struct memstore ms;
+	struct slotstore ms;
 	struct model *m = calloc(1, sizeof(*m));
 
 	(void)state;
 	assert_non_null(m);
-	mem_init(&ms, M_NODE_START, M_NSLOTS);
+	slot_init(&ms, M_NODE_START, M_NSLOTS);
 	m->io = &ms.store;
 	m->rng = 5;
 	m->p = (struct fspace_params){ .start = M_START, .end = M_START + M_TOTAL,
@@ -516,7 +433,7 @@ static void test_crash(void **state)
 	m_close(m);
 	free(m->carry);
 	free(m);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 /* ---- memory: a 4 TiB area ---- */
@@ -541,7 +458,7 @@ static void test_membound(void **state)
 	struct fspace_params p = { .node_start = 16, .nslots = 1u << 16, .node_reserve = 64,
 		.budget = 4u << 20 };
 	struct fspace_stats st;
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c;
 	struct fspace *fs;
 	struct broot root;
@@ -550,7 +467,7 @@ static void test_membound(void **state)
 	(void)state;
 	p.start = p.node_start + p.nslots * BNODE_BLOCKS;
 	p.end = p.start + 4 * TB_BLOCKS;
-	mem_init(&ms, p.node_start, p.nslots);
+	slot_init(&ms, p.node_start, p.nslots);
 	rss0 = rss_bytes();
 	assert_int_equal(bcache_create(cache_budget, &c), 0);
 	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
@@ -599,7 +516,7 @@ static void test_membound(void **state)
 	}
 	fspace_close(fs);
 	bcache_destroy(c);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 /* ---- parallel threads, with checkpoints running meanwhile ---- */
@@ -669,14 +586,14 @@ static void test_threads(void **state)
 	struct tshared *sh = calloc(1, sizeof(*sh));
 	struct targ args[T_THREADS];
 	pthread_t th[T_THREADS];
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c;
 	struct broot root;
 	uint64_t gen = 1, owned = 0;
 
 	(void)state;
 	assert_non_null(sh);
-	mem_init(&ms, p.node_start, p.nslots);
+	slot_init(&ms, p.node_start, p.nslots);
 	assert_int_equal(bcache_create(1u << 20, &c), 0);
 	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &sh->fs), 0);
 	for (unsigned i = 0; i < T_THREADS; i++) {
@@ -710,7 +627,7 @@ static void test_threads(void **state)
 	assert_int_equal(fspace_nodes_used(sh->fs), tree_nodes(&ms.store, sh->fs, &root));
 	fspace_close(sh->fs);
 	bcache_destroy(c);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 	free(sh);
 }
 
@@ -759,13 +676,13 @@ static double b_run(bool v2, unsigned nthreads)
 		.nslots = 1000, .budget = 16u << 20 };
 	struct bench b[2];
 	pthread_t th[2];
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c = NULL;
 	struct fspace *fs = NULL;
 	struct alloc *a = NULL;
 	double t0, t;
 
-	mem_init(&ms, p.node_start, p.nslots);
+	slot_init(&ms, p.node_start, p.nslots);
 	if (v2) {
 		assert_int_equal(bcache_create(1u << 20, &c), 0);
 		assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
@@ -786,7 +703,7 @@ static double b_run(bool v2, unsigned nthreads)
 	} else {
 		alloc_destroy(a);
 	}
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 	return nthreads * B_OPS / t;
 }
 
@@ -820,7 +737,7 @@ static void test_reserves(void **state)
 	struct fspace_params p = { .start = 1000, .end = 1000 + 4 * 4096, .gblocks = 4096,
 		.reserve = 64, .node_start = 16, .nslots = 200, .node_reserve = 6,
 		.budget = 1u << 20 };
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c;
 	struct fspace *fs;
 	struct btree t;
@@ -831,7 +748,7 @@ static void test_reserves(void **state)
 	int ret;
 
 	(void)state;
-	mem_init(&ms, p.node_start, p.nslots);
+	slot_init(&ms, p.node_start, p.nslots);
 	assert_int_equal(bcache_create(1u << 20, &c), 0);
 	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
 	/* Data: FSPACE_DATA stops at the reserve, FSPACE_META takes it. */
@@ -872,7 +789,7 @@ static void test_reserves(void **state)
 			 tree_nodes(&ms.store, fs, &root) + tree_nodes(&ms.store, fs, &oroot));
 	fspace_close(fs);
 	bcache_destroy(c);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 /* ---- I/O errors: a failed commit is redone by the next, a failed load
@@ -880,14 +797,14 @@ static void test_reserves(void **state)
 
 static void test_errors(void **state)
 {
-	struct memstore ms;
+	struct slotstore ms;
 	struct model *m = calloc(1, sizeof(*m));
 	struct broot froot;
 	uint64_t blk, got;
 
 	(void)state;
 	assert_non_null(m);
-	mem_init(&ms, M_NODE_START, M_NSLOTS);
+	slot_init(&ms, M_NODE_START, M_NSLOTS);
 	m->io = &ms.store;
 	m->rng = 11;
 	m->p = (struct fspace_params){ .start = M_START, .end = M_START + M_TOTAL,
@@ -929,7 +846,7 @@ static void test_errors(void **state)
 	m_close(m);
 	free(m->carry);
 	free(m);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 /* ---- a run across a group boundary ---- */
@@ -938,13 +855,13 @@ static void test_across(void **state)
 {
 	struct fspace_params p = { .start = 1000, .end = 1000 + 4 * 4096 + 100, .gblocks = 4096,
 		.node_start = 16, .nslots = 200, .budget = 1u << 20 };
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c;
 	struct fspace *fs;
 	uint64_t blk, got;
 
 	(void)state;
-	mem_init(&ms, p.node_start, p.nslots);
+	slot_init(&ms, p.node_start, p.nslots);
 	assert_int_equal(bcache_create(1u << 20, &c), 0);
 	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
 	/* Free: the last 10 blocks of group 0, all of group 1, the first 30
@@ -963,7 +880,7 @@ static void test_across(void **state)
 	assert_int_equal(fspace_free_blocks(fs), 0);
 	fspace_close(fs);
 	bcache_destroy(c);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 /* ---- a checkpoint costs what changed ---- */
@@ -973,7 +890,7 @@ static void test_ckpt_cost(void **state)
 	struct fspace_params p = { .start = 1000, .end = 1000 + 4 * 4096, .gblocks = 4096,
 		.node_start = 16, .nslots = 200, .budget = 1u << 20 };
 	struct fspace_stats a, b;
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c;
 	struct fspace *fs;
 	struct broot root;
@@ -981,7 +898,7 @@ static void test_ckpt_cost(void **state)
 	char why[200];
 
 	(void)state;
-	mem_init(&ms, p.node_start, p.nslots);
+	slot_init(&ms, p.node_start, p.nslots);
 	assert_int_equal(bcache_create(1u << 20, &c), 0);
 	assert_int_equal(fspace_open(&ms.store, c, uuid, &p, NULL, &fs), 0);
 	/* Group 0 in 2048 runs: every other block used. */
@@ -1005,7 +922,7 @@ static void test_ckpt_cost(void **state)
 		fail_msg("%s", why);
 	fspace_close(fs);
 	bcache_destroy(c);
-	mem_destroy(&ms);
+	slot_destroy(&ms);
 }
 
 int main(void)

@@ -16,6 +16,7 @@
 #include "bstore.h"
 #include "btree.h"
 #include "fspace.h"
+#include "slotstore.h"
 
 #define NODE_START 16u
 #define NSLOTS 600u
@@ -23,75 +24,10 @@
 
 static const uint8_t uuid[16] = { 2, 7, 1, 8, 2, 8, 1, 8 };
 
-/* ---- a node store in memory; a discarded node is gone ---- */
-
-struct memstore {
-	struct bstore store;
-	pthread_mutex_t mu;
-	void *node[NSLOTS];
-};
-
-static int mem_read(void *ctx, const struct bptr *p, void *buf)
-{
-	struct memstore *s = ctx;
-	uint64_t slot = (p->addr - NODE_START) / BNODE_BLOCKS;
-	int ret = -EIO;
-
-	pthread_mutex_lock(&s->mu);
-	if (p->addr >= NODE_START && slot < NSLOTS && s->node[slot]) {
-		memcpy(buf, s->node[slot], BNODE_SIZE);
-		ret = bnode_matches(buf, p) ? 0 : -EIO;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return ret;
-}
-
-static int mem_write(void *ctx, uint64_t addr, const void *buf)
-{
-	struct memstore *s = ctx;
-	uint64_t slot = (addr - NODE_START) / BNODE_BLOCKS;
-
-	if (addr < NODE_START || slot >= NSLOTS)
-		return -EINVAL;
-	pthread_mutex_lock(&s->mu);
-	if (!s->node[slot])
-		s->node[slot] = malloc(BNODE_SIZE);
-	memcpy(s->node[slot], buf, BNODE_SIZE);
-	pthread_mutex_unlock(&s->mu);
-	return 0;
-}
-
-static int no_alloc(void *ctx, uint64_t *addr)
-{
-	(void)ctx;
-	(void)addr;
-	return -ENOSPC;
-}
-
-static void no_free(void *ctx, uint64_t addr)
-{
-	(void)ctx;
-	(void)addr;
-}
-
-static const struct bstore_ops mem_ops = {
-	.read = mem_read, .write = mem_write, .alloc = no_alloc, .free = no_free,
-};
-
-static void mem_discard(struct memstore *s, uint64_t addr, uint64_t n)
-{
-	pthread_mutex_lock(&s->mu);
-	for (uint64_t b = addr; b < addr + n; b += BNODE_BLOCKS) {
-		free(s->node[(b - NODE_START) / BNODE_BLOCKS]);
-		s->node[(b - NODE_START) / BNODE_BLOCKS] = NULL;
-	}
-	pthread_mutex_unlock(&s->mu);
-}
-
 /* ---- the hook: records the runs and "discards" them at once ---- */
 
 struct hooked {
-	struct memstore *ms;
+	struct slotstore *ms;
 	uint64_t addr[NSLOTS], n[NSLOTS];
 	size_t cnt;
 	bool slot[NSLOTS];		/* held by the hook, not unheld yet */
@@ -109,7 +45,7 @@ static int hook(void *ctx, uint64_t addr, uint64_t n)
 		assert_false(h->slot[(b - NODE_START) / BNODE_BLOCKS]);
 		h->slot[(b - NODE_START) / BNODE_BLOCKS] = true;
 	}
-	mem_discard(h->ms, addr, n);
+	slot_discard(h->ms, addr, n);
 	return 0;
 }
 
@@ -180,7 +116,7 @@ static void checkpoint(struct fspace *fs, struct btree *t, uint64_t gen, struct 
 }
 
 struct env {
-	struct memstore ms;
+	struct slotstore ms;
 	struct bcache *c;
 	struct fspace *fs;
 	struct btree t;
@@ -204,9 +140,7 @@ static void env_close(struct env *e)
 static void env_init(struct env *e)
 {
 	memset(e, 0, sizeof(*e));
-	pthread_mutex_init(&e->ms.mu, NULL);
-	e->ms.store.ops = &mem_ops;
-	e->ms.store.ctx = &e->ms;
+	slot_init(&e->ms, NODE_START, NSLOTS);
 	e->p = (struct fspace_params){ .start = 4000, .end = 4000 + 4096, .gblocks = 4096,
 		.node_start = NODE_START, .nslots = NSLOTS, .node_reserve = 8,
 		.budget = 1u << 20 };
@@ -214,9 +148,7 @@ static void env_init(struct env *e)
 
 static void env_destroy(struct env *e)
 {
-	for (unsigned i = 0; i < NSLOTS; i++)
-		free(e->ms.node[i]);
-	pthread_mutex_destroy(&e->ms.mu);
+	slot_destroy(&e->ms);
 }
 
 /* ---- which freed nodes are discarded, and when ---- */
@@ -324,7 +256,7 @@ static void test_trim(void **state)
 			held[s] = true;
 			nheld++;
 		}
-		mem_discard(&e.ms, addr, n);
+		slot_discard(&e.ms, addr, n);
 		pos = addr + n;
 	}
 	/* Every slot is a node of one of the two trees or was held. */
