@@ -11,39 +11,10 @@
 source "$(dirname "$0")/harness.sh"
 
 : "${CTL:?CTL must name twinfs-ctl}"
-CACHE_MIB=32
-BOUND_MIB=${RSS_MIB:-$((CACHE_MIB + 64))}
+source "$(dirname "$0")/rsslib.sh"
 NFILES=30000
 BIG=$((96 << 30))
 NWRITES=20000
-# AddressSanitizer keeps freed memory in quarantine and doubles what is
-# used: RSS says nothing there.
-if h_asan; then
-	BOUND_MIB=$((BOUND_MIB * 8))
-	h_log "AddressSanitizer build: bound $BOUND_MIB MiB"
-fi
-
-status_kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$DAEMON_PID/status"; }
-
-# sampler PID OUT: the largest VmRSS (KiB) of PID, every 0.1 s, into OUT.
-SAMPLER=
-sampler_start() {
-	local pid=$1 out=$2
-	(
-		max=0
-		while r=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status" 2>/dev/null) && [[ -n $r ]]; do
-			((r > max)) && { max=$r; echo "$max" >"$out"; }
-			sleep 0.1
-		done
-	) &
-	SAMPLER=$!
-}
-sampler_stop() {
-	[[ -z $SAMPLER ]] || { kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; }
-	SAMPLER=
-}
-# No trap of our own: it would replace the harness's cleanup.  A sampler
-# left running ends with its daemon (its status file goes away).
 
 # check WHAT: the peaks of the daemon mounted now against the bound.
 PEAKS=()

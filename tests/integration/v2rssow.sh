@@ -23,33 +23,9 @@ source "$(dirname "$0")/harness.sh"
 
 : "${CTL:?CTL must name twinfs-ctl}"
 command -v fio >/dev/null || { echo "SKIP: fio is not installed"; exit 77; }
-CACHE_MIB=${CACHE_MIB:-32}
-BOUND_MIB=${RSS_MIB:-$((CACHE_MIB + 64))}
+source "$(dirname "$0")/rsslib.sh"
 BIG=$((192 << 30))
 NWRITES=${NWRITES:-80000}
-if h_asan; then
-	BOUND_MIB=$((BOUND_MIB * 8))
-	h_log "AddressSanitizer build: bound $BOUND_MIB MiB"
-fi
-
-status_kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$DAEMON_PID/status"; }
-
-SAMPLER=
-sampler_start() {
-	local pid=$1 out=$2
-	(
-		max=0
-		while r=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status" 2>/dev/null) && [[ -n $r ]]; do
-			((r > max)) && { max=$r; echo "$max" >"$out"; }
-			sleep 0.1
-		done
-	) &
-	SAMPLER=$!
-}
-sampler_stop() {
-	[[ -z $SAMPLER ]] || { kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; }
-	SAMPLER=
-}
 
 h_setup 2 256G -O v2
 h_mount "" cache=${CACHE_MIB}M
