@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fsck_v2: the check of a format-v2 image (experimental; mkfs -O v2).
+ * fsck_v2: the check of a format-v2 image (what mkfs.twinfs writes).
  * fsck.c has already read and compared the superblocks of every device
  * (scan_supers) and calls fsck_v2_run with the newest one; this file checks
  * what v2 has so far, without the mount code (which refuses v2):
@@ -551,7 +551,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	struct v2ck v = { .c = c, .sb = sb };
 	int rc;
 
-	fsck_say(c, "format v2 (experimental): checking the superblocks, trees and items");
+	fsck_say(c, "format v2: checking the superblocks, trees and items");
 	rc = v2_open(&v, usable, nusable);
 	if (rc) {
 		v2_close(&v);

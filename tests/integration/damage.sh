@@ -11,6 +11,11 @@
 # of files deleted while open: after a crash fsck -n notes them (exit 0) and
 # the next mount reclaims them and says so; a clean unmount (their holder
 # closing them just before, or killed right before) leaves none.
+# Format 1 pinned (TWINFS_FORMAT=v1): the offsets poked (log chunk after
+# the checkpoint, checkpoint blocks) and fsck's answers are v1's; format
+# 2's fsck does not read the log yet (see the v1-list comment in
+# meson.build).
+TWINFS_FORMAT=v1
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
