@@ -356,9 +356,6 @@ static int read_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **op
 		tfs_seterr(err, errlen, "no device of the file system could be opened");
 		return -ENODEV;
 	}
-	if (sbs[newest].version == SUPER_VERSION && o->v1_optin)
-		tfs_log(LOG_WARNING, "%s: format 1 is deprecated and will be removed: copy its "
-			"files to a new file system (mkfs.twinfs)", o->devs[newest]);
 	*newestp = newest;
 	return 0;
 }
@@ -1037,6 +1034,10 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = mount_live(fs, o, name0, end_pos, next_seq, err, errlen);
 	if (ret < 0)
 		goto out_fs;
+	/* Once mounted: a refusal for another reason stays one line. */
+	if (fs->sb.version == SUPER_VERSION && o->v1_optin)
+		tfs_log(LOG_WARNING, "%s: format 1 is deprecated and will be removed: copy its "
+			"files to a new file system (mkfs.twinfs)", name0);
 	*out = fs;
 	return 0;
 
