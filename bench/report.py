@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Summarize one bench/run.sh run: every workload ran once per round on
 every target; this gives the median and min-max per workload and target,
-ratios of the medians against each anchor for twinfs (format v1) and
-twinfs2 (format v2) side by side, issue 15's targets met or missed (on
+ratios of the medians against each anchor for twinfs (format v2, the
+default) and twinfs1 (the deprecated format v1) side by side, issue 15's targets met or missed (on
 medians), issue 13's (v2 keeps v1's ratio to btrfs RAID1), the machine's CPU use, and a gnuplot chart
 (results.png: medians as bars, min-max as error bars).
 
@@ -11,7 +11,9 @@ Input: RESULTS_DIR/json/LABEL@TARGET.rN.{json,val,cpu,ctl} (fio JSON; a
 {"value", "unit"} object from the non-fio workloads; CPU busy %; the
 daemon's stats before and after a run, {"before", "after"}, for the node
 reads per 1000 reads of the big-file workload).  Results
-of older runs (LABEL@TARGET.json, one round) are read as round 1.
+of older runs (LABEL@TARGET.json, one round) are read as round 1; in runs
+from before format v2 was the default (a twinfs2 target in them), twinfs
+was format v1: read as twinfs1, and twinfs2 as twinfs.
 Usage: report.py RESULTS_DIR"""
 import json
 import os
@@ -20,9 +22,12 @@ import statistics
 import subprocess
 import sys
 
-TARGETS = ["twinfs", "twinfs2", "btrfs", "xfs", "passthrough", "raw"]
-# The twinfs formats: v1 and v2 (the same mounts, mkfs.twinfs -O v2).
-TWINS = ["twinfs", "twinfs2"]
+TARGETS = ["twinfs", "twinfs1", "btrfs", "xfs", "passthrough", "raw"]
+# The twinfs formats: v2 (the default) and v1 (the same mounts, mkfs.twinfs
+# -O v1 and -o format=1).
+TWINS = ["twinfs", "twinfs1"]
+# Target names of runs made while v1 was the default (twinfs2 was v2).
+OLD_NAMES = {"twinfs": "twinfs1", "twinfs2": "twinfs"}
 ANCHORS = ["btrfs", "passthrough", "xfs", "raw"]
 WT = "-writethrough"
 
@@ -46,9 +51,9 @@ DESCR = {
     "TAR": "tar -x of 10,000 small files (308 MB) + sync",
     "SQLITE": "SQLite WAL, synchronous=FULL, 1 insert per transaction",
     "PG": "PostgreSQL pgbench, scale 20, 4 clients",
-    "Rbig-cold-1j": "BIG FILE (twinfs2 -o cache=64M): 4k random O_DIRECT reads, 1 job qd32, from a cold mount",
-    "Rbig-1j": "BIG FILE (twinfs2 -o cache=64M): 4k random O_DIRECT reads, 1 job qd32, after that",
-    "Rbig-8j": "BIG FILE (twinfs2 -o cache=64M): 4k random O_DIRECT reads, 8 jobs qd4, one file",
+    "Rbig-cold-1j": "BIG FILE (twinfs -o cache=64M): 4k random O_DIRECT reads, 1 job qd32, from a cold mount",
+    "Rbig-1j": "BIG FILE (twinfs -o cache=64M): 4k random O_DIRECT reads, 1 job qd32, after that",
+    "Rbig-8j": "BIG FILE (twinfs -o cache=64M): 4k random O_DIRECT reads, 8 jobs qd4, one file",
 }
 # A v2 tree node (docs/FORMAT.md, "Nodes"): a node cache miss reads this much.
 NODE_BYTES = 16384
@@ -87,11 +92,13 @@ def load(d):
     """samples[(label, target)] = [(value, iops or None)] over rounds;
     units[label]; cpu[(label, target)] = [busy %]; errors[(label, target)]."""
     samples, units, cpu, errors = {}, {}, {}, {}
-    for name in sorted(os.listdir(os.path.join(d, "json"))):
+    names = sorted(os.listdir(os.path.join(d, "json")))
+    old = any((m := NAME.match(n)) and m["target"] == "twinfs2" for n in names)
+    for name in names:
         m = NAME.match(name)
         if not m:
             continue
-        key = (m["label"], m["target"])
+        key = (m["label"], OLD_NAMES.get(m["target"], m["target"]) if old else m["target"])
         path = os.path.join(d, "json", name)
         if m["ext"] == "json":
             r = read_fio(path)
@@ -187,7 +194,7 @@ def v1v2(out, stats, labels):
     every workload both ran in this run (the same rounds, interleaved)."""
     rows = []
     for label in labels:
-        v1, v2, b = (stats.get((label, t)) for t in ("twinfs", "twinfs2", "btrfs"))
+        v1, v2, b = (stats.get((label, t)) for t in ("twinfs1", "twinfs", "btrfs"))
         if not (v1 and v2 and b and b.med > 0 and v1.med > 0):
             continue
         r1, r2 = v1.med / b.med, v2.med / b.med
@@ -195,7 +202,7 @@ def v1v2(out, stats, labels):
                     f"{'kept' if r2 >= r1 else 'LOWER'} |")
     if rows:
         out += ["## Format v2 against v1 (issue 13: v2 keeps v1's ratio to btrfs RAID1, on medians)", "",
-                "| workload | twinfs/btrfs (v1) | twinfs2/btrfs (v2) | v2/v1 | |",
+                "| workload | twinfs1/btrfs (v1) | twinfs/btrfs (v2) | v2/v1 | |",
                 "|---|---|---|---|---|"] + rows + [""]
 
 

@@ -4,10 +4,12 @@
 # twinfs benchmark harness.  As root: builds twinfs (and libfuse's
 # passthrough_ll example), creates RAM-backed "NVMe-like" devices (files on a
 # tmpfs behind `losetup --direct-io=on`) and runs the same workloads on
-#   twinfs (two mirrors, format v1), twinfs2 (the same, format v2: mkfs.twinfs
-#   -O v2, the same mount options), btrfs RAID1 (-d raid1 -m raid1), XFS (one
-#   device), passthrough_ll over XFS, and the raw loop device (the physical
-#   limit), each on a freshly made file system.  Every workload runs --repeat times
+#   twinfs (two mirrors, format v2, mkfs.twinfs's default), twinfs1 (the
+#   same in the deprecated format v1: mkfs.twinfs -O v1, mounted with
+#   -o format=1; twinfs2 is accepted as another name of twinfs), btrfs
+#   RAID1 (-d raid1 -m raid1), XFS (one device), passthrough_ll over XFS,
+#   and the raw loop device (the physical limit), each on a freshly made
+#   file system.  Every workload runs --repeat times
 # (default 3), the targets interleaved: for each workload, round 1 on every
 # target, then round 2 on every target, ..., so a slow minute on a noisy
 # machine hits all targets alike; the report gives median and min-max.
@@ -15,7 +17,7 @@
 #
 #   bench/run.sh [--runtime SEC] [--quick] [--repeat N]
 #                [--only W1,W3,W4,W2,V,R4k,Rseq,Rdeg,TAR,SQLITE,PG]
-#                [--targets twinfs,twinfs2,btrfs,xfs,passthrough,raw]
+#                [--targets twinfs,twinfs1,btrfs,xfs,passthrough,raw]
 #                [--build DIR] [--twinfs-opts OPTS] [--bigdir DIR]
 #                [--rbig-size 64g]
 #
@@ -27,13 +29,13 @@
 # same reads with one mirror missing (twinfs and btrfs only, -o degraded);
 # TAR tar -x of 10,000 small files + sync (files/s); SQLITE WAL with
 # synchronous=FULL (transactions/s); PG pgbench, scale 20, 4 clients (TPS).
-# R means all three read groups.  Rbig (only when named, twinfs2 and btrfs):
+# R means all three read groups.  Rbig (only when named, twinfs and btrfs):
 # a 64 GiB (--rbig-size) file on two sparse image files under --bigdir
-# (/var/tmp), twinfs2 mounted with -o cache=64M, read at random 4k (O_DIRECT,
+# (/var/tmp), twinfs mounted with -o cache=64M, read at random 4k (O_DIRECT,
 # 1 job qd32, 8 jobs qd4); the report gives the node reads and extent-cache
 # faults per 1000 reads, rbig.txt how the file was made (README, "Rbig").  --build DIR uses (and builds) another
 # meson build directory (default build/); --twinfs-opts adds -o OPTS to
-# every twinfs and twinfs2 mount (e.g. writeback_cache).
+# every twinfs and twinfs1 mount (e.g. writeback_cache).
 #
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,8 +81,10 @@ for w in ${ONLY//,/ }; do
 	case "$w" in W1|W3|W4|W2|V|R|R4k|Rseq|Rdeg|TAR|SQLITE|PG|Rbig) ;;
 	*) echo "bench/run.sh: unknown workload $w (--help lists them)" >&2; exit 2 ;; esac
 done
+# twinfs2: format v2 had its own target while v1 was the default.
+TARGETS=$(sed 's/\(^\|,\)twinfs2\(,\|$\)/\1twinfs\2/g' <<<"$TARGETS")
 for t in ${TARGETS//,/ }; do
-	case "$t" in twinfs|twinfs2|btrfs|xfs|passthrough|raw) ;;
+	case "$t" in twinfs|twinfs1|btrfs|xfs|passthrough|raw) ;;
 	*) echo "bench/run.sh: unknown target $t" >&2; exit 2 ;; esac
 done
 
@@ -201,7 +205,7 @@ mkfs_target() {
 	new_devs
 	case "$1" in
 	twinfs) "$MKFS" -f "${LOOPS[0]}" "${LOOPS[1]}" >/dev/null ;;
-	twinfs2) "$MKFS" -f -O v2 "${LOOPS[0]}" "${LOOPS[1]}" >/dev/null ;;
+	twinfs1) "$MKFS" -f -O v1 "${LOOPS[0]}" "${LOOPS[1]}" >/dev/null ;;
 	# mkfs.btrfs -q still prints a NOTE: to the log, unless it fails.
 	btrfs) mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[0]}" "${LOOPS[1]}" >"$OUT/mkfs.log" 2>&1 ||
 		{ cat "$OUT/mkfs.log" >&2; return 1; } ;;
@@ -220,8 +224,9 @@ attach_target() {
 	FILE=
 	case "$t" in
 	raw) FILE=${LOOPS[0]}; DIR= ;;
-	twinfs|twinfs2)
+	twinfs|twinfs1)
 		local spec="${LOOPS[0]}:${LOOPS[1]}"
+		[ "$t" = twinfs1 ] && opts=format=1${opts:+,$opts}
 		[ "${DEGRADED:-0}" = 1 ] && { spec=${LOOPS[0]}; opts=degraded${opts:+,$opts}; }
 		"$TWINFS" -f "$spec" "$MNT" ${opts:+-o $opts} 2>>"$OUT/twinfs.log" &
 		DAEMON_PID=$!
@@ -252,7 +257,7 @@ umount_target() {
 	local t=$1
 	case "$t" in
 	raw) ;;
-	twinfs|twinfs2)
+	twinfs|twinfs1)
 		fusermount3 -u "$MNT"
 		timeout 120 tail --pid="$DAEMON_PID" -f /dev/null || kill -9 "$DAEMON_PID"
 		DAEMON_PID= ;;
@@ -359,8 +364,9 @@ wl_W3() {
 
 wl_W4() {
 	local t=$1 v j variants=("")
-	# -o writethrough on format v1 only: it changes how a write reaches
-	# the devices, not the metadata, and would double twinfs2's W4 time.
+	# -o writethrough on the default format only: it changes how a write
+	# reaches the devices, not the metadata, and would double twinfs1's W4
+	# time.
 	[ "$t" = twinfs ] && variants=("" "writethrough")
 	for v in "${variants[@]}"; do
 		for j in 1 2 4 8; do
@@ -484,7 +490,7 @@ tar_sync() {
 	tar -xf "$TARBALL" -C "$DIR" && sync -f "$DIR" || return 1
 	case "$1" in
 	passthrough) sync -f "$MNT" ;;
-	twinfs|twinfs2) "$CTL" sync "$MNT" >/dev/null ;;
+	twinfs|twinfs1) "$CTL" sync "$MNT" >/dev/null ;;
 	esac
 }
 
@@ -552,7 +558,7 @@ wl_PG() {
 	local t=$1
 	[ -n "$PGBIN" ] || { echo "  PG: no postgresql installed" >&2; return 0; }
 	case "$t" in
-	twinfs|twinfs2) mount_target "$t" allow_other ;;
+	twinfs|twinfs1) mount_target "$t" allow_other ;;
 	passthrough) PT_OPTS=allow_other mount_target "$t" ;;
 	*) mount_target "$t" ;;
 	esac
@@ -561,10 +567,10 @@ wl_PG() {
 }
 
 # ---- Rbig: 4k random reads of a file whose block map does not fit
-# twinfs2's -o cache=64M (16 MiB of map leaves, 32 MiB of nodes: a 64 GiB
+# twinfs's -o cache=64M (16 MiB of map leaves, 32 MiB of nodes: a 64 GiB
 # file's map is several times that, if only for its 8-byte checksum per
 # 4 KiB block).  Too big for the RAM devices: two sparse image files under
-# --bigdir, twinfs2 on them directly (it opens them O_DIRECT), btrfs RAID1
+# --bigdir, twinfs on them directly (it opens them O_DIRECT), btrfs RAID1
 # behind direct-I/O loop devices.  The file is made once per target and
 # read in every round on a fresh (cold) mount.
 RBIG_CACHE=64M
@@ -579,9 +585,9 @@ rbig_devs() {
 	# As big as the file: the blocks are shared, the images stay sparse.
 	truncate -s "$RBIG_SIZE" "$BIGWORK/a.img" "$BIGWORK/b.img"
 	case "$1" in
-	twinfs2)
+	twinfs)
 		LOOPS=("$BIGWORK/a.img" "$BIGWORK/b.img")
-		"$MKFS" -f -O v2 "${LOOPS[@]}" >/dev/null ;;
+		"$MKFS" -f "${LOOPS[@]}" >/dev/null ;;
 	btrfs)
 		for n in a b; do LOOPS+=("$(losetup --direct-io=on -f --show "$BIGWORK/$n.img")"); done
 		mkfs.btrfs -q -f -d raid1 -m raid1 "${LOOPS[@]}" >"$OUT/mkfs.log" 2>&1 ||
@@ -610,17 +616,17 @@ rbig_build() {
 	echo "$t: copies: $(python3 "$ROOT/bench/workloads.py" clone "$DIR/piece" "$DIR/f" "$RBIG_SIZE")"
 	rm "$DIR/piece"
 	sync -f "$DIR"
-	if [ "$t" = twinfs2 ]; then "$CTL" raw "$MNT" checkpoint >/dev/null; fi
+	if [ "$t" = twinfs ]; then "$CTL" raw "$MNT" checkpoint >/dev/null; fi
 	echo "$t: the file: $(stat -c '%s bytes, %b blocks of %B' "$DIR/f"); disk used by the images:" \
 		"$(du -sh --apparent-size "$BIGWORK" | cut -f1) apparent, $(du -sh "$BIGWORK" | cut -f1) real"
 }
 
 # rbig_fio LABEL TARGET JOBS DEPTH: 4k random O_DIRECT reads anywhere in
-# the big file for --runtime seconds; on twinfs2 the daemon's stats before
+# the big file for --runtime seconds; on twinfs the daemon's stats before
 # and after go to json/LABEL@TARGET.rR.ctl (report.py: node reads).
 rbig_fio() {
 	local label=$1 t=$2 j=$3 qd=$4 before=
-	[ "$t" = twinfs2 ] && before=$("$CTL" raw "$MNT" stats)
+	[ "$t" = twinfs ] && before=$("$CTL" raw "$MNT" stats)
 	fio_once "$label" "$t" --name=Rbig --size="$RBIG_SIZE" --rw=randread --bs=4k --direct=1 \
 		--ioengine=io_uring --iodepth="$qd" --numjobs="$j" --norandommap --randrepeat=0 \
 		--allow_file_create=0 --time_based --runtime="$RUNTIME"
@@ -647,7 +653,7 @@ wl_Rbig() {
 	attach_target "$t"
 	rbig_build "$t" >> "$OUT/rbig.txt"
 	umount_target "$t"
-	if [ "$t" = twinfs2 ]; then
+	if [ "$t" = twinfs ]; then
 		# The map's real size: fsck counts the items and nodes.
 		echo "$t: fsck.twinfs -n -v:"
 		"$FSCK" -n -v "${LOOPS[@]}" 2>&1 | grep -E '^tree|extents|errors found' | sed 's/^/  /'
@@ -671,9 +677,9 @@ wl_Rbig() {
 applies() {
 	case "$1:$2" in
 	W4:raw|W2:raw|TAR:raw|SQLITE:raw|PG:raw) return 1 ;;
-	V:*) [ "$2" = twinfs ] || [ "$2" = twinfs2 ] ;;
-	Rdeg:*) [ "$2" = twinfs ] || [ "$2" = twinfs2 ] || [ "$2" = btrfs ] ;;
-	Rbig:*) [ "$2" = twinfs2 ] || [ "$2" = btrfs ] ;;
+	V:*) [ "$2" = twinfs ] || [ "$2" = twinfs1 ] ;;
+	Rdeg:*) [ "$2" = twinfs ] || [ "$2" = twinfs1 ] || [ "$2" = btrfs ] ;;
+	Rbig:*) [ "$2" = twinfs ] || [ "$2" = btrfs ] ;;
 	esac
 }
 

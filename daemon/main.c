@@ -124,6 +124,7 @@ struct cfg {
 	char *space_reserve;
 	char *direct_writers;
 	char *cache;
+	char *format;		/* -o format=1: a (deprecated) format 1 image mounts */
 	char *event_cmd;
 	char *event_timeout;
 	int help;
@@ -154,6 +155,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("space_reserve=%s", space_reserve, 0),
 	CFG_OPT("direct_writers=%s", direct_writers, 0),
 	CFG_OPT("cache=%s", cache, 0),
+	CFG_OPT("format=%s", format, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
 	CFG_OPT("event_timeout=%s", event_timeout, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -276,7 +278,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o direct_writers=SIZE writable opens of files at least SIZE long are\n"
 		"                           direct I/O (default " TFSD_DIRECT_WRITERS_TEXT ", 0: off)\n"
 		"    -o cache=SIZE          format v2: node cache and resident inodes together\n"
-		"                           (default 256M, at least 4M; version 1 ignores it)\n"
+		"                           (default 256M, at least 4M; format 1 ignores it)\n"
+		"    -o format=1            mount a format 1 file system (deprecated: to copy\n"
+		"                           its files to a new one); format=2 is the default\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
 		"    -o bufs=N              bounce buffers, 1..%u (default: lib's)\n"
 		"    -o event_cmd=PATH      run PATH (absolute) for every event (device failed...)\n"
@@ -660,6 +664,10 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 			"or 1G\n", cfg->cache);
 		return 2;
 	}
+	if (cfg->format && strcmp(cfg->format, "1") && strcmp(cfg->format, "2")) {
+		fprintf(stderr, "twinfs: format=%s: expected 1 or 2\n", cfg->format);
+		return 2;
+	}
 	tfsd_files_init(d);
 	return -1;
 
@@ -677,6 +685,7 @@ static void free_cfg(struct cfg *cfg)
 	free(cfg->commit_ms);
 	free(cfg->threads);
 	free(cfg->bufs);
+	free(cfg->format);
 	free(cfg->space_reserve);
 	free(cfg->direct_writers);
 	free(cfg->event_cmd);
@@ -737,6 +746,8 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.mountpoint = s->mnt;
 	to.event_timeout_s = s->event_timeout;
 	to.cache_bytes = s->cache_bytes;
+	to.v1_optin = "-o format=1";
+	to.v1 = s->cfg.format && !strcmp(s->cfg.format, "1");
 	ret = tfs_mount(&to, &d->fs, err, sizeof(err));
 	if (ret < 0)
 		startup_report(&s->report_fd, "%s", err[0] ? err : strerror(-ret));

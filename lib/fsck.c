@@ -588,6 +588,16 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 	rc = scan_supers(&c, usable, &nusable, &nb);
 	if (rc)
 		return rc;
+	if (nb.version == SUPER_VERSION && o->v1_optin) {
+		if (!o->v1) {
+			fsck_say(&c, "%s: format 1 image; this fsck.twinfs checks format 2. To "
+				 "check it anyway (format 1 is deprecated), run it with %s",
+				 usable[0], o->v1_optin);
+			return FSCK_EXIT_OPERROR;
+		}
+		fsck_say(&c, "warning: %s: format 1 is deprecated and will be removed: copy "
+			 "its files to a new file system (mkfs.twinfs)", usable[0]);
+	}
 	if (nb.version == SUPER_VERSION_V2) {
 		rc = fsck_v2_run(&c, usable, nusable, &nb);
 		if (rc)

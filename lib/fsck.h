@@ -42,6 +42,11 @@ struct fsck_opts {
 	bool verbose;
 	const char *backend;		/* NULL: auto */
 	FILE *out;			/* report lines; NULL: stdout */
+	/* As in struct tfs_opts: fsck.twinfs sets v1_optin ("--format=1") and
+	 * a format 1 file system is refused (FSCK_EXIT_OPERROR, nothing read
+	 * past the superblocks) unless v1 is set.  NULL: both formats. */
+	const char *v1_optin;
+	bool v1;
 };
 
 struct fsck_devsum {

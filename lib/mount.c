@@ -312,10 +312,17 @@ static int read_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **op
 				   why[0] ? why : strerror(-ret));
 			return ret;
 		}
-		/* Version 2 (experimental) mounts too: ckpt_v2.c. */
+		/* Version 2 (ckpt_v2.c) and, opted into, the deprecated 1. */
 		if (sbs[i].version != SUPER_VERSION && sbs[i].version != SUPER_VERSION_V2) {
 			tfs_seterr(err, errlen, "%s: superblock version %u is not supported",
 				   o->devs[i], sbs[i].version);
+			return -EPROTONOSUPPORT;
+		}
+		if (sbs[i].version == SUPER_VERSION && o->v1_optin && !o->v1) {
+			tfs_seterr(err, errlen,
+				   "%s: format 1 image; this twinfs makes and mounts format 2. "
+				   "To copy its files to a new file system (mkfs.twinfs), "
+				   "open it with %s", o->devs[i], o->v1_optin);
 			return -EPROTONOSUPPORT;
 		}
 		if (first >= 0 && sbs[i].version != sbs[first].version) {
@@ -1027,6 +1034,10 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 		ret = mount_live(fs, o, name0, end_pos, next_seq, err, errlen);
 	if (ret < 0)
 		goto out_fs;
+	/* Once mounted: a refusal for another reason stays one line. */
+	if (fs->sb.version == SUPER_VERSION && o->v1_optin)
+		tfs_log(LOG_WARNING, "%s: format 1 is deprecated and will be removed: copy its "
+			"files to a new file system (mkfs.twinfs)", name0);
 	*out = fs;
 	return 0;
 

@@ -26,8 +26,8 @@
 #include "dev.h"
 
 #define SUPER_MAGIC "TWINFS\x01\x00"	/* 8 bytes */
-#define SUPER_VERSION 1			/* what mount and the v1 tools run */
-#define SUPER_VERSION_V2 2		/* format v2 (experimental): mkfs -O v2, fsck */
+#define SUPER_VERSION 1			/* format v1, deprecated: mkfs -O v1, -o format=1 */
+#define SUPER_VERSION_V2 2		/* format v2: what mkfs.twinfs writes */
 #define SUPER_V2_TREES 3		/* inodes, refcounts, free space */
 #define SUPER_V2_ROOT_SLOTS 8		/* roots the layout has room for */
 #define SUPER_INCOMPAT_SUPP 0u		/* version 1 */

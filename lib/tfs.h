@@ -58,13 +58,20 @@ struct tfs_opts {
 	 * format v2 mount (0: 256 MiB; at least 4 MiB); version 1 keeps all
 	 * metadata in memory and ignores it. */
 	uint64_t cache_bytes;
+	/* Format 1 is deprecated.  The tools (daemon, fsck) set v1_optin to
+	 * how their user opts in ("-o format=1"): a format 1 image is then
+	 * refused, one line naming it and the opt-in, unless v1 is set, and
+	 * mounts with a one-line warning if it is.  NULL (library callers,
+	 * the unit tests of the v1 code): both formats mount. */
+	const char *v1_optin;
+	bool v1;
 };
 
 struct tfs_format_opts {
 	const char *label;
 	bool force;			/* overwrite existing file systems */
 	const char *backend;
-	bool v2;			/* format v2 (experimental: mount refuses it) */
+	bool v2;			/* format v2 (mkfs.twinfs's default); false: v1 (deprecated) */
 };
 
 /* mkfs: writes a new empty file system (root directory) on every device.

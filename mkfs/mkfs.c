@@ -21,7 +21,7 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2] DEV...   (1 to %d devices)\n",
+	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2|v1] DEV...   (1 to %d devices)\n",
 		TFS_DEV_MAX);
 }
 
@@ -32,8 +32,10 @@ static void help(void)
 	       "keeping a copy of every block on each device.\n"
 	       "  -L label  file system label (at most 63 bytes)\n"
 	       "  -f        overwrite a device that already holds a file system\n"
-	       "  -O v2     EXPERIMENTAL: write format v2 (metadata in on-disk trees);\n"
-	       "            twinfs cannot mount it yet, fsck.twinfs checks it\n"
+	       "  -O v2     format v2, metadata in on-disk trees (the default)\n"
+	       "  -O v1     DEPRECATED: format v1, metadata in memory; twinfs and\n"
+	       "            fsck.twinfs open it only with format=1 (for tests and to\n"
+	       "            copy data off); it goes away in a later release\n"
 	       "  -h        this help\n");
 }
 
@@ -73,7 +75,9 @@ static void print_summary(const struct tfs_format_info *sb, const char *const *d
 
 	printf("twinfs file system created\n");
 	if (sb->version == 2)
-		printf("  format:  v2 (experimental: this twinfs cannot mount it yet)\n");
+		printf("  format:  v2\n");
+	else
+		printf("  format:  v1 (deprecated: twinfs mounts it only with -o format=1)\n");
 	printf("  UUID:    %s\n", uuid);
 	printf("  label:   %s\n", sb->label[0] ? sb->label : "(none)");
 	printf("  size:    %s usable (%s per device, %" PRIu64 " blocks of %" PRIu64 " bytes)\n",
@@ -89,7 +93,7 @@ static void print_summary(const struct tfs_format_info *sb, const char *const *d
 
 int main(int argc, char **argv)
 {
-	struct tfs_format_opts o = { .label = NULL, .force = false, .backend = NULL };
+	struct tfs_format_opts o = { .label = NULL, .force = false, .backend = NULL, .v2 = true };
 	char err[512] = "";
 	struct tfs_format_info sb;
 	int opt, ret;

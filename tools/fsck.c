@@ -27,13 +27,14 @@ static void lib_log(int level, const char *msg)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fsck.twinfs [-n|-y|-p] [-v] [-B backend] DEV...\n"
+		"usage: fsck.twinfs [-n|-y|-p] [-v] [-B backend] [--format=1] DEV...\n"
 		"  -n  check only, change nothing (the default)\n"
 		"  -y  repair everything that can be repaired\n"
 		"  -p  repair only what is safe (bad mirror copies, orphans, link counts)\n"
 		"  -a  same as -p\n"
 		"  -v  verbose\n"
 		"  -B  I/O backend: auto, uring, aio, file\n"
+		"  --format=1  check a format 1 file system (deprecated; refused without it)\n"
 		"exit: 0 clean, 1 errors corrected, 4 errors left, 8 operational error\n");
 }
 
@@ -41,8 +42,14 @@ int main(int argc, char **argv)
 {
 	struct fsck_opts o = { .mode = FSCK_CHECK };
 	int opt, modes = 0;
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 
-	while ((opt = getopt(argc, argv, "nypafvB:h")) != -1) {
+	o.v1_optin = "--format=1";
+	while ((opt = getopt_long(argc, argv, "nypafvB:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'n':
 			o.mode = FSCK_CHECK;
@@ -64,6 +71,14 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			o.backend = optarg;
+			break;
+		case 'F':
+			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
+				fprintf(stderr, "fsck.twinfs: --format=%s: expected 1 or 2\n",
+					optarg);
+				return FSCK_EXIT_OPERROR;
+			}
+			o.v1 = !strcmp(optarg, "1");
 			break;
 		case 'h':
 			usage(stdout);

@@ -27,7 +27,8 @@
  * device has every write up to the cut, the other only its writes up to a
  * random point after its last flush.
  *
- * Format v2 (--v2, TWINFS_CRASH_FORMAT=v2; the test crash_v2): mkfs -O v2,
+ * Format v2 (the default, as mkfs.twinfs's; the test crash; --v1 or
+ * TWINFS_CRASH_FORMAT=v1 for the deprecated format v1, the test crash_v1):
  * a checkpoint before about one operation in eight, so the journal holds
  * the checkpoints' node writes, free-space commits and superblocks, and
  * the node cursor is first brought near the end of the node area so the
@@ -67,7 +68,8 @@
 #define VERIFY_FAULT "op=write,kind=drop;op=flush,kind=drop"
 
 static bool long_run;
-static bool fmt_v2;	/* --v2 / TWINFS_CRASH_FORMAT=v2: mkfs -O v2, checkpoints forced often */
+static bool fmt_v2;	/* format v2 (the default; --v1 or TWINFS_CRASH_FORMAT=v1: v1),
+			 * checkpoints forced often */
 static unsigned long total_states, total_discards, total_node_writes, total_node_wraps;
 
 /* ---- rng ---- */
@@ -1014,10 +1016,13 @@ int main(int argc, char **argv)
 	const char *f = getenv("TWINFS_CRASH_FORMAT");
 
 	long_run = l && *l && strcmp(l, "0");
-	fmt_v2 = f && !strcmp(f, "v2");
+	fmt_v2 = !(f && !strcmp(f, "v1"));
 	for (int i = 1; i < argc; i++) {
 		long_run |= !strcmp(argv[i], "--long");
-		fmt_v2 |= !strcmp(argv[i], "--v2");
+		if (!strcmp(argv[i], "--v1"))
+			fmt_v2 = false;
+		else if (!strcmp(argv[i], "--v2"))
+			fmt_v2 = true;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	return cmocka_run_group_tests(tests, setup, teardown);

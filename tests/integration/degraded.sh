@@ -53,7 +53,7 @@ h_umount
 IMGS=("${IMGS[0]}" "$new")
 if [[ -n ${FSCK:-} && -x ${FSCK:-} ]]; then
 	h_log "fsck.twinfs -n ${IMGS[*]}"
-	"$FSCK" -n "${IMGS[@]}" || h_fail "fsck.twinfs reports errors after the replace"
+	"$FSCK" "${FSCK_FMT[@]}" -n "${IMGS[@]}" || h_fail "fsck.twinfs reports errors after the replace"
 fi
 # Both mirrors hold everything: each one alone, every block read verified.
 for img in "${IMGS[@]}"; do

@@ -12,8 +12,12 @@
 #   OPCHECK MODEL     helper binaries
 #   TEST_TIMEOUT      seconds before the watchdog kills the test (default 280)
 #   HARNESS_OPTS      extra -o options for every mount (e.g. backend=aio)
-#   TWINFS_FORMAT     v2: h_setup makes format v2 file systems (mkfs -O v2,
-#                     experimental) unless the test asks for a format itself
+#   TWINFS_FORMAT     v2 (the default): h_setup makes format v2 file systems.
+#                     v1 (deprecated, for the v1 code while it exists):
+#                     h_setup runs mkfs -O v1 unless the test asks for a
+#                     format itself, and h_mount, h_mount_fails and h_fsck
+#                     add the opt-in (-o format=1, --format=1) a format 1
+#                     file system needs
 #
 # Exit 77 (skip) only when /dev/fuse is absent, or when not root.
 
@@ -30,6 +34,14 @@ if ((EUID != 0)); then
 	echo "SKIP: integration tests mount file systems and need root"
 	exit 77
 fi
+
+case ${TWINFS_FORMAT:-v2} in
+v1 | v2) ;;
+*)
+	echo "FAIL: TWINFS_FORMAT=$TWINFS_FORMAT: expected v1 or v2" >&2
+	exit 1
+	;;
+esac
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/twinfs-it.XXXXXX")
 MNT=$T/mnt
@@ -125,15 +137,35 @@ h_setup() {
 	for ((i = 0; i < n; i++)); do
 		IMGS+=("$(h_mkimg "disk$i.img" "$size")")
 	done
-	if [[ ${TWINFS_FORMAT:-v1} == v2 && " $* " != *" -O "* ]]; then
-		set -- -O v2 "$@"
-		h_log "TWINFS_FORMAT=v2: mkfs -O v2"
+	if [[ " $* " != *" -O "* ]]; then
+		set -- -O "$(h_format)" "$@"
+		h_log "TWINFS_FORMAT=$(h_format): mkfs -O $(h_format)"
 	fi
 	if ! out=$("$MKFS" "$@" "${IMGS[@]}" 2>&1); then
 		echo "$out" >&2
 		h_fail "mkfs.twinfs ${IMGS[*]} failed"
 	fi
 }
+
+# h_format: the format h_setup makes, v2 or v1 (TWINFS_FORMAT).
+h_format() {
+	echo "${TWINFS_FORMAT:-v2}"
+}
+
+# h_v1opt OPTS: OPTS, with format=1 added under TWINFS_FORMAT=v1 (a format
+# 1 file system mounts only with it; format 2 ones do not mind it).
+h_v1opt() {
+	if [[ $(h_format) == v1 && ,$1, != *,format=*,* ]]; then
+		echo "${1:+$1,}format=1"
+	else
+		echo "$1"
+	fi
+}
+
+# FSCK_FMT: fsck.twinfs's opt-in for tests running it directly
+# ("$FSCK" "${FSCK_FMT[@]}" -n ...): --format=1 under TWINFS_FORMAT=v1.
+FSCK_FMT=()
+[[ $(h_format) == v2 ]] || FSCK_FMT=(--format=1)
 
 h_devspec() {
 	local IFS=:
@@ -188,7 +220,7 @@ h_is_mounted() {
 h_mount() {
 	local spec=${1:-$(h_devspec "${IMGS[@]}")} opts=${2-$MOUNT_OPTS} all i
 	[[ -z $DAEMON_PID ]] || h_fail "h_mount: already mounted"
-	all=$opts
+	all=$(h_v1opt "$opts")
 	if [[ -n ${HARNESS_OPTS:-} ]]; then
 		all=${all:+$all,}$HARNESS_OPTS
 	fi
@@ -273,8 +305,9 @@ h_remount() {
 # h_mount_fails DEVSPEC [OPTS]: the daemon must refuse to mount.  Sets
 # FAIL_OUT to its output and FAIL_RC to its exit status.
 h_mount_fails() {
-	local spec=$1 opts=${2:-} i
+	local spec=$1 opts i
 	local out=$T/fail.$((NLOG + 1)).log
+	opts=$(h_v1opt "${2:-}")
 	NLOG=$((NLOG + 1))
 	if [[ -n $opts ]]; then
 		"$TWINFS" -f "$spec" "$MNT" -o "$opts" >"$out" 2>&1 &
@@ -371,6 +404,9 @@ h_need_fsck() {
 h_fsck() {
 	local want=$1 rc=0
 	shift
+	if [[ $(h_format) == v1 && " $* " != *" --format="* ]]; then
+		set -- --format=1 "$@"
+	fi
 	FOUT=$("$FSCK" "$@" 2>&1) || rc=$?
 	h_log "fsck.twinfs $* -> $rc"
 	if ((rc != want)); then

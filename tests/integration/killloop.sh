@@ -4,7 +4,7 @@
 # at a random moment, drop the dead mount, remount and check that every
 # record acknowledged after an fsync -- in this round and every earlier one --
 # reads back intact.  KILL_ROUNDS (default 20) rounds.  On format v2
-# (TWINFS_FORMAT=v2) or with KILL_CKPT=1, twinfs-ctl checkpoint runs in a
+# (TWINFS_FORMAT=v2, the default) or with KILL_CKPT=1, twinfs-ctl checkpoint runs in a
 # loop meanwhile, so kills land inside checkpoints (node writes, free-space
 # commits, superblocks) too.
 source "$(dirname "$0")/harness.sh"
@@ -12,7 +12,7 @@ source "$(dirname "$0")/harness.sh"
 
 rounds=${KILL_ROUNDS:-20}
 ckpt_loop=${KILL_CKPT:-0}
-[[ ${TWINFS_FORMAT:-v1} == v2 ]] && ckpt_loop=1
+[[ ${TWINFS_FORMAT:-v2} == v2 ]] && ckpt_loop=1
 ckpts=0
 # Room for every round's records: this test is about fsync durability under kill -9,
 # not a full file system (enospc.sh is).

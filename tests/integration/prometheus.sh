@@ -17,6 +17,9 @@ h_setup 2 128M -L "prom\"q"
 h_mount "" ""
 head -c 5M /dev/urandom >"$MNT/f"
 "$CTL" sync "$MNT"
+# A checkpoint with something in it: format 2's mount checkpoint has
+# nothing changed to write (0 bytes), v1's wrote the whole state.
+"$CTL" raw "$MNT" checkpoint >/dev/null || h_fail "twinfs-ctl raw checkpoint failed"
 "$CTL" stats "$MNT" --prometheus >"$T/stats.prom" || h_fail "stats --prometheus failed"
 $check --labels mountpoint,fs_uuid "$T/stats.prom" >"$T/samples" ||
 	{ cat "$T/stats.prom" >&2; h_fail "stats --prometheus is not valid exposition"; }

@@ -56,7 +56,7 @@ cp "$b" "$T/b.saved"
 # ---- relative paths, background daemon (its cwd is /) -----------------------
 h_log "background mount from relative paths, ${b##*/} missing"
 mv "$b" "$T/b.away"
-(cd "$T" && "$TWINFS" -o degraded "${a##*/}:${b##*/}" mnt 2>/dev/null) ||
+(cd "$T" && "$TWINFS" -o "$(h_v1opt degraded)" "${a##*/}:${b##*/}" mnt 2>/dev/null) ||
 	h_fail "background degraded mount failed"
 h_is_mounted "$MNT" || h_fail "background mount returned 0 but $MNT is not mounted"
 echo during >"$MNT/during"
@@ -71,7 +71,7 @@ out=$(cd "$T" && "$CTL" rebuild mnt "${b##*/}" --wait 2>&1) ||
 [[ $(dev_state 1) == ONLINE ]] || h_fail "device 1 is $(dev_state 1) after the rebuild"
 fusermount3 -u "$MNT"
 wait_unlocked "$a"
-"$FSCK" -n "$a" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; h_fail "fsck after the relative rebuild"; }
+"$FSCK" "${FSCK_FMT[@]}" -n "$a" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; h_fail "fsck after the relative rebuild"; }
 
 # ---- rebuild onto something that is not the member ------------------------
 h_log "degraded mount, something else at ${b}"
@@ -80,7 +80,7 @@ h_mount "$a:$b" degraded
 head -c 2M /dev/urandom >"$MNT/f3"	# some dirty regions
 (cd "$MNT" && sha256sum f3) >>"$T/sums"
 other=$(h_mkimg other.img 256M)
-"$MKFS" "$other" >/dev/null		# another twinfs, same size
+"$MKFS" -O "$(h_format)" "$other" >/dev/null		# another twinfs, same size
 e=$(h_mkimg ext4.img 256M)
 mkfs.ext4 -F -q "$e" 2>/dev/null || h_fail "mkfs.ext4 failed"
 for kind in random twinfs ext4 link-other link-member; do
@@ -126,7 +126,7 @@ fixed=$(sed 's/.*"fixed_blocks": *\([0-9]*\).*/\1/' "$T/rbs")
 ((fixed > 1000)) || { cat "$T/rbs"; h_fail "the verify pass rewrote only $fixed blocks"; }
 [[ $(dev_state 1) == ONLINE ]] || h_fail "device 1 is $(dev_state 1) after the rebuild"
 h_umount
-"$FSCK" -n "$a" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; h_fail "fsck finds the rebuilt pair bad"; }
+"$FSCK" "${FSCK_FMT[@]}" -n "$a" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; h_fail "fsck finds the rebuilt pair bad"; }
 cp "$b" "$T/b.alone"
 h_mount "$T/b.alone" degraded
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "the rebuilt image alone lost data"
@@ -155,5 +155,5 @@ h_log "replace --force onto the ext4 image"
 "$CTL" replace "$MNT" 1 "$e" --force --wait >"$T/rp" 2>&1 || { cat "$T/rp"; h_fail "replace --force failed"; }
 [[ $(dev_state 1) == ONLINE ]] || h_fail "device 1 is $(dev_state 1) after replace --force"
 h_umount
-"$FSCK" -n "$a" "$e" >"$T/fsck" 2>&1 || { cat "$T/fsck"; h_fail "fsck after replace --force"; }
+"$FSCK" "${FSCK_FMT[@]}" -n "$a" "$e" >"$T/fsck" 2>&1 || { cat "$T/fsck"; h_fail "fsck after replace --force"; }
 echo "rebuild_safety: foreign targets refused, damaged member verified, replace checks, relative paths"

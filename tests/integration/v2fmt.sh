@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Description: format v2 (experimental) through the real tools: mkfs.twinfs
+# Description: format v2 (the default) through the real tools: mkfs.twinfs
 # -O v2 on two images writes superblocks and trees on both; fsck.twinfs
 # checks it clean, free space included (fspace_verify, the node map marks
 # exactly the two nodes mkfs wrote, the free count is the superblock's);
@@ -14,12 +14,12 @@ h_need_fsck
 
 h_setup 2 256M -O v2
 out=$("$MKFS" -f -O v2 -L v2 "${IMGS[@]}" 2>&1) || h_fail "mkfs -O v2: $out"
-grep -q "format:  v2 (experimental" <<<"$out" || h_fail "mkfs does not say v2: $out"
+grep -qx "  format:  v2" <<<"$out" || h_fail "mkfs does not say v2: $out"
 out=$("$MKFS" -O v3 "${IMGS[@]}" 2>&1) && h_fail "mkfs -O v3 accepted"
 grep -q "unknown format 'v3'" <<<"$out" || h_fail "mkfs -O v3: $out"
 
 h_fsck 0 -n -v "${IMGS[@]}"
-grep -q "^format v2 (experimental)" <<<"$FOUT" || h_fail "fsck did not check v2: $FOUT"
+grep -q "^format v2: checking" <<<"$FOUT" || h_fail "fsck did not check v2: $FOUT"
 grep -q "^tree inodes: 1 items in 1 nodes" <<<"$FOUT" || h_fail "fsck inode tree: $FOUT"
 grep -q "^tree free space: 1 items in 1 nodes" <<<"$FOUT" || h_fail "fsck free tree: $FOUT"
 grep -q "^1 inodes (1 directories" <<<"$FOUT" || h_fail "fsck root inode: $FOUT"
