@@ -302,9 +302,10 @@ def node_reads(out, d):
     the node cache or a device) per 1000 reads; the node reads' share of
     all reads (fio's O_DIRECT reads, one device read each, plus the node
     reads) and of the bytes read.  Beside them the device reads as the
-    devices' counters give them (every mirror's) and those beyond fio's:
-    these count each node read twice (mirror_read_pick counts the read it
-    picks a device for, and bstore's mirror_read_dev counts it again).
+    devices' counters give them (every mirror's) and those beyond fio's
+    (before commit c09630d these counted each node read twice:
+    mirror_read_pick counted the read it picked a device for, and bstore's
+    mirror_read_dev counted it again).
     Medians over the rounds."""
     per = {}
     for name in sorted(os.listdir(os.path.join(d, "json"))):
@@ -338,7 +339,7 @@ def node_reads(out, d):
     out += ["", "## Node reads (twinfs daemon stats around each run; medians over the rounds)", "",
             "| workload | target | reads per round | node cache misses /1000 reads | extent-cache "
             "faults /1000 reads | device reads /1000 reads (counters) | beyond fio's /1000 reads "
-            "(counters: node reads twice) | node reads: share of reads | node reads: share of bytes "
+            "(counters) | node reads: share of reads | node reads: share of bytes "
             "read |", "|---" * 9 + "|"]
     order = list(DESCR)
     for (label, t), v in sorted(per.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])

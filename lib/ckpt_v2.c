@@ -1014,20 +1014,28 @@ static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n)
 	return 0;
 }
 
+/* Nodes the trees have written so far (checkpoint.written_bytes counts a
+ * checkpoint's share of it). */
+static uint64_t nodes_written(struct ckpt_v2 *v)
+{
+	return atomic_load(&v->itree.written) + atomic_load(&v->rtree.written) +
+	       atomic_load(&fspace_tree(v->fsp)->written);
+}
+
 /* Commit the trees and publish them; ckpt_mu held, the INODES tree's
- * transaction open.  0 once the superblock naming them is durable. */
+ * transaction open.  0 once the superblock naming them is durable; the
+ * nodes written since @w0 (nodes_written before the part commits) count
+ * in checkpoint.written_bytes. */
 static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_t seq,
-			uint64_t pos)
+			uint64_t pos, uint64_t w0)
 {
 	struct broot iroot, froot;
 	struct wib_loc wib = { 0 };
-	uint64_t *freed = NULL, w0;
+	uint64_t *freed = NULL;
 	size_t nfreed = 0;
 	struct super old;
 	int ret;
 
-	w0 = atomic_load(&v->itree.written) + atomic_load(&v->rtree.written) +
-	     atomic_load(&fspace_tree(v->fsp)->written);
 	ret = ckpt_v2_sync_data_space(fs, gen);
 	if (ret) {
 		abort_itree(v);
@@ -1089,9 +1097,7 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	fspace_commit_done(v->fsp);
 	alloc_v2_refs_done(v->av);
 	wib_put(fs, old.wib_start, old.wib_blocks);
-	atomic_fetch_add(&fs->ckpt_written_blocks,
-			 (atomic_load(&v->itree.written) + atomic_load(&v->rtree.written) +
-			  atomic_load(&fspace_tree(v->fsp)->written) - w0) * BNODE_BLOCKS);
+	atomic_fetch_add(&fs->ckpt_written_blocks, (nodes_written(v) - w0) * BNODE_BLOCKS);
 	return 0;
 }
 
@@ -1100,12 +1106,14 @@ int ckpt_v2_write(struct tfs *fs)
 	struct ckpt_v2 *v = fs->v2;
 	struct v2d_ino **vec = NULL;
 	struct v2d_set set;
-	uint64_t seq, pos, gen, epoch;
+	uint64_t seq, pos, gen, epoch, w0;
 	size_t n = 0;
 	int ret;
 
 	pthread_mutex_lock(&fs->ckpt_mu);
 	atomic_store(&fs->ckpt_busy, true);
+	/* Before the part commits: their nodes are this checkpoint's too. */
+	w0 = nodes_written(v);
 	ret = log_barrier(fs->log, &seq, &pos);
 	if (ret < 0)
 		goto out;
@@ -1128,7 +1136,7 @@ int ckpt_v2_write(struct tfs *fs)
 		goto give_back;
 	gen = v->gen;		/* past the part commits */
 	v->last_gen = gen;
-	ret = commit_trees(fs, v, gen, seq, pos);
+	ret = commit_trees(fs, v, gen, seq, pos, w0);
 	if (ret) {
 		/* A tree committed in memory keeps the changes; the log keeps
 		 * them too until a superblock names a tree that holds them. */
