@@ -16,7 +16,7 @@ python3 -c 'import sqlite3' 2>/dev/null ||
 	{ echo "SKIP: python3 with its sqlite3 module is not installed"; exit 77; }
 rounds=${SQLKILL_ROUNDS:-8}
 ckpt_loop=0
-[[ ${TWINFS_FORMAT:-v1} == v2 ]] && ckpt_loop=1
+[[ $(h_format) == v2 ]] && ckpt_loop=1
 RANDOM=${SQLKILL_SEED:-7}
 h_setup 2 512M
 
