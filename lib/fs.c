@@ -127,6 +127,7 @@ int fs_new(struct tfs **out)
 		free(fs);
 		return ret;
 	}
+	fs->node_gate = fs_node_gate;
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
 	sbc_init(&fs->sbc);
@@ -710,23 +711,35 @@ const char *tfs_backend_name(struct tfs *fs)
  * noted changes, at most NODE_NOTE_BYTES of them per node (a create notes
  * about 130 bytes: an inode and a name, which change at most two leaves),
  * plus NODE_MARGIN for the paths to the roots and the writers admitted
- * meanwhile.  A delete or rename leaves half the margin to the others: at
+ * meanwhile.  Data writes, fallocate, punch, truncate and reflink cut
+ * and add EXTENT items: their notes count the chunks they touched and the
+ * bytes of items they may add (v2d_tree_need), which new nodes hold at
+ * NODE_GROW_BYTES each (a split leaves a leaf half full); these callers
+ * ask the gate before they take a lock, so a write is refused before it is
+ * acknowledged, never lost after.  The gate costs a few atomic loads.
+ * A delete or rename leaves half the margin to the others: at
  * the limit, where creates get ENOSPC, deletes go on a few per checkpoint
  * instead of one.  The free-space tree has its own reserve (fspace_node.c).
  */
 #define NODE_MARGIN 32
 #define NODE_NOTE_BYTES 64
+#define NODE_GROW_BYTES (BNODE_SIZE / 2)
 #define NODE_GATE_WAITS 3
 
 static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
-	uint64_t keep = fs->sb.node_reserve + used;
+	uint64_t keep = fs->sb.node_reserve + used, touch, tgrow;
 
 	*free_slots = slots > keep ? slots - keep : 0;
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
-	if (fs->v2dirty)
+	if (fs->v2dirty) {
 		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
+		/* Extent changes: the leaves of the chunks they touched, at
+		 * most every node there is, plus the items they may add. */
+		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
+		*need += (touch < used ? touch : used) + tgrow / NODE_GROW_BYTES;
+	}
 	return *free_slots >= *need;
 }
 
