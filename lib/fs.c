@@ -761,6 +761,13 @@ int fs_node_gate(struct tfs *fs, bool grow)
 	return 0;
 }
 
+void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
+{
+	*free_slots = *need = 0;
+	if (fs->sb.version == SUPER_VERSION_V2 && fs->v2)
+		(void)node_room(fs, true, free_slots, need);
+}
+
 /* Inodes that still fit: the free slots past the margin at the inodes per
  * slot the trees hold now (at least one). */
 static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)

@@ -285,6 +285,9 @@ bool fs_ckpt_wait(struct tfs *fs);
  * metadata: a create), else 0 (a delete must go on; it gives room back).
  * 0 on version 1.  Call with no lock held. */
 int fs_node_gate(struct tfs *fs, bool grow);
+/* What the gate sees now: free node slots and what a create needs of
+ * them (0, 0 on version 1), for the stats. */
+void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need);
 /* The same for the data path (writes, fallocate, punch, truncate,
  * reflink): their EXTENT items count in the need (v2d_tree_need).  Called
  * through fs->node_gate, so the modules fs.c calls do not call it back. */
