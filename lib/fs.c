@@ -769,7 +769,13 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
 }
 
 /* Inodes that still fit: the free slots past the margin at the inodes per
- * slot the trees hold now (at least one). */
+ * slot the trees hold now, at least NODE_FILES_PER_SLOT: an empty file
+ * costs about 260 bytes of the node area (measured: 12,910 empty files
+ * filled the 208 slots past reserve and margin of a 128M file system), and
+ * a tree of few inodes (a fresh one, or one big fragmented file) must not
+ * make df -i show the node area nearly full. */
+#define NODE_FILES_PER_SLOT 32
+
 static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 {
 	uint64_t free_slots, need, used, per;
@@ -781,10 +787,24 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 		return 0;
 	used = ckpt_v2_nodes_used(fs);
 	per = used ? fs_ninodes(fs) / used : 0;
-	if (per < 1)
-		per = 1;
+	if (per < NODE_FILES_PER_SLOT)
+		per = NODE_FILES_PER_SLOT;
 	free_slots = (free_slots - NODE_MARGIN) * per;
 	return free_slots < ffree ? free_slots : ffree;
+}
+
+/* Whether the node gate refuses a write now: the free slots do not cover
+ * what the noted changes need plus one more chunk's leaves.  statfs then
+ * shows no blocks available, so df agrees with the ENOSPC writes get
+ * while data blocks are still free. */
+static bool node_full(struct tfs *fs)
+{
+	uint64_t free_slots, need;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return false;
+	(void)node_room(fs, true, &free_slots, &need);
+	return free_slots < need + V2D_TOUCH;
 }
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
@@ -799,7 +819,7 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	st->f_frsize = TFS_BLOCK_SIZE;
 	st->f_blocks = total;
 	st->f_bfree = free_;
-	st->f_bavail = free_ > reserve ? free_ - reserve : 0;
+	st->f_bavail = free_ > reserve && !node_full(fs) ? free_ - reserve : 0;
 	st->f_ffree = node_ffree(fs, free_);
 	st->f_files = fs_ninodes(fs) + st->f_ffree;
 	st->f_favail = st->f_ffree;

@@ -6,9 +6,9 @@
 # 48 MiB file (O_DIRECT and buffered opens in turn, fsync every 256) cut
 # its extents until a write fails.  It must fail with ENOSPC, never hang,
 # and every write acknowledged before must read back after sync, unmount,
-# fsck and mount (a model of every block's content); an O_CREAT open of an
-# existing file still works there; punching holes and deleting give the
-# room back.  On the code before the data gate the writes hang once the
+# fsck and mount (a model of every block's content); statfs then shows no
+# blocks and no inodes available; an O_CREAT open of an existing file
+# still works there; deleting gives the room back.  On the code before the data gate the writes hang once the
 # log is full (every checkpoint fails with ENOSPC) until the watchdog
 # kills the daemon.
 source "$(dirname "$0")/harness.sh"
@@ -147,6 +147,9 @@ h_log "$nops random 4k ops, then $err"
 [[ $err == ENOSPC ]] || h_fail "random overwrites stopped on $err after $nops ops, want ENOSPC"
 ((nops > 100)) || h_fail "only $nops ops before ENOSPC"
 sync -f "$MNT" || h_fail "sync after ENOSPC failed"
+read -r avail ffree < <(stat -f -c '%a %d' "$MNT")
+h_log "statfs at ENOSPC: $avail blocks available, $ffree inodes free"
+((avail == 0 && ffree == 0)) || h_fail "writes get ENOSPC, statfs shows $avail blocks, $ffree inodes available"
 # Opening an existing file needs no room, O_CREAT or not.
 python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY))' \
 	"$MNT/d/f$((nf - 1))" || h_fail "O_CREAT open of an existing file failed on a full node area"
@@ -167,6 +170,9 @@ got=$(find "$MNT/d" -type f | wc -l)
 # fragmented file takes random writes without a failure.
 rm -rf "$MNT/d" "$MNT/big"
 sync -f "$MNT"
+read -r avail ffree < <(stat -f -c '%a %d' "$MNT")
+h_log "statfs after the delete: $avail blocks available, $ffree inodes free"
+((avail > 1000 && ffree > 1000)) || h_fail "after the delete statfs shows $avail blocks, $ffree inodes available"
 python3 "$DG" init "$MNT/big2" 16
 read -r nops err < <(python3 "$DG" frag "$MNT/big2" "$T/model2" 15 8)
 h_log "after the delete: $nops ops, then $err"
