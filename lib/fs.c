@@ -735,10 +735,15 @@ static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t 
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
 	if (fs->v2dirty) {
 		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
-		/* Extent changes: the leaves of the chunks they touched, at
-		 * most every node there is, plus the items they may add. */
+		/* Extent changes: copies of the leaves of the chunks they
+		 * touched, at most every node there is, plus new leaves for
+		 * the items they may add, at most one a chunk (a chunk's items
+		 * fill one leaf at worst): rewriting the same blocks again and
+		 * again adds nothing. */
 		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
-		*need += (touch < used ? touch : used) + tgrow / NODE_GROW_BYTES;
+		tgrow /= NODE_GROW_BYTES;
+		*need += (touch < used ? touch : used) +
+			 (tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH);
 	}
 	return *free_slots >= *need;
 }
@@ -793,10 +798,10 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 	return free_slots < ffree ? free_slots : ffree;
 }
 
-/* Whether the node gate refuses a write now: the free slots do not cover
- * what the noted changes need plus one more chunk's leaves.  statfs then
- * shows no blocks available, so df agrees with the ENOSPC writes get
- * while data blocks are still free. */
+/* Whether the node area is full for writes even after a checkpoint: the
+ * free slots are within a quarter margin of the margin, where the gate
+ * refuses writes of a few chunks.  statfs then shows no blocks available,
+ * so df agrees with the ENOSPC writes get while data blocks are free. */
 static bool node_full(struct tfs *fs)
 {
 	uint64_t free_slots, need;
@@ -804,7 +809,7 @@ static bool node_full(struct tfs *fs)
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return false;
 	(void)node_room(fs, true, &free_slots, &need);
-	return free_slots < need + V2D_TOUCH;
+	return free_slots < NODE_MARGIN + NODE_MARGIN / 4;
 }
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
