@@ -273,6 +273,25 @@ static void apply_xattr_del(struct tfs_inode *ip, const struct log_rec *r)
 	free(x);
 }
 
+/* Format v2: the bytes of items an extent change may add to the trees,
+ * for the node gate (fs.c): a set cuts the item around its end (one more
+ * item) and adds its own, of at most 256 blocks and 8 bytes of csum a
+ * block when written; the blocks it takes or frees split a FREE run (one
+ * more item).  A clear makes one cut and one split.  Whatever it removes
+ * is not subtracted: an estimate from above. */
+#define GROW_ITEM 48ull			/* a 20-byte head, a body of up to 28 */
+
+static uint64_t ext_grow(const struct log_rec *r)
+{
+	uint64_t n = r->ext.n;
+
+	if (r->type != LR_EXT_SET)
+		return 2 * GROW_ITEM;
+	if (r->ext.phys & EXTENT_UNWRITTEN)
+		return 3 * GROW_ITEM;
+	return (2 + (n + 255) / 256) * GROW_ITEM + 8 * n;
+}
+
 /* Format v2: note what @r changes for the next checkpoint (v2dirty.h),
  * before it is applied (a removed name's cookie is still there), into
  * the open set (@h NULL or h->into NULL) or, for a checkpoint rebuilding
@@ -301,10 +320,11 @@ int meta_v2_note(struct tfs *fs, const struct log_rec *r, const struct v2d_how *
 	case LR_DENT_SET:
 		return v2d_note_name(d, r->dent.parent, r->dent.name, r->dent.namelen, cookie, h);
 	case LR_EXT_SET:
-		return v2d_note_ext(d, r->ext.ino, r->ext.fblk, r->ext.n, h);
+		return v2d_note_ext(d, r->ext.ino, r->ext.fblk, r->ext.n, ext_grow(r), h);
 	case LR_EXT_CLEAR:
 		n = r->clr.fblk < EXTENT_MAX_FBLK ? EXTENT_MAX_FBLK - r->clr.fblk : 0;
-		return v2d_note_ext(d, r->clr.ino, r->clr.fblk, r->clr.n < n ? r->clr.n : n, h);
+		return v2d_note_ext(d, r->clr.ino, r->clr.fblk, r->clr.n < n ? r->clr.n : n,
+				    ext_grow(r), h);
 	case LR_XATTR_SET:
 	case LR_XATTR_DEL:
 		return v2d_note_inode(d, r->xattr.ino, V2D_XATTR, h);

@@ -223,6 +223,17 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	 * their set from the log because of them (v2dirty.h). */
 	jb_u64(j, "lost_notes", fs->v2dirty ? v2d_fails(fs->v2dirty) : 0);
 	jb_u64(j, "lost_checkpoints", atomic_load(&fs->dirty_lost_ckpts));
+	/* Format v2's node gate (fs.c): free node slots, what the next
+	 * checkpoint may need of them, waits for one, changes refused. */
+	{
+		uint64_t free_slots, need;
+
+		fs_node_gate_stats(fs, &free_slots, &need);
+		jb_u64(j, "node_free_slots", free_slots);
+		jb_u64(j, "node_need_slots", need);
+		jb_u64(j, "node_gate_waits", atomic_load(&fs->node_gate_waits));
+		jb_u64(j, "node_gate_enospc", atomic_load(&fs->node_gate_enospc));
+	}
 	if (fs->v2dirty) {
 		bool over = false;
 

@@ -589,6 +589,8 @@ int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size)
 		return -EROFS;
 	buf = bounce_get(fs->bounce);
 	ret = log_wait_space(fs->log);
+	if (!ret)
+		ret = fs_data_gate(fs, false);	/* never refused: it frees */
 	if (!ret) {
 		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		ret = truncate_locked(fs, ip, size, buf);
@@ -805,6 +807,8 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 		if (done)
 			return ret;
 		ret = log_wait_space(fs->log);
+		if (!ret)
+			ret = fs_data_gate(fs, true);
 		if (ret)
 			return ret;
 	}
@@ -841,6 +845,8 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
 		ret = log_wait_space(fs->log);
+		if (!ret)
+			ret = fs_data_gate(fs, true);
 		return ret ? ret : prealloc(fs, ip, mode, start, end);
 	}
 	/* Punch: one LR_EXT_CLEAR whatever the size, so one transaction.
@@ -850,6 +856,8 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	 * crash between the two leaves a hole, which reads as zeros too. */
 	buf = bounce_get(fs->bounce);
 	ret = log_wait_space(fs->log);
+	if (!ret)
+		ret = fs_data_gate(fs, false);	/* a punch gives room back */
 	if (!ret) {
 		uint64_t pend = end;
 
@@ -863,6 +871,8 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	bounce_put(fs->bounce, buf);
 	if (!ret && (mode & FALLOC_FL_ZERO_RANGE)) {
 		ret = log_wait_space(fs->log);
+		if (!ret)
+			ret = fs_data_gate(fs, true);
 		if (!ret)
 			ret = prealloc(fs, ip, mode & FALLOC_FL_KEEP_SIZE, start, end);
 	}

@@ -127,6 +127,7 @@ int fs_new(struct tfs **out)
 		free(fs);
 		return ret;
 	}
+	fs->node_gate = fs_node_gate;
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
 	sbc_init(&fs->sbc);
@@ -710,23 +711,40 @@ const char *tfs_backend_name(struct tfs *fs)
  * noted changes, at most NODE_NOTE_BYTES of them per node (a create notes
  * about 130 bytes: an inode and a name, which change at most two leaves),
  * plus NODE_MARGIN for the paths to the roots and the writers admitted
- * meanwhile.  A delete or rename leaves half the margin to the others: at
+ * meanwhile.  Data writes, fallocate, punch, truncate and reflink cut
+ * and add EXTENT items: their notes count the chunks they touched and the
+ * bytes of items they may add (v2d_tree_need), which new nodes hold at
+ * NODE_GROW_BYTES each (a split leaves a leaf half full); these callers
+ * ask the gate before they take a lock, so a write is refused before it is
+ * acknowledged, never lost after.  The gate costs a few atomic loads.
+ * A delete or rename leaves half the margin to the others: at
  * the limit, where creates get ENOSPC, deletes go on a few per checkpoint
  * instead of one.  The free-space tree has its own reserve (fspace_node.c).
  */
 #define NODE_MARGIN 32
 #define NODE_NOTE_BYTES 64
+#define NODE_GROW_BYTES (BNODE_SIZE / 2)
 #define NODE_GATE_WAITS 3
 
 static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
-	uint64_t keep = fs->sb.node_reserve + used;
+	uint64_t keep = fs->sb.node_reserve + used, touch, tgrow;
 
 	*free_slots = slots > keep ? slots - keep : 0;
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
-	if (fs->v2dirty)
+	if (fs->v2dirty) {
 		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
+		/* Extent changes: copies of the leaves of the chunks they
+		 * touched, at most every node there is, plus new leaves for
+		 * the items they may add, at most one a chunk (a chunk's items
+		 * fill one leaf at worst): rewriting the same blocks again and
+		 * again adds nothing. */
+		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
+		tgrow /= NODE_GROW_BYTES;
+		*need += (touch < used ? touch : used) +
+			 (tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH);
+	}
 	return *free_slots >= *need;
 }
 
@@ -748,8 +766,21 @@ int fs_node_gate(struct tfs *fs, bool grow)
 	return 0;
 }
 
+void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
+{
+	*free_slots = *need = 0;
+	if (fs->sb.version == SUPER_VERSION_V2 && fs->v2)
+		(void)node_room(fs, true, free_slots, need);
+}
+
 /* Inodes that still fit: the free slots past the margin at the inodes per
- * slot the trees hold now (at least one). */
+ * slot the trees hold now, at least NODE_FILES_PER_SLOT: an empty file
+ * costs about 260 bytes of the node area (measured: 12,910 empty files
+ * filled the 208 slots past reserve and margin of a 128M file system), and
+ * a tree of few inodes (a fresh one, or one big fragmented file) must not
+ * make df -i show the node area nearly full. */
+#define NODE_FILES_PER_SLOT 32
+
 static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 {
 	uint64_t free_slots, need, used, per;
@@ -761,10 +792,24 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 		return 0;
 	used = ckpt_v2_nodes_used(fs);
 	per = used ? fs_ninodes(fs) / used : 0;
-	if (per < 1)
-		per = 1;
+	if (per < NODE_FILES_PER_SLOT)
+		per = NODE_FILES_PER_SLOT;
 	free_slots = (free_slots - NODE_MARGIN) * per;
 	return free_slots < ffree ? free_slots : ffree;
+}
+
+/* Whether the node area is full for writes even after a checkpoint: the
+ * free slots are within a quarter margin of the margin, where the gate
+ * refuses writes of a few chunks.  statfs then shows no blocks available,
+ * so df agrees with the ENOSPC writes get while data blocks are free. */
+static bool node_full(struct tfs *fs)
+{
+	uint64_t free_slots, need;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return false;
+	(void)node_room(fs, true, &free_slots, &need);
+	return free_slots < NODE_MARGIN + NODE_MARGIN / 4;
 }
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
@@ -779,7 +824,7 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	st->f_frsize = TFS_BLOCK_SIZE;
 	st->f_blocks = total;
 	st->f_bfree = free_;
-	st->f_bavail = free_ > reserve ? free_ - reserve : 0;
+	st->f_bavail = free_ > reserve && !node_full(fs) ? free_ - reserve : 0;
 	st->f_ffree = node_ffree(fs, free_);
 	st->f_files = fs_ninodes(fs) + st->f_ffree;
 	st->f_favail = st->f_ffree;

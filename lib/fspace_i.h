@@ -64,7 +64,16 @@ struct fs_nodemap {
 	uint64_t *hb;
 	uint64_t nheld;
 	pthread_cond_t cv;
+	/* nused - nheld, stored under mu at every change and read without
+	 * it (fspace_nodes_used: the node gate asks it before every write). */
+	_Atomic uint64_t used_pub;
 };
+
+/* nm->mu held: publish what fspace_nodes_used answers. */
+static inline void fs_nodemap_pub(struct fs_nodemap *nm)
+{
+	atomic_store_explicit(&nm->used_pub, nm->nused - nm->nheld, memory_order_relaxed);
+}
 
 struct fspace {
 	struct fspace_params p;

@@ -47,6 +47,7 @@ static int node_alloc(struct fspace *fs, uint64_t *addr, bool meta)
 		if (s < nm->nslots) {
 			bm_set(nm->bm, s, s + 1);
 			nm->nused++;
+			fs_nodemap_pub(nm);
 			nm->cursor = s + 1 < nm->nslots ? s + 1 : 0;
 			nm->cdirty[s / FSPACE_MAP_SLOTS] = true;
 			*addr = nm->start + s * BNODE_BLOCKS;
@@ -71,6 +72,7 @@ static void node_free(void *ctx, uint64_t addr)
 	if (bm_count(nm->bm, s, s + 1)) {
 		bm_clear(nm->bm, s, s + 1);
 		nm->nused--;
+		fs_nodemap_pub(nm);
 		nm->cdirty[s / FSPACE_MAP_SLOTS] = true;
 	} else {
 		nm->errors++;
@@ -242,6 +244,7 @@ int fs_nodemap_load(struct fspace *fs, uint64_t c, const uint8_t *val, unsigned 
 		any |= w[i];
 		nm->nused += (uint64_t)__builtin_popcountll(w[i]);
 	}
+	fs_nodemap_pub(nm);
 	/* Bits past the last slot, or an all-free chunk (never written as an
 	 * item), mean a damaged item. */
 	if (!any || bm_count(nm->bm, nm->nslots, nm->nchunks * FSPACE_MAP_SLOTS))
@@ -270,12 +273,7 @@ bool fspace_node_used(struct fspace *fs, uint64_t addr)
 
 uint64_t fspace_nodes_used(struct fspace *fs)
 {
-	uint64_t n;
-
-	pthread_mutex_lock(&fs->nm.mu);
-	n = fs->nm.nused - fs->nm.nheld;
-	pthread_mutex_unlock(&fs->nm.mu);
-	return n;
+	return atomic_load_explicit(&fs->nm.used_pub, memory_order_relaxed);
 }
 
 /* ---- holding free slots for a discard (fspace.h) ---- */
@@ -308,6 +306,7 @@ static bool hold_slot(struct fs_nodemap *nm, uint64_t s)
 	bm_set(nm->hb, s, s + 1);
 	nm->nused++;
 	nm->nheld++;
+	fs_nodemap_pub(nm);
 	return true;
 }
 
@@ -332,6 +331,7 @@ void fspace_node_unhold(struct fspace *fs, uint64_t addr, uint64_t n)
 		nm->nused--;
 		nm->nheld--;
 	}
+	fs_nodemap_pub(nm);
 	pthread_cond_broadcast(&nm->cv);
 	pthread_mutex_unlock(&nm->mu);
 }

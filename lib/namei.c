@@ -529,17 +529,30 @@ int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, i
 			ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
 			break;
 		}
-		if (ret != -EEXIST || (flags & O_EXCL))
+		/* Format v2's node gate refuses creates before it looks at the
+		 * name: an existing one is opened all the same, as below (it
+		 * needs no room), or is EEXIST for O_EXCL. */
+		if (ret != -EEXIST && ret != -ENOSPC)
+			return ret;
+		if ((flags & O_EXCL) && ret == -EEXIST)
 			return ret;
 		/* Existing name: open it like open(2) without O_CREAT.  The lookup
 		 * adds the kernel reference create promises; a handle keeps the
 		 * inode in memory until the open counts (format v2 drops an
 		 * inode only a kernel lookup holds). */
+		int why = ret;
+
 		ret = tfs_lookup(fs, parent, name, &tmp);
+		if (ret == -ENOENT && why == -ENOSPC)
+			return why;	/* a new name: no room for it */
 		if (ret == -ENOENT)
 			continue;	/* unlinked meanwhile: create again */
 		if (ret)
 			return ret;
+		if (flags & O_EXCL) {
+			tfs_forget(fs, tmp.st_ino, 1);
+			return -EEXIST;
+		}
 		ret = inode_get(fs, tmp.st_ino, &ip);
 		if (ret) {
 			ip = NULL;

@@ -128,10 +128,12 @@ static int grow(struct v2d_set *s, void **p, size_t *cap, size_t need, size_t el
 	return 0;
 }
 
-/* Add [from, to) to the sorted, disjoint, non-touching ranges of @e. */
+/* Add [from, to) to the sorted, disjoint, non-touching ranges of @e; the
+ * chunks it adds to them count in s->touch. */
 static int add_range(struct v2d_set *s, struct v2d_ino *e, uint64_t from, uint64_t to)
 {
 	size_t lo = 0, hi = e->next, j;
+	uint64_t had = 0;
 
 	/* First range ending at or after from (it may touch or overlap). */
 	while (lo < hi) {
@@ -146,6 +148,7 @@ static int add_range(struct v2d_set *s, struct v2d_ino *e, uint64_t from, uint64
 		return 0;	/* already covered: the common case */
 	/* Ranges lo..j-1 touch or overlap [from, to): they merge into one. */
 	for (j = lo; j < e->next && e->ext[j].from <= to; j++) {
+		had += e->ext[j].to - e->ext[j].from;
 		if (e->ext[j].from < from)
 			from = e->ext[j].from;
 		if (e->ext[j].to > to)
@@ -162,6 +165,7 @@ static int add_range(struct v2d_set *s, struct v2d_ino *e, uint64_t from, uint64
 	}
 	e->ext[lo].from = from;
 	e->ext[lo].to = to;
+	s->touch += (to - from - had) / V2D_CHUNK * V2D_TOUCH;
 	return 0;
 }
 
@@ -249,6 +253,8 @@ void v2d_destroy(struct v2dirty *d)
 static void publish(struct v2dirty *d)
 {
 	atomic_store(&d->bytes, d->set.bytes + (d->taken ? d->taken->bytes : 0));
+	atomic_store(&d->touch, d->set.touch + (d->taken ? d->taken->touch : 0));
+	atomic_store(&d->grow, d->set.grow + (d->taken ? d->taken->grow : 0));
 }
 
 static const struct v2d_ino *set_find(const struct v2d_set *s, uint64_t ino);
@@ -303,7 +309,7 @@ int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct
 	return ret;
 }
 
-int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n,
+int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t grow,
 		 const struct v2d_how *h)
 {
 	uint64_t from = fblk & ~(V2D_CHUNK - 1);
@@ -319,6 +325,7 @@ int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n,
 	e = set_get(s, ino);
 	if (!e || add_range(s, e, from, to) < 0)
 		ret = note_failed(d, h, ino, 0);
+	s->grow += grow;
 	publish(d);
 	pthread_mutex_unlock(&d->mu);
 	return ret;
@@ -500,6 +507,7 @@ void v2d_give_back(struct v2dirty *d, struct v2d_set *s)
 	for (size_t i = 0; i < s->nb; i++)
 		for (struct v2d_ino *e = s->b[i]; e; e = e->hnext)
 			merge_one(d, e);
+	d->set.grow += s->grow;
 	if (d->taken == s)
 		d->taken = NULL;
 	publish(d);
@@ -553,6 +561,12 @@ int v2d_state(struct v2dirty *d, uint64_t ino)
 uint64_t v2d_bytes(struct v2dirty *d)
 {
 	return atomic_load(&d->bytes);
+}
+
+void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow)
+{
+	*touch = atomic_load_explicit(&d->touch, memory_order_relaxed);
+	*grow = atomic_load_explicit(&d->grow, memory_order_relaxed);
 }
 
 size_t v2d_count(struct v2dirty *d)

@@ -96,7 +96,16 @@ struct v2d_set {
 	struct v2d_ino **b;		/* hash buckets, power of two */
 	size_t nb, n;
 	size_t bytes;			/* what the set's memory comes to */
+	/* For the node gate (fs.c): tree nodes the checkpoint of the set's
+	 * extent ranges may copy (V2D_TOUCH per chunk a range covers), and
+	 * bytes of items its extent changes may add (the notes' @grow). */
+	uint64_t touch, grow;
 };
+
+/* Nodes a changed V2D_CHUNK of a file may make a checkpoint copy: the
+ * chunk's items at their worst (256 one-block written extents, 56 bytes
+ * each in a leaf: 14 KiB) fill one leaf, or two after a split. */
+#define V2D_TOUCH 2
 
 /* How a note is made (NULL: live, into the open set, outside a
  * transaction). */
@@ -112,8 +121,9 @@ struct v2dirty {
 	 * inodes are not in the trees until the checkpoint is done (v2d_state
 	 * looks here too). */
 	struct v2d_set *taken;
-	/* set's bytes plus taken's: read without d->mu (v2d_bytes). */
-	_Atomic uint64_t bytes;
+	/* set's bytes plus taken's: read without d->mu (v2d_bytes); and
+	 * their touch and grow (v2d_tree_need). */
+	_Atomic uint64_t bytes, touch, grow;
 	/* A note failed since the last rebuild: the next checkpoint rebuilds
 	 * from the log.  fails counts failed notes (ever); lost_open the
 	 * transactions with a failed note not in the log yet (lost_cv). */
@@ -142,7 +152,9 @@ void v2d_destroy(struct v2dirty *d);
 /* Notes: -ENOMEM when the change could not be kept (into the open set:
  * d->lost, and *h->txlost; into a rebuilt set: that rebuild fails). */
 int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct v2d_how *h);
-int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n,
+/* File blocks [fblk, fblk + n) of @ino changed; @grow: bytes of items the
+ * change may add to the trees (the node gate's estimate, apply.c). */
+int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t grow,
 		 const struct v2d_how *h);
 /* A name of directory @dir set or removed; @dead_cookie (0: none) is the
  * cookie an entry removed or replaced had (a rebuild knows none: the
@@ -198,5 +210,9 @@ size_t v2d_count(struct v2dirty *d);
 /* Memory the noted changes take (the open set and the one a checkpoint is
  * writing): part of the dirty budget (fs.c), without a lock. */
 uint64_t v2d_bytes(struct v2dirty *d);
+/* The open and the taken set's touch and grow (struct v2d_set), without a
+ * lock: what the next checkpoint's extent items may need of the node
+ * area (fs.c's node gate). */
+void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow);
 
 #endif

@@ -32,12 +32,20 @@ static void test_ranges(void **state)
 
 	(void)state;
 	assert_int_equal(v2d_init(&d), 0);
-	v2d_note_ext(&d, 7, 10, 1, NULL);		/* [0, 256) */
-	v2d_note_ext(&d, 7, 1000, 3, NULL);		/* [768, 1024) */
-	v2d_note_ext(&d, 7, 5000, 1, NULL);		/* [4864, 5120) */
-	v2d_note_ext(&d, 7, 300, 1, NULL);		/* [256, 512): touches the first */
-	v2d_note_ext(&d, 7, 255, 2, NULL);		/* inside [0, 512) */
-	v2d_note_ext(&d, 7, 3, 0, NULL);		/* nothing */
+	v2d_note_ext(&d, 7, 10, 1, 0, NULL);		/* [0, 256) */
+	v2d_note_ext(&d, 7, 1000, 3, 0, NULL);		/* [768, 1024) */
+	v2d_note_ext(&d, 7, 5000, 1, 0, NULL);		/* [4864, 5120) */
+	v2d_note_ext(&d, 7, 300, 1, 0, NULL);		/* [256, 512): touches the first */
+	v2d_note_ext(&d, 7, 255, 2, 100, NULL);		/* inside [0, 512) */
+	v2d_note_ext(&d, 7, 3, 0, 0, NULL);		/* nothing */
+	/* The node gate's counts: 4 chunks covered, the grows summed. */
+	{
+		uint64_t touch, grow;
+
+		v2d_tree_need(&d, &touch, &grow);
+		assert_int_equal(touch, 4 * V2D_TOUCH);
+		assert_int_equal(grow, 100);
+	}
 	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
 	assert_int_equal(n, 1);
 	e = v[0];
@@ -55,9 +63,9 @@ static void test_ranges(void **state)
 
 	/* A truncate: one range over everything after it, swallowing the
 	 * ranges inside. */
-	v2d_note_ext(&d, 7, 600, 1, NULL);
-	v2d_note_ext(&d, 7, 9000, 1, NULL);
-	v2d_note_ext(&d, 7, 100, 1ull << 51, NULL);
+	v2d_note_ext(&d, 7, 600, 1, 0, NULL);
+	v2d_note_ext(&d, 7, 9000, 1, 0, NULL);
+	v2d_note_ext(&d, 7, 100, 1ull << 51, 0, NULL);
 	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
 	assert_int_equal(v[0]->next, 1);
 	assert_int_equal(v[0]->ext[0].from, 0);
@@ -99,7 +107,7 @@ static void test_names_take_give_back(void **state)
 	assert_int_equal(v2d_count(&d), 0);
 
 	/* Meanwhile: more changes; the failed checkpoint gives its set back. */
-	v2d_note_ext(&d, 1, 0, 1, NULL);
+	v2d_note_ext(&d, 1, 0, 1, 0, NULL);
 	v2d_note_name(&d, 1, "c", 1, 0, NULL);
 	v2d_give_back(&d, &s);
 	assert_int_equal(v2d_count(&d), 5000);
@@ -128,7 +136,7 @@ static void test_state(void **state)
 	assert_int_equal(v2d_init(&d), 0);
 	assert_int_equal(v2d_state(&d, 5), -1);
 	v2d_note_inode(&d, 5, V2D_DEAD, NULL);
-	v2d_note_ext(&d, 6, 0, 1, NULL);
+	v2d_note_ext(&d, 6, 0, 1, 0, NULL);
 	assert_int_equal(v2d_state(&d, 5), V2D_DEAD);
 	assert_int_equal(v2d_state(&d, 6), 0);
 	assert_int_equal(v2d_take(&d, &set, &v, &n), 0);
@@ -166,7 +174,7 @@ static void test_bytes(void **state)
 	b1 = v2d_bytes(&d);
 	assert_true(b1 >= 1000 * sizeof(struct v2d_ino));
 	v2d_note_name(&d, 2, "a-rather-long-name-of-a-file", 28, 7, NULL);
-	v2d_note_ext(&d, 100, 0, 1 << 20, NULL);
+	v2d_note_ext(&d, 100, 0, 1 << 20, 0, NULL);
 	b2 = v2d_bytes(&d);
 	assert_true(b2 >= b1 + 28 + 8 + sizeof(struct v2d_range));
 	assert_int_equal(v2d_take(&d, &s, &v, &n), 0);
@@ -204,7 +212,7 @@ static void test_lost(void **state)
 	/* The dirty gate asks for a checkpoint once per failure. */
 	assert_true(v2d_lost_take(&d));
 	assert_false(v2d_lost_take(&d));
-	assert_int_equal(v2d_note_ext(&d, 11, 0, 1, NULL), -ENOMEM);
+	assert_int_equal(v2d_note_ext(&d, 11, 0, 1, 0, NULL), -ENOMEM);
 	assert_true(v2d_lost_take(&d));
 	assert_int_equal(v2d_note_inode(&d, 5, V2D_XATTR, NULL), 0);	/* no allocation */
 	assert_true(d.lost);
@@ -237,7 +245,7 @@ static void test_lost(void **state)
 		assert_true(d.lost);
 		assert_true(v2d_rebuild_begin(&d, &rb));
 		assert_int_equal(v2d_note_inode(&d, 9, V2D_DEAD, &h), 0);
-		assert_int_equal(v2d_note_ext(&d, 11, 0, 1, &h), 0);
+		assert_int_equal(v2d_note_ext(&d, 11, 0, 1, 0, &h), 0);
 		for (uint64_t i = 0; i < V2D_DEAD_SPARE; i++)
 			assert_int_equal(v2d_note_inode(&d, 1000 + i, V2D_DEAD, &h), 0);
 		assert_int_equal(v2d_note_name(&d, 1, "x", 1, 0, &h), 0);
@@ -292,7 +300,7 @@ static void test_lost_tx(void **state)
 	assert_int_equal(v2d_init(&d), 0);
 	v2d_fail_allocs(0, 2);
 	assert_int_equal(v2d_note_inode(&d, 7, V2D_INODE, &h), -ENOMEM);
-	assert_int_equal(v2d_note_ext(&d, 7, 0, 1, &h), -ENOMEM);
+	assert_int_equal(v2d_note_ext(&d, 7, 0, 1, 0, &h), -ENOMEM);
 	assert_true(txlost);
 	assert_int_equal(d.lost_open, 1);	/* once per transaction */
 	assert_int_equal(pthread_create(&th, NULL, wait_rebuild, &w), 0);
