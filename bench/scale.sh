@@ -22,7 +22,7 @@
 #
 #   bench/scale.sh [--sizes 64G,256G,1T,4T] [--files 100k,1M,10M]
 #                  [--only sparse,files] [--dir /var/tmp] [--overwrite 16G]
-#                  [--max-rss SIZE] [--format 'MKFS OPTIONS'] [--label v1]
+#                  [--max-rss SIZE] [--format 'MKFS OPTIONS'] [--label v2]
 #                  [--twinfs-opts OPTS] [--chunk 100k] [--files-image 1T]
 #                  [--per-dir 10000] [--out PREFIX] [--build DIR] [--quick]
 #
@@ -30,7 +30,8 @@
 # extrapolated from the steps before it, would pass it is not run, and a
 # daemon that passes it anyway is killed; either prints "stopped: ..." and
 # the scenario ends there.  A step also stops when --dir would have less
-# than 2 GiB free.  --format passes options to mkfs.twinfs (e.g. '-O v2').
+# than 2 GiB free.  --format passes options to mkfs.twinfs (e.g. '-O v1' with
+# --twinfs-opts format=1 for the deprecated format 1; the default makes v2).
 # --quick: tiny sizes (1G,2G; 2k,5k files), for a smoke run in seconds.
 # A daemon that fails a device (a host disk out of space under the sparse
 # images gives ENOSPC) stops the run where it happened, with its log lines;
@@ -109,7 +110,7 @@ else
 	MAXRSSK=$(awk '/^MemAvailable:/{ printf "%d", $2 * 0.8 }' /proc/meminfo)
 fi
 [ -d "$DIR" ] || die "--dir $DIR is not a directory"
-[ -n "$LABEL" ] || { [ -n "$FORMAT" ] && LABEL=custom || LABEL=v1; }
+[ -n "$LABEL" ] || { [ -n "$FORMAT" ] && LABEL=custom || LABEL=v2; }
 
 # fio and gnuplot (scripts/deps.sh, as bench/run.sh), python3 for the
 # file creator and the JSON replies.
