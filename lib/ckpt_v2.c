@@ -773,6 +773,8 @@ static int put_name(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 		struct bkey ik = v2_key_dirindex(dp->ino, cookie);
 
 		e.dtype = dtype_of(fs, e.ino, &ret);
+		if (ret == 0)	/* memory's too: a plain readdir reads no child */
+			(void)dir_set_dtype(dp->dir, nm->name, nm->len, e.dtype);
 		if (ret == 0)
 			ret = v2_dirent_add(buf, &len, BNODE_MAX_VAL, &e);
 		if (ret == 0)

@@ -369,6 +369,17 @@ int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino)
 	return 0;
 }
 
+int dir_set_dtype(struct dir *d, const char *name, size_t namelen, uint8_t dtype)
+{
+	if (check_name(namelen))
+		return -ENOENT;
+	size_t i = tab_find(d, name, namelen, name_hash(name, namelen));
+	if (i == NONE)
+		return -ENOENT;
+	d->tab[i]->dtype = dtype;
+	return 0;
+}
+
 int dir_del(struct dir *d, const char *name, size_t namelen)
 {
 	if (check_name(namelen))

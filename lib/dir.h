@@ -54,6 +54,9 @@ int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, ui
  * unknown (0) after it.  -EINVAL for an empty name, -ENAMETOOLONG past
  * 255 bytes, -ENOMEM (directory unchanged). */
 int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino);
+/* The child's DT_* for an existing name (a checkpoint learned it writing
+ * the entry); -ENOENT. */
+int dir_set_dtype(struct dir *d, const char *name, size_t namelen, uint8_t dtype);
 int dir_del(struct dir *d, const char *name, size_t namelen);
 /* First entry with cookie >= @cookie, in cookie order; -ENOENT at the end.
  * Deleted cookies are skipped.  out->name stays valid until that entry is

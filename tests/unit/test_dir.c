@@ -69,6 +69,10 @@ static void test_dtype(void **state)
 	assert_int_equal(dir_next(d, 2, &e), 0);
 	assert_int_equal(e.ino, 13);
 	assert_int_equal(e.dtype, DT_UNKNOWN);
+	assert_int_equal(dir_set_dtype(d, "a", 1, DT_LNK), 0);	/* a checkpoint learned it */
+	assert_int_equal(dir_next(d, 2, &e), 0);
+	assert_int_equal(e.dtype, DT_LNK);
+	assert_int_equal(dir_set_dtype(d, "nope", 4, DT_REG), -ENOENT);
 	dir_free(d);
 }
 

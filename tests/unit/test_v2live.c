@@ -266,6 +266,7 @@ static void test_readdir_types(void **state)
 	struct stat st;
 	struct listing l = { .n = 0 };
 	struct icache_stats a, b;
+	struct tfs_inode *dp;
 	struct tfs *fs;
 	uint64_t d;
 
@@ -308,6 +309,25 @@ static void test_readdir_types(void **state)
 	assert_int_equal(type_of(&l, "reg"), S_IFLNK);
 	assert_int_equal(type_of(&l, "sub2"), S_IFDIR);
 	assert_int_equal(type_of(&l, "sub"), S_IFDIR);
+
+	/* The checkpoint that writes the new names gives memory their types
+	 * too: once their inodes left the cache, a listing of the directory,
+	 * held in memory all along, reads none. */
+	assert_int_equal(inode_get(fs, d, &dp), 0);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	fs->itab->max = 0;
+	icache_trim(fs);
+	for (int i = 0; i < l.n; i++)
+		assert_false(resident(fs, l.ino[i]));
+	icache_stats(fs, &a);
+	l.n = 0;
+	assert_int_equal(tfs_readdir(fs, d, 0, false, list_fill, &l), 0);
+	icache_stats(fs, &b);
+	inode_put(fs, dp);
+	assert_int_equal(l.n, 5);
+	assert_int_equal(b.faults, a.faults);
+	assert_int_equal(type_of(&l, "reg"), S_IFLNK);
+	assert_int_equal(type_of(&l, "sub2"), S_IFDIR);
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
