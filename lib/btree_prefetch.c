@@ -140,7 +140,13 @@ static void pf_run(struct pf_job *j)
 		j->link = pf.jobs;
 		pf.jobs = j;
 		j->queued = true;
-		pthread_cond_broadcast(&pf.work);
+		/* As many helpers as there are leaves besides the caller's:
+		 * a broadcast woke all seven for a batch of two or three (a
+		 * cold find's readdirplus), each to find nothing left, and on
+		 * a busy machine every wakeup waits for a CPU.  A helper
+		 * busy elsewhere misses its signal: the caller reads. */
+		for (size_t w = 0; w + 1 < j->n && w < pf.nthreads; w++)
+			pthread_cond_signal(&pf.work);
 		pthread_mutex_unlock(&pf.mu);
 	}
 	pf_read(j);

@@ -37,6 +37,7 @@
  * nodes a commit freed whose superblock never became durable stay allocated
  * until the next commit that is (pending).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,7 +305,11 @@ static int load_dirindex(struct tfs_inode *dp, const struct bkey *k, const void 
 		return ret;
 	if (!dp->dir || e.ino == TFS_ROOT_INO || e.ino == k->id || e.ino >= (1ull << 62))
 		return -EUCLEAN;
-	ret = dir_set_at(dp->dir, e.name, e.namelen, e.ino, k->off);
+	/* The child's type (fsck holds it to the child's mode): a plain
+	 * readdir hands it out without reading the child in.  A value no
+	 * mode has is kept as unknown, and readdir reads the child. */
+	ret = dir_set_at(dp->dir, e.name, e.namelen, e.ino, k->off,
+			 v2_dtype_ok(e.dtype) ? e.dtype : DT_UNKNOWN);
 	return ret == -EEXIST ? -EUCLEAN : ret;
 }
 
@@ -352,8 +357,18 @@ static int v2_fill(struct tfs *fs, struct tfs_inode *ip)
 		ret = load_item(fs, t, ip, &k, val, len, first);
 		if (ret)
 			break;
-		if (first && ip->dir)	/* its entries: the leaves together */
+		if (first && ip->dir) {
+			struct bkey at = { .id = ip->ino, .type = V2_DIRINDEX, .off = 0 };
+
+			/* Its entries, the leaves together; past its DIRENT
+			 * items, which are not read (the name index, as many
+			 * bytes again: a cold listing read them for nothing). */
 			icache_prefetched(fs, v2_prefetch_dir(t, ip->ino));
+			bt_iter_free(&it);
+			ret = bt_iter_init(&it, t, &at);
+			if (ret)
+				return ret;
+		}
 		first = false;
 	}
 	bt_iter_free(&it);
@@ -758,6 +773,8 @@ static int put_name(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
 		struct bkey ik = v2_key_dirindex(dp->ino, cookie);
 
 		e.dtype = dtype_of(fs, e.ino, &ret);
+		if (ret == 0)	/* memory's too: a plain readdir reads no child */
+			(void)dir_set_dtype(dp->dir, nm->name, nm->len, e.dtype);
 		if (ret == 0)
 			ret = v2_dirent_add(buf, &len, BNODE_MAX_VAL, &e);
 		if (ret == 0)

@@ -36,6 +36,7 @@ struct dent {
 	uint64_t hash;
 	size_t slot;		/* index in the cookie vector */
 	uint16_t namelen;
+	uint8_t dtype;		/* DT_* of the child, 0: unknown */
 	char name[];		/* NUL-terminated */
 };
 
@@ -308,7 +309,8 @@ int dir_lookup_cookie(const struct dir *d, const char *name, size_t namelen, uin
 	return 0;
 }
 
-int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, uint64_t cookie)
+int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, uint64_t cookie,
+	       uint8_t dtype)
 {
 	uint64_t old = d->next_cookie, cur;
 	int ret;
@@ -321,6 +323,8 @@ int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, ui
 	ret = dir_set(d, name, namelen, ino);
 	if (ret)
 		d->next_cookie = old;
+	else	/* the new entry is the vector's last */
+		d->ents[d->nents - 1]->dtype = dtype;
 	return ret;
 }
 
@@ -333,6 +337,7 @@ int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino)
 	size_t i = tab_find(d, name, namelen, h);
 	if (i != NONE) {
 		d->tab[i]->ino = ino;	/* replace: the cookie stays */
+		d->tab[i]->dtype = 0;	/* another inode: its type unknown */
 		return 0;
 	}
 
@@ -352,6 +357,7 @@ int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino)
 	e->cookie = d->next_cookie++;
 	e->hash = h;
 	e->namelen = (uint16_t)namelen;
+	e->dtype = 0;
 	memcpy(e->name, name, namelen);
 	e->name[namelen] = '\0';
 	e->slot = d->nents++;
@@ -360,6 +366,17 @@ int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino)
 	hb_set(&d->live, e->slot);
 	tab_put(d->tab, d->tcap, e);
 	d->count++;
+	return 0;
+}
+
+int dir_set_dtype(struct dir *d, const char *name, size_t namelen, uint8_t dtype)
+{
+	if (check_name(namelen))
+		return -ENOENT;
+	size_t i = tab_find(d, name, namelen, name_hash(name, namelen));
+	if (i == NONE)
+		return -ENOENT;
+	d->tab[i]->dtype = dtype;
 	return 0;
 }
 
@@ -406,6 +423,7 @@ int dir_next(const struct dir *d, uint64_t cookie, struct dir_ent *out)
 	out->ino = e->ino;
 	out->cookie = e->cookie;
 	out->namelen = e->namelen;
+	out->dtype = e->dtype;
 	out->name = e->name;
 	return 0;
 }

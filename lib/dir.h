@@ -30,6 +30,7 @@ struct dir_ent {
 	uint64_t ino;
 	uint64_t cookie;
 	uint16_t namelen;
+	uint8_t dtype;		/* DT_* of the child, DT_UNKNOWN (0) if not known */
 	const char *name;	/* NUL-terminated */
 };
 
@@ -43,12 +44,19 @@ int dir_lookup_cookie(const struct dir *d, const char *name, size_t namelen, uin
 		      uint64_t *cookie);
 /* Insert a new name with a given cookie (format v2 loads its DIRINDEX
  * items, in cookie order, so cookies stay what readdir handed out): the
- * cookie must be at or past dir_end(), which becomes cookie + 1.
+ * cookie must be at or past dir_end(), which becomes cookie + 1.  @dtype:
+ * the child's DT_* as the item records it (0: unknown), which a plain
+ * readdir hands out without reading the child in.
  * -EEXIST for a name present, -EINVAL for a cookie below dir_end(). */
-int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, uint64_t cookie);
-/* Insert or replace (replace keeps the cookie).  -EINVAL for an empty
- * name, -ENAMETOOLONG past 255 bytes, -ENOMEM (directory unchanged). */
+int dir_set_at(struct dir *d, const char *name, size_t namelen, uint64_t ino, uint64_t cookie,
+	       uint8_t dtype);
+/* Insert or replace (replace keeps the cookie); the entry's dtype is
+ * unknown (0) after it.  -EINVAL for an empty name, -ENAMETOOLONG past
+ * 255 bytes, -ENOMEM (directory unchanged). */
 int dir_set(struct dir *d, const char *name, size_t namelen, uint64_t ino);
+/* The child's DT_* for an existing name (a checkpoint learned it writing
+ * the entry); -ENOENT. */
+int dir_set_dtype(struct dir *d, const char *name, size_t namelen, uint8_t dtype);
 int dir_del(struct dir *d, const char *name, size_t namelen);
 /* First entry with cookie >= @cookie, in cookie order; -ENOENT at the end.
  * Deleted cookies are skipped.  out->name stays valid until that entry is

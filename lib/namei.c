@@ -16,6 +16,7 @@
  * once nothing references it; usually the kernel still does, and the delete
  * happens at its forget.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -937,9 +938,19 @@ out:
 
 /* ---- readdir ---- */
 
-/* Names a readdir reads ahead for: what one FUSE reply of 128 KiB holds
- * (about 600 with plus), and a little more. */
-#define READDIR_PREFETCH 1024
+/* Names a readdir looks ahead at, at a time: about what one FUSE reply of
+ * 32 KiB holds with plus (some 200 names), and a little more; the next
+ * batch when the listing gets there. */
+#define READDIR_PREFETCH 256
+
+/* Whether readdir reads @e's inode: plus hands out its attributes; a
+ * plain readdir only the number and type, and the entry knows the type
+ * when it came from a format v2 tree (a cold find lists a million names
+ * without reading a million inodes). */
+static bool readdir_reads(const struct dir_ent *e, bool plus)
+{
+	return plus || e->dtype == DT_UNKNOWN;
+}
 
 int tfs_readdir_end(struct tfs *fs, uint64_t ino, uint64_t *end)
 {
@@ -964,21 +975,24 @@ int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
 	return tfs_readdir_until(fs, ino, off, UINT64_MAX, plus, fill, ctx);
 }
 
-/* The inodes of the next names from @cookie on, read ahead together: a
- * cold listing would otherwise fault them in one by one, waiting for a
- * node read at every few dozen names. */
-static void readdir_prefetch(struct tfs *fs, const struct dir *d, uint64_t cookie,
-			     uint64_t end)
+/* The inodes readdir will read of the next READDIR_PREFETCH names from
+ * @cookie on, read ahead together: a cold listing would otherwise fault
+ * them in one by one, waiting for a node read at every few dozen names.
+ * Returns the cookie after the last name looked at. */
+static uint64_t readdir_prefetch(struct tfs *fs, const struct dir *d, uint64_t cookie,
+				 uint64_t end, bool plus)
 {
 	uint64_t inos[READDIR_PREFETCH];
 	struct dir_ent e;
 	size_t n = 0;
 
-	while (n < READDIR_PREFETCH && !dir_next(d, cookie, &e) && e.cookie < end) {
-		inos[n++] = e.ino;
+	for (int i = 0; i < READDIR_PREFETCH && !dir_next(d, cookie, &e) && e.cookie < end; i++) {
+		if (readdir_reads(&e, plus))
+			inos[n++] = e.ino;
 		cookie = e.cookie + 1;
 	}
 	icache_prefetch(fs, inos, n);
+	return cookie;
 }
 
 int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, bool plus,
@@ -1011,14 +1025,24 @@ int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, 
 			goto out;
 		off = 2;
 	}
-	readdir_prefetch(fs, inode_dir(ip), off, end);
-	for (uint64_t cookie = off;;) {
+	for (uint64_t cookie = off, pf = off;;) {
 		struct dir_ent e;
+
+		if (cookie >= pf)
+			pf = readdir_prefetch(fs, inode_dir(ip), cookie, end, plus);
 		/* Cookies grow with every new name: stopping at end keeps a
 		 * renamed or new entry from coming round again in this pass. */
 		if (dir_next(inode_dir(ip), cookie, &e) || e.cookie >= end)
 			break;
 		cookie = e.cookie + 1;
+		if (!readdir_reads(&e, plus)) {
+			memset(&st, 0, sizeof(st));
+			st.st_ino = e.ino;
+			st.st_mode = DTTOIF(e.dtype);
+			if (fill(ctx, e.name, &st, e.cookie + 1))
+				break;
+			continue;
+		}
 		struct tfs_inode *cip;
 		if (inode_get(fs, e.ino, &cip))
 			continue;	/* cannot happen with a sane directory */

@@ -10,6 +10,7 @@
  * can compare bytes, and a bit flip that still decodes is a different
  * item, not a second spelling of the same one).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -313,6 +314,16 @@ static unsigned dirent_put(const struct v2_dirent *e, uint8_t *out)
 	le16_put(out + 9, e->namelen);
 	memcpy(out + V2_DIRENT_HDR, e->name, e->namelen);
 	return V2_DIRENT_HDR + e->namelen;
+}
+
+bool v2_dtype_ok(uint8_t t)
+{
+	switch (t) {
+	case DT_FIFO: case DT_CHR: case DT_DIR: case DT_BLK: case DT_REG: case DT_LNK: case DT_SOCK:
+		return true;
+	default:
+		return false;
+	}
 }
 
 int v2_dirent_next(const void *val, unsigned len, unsigned *pos, struct v2_dirent *e)

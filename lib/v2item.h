@@ -100,6 +100,8 @@ struct v2_dirent {
 };
 #define V2_DIRENT_HDR 11u		/* ino u64, dtype u8, namelen u16 */
 #define V2_COOKIE_FIRST 2ull		/* 0 and 1 are "." and ".." */
+/* @t is the DT_* of some file type (IFTODT of a mode twinfs makes). */
+bool v2_dtype_ok(uint8_t t);
 /* The next entry of a list at *pos (start at 0): 1 and *e, 0 at the end. */
 int v2_dirent_next(const void *val, unsigned len, unsigned *pos, struct v2_dirent *e);
 /* The whole DIRENT item: 1.. entries, names valid, hashing to k->off,

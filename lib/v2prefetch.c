@@ -31,7 +31,7 @@ int v2_prefetch_inodes(struct btree *t, const uint64_t *inos, size_t n)
 
 int v2_prefetch_dir(struct btree *t, uint64_t dir)
 {
-	struct bkey lo = { dir, V2_DIRENT, 0 }, hi = { dir, V2_DIRINDEX, BKEY_OFF_MAX };
+	struct bkey lo = { dir, V2_DIRINDEX, 0 }, hi = { dir, V2_DIRINDEX, BKEY_OFF_MAX };
 
 	return bt_prefetch_range(t, &lo, &hi, V2_PREFETCH_MAX);
 }

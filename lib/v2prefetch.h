@@ -18,8 +18,9 @@ struct btree;
 /* The leaves holding the INODE items of @inos (sorted): the number of
  * nodes read, or -errno (icache_prefetch_fn). */
 int v2_prefetch_inodes(struct btree *t, const uint64_t *inos, size_t n);
-/* The leaves holding directory @dir's DIRENT and DIRINDEX items: the
- * number of nodes read, or -errno. */
+/* The leaves holding directory @dir's DIRINDEX items (what a directory
+ * read in takes; its DIRENT items are not read): the number of nodes
+ * read, or -errno. */
 int v2_prefetch_dir(struct btree *t, uint64_t dir);
 
 #endif

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: directories: set/lookup/del, cookies kept on replace, iteration while deleting, a pass bounded by dir_end while renaming, large listings, odd and long names, random model. */
+/* Description: directories: set/lookup/del, cookies kept on replace, iteration while deleting, a pass bounded by dir_end while renaming, large listings, odd and long names, the child type a tree item gave, random model. */
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,10 +28,10 @@ static void test_set_at(void **state)
 
 	(void)state;
 	assert_non_null(d);
-	assert_int_equal(dir_set_at(d, "x", 1, 10, 5), 0);
-	assert_int_equal(dir_set_at(d, "y", 1, 11, 9), 0);
-	assert_int_equal(dir_set_at(d, "z", 1, 12, 9), -EINVAL);	/* below dir_end */
-	assert_int_equal(dir_set_at(d, "x", 1, 12, 20), -EEXIST);
+	assert_int_equal(dir_set_at(d, "x", 1, 10, 5, DT_REG), 0);
+	assert_int_equal(dir_set_at(d, "y", 1, 11, 9, DT_DIR), 0);
+	assert_int_equal(dir_set_at(d, "z", 1, 12, 9, DT_REG), -EINVAL);	/* below dir_end */
+	assert_int_equal(dir_set_at(d, "x", 1, 12, 20, DT_REG), -EEXIST);
 	assert_int_equal(dir_end(d), 10);
 	assert_int_equal(dir_next(d, 0, &e), 0);
 	assert_int_equal(e.cookie, 5);
@@ -42,6 +43,36 @@ static void test_set_at(void **state)
 	assert_int_equal(ino, 13);
 	assert_int_equal(ck, 10);
 	assert_int_equal(dir_lookup_cookie(d, "q", 1, &ino, &ck), -ENOENT);
+	dir_free(d);
+}
+
+/* The type an item recorded comes back from dir_next, so a plain readdir
+ * needs no child read in; a name set or replaced since (another inode,
+ * maybe of another type) has it unknown, and readdir reads the child. */
+static void test_dtype(void **state)
+{
+	struct dir *d = dir_new();
+	struct dir_ent e;
+
+	(void)state;
+	assert_non_null(d);
+	assert_int_equal(dir_set_at(d, "a", 1, 10, 2, DT_REG), 0);
+	assert_int_equal(dir_set_at(d, "b", 1, 11, 3, DT_DIR), 0);
+	assert_int_equal(dir_set(d, "c", 1, 12), 0);
+	assert_int_equal(dir_next(d, 2, &e), 0);
+	assert_int_equal(e.dtype, DT_REG);
+	assert_int_equal(dir_next(d, 3, &e), 0);
+	assert_int_equal(e.dtype, DT_DIR);
+	assert_int_equal(dir_next(d, 4, &e), 0);
+	assert_int_equal(e.dtype, DT_UNKNOWN);
+	assert_int_equal(dir_set(d, "a", 1, 13), 0);	/* replaced */
+	assert_int_equal(dir_next(d, 2, &e), 0);
+	assert_int_equal(e.ino, 13);
+	assert_int_equal(e.dtype, DT_UNKNOWN);
+	assert_int_equal(dir_set_dtype(d, "a", 1, DT_LNK), 0);	/* a checkpoint learned it */
+	assert_int_equal(dir_next(d, 2, &e), 0);
+	assert_int_equal(e.dtype, DT_LNK);
+	assert_int_equal(dir_set_dtype(d, "nope", 4, DT_REG), -ENOENT);
 	dir_free(d);
 }
 
@@ -380,6 +411,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic),
 		cmocka_unit_test(test_set_at),
+		cmocka_unit_test(test_dtype),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_iterate_while_deleting),
 		cmocka_unit_test(test_pass_bounded_while_renaming),
