@@ -27,6 +27,7 @@ struct tfs;
 struct btree;
 struct tfs_inode;
 struct alloc_v2;
+struct v2d_ino;
 
 /* Set up the trees from fs->sb (version 2) and load every item; the
  * accounting of the data area (the references of the EXTENT items, see
@@ -75,6 +76,14 @@ void ckpt_v2_free(struct tfs *fs);
  * range lock over them and has the tree's transaction open. */
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped);
+
+/* The directory items of directory @dp that changed (@e, v2dirty.h):
+ * removed entries' DIRINDEX items deleted, then each changed name's DIRENT
+ * list and DIRINDEX item written as memory has them (a DIRENT list left
+ * empty is deleted); @buf holds BNODE_MAX_VAL bytes.  The caller has the
+ * tree's transaction open. */
+int ckpt_v2_put_names(struct tfs *fs, struct btree *t, struct tfs_inode *dp,
+		      const struct v2d_ino *e, uint8_t *buf);
 
 /*
  * The data area into the trees (alloc_v2.h), called by the checkpoint after
