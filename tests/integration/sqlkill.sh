@@ -58,6 +58,14 @@ PY
 
 acked=0
 ckpts=0
+wp=""
+wc=""
+# A failure while the writer runs stops it first: left behind, it would
+# hold the dead mount (and the images under it) open.
+fail() {
+	[[ -z $wp ]] || kill -9 "$wp" $wc 2>/dev/null
+	h_fail "$@"
+}
 for ((round = 0; round < rounds; round++)); do
 	h_mount
 	if ((round > 0)); then
@@ -80,10 +88,11 @@ for ((round = 0; round < rounds; round++)); do
 		[[ -s $T/acked.$round ]] && break
 		sleep 0.1
 	done
-	[[ -s $T/acked.$round ]] || h_fail "round $round: SQLite committed nothing in 30 s"
+	[[ -s $T/acked.$round ]] || fail "round $round: SQLite committed nothing in 30 s"
 	sleep "$((RANDOM % 2)).$((RANDOM % 10))"
 	h_crash
 	wait "$wp" $wc 2>/dev/null || true
+	wp=""
 	h_check_log "$DAEMON_LOG" || { h_dump_log; exit 1; }
 	acked=$(tail -n 1 "$T/acked.$round")
 	ckpts=$((ckpts + $(cat "$T/ckpts.$round" 2>/dev/null || echo 0)))
