@@ -588,9 +588,7 @@ int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size)
 	if (fs->readonly)
 		return -EROFS;
 	buf = bounce_get(fs->bounce);
-	ret = log_wait_space(fs->log);
-	if (!ret)
-		ret = fs_data_gate(fs, false);	/* never refused: it frees */
+	ret = fs_data_room(fs, false);	/* never refused: it frees */
 	if (!ret) {
 		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		ret = truncate_locked(fs, ip, size, buf);
@@ -806,9 +804,7 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 			extcache_trim(fs->xc);
 		if (done)
 			return ret;
-		ret = log_wait_space(fs->log);
-		if (!ret)
-			ret = fs_data_gate(fs, true);
+		ret = fs_data_room(fs, true);
 		if (ret)
 			return ret;
 	}
@@ -844,9 +840,7 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	}
 
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
-		ret = log_wait_space(fs->log);
-		if (!ret)
-			ret = fs_data_gate(fs, true);
+		ret = fs_data_room(fs, true);
 		return ret ? ret : prealloc(fs, ip, mode, start, end);
 	}
 	/* Punch: one LR_EXT_CLEAR whatever the size, so one transaction.
@@ -855,9 +849,7 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	 * the new size): the range reads as zeros from the punch on, and a
 	 * crash between the two leaves a hole, which reads as zeros too. */
 	buf = bounce_get(fs->bounce);
-	ret = log_wait_space(fs->log);
-	if (!ret)
-		ret = fs_data_gate(fs, false);	/* a punch gives room back */
+	ret = fs_data_room(fs, false);	/* a punch gives room back */
 	if (!ret) {
 		uint64_t pend = end;
 
@@ -870,9 +862,7 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 	}
 	bounce_put(fs->bounce, buf);
 	if (!ret && (mode & FALLOC_FL_ZERO_RANGE)) {
-		ret = log_wait_space(fs->log);
-		if (!ret)
-			ret = fs_data_gate(fs, true);
+		ret = fs_data_room(fs, true);
 		if (!ret)
 			ret = prealloc(fs, ip, mode & FALLOC_FL_KEEP_SIZE, start, end);
 	}

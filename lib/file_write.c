@@ -159,11 +159,9 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 	j->own_buf = true;
 	prof_end(PROF_BOUNCE, t0);
 	t0 = prof_begin();
-	ret = log_wait_space(fs->log);
-	/* Format v2: room for the extent items, refused now rather than
-	 * found missing by a checkpoint after the write was answered. */
-	if (!ret)
-		ret = fs_data_gate(fs, true);
+	/* Log space, and on format v2 room for the extent items: refused now
+	 * rather than found missing by a checkpoint after the write was answered. */
+	ret = fs_data_room(fs, true);
 	prof_end(PROF_LOGSPACE, t0);
 	if (ret)
 		return ret;

@@ -158,7 +158,7 @@ struct tfs {
 	/* fs_node_gate: waits for a checkpoint, creates refused (ENOSPC). */
 	_Atomic uint64_t node_gate_waits, node_gate_enospc;
 	/* fs_node_gate, registered by fs_new, for the data path below fs.c
-	 * (file.c, file_write.c, reflink.c: fs_data_gate). */
+	 * (file.c, file_write.c, reflink.c: fs_data_room). */
 	int (*node_gate)(struct tfs *fs, bool grow);
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
@@ -288,12 +288,16 @@ int fs_node_gate(struct tfs *fs, bool grow);
 /* What the gate sees now: free node slots and what a create needs of
  * them (0, 0 on version 1), for the stats. */
 void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need);
-/* The same for the data path (writes, fallocate, punch, truncate,
- * reflink): their EXTENT items count in the need (v2d_tree_need).  Called
+/* Room for a data-path change (writes, fallocate, punch, truncate,
+ * reflink), before it takes a lock: log space, then on version 2 the node
+ * gate, where their EXTENT items count in the need (v2d_tree_need); @grow
+ * false (it frees) waits but is never refused.  The gate is called
  * through fs->node_gate, so the modules fs.c calls do not call it back. */
-static inline int fs_data_gate(struct tfs *fs, bool grow)
+static inline int fs_data_room(struct tfs *fs, bool grow)
 {
-	return fs->node_gate ? fs->node_gate(fs, grow) : 0;
+	int ret = log_wait_space(fs->log);
+
+	return ret || !fs->node_gate ? ret : fs->node_gate(fs, grow);
 }
 /* inode_get_walk with ns_lock held (on entry and return, let go while it
  * waits), waiting as above while it fails with ENOMEM: each wait spends

@@ -227,9 +227,7 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 		return -ENOMEM;
 
 	buf = bounce_get(fs->bounce);
-	ret = log_wait_space(fs->log);
-	if (!ret)
-		ret = fs_data_gate(fs, true);
+	ret = fs_data_room(fs, true);
 	if (ret)
 		goto out_buf;
 	/* Two inodes in increasing ino order; the source only shared. */
