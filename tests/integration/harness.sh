@@ -296,6 +296,16 @@ h_crash() {
 	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
 }
 
+# h_ckpt_loop OUT: in the background until the daemon dies (kill -9
+# tests), twinfs-ctl checkpoint, a short random pause, again; the count
+# done goes to OUT.  Sets CKPT_LOOP_PID.
+h_ckpt_loop() {
+	(n=0; while "$CTL" raw "$MNT" checkpoint >/dev/null 2>&1; do
+		n=$((n + 1)); echo "$n" >"$1"; sleep 0.0$((RANDOM % 5))
+	done) &
+	CKPT_LOOP_PID=$!
+}
+
 h_remount() {
 	local spec=$DEVSPEC opts=$MOUNT_OPTS
 	h_umount

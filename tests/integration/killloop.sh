@@ -39,11 +39,8 @@ for ((round = 0; round < rounds; round++)); do
 	wb=$!
 	wc=""
 	if ((ckpt_loop)); then
-		# until the daemon dies: a checkpoint, a short pause, again
-		(n=0; while "$CTL" raw "$MNT" checkpoint >/dev/null 2>&1; do
-			n=$((n + 1)); echo "$n" >"$T/ckpts.$round"; sleep 0.0$((RANDOM % 5))
-		done) &
-		wc=$!
+		h_ckpt_loop "$T/ckpts.$round"
+		wc=$CKPT_LOOP_PID
 	fi
 	sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
 	kill -9 "$DAEMON_PID"

@@ -77,10 +77,8 @@ for ((round = 0; round < rounds; round++)); do
 	wp=$!
 	wc=""
 	if ((ckpt_loop)); then
-		(n=0; while "$CTL" raw "$MNT" checkpoint >/dev/null 2>&1; do
-			n=$((n + 1)); echo "$n" >"$T/ckpts.$round"; sleep 0.0$((RANDOM % 5))
-		done) &
-		wc=$!
+		h_ckpt_loop "$T/ckpts.$round"
+		wc=$CKPT_LOOP_PID
 	fi
 	# Kill only once this round has committed (python and SQLite start
 	# slowly on a busy machine), then at a random moment.
