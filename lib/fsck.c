@@ -311,13 +311,12 @@ out:
 
 int fsck_read_dev(struct fck *c, unsigned d, uint64_t blk, void *buf, uint32_t n)
 {
-	return dev_pread(c->fs->be, c->fs->devs[d], buf, n * TFS_BLOCK_SIZE, blk * TFS_BLOCK_SIZE);
+	return dev_pread(c->be, c->devs[d], buf, n * TFS_BLOCK_SIZE, blk * TFS_BLOCK_SIZE);
 }
 
 int fsck_write_dev(struct fck *c, unsigned d, uint64_t blk, const void *buf, uint32_t n)
 {
-	return dev_pwrite(c->fs->be, c->fs->devs[d], buf, n * TFS_BLOCK_SIZE,
-			  blk * TFS_BLOCK_SIZE);
+	return dev_pwrite(c->be, c->devs[d], buf, n * TFS_BLOCK_SIZE, blk * TFS_BLOCK_SIZE);
 }
 
 static void check_ckpt(struct fck *c)
@@ -621,6 +620,10 @@ int fsck_run(const struct fsck_opts *o, struct fsck_result *resp)
 		fsck_hard_problem(&c, "cannot load the metadata: %s", err);
 		return ret == -EUCLEAN || ret == -EIO ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_OPERROR;
 	}
+	c.be = c.fs->be;
+	c.devs = c.fs->devs;
+	c.ndevs = c.fs->ndevs;
+	c.mir = &c.fs->mirror;
 	if (c.fs->damage[0]) {
 		/* Beyond what the mirrors repair: mount refuses it.  -y accepts
 		 * the loss and writes what was recovered as the new state. */

@@ -4,7 +4,9 @@
  * file block to a physical block, blocks referenced twice (one owner keeps
  * it, the others lose it), and the checksum of every data block on every
  * device copy, read per device in runs of up to FSCK_RUN_BLOCKS.  A bad
- * copy is rewritten in place from a verified one as it is found.
+ * copy is rewritten in place from a verified one as it is found.  The run
+ * check (fsck_data_run) is format v2's too (fsck_v2_data.c): it reads
+ * through c->be/c->devs, which both formats set.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -82,8 +84,8 @@ static void resolve_crosslink(struct fck *c, size_t s, size_t e, void *buf)
 	unsigned nh = 0;
 	size_t keep = SIZE_MAX;
 
-	for (unsigned d = 0; d < c->fs->ndevs; d++)
-		if (c->fs->devs[d] && fsck_read_dev(c, d, phys, buf, 1) == 0)
+	for (unsigned d = 0; d < c->ndevs; d++)
+		if (c->devs[d] && fsck_read_dev(c, d, phys, buf, 1) == 0)
 			have[nh++] = csum_block(buf, phys);
 	for (size_t i = s; i < e && keep == SIZE_MAX; i++)
 		for (unsigned k = 0; k < nh; k++)
@@ -164,17 +166,19 @@ int fsck_pass_blocks(struct fck *c)
 
 /* ---- data checksums on every copy ---- */
 
-static void data_block(struct fck *c, const struct bref *r, uint8_t **bufs,
+/* Block i of a run read from every device into bufs (rbad: unreadable
+ * there): counted per device, reported and, with -y/-p, every bad copy
+ * rewritten from the first copy that verifies. */
+static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs,
 		       bool (*rbad)[FSCK_RUN_BLOCKS], uint32_t i)
 {
-	struct tfs *fs = c->fs;
 	char path[FSCK_PATH_MAX];
 	int goodd = -1;
 	bool bad[DEV_MAX] = { false };
 	unsigned nbad = 0;
 
-	for (unsigned d = 0; d < fs->ndevs; d++) {
-		if (!fs->devs[d])
+	for (unsigned d = 0; d < c->ndevs; d++) {
+		if (!c->devs[d])
 			continue;
 		c->res->dev[d].blocks++;
 		if (!rbad[d][i] && csum_block(bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
@@ -196,12 +200,12 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t **bufs,
 				  fsck_ipath(c, r->ino, path, sizeof(path)),
 				  (unsigned long long)(r->fblk * TFS_BLOCK_SIZE),
 				  (unsigned long long)r->phys);
-		for (unsigned d = 0; d < fs->ndevs; d++)
+		for (unsigned d = 0; d < c->ndevs; d++)
 			if (c->stale[d])
 				c->stale_unfixed[d]++;
 		return;
 	}
-	for (unsigned d = 0; d < fs->ndevs; d++) {
+	for (unsigned d = 0; d < c->ndevs; d++) {
 		bool ok;
 
 		if (!bad[d])
@@ -210,7 +214,7 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t **bufs,
 					      bufs[goodd] + (size_t)i * TFS_BLOCK_SIZE, 1) == 0;
 		if (ok) {
 			c->res->dev[d].repaired++;
-			atomic_fetch_add(&fs->mirror.ctr[d].repaired, 1);
+			atomic_fetch_add(&c->mir->ctr[d].repaired, 1);
 		}
 		if (c->stale[d]) {
 			/* Expected on a device that missed writes: one line for the
@@ -227,37 +231,87 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t **bufs,
 		fsck_say(c, "%s: offset %llu (block %llu): bad copy on %s: %s",
 			 fsck_ipath(c, r->ino, path, sizeof(path)),
 			 (unsigned long long)(r->fblk * TFS_BLOCK_SIZE),
-			 (unsigned long long)r->phys, fs->devs[d]->path,
+			 (unsigned long long)r->phys, c->devs[d]->path,
 			 ok ? "rewritten from a good copy" : c->fix ? "REWRITE FAILED" : "not fixed (-n)");
 	}
 }
 
+int fsck_data_bufs(struct fck *c, uint8_t *bufs[DEV_MAX])
+{
+	for (unsigned d = 0; d < DEV_MAX; d++)
+		bufs[d] = NULL;
+	for (unsigned d = 0; d < c->ndevs; d++) {
+		if (c->devs[d] && posix_memalign((void **)&bufs[d], TFS_BLOCK_SIZE,
+						 FSCK_RUN_BLOCKS * TFS_BLOCK_SIZE)) {
+			fsck_data_bufs_free(bufs);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void fsck_data_bufs_free(uint8_t *bufs[DEV_MAX])
+{
+	for (unsigned d = 0; d < DEV_MAX; d++) {
+		free(bufs[d]);
+		bufs[d] = NULL;
+	}
+}
+
+void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
+		   uint8_t *const *bufs)
+{
+	bool rbad[DEV_MAX][FSCK_RUN_BLOCKS];
+	uint64_t start;
+
+	if (!n)
+		return;
+	start = run[0]->phys;
+	for (unsigned d = 0; d < c->ndevs; d++) {
+		if (!c->devs[d])
+			continue;
+		memset(rbad[d], 0, n * sizeof(bool));
+		if (fsck_read_dev(c, d, start, bufs[d], n) == 0)
+			continue;
+		/* Find the unreadable blocks one by one. */
+		for (uint32_t i = 0; i < n; i++)
+			rbad[d][i] = fsck_read_dev(c, d, start + i,
+						   bufs[d] + (size_t)i * TFS_BLOCK_SIZE, 1) < 0;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		data_block(c, run[i], bufs, rbad, i);
+}
+
+void fsck_data_flush(struct fck *c)
+{
+	if (!c->fix)
+		return;
+	for (unsigned d = 0; d < c->ndevs; d++)
+		if (c->devs[d])
+			dev_flush(c->be, c->devs[d]);
+}
+
 int fsck_pass_data(struct fck *c)
 {
-	struct tfs *fs = c->fs;
-	uint8_t *bufs[DEV_MAX] = { 0 };
-	struct bref **run = NULL;
-	int ret = 0;
+	uint8_t *bufs[DEV_MAX];
+	const struct bref **run;
+	int ret;
 
 	run = malloc(FSCK_RUN_BLOCKS * sizeof(*run));
 	if (!run)
 		return -ENOMEM;
-	for (unsigned d = 0; d < fs->ndevs; d++) {
-		if (fs->devs[d] && posix_memalign((void **)&bufs[d], TFS_BLOCK_SIZE,
-						  FSCK_RUN_BLOCKS * TFS_BLOCK_SIZE)) {
-			ret = -ENOMEM;
-			goto out;
-		}
+	ret = fsck_data_bufs(c, bufs);
+	if (ret < 0) {
+		free(run);
+		return ret;
 	}
 	for (size_t s = 0; s < c->nrefs; ) {
 		uint32_t n = 0;
-		uint64_t start;
-		bool rbad[DEV_MAX][FSCK_RUN_BLOCKS];
 
 		/* One representative per physical block (after pass_blocks every
 		 * live reference to a block agrees), consecutive blocks only. */
 		for (; s < c->nrefs && n < FSCK_RUN_BLOCKS; s++) {
-			struct bref *r = &c->refs[s];
+			const struct bref *r = &c->refs[s];
 
 			if (r->cleared || r->unwritten)
 				continue;
@@ -270,32 +324,10 @@ int fsck_pass_data(struct fck *c)
 		/* the other references to the run's last block */
 		while (n && s < c->nrefs && c->refs[s].phys == run[n - 1]->phys)
 			s++;
-		if (!n)
-			continue;
-		start = run[0]->phys;
-		for (unsigned d = 0; d < fs->ndevs; d++) {
-			if (!fs->devs[d])
-				continue;
-			memset(rbad[d], 0, n * sizeof(bool));
-			if (fsck_read_dev(c, d, start, bufs[d], n) == 0)
-				continue;
-			/* Find the unreadable blocks one by one. */
-			for (uint32_t i = 0; i < n; i++)
-				rbad[d][i] = fsck_read_dev(c, d, start + i,
-							   bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
-							   1) < 0;
-		}
-		for (uint32_t i = 0; i < n; i++)
-			data_block(c, run[i], bufs, rbad, i);
+		fsck_data_run(c, run, n, bufs);
 	}
-	if (c->fix) {
-		for (unsigned d = 0; d < fs->ndevs; d++)
-			if (fs->devs[d])
-				dev_flush(fs->be, fs->devs[d]);
-	}
-out:
-	for (unsigned d = 0; d < DEV_MAX; d++)
-		free(bufs[d]);
+	fsck_data_flush(c);
+	fsck_data_bufs_free(bufs);
 	free(run);
-	return ret;
+	return 0;
 }

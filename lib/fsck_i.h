@@ -46,7 +46,14 @@ struct fck {
 	const struct fsck_opts *o;
 	FILE *out;
 	struct fsck_result *res;
-	struct tfs *fs;
+	struct tfs *fs;		/* format 1: the offline mount */
+	/* The devices the data and copy checks read (format 1: the mount's,
+	 * format 2: fsck_v2.c's mirror); devs[d] NULL when missing or left
+	 * out; mir's counters get the repairs. */
+	struct dev_backend *be;
+	struct dev **devs;
+	unsigned ndevs;
+	struct mirror *mir;
 	bool fix;		/* -y or -p */
 	bool unsafe;		/* a repair -p may not make was needed */
 	uint64_t meta_fixes;	/* problems whose repair needs the new checkpoint */
@@ -94,6 +101,18 @@ int fsck_pass_counts(struct fck *c);	/* 4: link counts and ".." */
 /* ---- blocks and data (fsck_data.c) ---- */
 int fsck_pass_blocks(struct fck *c);	/* 5: blocks referenced twice */
 int fsck_pass_data(struct fck *c);	/* checksums of every data copy */
+/* One FSCK_RUN_BLOCKS buffer per present device; 0 or -ENOMEM. */
+int fsck_data_bufs(struct fck *c, uint8_t *bufs[DEV_MAX]);
+void fsck_data_bufs_free(uint8_t *bufs[DEV_MAX]);
+/* Check n <= FSCK_RUN_BLOCKS blocks of consecutive physical addresses
+ * (run[i]->phys = run[0]->phys + i), each against its csum, on every
+ * device copy: one read per device, bad copies reported (by inode and
+ * offset) and, with -y/-p, rewritten from one that verifies; no copy
+ * verifying is an error left. */
+void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
+		   uint8_t *const *bufs);
+/* -y/-p: flush what fsck_data_run rewrote. */
+void fsck_data_flush(struct fck *c);
 
 /* ---- format v2 (fsck_v2.c) ---- */
 /* Check a format-v2 image whose newest superblock is @sb on the devices

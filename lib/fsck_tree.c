@@ -27,6 +27,8 @@ static struct ient *ifind(struct fck *c, uint64_t ino)
 {
 	struct ient key = { .ino = ino };
 
+	if (!c->niv)	/* format 2 keeps no index: "<inode N>" */
+		return NULL;
 	return bsearch(&key, c->iv, c->niv, sizeof(*c->iv), ient_cmp);
 }
 
