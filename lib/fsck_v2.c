@@ -27,7 +27,11 @@
  *     reads it);
  *   - what the items mean together (fsck_v2_meta.c): names, link counts,
  *     orphans, extents against the refcount and free-space trees.  Its
- *     repairs are committed here (commit_repairs) as a checkpoint would.
+ *     repairs are committed here (commit_repairs) as a checkpoint would;
+ *   - the metadata log after the checkpoint, read as mount replays it
+ *     (check_log);
+ *   - every data block's copies against the EXTENT items' checksums
+ *     (fsck_v2_data.c), but the blocks the log changes.
  *
  * Nodes are read through the node store on the mirror (bstore.c), which
  * tries every copy: a bad copy on one device is counted in the mirror's
@@ -194,6 +198,10 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 	}
 	v->m.no_repair = !c->fix;
 	v->s.all_copies = true;
+	c->be = v->be;
+	c->devs = v->m.devs;
+	c->ndevs = v->m.ndevs;
+	c->mir = &v->m;
 	c->res->ndevs = v->sb->ndevs;
 	for (unsigned i = 0; i < v->sb->ndevs; i++)
 		snprintf(c->res->dev[i].path, sizeof(c->res->dev[i].path), "%s",
@@ -208,6 +216,7 @@ static void v2_close(struct v2ck *v)
 	if (v->cache)
 		bcache_destroy(v->cache);
 	v2m_free(v);
+	v2data_free(v);
 	bstore_mirror_destroy(&v->s);
 	free(v->reached);
 	free(v->pointed);
@@ -292,6 +301,8 @@ static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, con
 		}
 		return;
 	}
+	if (owner == V2_TREE_REFCOUNT)
+		v->shared_items++;
 	if (k->type == V2_INODE)
 		count_inode(v, k, val, len);
 	else if (owner == V2_TREE_INODES && k->type != V2_ORPHAN)	/* key id 0 */
@@ -545,18 +556,26 @@ static void finish(struct v2ck *v)
 	}
 }
 
-static int log_rec_count(void *ctx, const struct log_rec *r)
+struct logscan {
+	struct v2ck *v;
+	uint64_t n;
+};
+
+static int log_rec_note(void *ctx, const struct log_rec *r)
 {
-	(void)r;
-	(*(uint64_t *)ctx)++;
+	struct logscan *ls = ctx;
+
+	ls->n++;
+	v2data_note(ls->v, r);
 	return 0;
 }
 
 /* The metadata log after the checkpoint, read as mount replays it (its
- * records not applied: the trees checked are the checkpoint's).  A chunk
- * no copy holds intact with later ones after it, or a log going on past
- * what the superblock knows, makes mount refuse: an error here too, left
- * for -o rescue (fsck of format 2 cannot accept the loss yet). */
+ * records not applied: the trees checked are the checkpoint's; the file
+ * blocks they change go to v2data_note).  A chunk no copy holds intact
+ * with later ones after it, or a log going on past what the superblock
+ * knows, makes mount refuse: an error here too, left for -o rescue (fsck
+ * of format 2 cannot accept the loss yet). */
 static void check_log(struct v2ck *v)
 {
 	struct fck *c = v->c;
@@ -566,31 +585,35 @@ static void check_log(struct v2ck *v)
 		.head_pos = v->sb->log_head_pos, .head_seq = v->sb->log_head_seq,
 		.log_id = v->sb->log_id,
 	};
-	uint64_t n = 0, end = 0, next = 0;
+	struct logscan ls = { .v = v };
+	uint64_t end = 0, next = 0;
 	int ret;
 
 	if (!tmp) {
 		fsck_hard_problem(c, "cannot check the metadata log: %s", strerror(ENOMEM));
+		v->log_unread = true;
 		return;
 	}
 	tmp->sb = *v->sb;	/* fs_next_log_id reads the uuid */
 	g.next_log_id = fs_next_log_id(tmp, v->sb->log_id);
 	free(tmp);
-	ret = log_replay(&v->m, &g, log_rec_count, &n, &end, &next);
-	if (ret == -EBADMSG)
+	ret = log_replay(&v->m, &g, log_rec_note, &ls, &end, &next);
+	if (ret == -EBADMSG) {
 		fsck_hard_problem(c, "metadata damaged on every device: metadata log chunk at "
 				  "block %llu (transaction %llu) is damaged on every device and "
 				  "later transactions exist (mount -o rescue reads what is left)",
 				  (unsigned long long)(v->sb->log_start + end),
 				  (unsigned long long)next);
-	else if (ret == -ESTALE)
+	} else if (ret == -ESTALE) {
 		fsck_hard_problem(c, "metadata damaged on every device: the metadata log goes on "
 				  "past what the superblock knows (transaction %llu on): the newest "
 				  "superblock or checkpoint is lost", (unsigned long long)next);
-	else if (ret < 0)
+	} else if (ret < 0) {
 		fsck_hard_problem(c, "cannot read the metadata log: %s", strerror(-ret));
-	else if (c->o->verbose)
-		fsck_say(c, "log: %llu records after the checkpoint", (unsigned long long)n);
+		v->log_unread = true;
+	} else if (c->o->verbose) {
+		fsck_say(c, "log: %llu records after the checkpoint", (unsigned long long)ls.n);
+	}
 }
 
 int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
@@ -599,7 +622,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	struct v2ck v = { .c = c, .sb = sb };
 	int rc;
 
-	fsck_say(c, "format v2: checking the superblocks, trees and items");
+	fsck_say(c, "format v2: checking the superblocks, trees, items, log and data copies");
 	rc = v2_open(&v, usable, nusable);
 	if (rc) {
 		v2_close(&v);
@@ -620,6 +643,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	v2m_check(&v);
 	node_copies(&v);
 	check_log(&v);
+	v2data_check(&v);
 	finish(&v);
 	v2_close(&v);
 	return 0;

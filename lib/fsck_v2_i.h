@@ -4,7 +4,8 @@
  * devices, the node store, the structure of every tree, free space against
  * the node map, node copies and the commit of repairs; fsck_v2_meta.c: what
  * the items mean together (names, link counts, orphans, extents against
- * the refcount and free-space trees) and the repairs of that.
+ * the refcount and free-space trees) and the repairs of that;
+ * fsck_v2_data.c: every data block's copies, against the EXTENT items.
  *
  * Single-threaded.
  */
@@ -23,6 +24,7 @@
 #include "v2item.h"
 
 struct v2meta;
+struct v2touch;
 
 struct v2ck {
 	struct fck *c;
@@ -50,6 +52,12 @@ struct v2ck {
 	uint64_t inodes;		/* INODE items once repaired: the superblock's */
 	struct fspace *fs;		/* open after check_free_space (NULL: damaged) */
 	struct v2meta *meta;
+	uint64_t shared_items;		/* REFCOUNT items: blocks shared by reflinks */
+	/* What the log after the checkpoint changes (fsck_v2_data.c). */
+	struct v2touch *touch;
+	size_t ntouch, captouch;
+	bool touch_lost;		/* no memory to note it all */
+	bool log_unread;		/* the log could not be read to its end */
 };
 
 /* ---- fsck_v2_meta.c ---- */
@@ -67,5 +75,15 @@ bool v2m_pending(const struct v2ck *v);
 /* Apply the recorded repairs: items through @t (a transaction open on the
  * inodes tree), data runs through v->fs.  0 or -errno. */
 int v2m_apply(struct v2ck *v, struct btree *t);
+
+/* ---- fsck_v2_data.c ---- */
+/* A record of the log after the checkpoint (check_log's replay, in order):
+ * the file blocks it changes are not checked against the checkpoint. */
+void v2data_note(struct v2ck *v, const struct log_rec *r);
+/* After check_log: every written block the EXTENT items map, on every
+ * copy, reported and repaired as version 1's data pass does. */
+void v2data_check(struct v2ck *v);
+/* Frees what v2data_note kept. */
+void v2data_free(struct v2ck *v);
 
 #endif
