@@ -570,12 +570,109 @@ static int log_rec_note(void *ctx, const struct log_rec *r)
 	return 0;
 }
 
+#define V2_LOST_INOS 8		/* inodes named in the loss report */
+
+struct lostinos {
+	uint64_t ino[V2_LOST_INOS];
+	unsigned n;
+	bool more;
+};
+
+static void lost_ino(struct lostinos *li, uint64_t ino)
+{
+	for (unsigned i = 0; i < li->n; i++)
+		if (li->ino[i] == ino)
+			return;
+	if (li->n < V2_LOST_INOS)
+		li->ino[li->n++] = ino;
+	else
+		li->more = true;
+}
+
+/* The inodes a lost record changes (a name: its directory and its inode). */
+static int lost_rec(void *ctx, const struct log_rec *r)
+{
+	struct lostinos *li = ctx;
+
+	switch (r->type) {
+	case LR_INODE:
+		lost_ino(li, r->inode.ino);
+		break;
+	case LR_INODE_DEL:
+		lost_ino(li, r->del.ino);
+		break;
+	case LR_DENT_SET:
+	case LR_DENT_DEL:
+		lost_ino(li, r->dent.parent);
+		lost_ino(li, r->dent.ino);
+		break;
+	case LR_EXT_SET:
+		lost_ino(li, r->ext.ino);
+		break;
+	case LR_EXT_CLEAR:
+		lost_ino(li, r->clr.ino);
+		break;
+	default:
+		lost_ino(li, r->xattr.ino);
+		break;
+	}
+	return 0;
+}
+
+/* The log cannot go on past transaction @next (a chunk damaged on every
+ * device, or a newer log a lost superblock began): say what the loss
+ * drops, and with -y accept it as version 1's fsck does, by erasing the
+ * header of every chunk from @next on (log_forget_from), so the next mount
+ * replays up to the damage and finds no later chunk to refuse for; the
+ * superblocks are rewritten by finish().  -p leaves it (not a repair a
+ * crash explains). */
+static void cut_log(struct v2ck *v, const struct log_geom *g, uint64_t next, bool damaged)
+{
+	struct fck *c = v->c;
+	uint64_t last;
+	struct lostinos li = { .n = 0 };
+	struct log_lost lost;
+	char inos[V2_LOST_INOS * 24 + 16] = "";
+	size_t o = 0;
+	int ret;
+
+	ret = log_lost(&v->m, g, next, lost_rec, &li, &lost);
+	if (ret < 0) {
+		fsck_say(c, "log: cannot read the chunks after transaction %llu: %s",
+			 (unsigned long long)next, strerror(-ret));
+		memset(&lost, 0, sizeof(lost));
+	}
+	for (unsigned i = 0; i < li.n && o < sizeof(inos); i++)
+		o += (size_t)snprintf(inos + o, sizeof(inos) - o, "%s%llu", i ? ", " : "",
+				      (unsigned long long)li.ino[i]);
+	if (li.more && o < sizeof(inos))
+		snprintf(inos + o, sizeof(inos) - o, ", ...");
+	last = lost.last_seq >= next ? lost.last_seq : next;
+	fsck_say(c, "log: %s transactions %llu to %llu (%llu acknowledged transactions lost%s; "
+		 "%llu records in %llu later chunks%s%s)",
+		 c->fix && c->o->mode == FSCK_REPAIR ? "cutting the log there drops" :
+		 "accepting the loss (fsck.twinfs -y) drops",
+		 (unsigned long long)next, (unsigned long long)last,
+		 (unsigned long long)(last - next + 1),
+		 damaged ? ", the damaged chunk's unreadable" : "",
+		 (unsigned long long)lost.records, (unsigned long long)lost.chunks,
+		 li.n ? ", changing inodes " : "", inos);
+	if (!c->fix || c->o->mode != FSCK_REPAIR)
+		return;
+	ret = log_forget_from(&v->m, g, next);
+	if (ret < 0) {
+		fsck_say(c, "cannot erase the log beyond the damage: %s", strerror(-ret));
+		c->meta_fixes--;
+		c->left++;
+	}
+}
+
 /* The metadata log after the checkpoint, read as mount replays it (its
  * records not applied: the trees checked are the checkpoint's; the file
  * blocks they change go to v2data_note).  A chunk no copy holds intact
  * with later ones after it, or a log going on past what the superblock
- * knows, makes mount refuse: an error here too, left for -o rescue (fsck
- * of format 2 cannot accept the loss yet). */
+ * knows, makes mount refuse: an error here too, which -y accepts as
+ * version 1's fsck does (cut_log). */
 static void check_log(struct v2ck *v)
 {
 	struct fck *c = v->c;
@@ -598,16 +695,20 @@ static void check_log(struct v2ck *v)
 	g.next_log_id = fs_next_log_id(tmp, v->sb->log_id);
 	free(tmp);
 	ret = log_replay(&v->m, &g, log_rec_note, &ls, &end, &next);
-	if (ret == -EBADMSG) {
-		fsck_hard_problem(c, "metadata damaged on every device: metadata log chunk at "
-				  "block %llu (transaction %llu) is damaged on every device and "
-				  "later transactions exist (mount -o rescue reads what is left)",
-				  (unsigned long long)(v->sb->log_start + end),
-				  (unsigned long long)next);
-	} else if (ret == -ESTALE) {
-		fsck_hard_problem(c, "metadata damaged on every device: the metadata log goes on "
-				  "past what the superblock knows (transaction %llu on): the newest "
-				  "superblock or checkpoint is lost", (unsigned long long)next);
+	if (ret == -EBADMSG || ret == -ESTALE) {
+		/* As version 1 says it (mount.c's note_damage). */
+		if (ret == -EBADMSG)
+			fsck_meta_problem(c, false, "metadata damaged on every device: metadata "
+					  "log chunk at block %llu (transaction %llu) is damaged "
+					  "on every device and later transactions exist",
+					  (unsigned long long)(v->sb->log_start + end),
+					  (unsigned long long)next);
+		else
+			fsck_meta_problem(c, false, "metadata damaged on every device: the "
+					  "metadata log goes on past what the superblock knows "
+					  "(transaction %llu on): the newest superblock or "
+					  "checkpoint is lost", (unsigned long long)next);
+		cut_log(v, &g, next, ret == -EBADMSG);
 	} else if (ret < 0) {
 		fsck_hard_problem(c, "cannot read the metadata log: %s", strerror(-ret));
 		v->log_unread = true;

@@ -737,6 +737,128 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 	return res;
 }
 
+struct lost_cand {
+	uint64_t at, id, first;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct lost_cand *x = a, *y = b;
+
+	if (x->at != y->at)
+		return x->at < y->at ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+struct lost_ctx {
+	log_rec_fn cb;
+	void *ctx;
+	uint64_t n;
+};
+
+static int lost_rec(void *ctx, const struct log_rec *r)
+{
+	struct lost_ctx *lc = ctx;
+
+	lc->n++;
+	return lc->cb ? lc->cb(lc->ctx, r) : 0;
+}
+
+/* Candidates: every block of the region on every healthy device whose
+ * header is a chunk of g's log_id or the next one starting at seq or
+ * later, deduplicated.  0 or -ENOMEM. */
+static int lost_cands(struct mirror *m, const struct log_geom *g, uint64_t seq,
+		      struct lost_cand **out, size_t *nout)
+{
+	const uint32_t run = 256;
+	struct lost_cand *v = NULL;
+	size_t n = 0, cap = 0;
+	uint8_t *buf = NULL;
+
+	if (posix_memalign((void **)&buf, TFS_BLOCK_SIZE, run * TFS_BLOCK_SIZE))
+		return -ENOMEM;
+	for (unsigned d = 0; d < m->ndevs; d++) {
+		if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK)
+			continue;
+		for (uint64_t b = 0; b < g->nblocks; b += run) {
+			uint32_t k = (uint32_t)(g->nblocks - b < run ? g->nblocks - b : run);
+
+			if (mirror_read_dev(m, d, g->start + b, buf, k))
+				continue;	/* a block that cannot be read holds no evidence */
+			for (uint32_t i = 0; i < k; i++) {
+				const uint8_t *h = buf + (size_t)i * TFS_BLOCK_SIZE;
+				uint64_t id = le64_get(h + CH_LOG_ID);
+
+				if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) ||
+				    le64_get(h + CH_POS) != b + i || le64_get(h + CH_FIRST) < seq ||
+				    (id != g->log_id && (!g->next_log_id || id != g->next_log_id)))
+					continue;
+				if (n == cap) {
+					size_t nc = cap ? cap * 2 : 64;
+					struct lost_cand *nv = realloc(v, nc * sizeof(*nv));
+
+					if (!nv) {
+						free(v);
+						free(buf);
+						return -ENOMEM;
+					}
+					v = nv;
+					cap = nc;
+				}
+				v[n++] = (struct lost_cand){ b + i, id, le64_get(h + CH_FIRST) };
+			}
+		}
+	}
+	free(buf);
+	if (n)
+		qsort(v, n, sizeof(*v), cand_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+int log_lost(struct mirror *m, const struct log_geom *g, uint64_t seq, log_rec_fn cb,
+	     void *ctx, struct log_lost *out)
+{
+	struct lost_cand *v = NULL;
+	struct rbuf r = { 0 };
+	size_t n = 0;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = lost_cands(m, g, seq, &v, &n);
+	for (size_t i = 0; ret == 0 && i < n; i++) {
+		struct log_geom og = *g;
+		struct lost_ctx lc = { .cb = cb, .ctx = ctx };
+		uint64_t nb, last;
+		size_t plen;
+
+		if (i && !cand_cmp(&v[i], &v[i - 1]))
+			continue;
+		og.log_id = v[i].id;
+		ret = read_chunk(m, &og, NULL, v[i].at, v[i].first, &r, &plen, &nb, &last);
+		if (ret == -ENOENT) {
+			ret = 0;	/* no copy verifies: nothing to count */
+			continue;
+		}
+		if (ret)
+			break;
+		out->chunks++;
+		if (last > out->last_seq)
+			out->last_seq = last;
+		/* A record that does not decode in a verified chunk: the
+		 * ones before it are counted. */
+		if (log_decode(r.p + CHUNK_HDR, plen, lost_rec, &lc) == -ENOMEM)
+			ret = -ENOMEM;
+		out->records += lc.n;
+	}
+	free(r.p);
+	free(v);
+	return ret;
+}
+
 int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq)
 {
 	const uint32_t run = 256;

@@ -158,6 +158,20 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 int log_forget_from(struct mirror *m, const struct log_geom *g, uint64_t seq);
 
 /*
+ * What the log holds at or past @seq after a replay stopped there
+ * (-EBADMSG or -ESTALE): every chunk of g's log_id or of g->next_log_id
+ * starting at @seq or later that verifies on some healthy device, as fsck
+ * accepting the loss drops them (log_forget_from).  *out gets how many
+ * chunks, the records in them (each also given to @cb, which may be NULL)
+ * and the newest seq they hold (0: none).  0 or -errno (-ENOMEM).
+ */
+struct log_lost {
+	uint64_t chunks, records, last_seq;
+};
+int log_lost(struct mirror *m, const struct log_geom *g, uint64_t seq, log_rec_fn cb,
+	     void *ctx, struct log_lost *out);
+
+/*
  * Open the log for appending at (pos, seq) with the given log_id; g->head_pos
  * is the durable head (space before it up to pos is in use).
  * on_durable(ctx, seq) is called after each commit (without log locks held)
