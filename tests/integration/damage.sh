@@ -13,8 +13,7 @@
 # closing them just before, or killed right before) leaves none.
 # Format 1 pinned (TWINFS_FORMAT=v1): the offsets poked (log chunk after
 # the checkpoint, checkpoint blocks) and fsck's answers are v1's; format
-# 2's fsck reports a damaged log (v2logdamage.sh) but cannot accept the
-# loss (-y) yet.
+# 2's damaged log, -y included, is v2logdamage.sh's.
 TWINFS_FORMAT=v1
 source "$(dirname "$0")/harness.sh"
 

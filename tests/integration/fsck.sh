@@ -6,8 +6,8 @@
 # with every file intact; a device that is not twinfs and a mounted one are
 # refused with one clear line (exit 8).
 # Format 1 pinned (TWINFS_FORMAT=v1): this tests v1 fsck's data pass (the
-# damaged files named) and its output; format 2's fsck checks tree nodes,
-# not data copies (v2fmt.sh, v2scrub.sh; scrub checks data on both).
+# damaged files named) and its output; format 2's data pass is
+# v2fsckdata.sh's (files named by inode), its tree nodes v2fmt.sh's.
 TWINFS_FORMAT=v1
 source "$(dirname "$0")/harness.sh"
 
