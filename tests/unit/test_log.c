@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* Description: the log region on two image files behind the fault backend:
  * append/commit/replay, FUA commits, group commit, wraparound, torn and
- * one-mirror chunks, stale log ids, barrier, space waits, failed commits,
+ * one-mirror chunks, stale log ids, what accepting a damaged log drops
+ * (log_lost, log_forget_from), barrier, space waits, failed commits,
  * replay's read-ahead (a few device reads for many chunks, read errors)
  * (the record codec is test_logrec.c). */
 #include <errno.h>
@@ -586,6 +587,30 @@ static void test_torn_and_single_mirror(void **state)
 	}
 	assert_int_equal(end, p3);
 	assert_int_equal(next, 5);
+
+	/* What accepting the loss drops (fsck): the damaged chunk's seq 5
+	 * is unreadable, chunk 6 after it verifies (2 records); erasing
+	 * from seq 5 on leaves a log that ends there without evidence. */
+	{
+		struct ids lost_ids = { 0 };
+		struct log_lost lost;
+
+		g = geom(&e, 3, 0, 1);
+		assert_int_equal(log_lost(&e.m, &g, next, ids_cb, &lost_ids, &lost), 0);
+		assert_int_equal(lost.chunks, 1);
+		assert_int_equal(lost.records, 2);
+		assert_int_equal(lost.last_seq, 6);
+		assert_int_equal(lost_ids.n, 1);
+		assert_int_equal(lost_ids.v[0], 6);
+		assert_int_equal(log_forget_from(&e.m, &g, next), 0);
+		assert_int_equal(replay(&e, 3, 0, 1, &s, &end, &next), 0);
+		assert_int_equal(s.n, 4);
+		assert_int_equal(next, 5);
+		assert_int_equal(log_lost(&e.m, &g, next, NULL, NULL, &lost), 0);
+		assert_int_equal(lost.chunks, 0);
+		assert_int_equal(lost.last_seq, 0);
+		free(lost_ids.v);
+	}
 	free(s.v);
 	env_close(&e);
 }
@@ -621,6 +646,17 @@ static void test_stale_log_id(void **state)
 	assert_int_equal(s.n, 0);
 	assert_int_equal(end, 0);
 	assert_int_equal(next, 1);
+	/* Accepting that loss drops the newer log (3 chunks of id 2) and
+	 * what is left of the old one beyond (7 chunks of id 1, to seq 10). */
+	{
+		struct log_lost lost;
+
+		g = geom(&e, 1, 0, 1);
+		assert_int_equal(log_lost(&e.m, &g, 1, NULL, NULL, &lost), 0);
+		assert_int_equal(lost.chunks, 10);
+		assert_int_equal(lost.records, 10 * 2);
+		assert_int_equal(lost.last_seq, 10);
+	}
 	/* The same chunks under a log_id that is not our successor (another
 	 * file system's, left on the device) prove nothing: the log just ends. */
 	g = geom(&e, 2, 0, 1);
