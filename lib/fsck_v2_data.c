@@ -200,8 +200,11 @@ void v2data_check(struct v2ck *v)
 	unsigned len;
 	int ret;
 
-	if (v->tree_bad[V2_TREE_INODES])
-		return;		/* reported: no walk to trust */
+	if (v->tree_bad[V2_TREE_INODES]) {
+		/* reported: its EXTENT items cannot all be reached */
+		fsck_say(c, "data copies not checked: the inodes tree is damaged");
+		return;
+	}
 	if (v->log_unread || v->touch_lost) {
 		fsck_say(c, "data copies not checked: %s", v->touch_lost ?
 			 "no memory for what the log after the checkpoint changes" :
