@@ -30,8 +30,9 @@
  *     repairs are committed here (commit_repairs) as a checkpoint would;
  *   - the metadata log after the checkpoint, read as mount replays it
  *     (check_log);
- *   - every data block's copies against the EXTENT items' checksums
- *     (fsck_v2_data.c), but the blocks the log changes.
+ *   - every data block's copies against the EXTENT items' checksums,
+ *     and where the log changes a file, its newest record's
+ *     (fsck_v2_data.c).
  *
  * Nodes are read through the node store on the mirror (bstore.c), which
  * tries every copy: a bad copy on one device is counted in the mirror's

@@ -25,6 +25,7 @@
 
 struct v2meta;
 struct v2touch;
+struct v2lmap;
 
 struct v2ck {
 	struct fck *c;
@@ -57,6 +58,8 @@ struct v2ck {
 	struct v2touch *touch;
 	size_t ntouch, captouch;
 	bool touch_lost;		/* no memory to note it all */
+	struct v2lmap *lmap;		/* the log's own map (fsck_v2_data.c) */
+	bool lmap_lost;
 	bool log_unread;		/* the log could not be read to its end */
 };
 

@@ -9,9 +9,10 @@
 # garbled on both images: "no copy verifies: unrecoverable", naming the
 # inode and offset, exit 4 with -n and -y.  After kill -9 with an overwrite,
 # a delete and a new file in the log (the checkpoint's blocks freed,
-# discarded or reused): -n is clean, because the blocks the log changes are
-# left to the mount that replays it.  Before this, v2 fsck read no data
-# block and exited 0 on all of it.
+# discarded or reused): -n is clean, because the checkpoint's blocks the log
+# changes are not checked, but the blocks the log maps (each file block's
+# newest record) are: one garbled on image 1 is found and repaired.
+# Before this, v2 fsck read no data block and exited 0 on all of it.
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -104,14 +105,29 @@ mkfile "$T/a2" A 300
 dd if="$T/a2" of="$MNT/a" bs=1M conv=notrunc,fsync status=none
 mkfile "$MNT/e" e 200
 sync "$MNT/e"
+# newer records over the log's own: e's blocks 10-19 again, a cut to 250
+mkfile "$T/e2" E 10
+dd if="$T/e2" of="$MNT/e" bs=4096 seek=10 conv=notrunc,fsync status=none
+truncate -s $((250 * 4096)) "$MNT/a"
+sync "$MNT/a"
 sleep 1		# discard of the freed blocks (background, once durable)
-(cd "$MNT" && sha256sum e) >"$T/sums"
-sha256sum <"$T/a2" | sed "s|-|a|" >>"$T/sums"
+(cd "$MNT" && sha256sum a e) >"$T/sums"
+ino_e=$(stat -c %i "$MNT/e")
 h_crash
 # The checkpoint still maps a's old blocks: now discarded or reused.
 old=$(dd if="${IMGS[0]}" bs=4096 skip="$a100" count=1 status=none | head -c 14 | tr -d '\0')
 [[ $old == "FSCKV2:a:0100:" ]] &&
 	h_log "note: a's old block 100 still holds its old data (not discarded or reused yet)"
+h_fsck 0 -n -v "${IMGS[@]}"
+n=$(sed -n 's/^data: .*(\([0-9]*\) the log after the checkpoint maps).*/\1/p' <<<"$FOUT")
+((${n:-0} == 450)) || h_fail "fsck -v checked ${n:-no} blocks the log maps, a and e have 450: $FOUT"
+# Blocks only the log maps are checked as the replay will map them.
+e5=$(blk_of "${IMGS[1]}" e 5)
+garble "${IMGS[1]}" "$e5"
+h_fsck 4 -n "${IMGS[@]}"
+grep -qF "<inode $ino_e>: offset 20480 (block $e5): bad copy on ${IMGS[1]}: not fixed (-n)" \
+	<<<"$FOUT" || h_fail "fsck -n does not name the bad copy of e (in the log only): $FOUT"
+h_fsck 1 -y "${IMGS[@]}"
 h_fsck 0 -n "${IMGS[@]}"
 h_mount
 (cd "$MNT" && sha256sum --quiet -c "$T/sums") || h_fail "files differ after the crash"
