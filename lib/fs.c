@@ -726,13 +726,17 @@ const char *tfs_backend_name(struct tfs *fs)
 #define NODE_GROW_BYTES (BNODE_SIZE / 2)
 #define NODE_GATE_WAITS 3
 
-static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
+/* node_room, also giving the nodes used and the copies noted (touch). */
+static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need,
+			 uint64_t *usedp, uint64_t *touchp)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
-	uint64_t keep = fs->sb.node_reserve + used, touch, tgrow;
+	uint64_t keep = fs->sb.node_reserve + used, touch = 0, tgrow;
 
 	*free_slots = slots > keep ? slots - keep : 0;
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
+	*usedp = used;
+	*touchp = 0;
 	if (fs->v2dirty) {
 		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
 		/* Extent changes: copies of the leaves of the chunks they
@@ -741,11 +745,19 @@ static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t 
 		 * fill one leaf at worst): rewriting the same blocks again and
 		 * again adds nothing. */
 		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
+		*touchp = touch;
 		tgrow /= NODE_GROW_BYTES;
 		*need += (touch < used ? touch : used) +
 			 (tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH);
 	}
 	return *free_slots >= *need;
+}
+
+static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
+{
+	uint64_t used, touch;
+
+	return node_room_at(fs, grow, free_slots, need, &used, &touch);
 }
 
 int fs_node_gate(struct tfs *fs, bool grow)
@@ -771,6 +783,51 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
 	*free_slots = *need = 0;
 	if (fs->sb.version == SUPER_VERSION_V2 && fs->v2)
 		(void)node_room(fs, true, free_slots, need);
+}
+
+/*
+ * Data writes the node area still has room for, at the worst node_room
+ * counts them: each V2D_CHUNK they change may copy V2D_TOUCH nodes and add
+ * one (its new items), copies counted up to every node there is, and its
+ * note takes a 16-byte range in an array that doubles as it grows: up to
+ * 32 bytes of notes, NODE_NOTE_BYTES / 2 of a slot (one here).  So with f
+ * slots free past the need and NODE_ROOM_SLACK (the notes a write makes
+ * besides its range: its inode's, a checkpoint's path to the roots), and
+ * u nodes not yet counted as copied, c chunks fit where
+ * min(V2D_TOUCH * c, u) + 2 * c <= f.  A few atomic loads.
+ */
+#define NODE_ROOM_SLACK 8
+
+uint64_t tfs_node_room_bytes(struct tfs *fs)
+{
+	uint64_t free_slots, need, used, touch, f, u, c;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return UINT64_MAX;
+	if (!node_room_at(fs, true, &free_slots, &need, &used, &touch) ||
+	    free_slots - need <= NODE_ROOM_SLACK)
+		return 0;
+	f = free_slots - need - NODE_ROOM_SLACK;
+	u = used > touch ? used - touch : 0;
+	c = f / (V2D_TOUCH + 2);
+	if (V2D_TOUCH * c > u)
+		c = (f - u) / 2;	/* copies capped: the new nodes and notes count */
+	return c * V2D_CHUNK * TFS_BLOCK_SIZE;
+}
+
+int tfs_node_reclaim(struct tfs *fs)
+{
+	uint64_t free_slots, need;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return 0;
+	(void)node_room(fs, true, &free_slots, &need);
+	if (need <= NODE_MARGIN)
+		return 0;	/* nothing noted: a checkpoint gives nothing back */
+	if (!fs_ckpt_wait(fs))
+		return 0;
+	atomic_fetch_add(&fs->node_gate_waits, 1);
+	return 1;
 }
 
 /* Inodes that still fit: the free slots past the margin at the inodes per
