@@ -241,15 +241,13 @@ static struct space_ent *ent_get(struct tfsd *d, uint64_t ino)
 }
 
 /* Node room a write of @len bytes at @off may take: a MiB for every
- * V2D_CHUNK (1 MiB) of the file it changes (tfs_node_room_bytes).  @off
- * unknown (a grant): UINT64_MAX, and it may straddle one more. */
+ * V2D_CHUNK (1 MiB) of the file it changes (tfs_node_room_bytes).  A
+ * grant's, at an offset not known, TFS_NODE_WRITE_ROOM: one more. */
+_Static_assert(TFS_NODE_WRITE_ROOM == SPACE_GRANT + MiB, "a grant's node room");
+
 static uint64_t node_cost(uint64_t off, uint64_t len)
 {
-	if (!len)
-		return 0;
-	if (off == UINT64_MAX)
-		return (len + MiB - 1) / MiB * MiB + MiB;
-	return ((off + len - 1) / MiB - off / MiB + 1) * MiB;
+	return len ? ((off + len - 1) / MiB - off / MiB + 1) * MiB : 0;
 }
 
 /* The grants of the inodes other than @ino (0: of all), in bytes of data
@@ -262,7 +260,7 @@ static uint64_t grants_except(const struct tfsd *d, uint64_t ino, uint64_t *node
 	for (size_t i = 0; i < d->nsents; i++)
 		if (d->sents[i].ino != ino) {
 			g += d->sents[i].grant;
-			*node += node_cost(UINT64_MAX, d->sents[i].grant);
+			*node += d->sents[i].grant ? TFS_NODE_WRITE_ROOM : 0;
 		}
 	return g;
 }
@@ -478,7 +476,7 @@ static int gate_decide(struct tfsd *d, const struct gate_job *g)
 		e->grant = 0;
 		e->grant_df = NULL;
 		need = SPACE_GRANT + dirty_bound(d);
-		if (room_for(d, g->ino, need, node_cost(UINT64_MAX, SPACE_GRANT) + dirty_bound(d)) == ROOM_OK) {
+		if (room_for(d, g->ino, need, TFS_NODE_WRITE_ROOM + dirty_bound(d)) == ROOM_OK) {
 			grant(e, g);
 			pthread_mutex_unlock(&d->space_mu);
 			return 0;
@@ -516,7 +514,7 @@ static int gate_decide(struct tfsd *d, const struct gate_job *g)
 			ret = -ENOMEM;
 			goto out;
 		}
-		room = room_for(d, g->ino, SPACE_GRANT, node_cost(UINT64_MAX, SPACE_GRANT));
+		room = room_for(d, g->ino, SPACE_GRANT, TFS_NODE_WRITE_ROOM);
 		if (room == ROOM_OK)
 			break;
 		/* The node room the changes noted since the last checkpoint

@@ -798,14 +798,11 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
  */
 #define NODE_ROOM_SLACK 8
 
-uint64_t tfs_node_room_bytes(struct tfs *fs)
+static uint64_t room_bytes(uint64_t free_slots, uint64_t need, uint64_t used, uint64_t touch)
 {
-	uint64_t free_slots, need, used, touch, f, u, c;
+	uint64_t f, u, c;
 
-	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
-		return UINT64_MAX;
-	if (!node_room_at(fs, true, &free_slots, &need, &used, &touch) ||
-	    free_slots - need <= NODE_ROOM_SLACK)
+	if (free_slots <= need + NODE_ROOM_SLACK)
 		return 0;
 	f = free_slots - need - NODE_ROOM_SLACK;
 	u = used > touch ? used - touch : 0;
@@ -813,6 +810,16 @@ uint64_t tfs_node_room_bytes(struct tfs *fs)
 	if (V2D_TOUCH * c > u)
 		c = (f - u) / 2;	/* copies capped: the new nodes and notes count */
 	return c * V2D_CHUNK * TFS_BLOCK_SIZE;
+}
+
+uint64_t tfs_node_room_bytes(struct tfs *fs)
+{
+	uint64_t free_slots, need, used, touch;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return UINT64_MAX;
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch);
+	return room_bytes(free_slots, need, used, touch);
 }
 
 int tfs_node_reclaim(struct tfs *fs)
@@ -855,18 +862,19 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 	return free_slots < ffree ? free_slots : ffree;
 }
 
-/* Whether the node area is full for writes even after a checkpoint: the
- * free slots are within a quarter margin of the margin, where the gate
- * refuses writes of a few chunks.  statfs then shows no blocks available,
- * so df agrees with the ENOSPC writes get while data blocks are free. */
+/* Whether the node area is full for writes even after a checkpoint (the
+ * changes noted so far then hold no slots): a buffered write(2) would get
+ * ENOSPC in the daemon's low-space mode (TFS_NODE_WRITE_ROOM).  statfs then
+ * shows no blocks and no inodes available, so df agrees with the ENOSPC
+ * writes get while data blocks are free. */
 static bool node_full(struct tfs *fs)
 {
-	uint64_t free_slots, need;
+	uint64_t free_slots, need, used, touch;
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return false;
-	(void)node_room(fs, true, &free_slots, &need);
-	return free_slots < NODE_MARGIN + NODE_MARGIN / 4;
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch);
+	return room_bytes(free_slots, NODE_MARGIN, used, 0) < TFS_NODE_WRITE_ROOM;
 }
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
@@ -875,14 +883,15 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	uint64_t free_ = alloc_free_blocks(fs->alloc);
 	uint64_t reserve = alloc_reserve_blocks(fs->alloc);
 	uint64_t f0, f1;
+	bool full = node_full(fs);
 
 	memset(st, 0, sizeof(*st));
 	st->f_bsize = TFS_BLOCK_SIZE;
 	st->f_frsize = TFS_BLOCK_SIZE;
 	st->f_blocks = total;
 	st->f_bfree = free_;
-	st->f_bavail = free_ > reserve && !node_full(fs) ? free_ - reserve : 0;
-	st->f_ffree = node_ffree(fs, free_);
+	st->f_bavail = free_ > reserve && !full ? free_ - reserve : 0;
+	st->f_ffree = full ? 0 : node_ffree(fs, free_);
 	st->f_files = fs_ninodes(fs) + st->f_ffree;
 	st->f_favail = st->f_ffree;
 	st->f_namemax = TFS_NAME_MAX;

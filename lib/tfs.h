@@ -280,6 +280,10 @@ int tfs_reclaim_deferred(struct tfs *fs);
  * one new and its notes per MiB it changes; a few atomic loads), for the daemon's
  * low-space mode; UINT64_MAX on version 1. */
 uint64_t tfs_node_room_bytes(struct tfs *fs);
+/* The node room one buffered write(2) takes in the daemon's low-space mode
+ * (up to 4 MiB at an offset it does not know: 5 MiB chunks).  Where even a
+ * checkpoint would leave less, statfs shows no blocks or inodes available. */
+#define TFS_NODE_WRITE_ROOM (5ull << 20)
 /* Format v2, before answering ENOSPC for want of node room: changes noted
  * since the last checkpoint hold node slots until the next one; ask for a
  * checkpoint and wait for its end.  1 if it waited (look again), 0 if

@@ -2,15 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Description: format v2, node area nearly full, buffered writes on the
 # default (writeback_cache) mount with no fsync: on a small v2 file system
-# (two 256M images, 512 node slots, data area mostly free, so that low-space
-# mode for data blocks stays off) whose node area
-# empty files have nearly filled, random 4k buffered overwrites (20,000 at
-# most) of a 32 MiB file, through an open made before the fill and one made after, must fail
-# at write(2) with ENOSPC, and every write(2) that returned success must read
-# back after unmount, fsck and mount.  On the code before low-space mode
-# looked at the node area, write(2) kept succeeding from the page cache, the
-# WRITEs the kernel sent back were refused by the node gate, and the data
-# was gone after the remount.
+# (two 256M images, 512 node slots, the data area mostly free, so low-space
+# mode for data blocks stays off) whose node area empty files have filled
+# (then a sixth of them deleted), random 4k buffered overwrites of a 64 MiB
+# file (20,000 at most, 90 s at most), through an open made before the fill
+# and one made after, must fail at write(2) with ENOSPC, and every write(2)
+# that returned success must read back after unmount, fsck and mount.  On
+# the code before low-space mode looked at the node area, write(2) kept
+# succeeding from the page cache, the WRITEs the kernel sent back were
+# refused by the node gate (close and fsync reported ENOSPC, or nothing
+# did), and the data was gone after the remount.
 source "$(dirname "$0")/harness.sh"
 h_need_fsck
 
@@ -31,7 +32,7 @@ def ename(e):
 
 def run(mnt, model_path, secs, seed):
     path = os.path.join(mnt, "big")
-    nblk = 32 * 256
+    nblk = 64 * 256
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     for b0 in range(0, nblk, 256):
         os.write(fd, b"".join(pat(b, 0, 0) for b in range(b0, b0 + 256)))
@@ -51,7 +52,7 @@ def run(mnt, model_path, secs, seed):
             break
         nf += 1
     # Room for some extent items, not for a fragmented file's.
-    for i in range(nf // 4):
+    for i in range(nf // 6):
         os.unlink(os.path.join(d, "f%d" % i))
     os.sync()
     fds.append(os.open(path, os.O_RDWR))
@@ -113,7 +114,7 @@ else:
     sys.exit(verify(sys.argv[2], sys.argv[3]))
 PY
 
-read -r nf nops err cerr < <(python3 "$NL" run "$MNT" "$T/model" 60 11)
+read -r nf nops err cerr < <(python3 "$NL" run "$MNT" "$T/model" 90 11)
 h_log "node area full after $nf empty files; $nops buffered 4k writes, then $err; close: $cerr"
 ((nf > 1000)) || h_fail "only $nf files fit"
 h_umount
