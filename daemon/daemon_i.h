@@ -102,6 +102,7 @@ struct tfsd {
 	_Atomic uint64_t space_reserve;	/* R in bytes */
 	_Atomic uint64_t space_bdi_due;	/* when to read max_bytes again (ms) */
 	_Atomic bool space_low;		/* set and cleared under files_lock */
+	_Atomic uint64_t space_low_since;	/* when it was set (ms) */
 	_Atomic bool space_dead_seen;	/* tfs_unusable() handled */
 	pthread_mutex_t space_mu;	/* protects everything below */
 	struct space_ent *sents;	/* per inode with writable cached opens */

@@ -73,6 +73,10 @@
 /* When the bdi cannot be read (no sysfs, an older kernel). */
 #define SPACE_DEFAULT_DIRTY (128 * MiB)
 #define BDI_REREAD_MS 1000
+/* Low for at least this long: the node room swings with every checkpoint
+ * (the changes noted hold slots until it), and a mode that came and went
+ * with each would log twice a checkpoint. */
+#define SPACE_LOW_MIN_MS 10000
 
 struct space_ent {
 	uint64_t ino;
@@ -343,6 +347,7 @@ static void enter_low(struct tfsd *d, uint64_t avail, uint64_t r, bool node)
 
 	pthread_mutex_lock(&d->files_lock);
 	if (!atomic_load(&d->space_low)) {
+		atomic_store(&d->space_low_since, now_ms());
 		atomic_store(&d->space_low, true);
 		j = cached_w_inos(d);
 		pthread_mutex_lock(&d->space_mu);
@@ -402,7 +407,8 @@ void tfsd_space_check(struct tfsd *d)
 	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed)) {
 		if (avail < r || node < r)
 			enter_low(d, avail < node ? avail : node, r, node < avail);
-	} else if (avail >= r + r / 4 && node >= r + r / 4) {
+	} else if (avail >= r + r / 4 && node >= r + r / 4 &&
+		   now_ms() >= atomic_load(&d->space_low_since) + SPACE_LOW_MIN_MS) {
 		leave_low(d, avail < node ? avail : node);
 	}
 }
