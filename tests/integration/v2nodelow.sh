@@ -124,5 +124,7 @@ python3 "$NL" verify "$MNT/big" "$T/model" ||
 	h_fail "write(2) acknowledged, data lost after the remount (write: $err, close: $cerr)"
 [[ $err == ENOSPC ]] || h_fail "buffered writes stopped on $err after $nops writes, want ENOSPC at write(2)"
 ((nops > 100)) || h_fail "only $nops writes before ENOSPC"
+grep -q "writes the node area has room for" "$T/daemon.1.log" ||
+	h_fail "low-space mode never entered for the node area"
 h_umount
 h_log "ok"
