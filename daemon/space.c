@@ -39,8 +39,8 @@
  * Format v2 keeps the extent maps in tree nodes, in a node area that can
  * fill before the data area (many small files, fragmented maps): what the
  * page cache holds needs node room too when it is written back, up to two
- * copied nodes and one new per MiB (tfs_node_room_bytes), and the node
- * gate refuses a WRITE it has no room for.  So "free space" here is the
+ * copied nodes, one new and their notes per MiB (tfs_node_room_bytes), and
+ * the node gate refuses a WRITE it has no room for.  So "free space" here is the
  * lesser of the free data blocks and the node room in those terms, and a
  * gate that finds the node room short asks for a checkpoint (it gives back
  * the slots the last one replaced) before it answers ENOSPC.  Allocations
