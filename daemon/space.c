@@ -40,10 +40,12 @@
  * fill before the data area (many small files, fragmented maps): what the
  * page cache holds needs node room too when it is written back, up to two
  * copied nodes, one new and their notes per MiB (tfs_node_room_bytes), and
- * the node gate refuses a WRITE it has no room for.  So "free space" here is the
- * lesser of the free data blocks and the node room in those terms, and a
- * gate that finds the node room short asks for a checkpoint (it gives back
- * the slots the last one replaced) before it answers ENOSPC.  Allocations
+ * the node gate refuses a WRITE it has no room for once a few checkpoints
+ * (which give back the slots noted changes hold) did not make room.  So
+ * "free space" here, for the mode and the attribute timeout, is the lesser
+ * of the free data blocks and the node room in those terms as a checkpoint
+ * would leave it; the grants and direct writes count the node room as it
+ * is now, and ask for a checkpoint before they answer ENOSPC.  Allocations
  * (fallocate) add few items whatever their length: the node gate alone
  * decides them, and they are admitted only against the free data blocks
  * and the node room the grants leave.
@@ -138,10 +140,12 @@ static uint64_t dirty_bound(struct tfsd *d)
 }
 
 /* What write(2) calls may still add: the free data blocks, and the node
- * room in bytes of writes. */
+ * room in bytes of writes once a checkpoint has given back what the
+ * changes noted so far hold (the node gate waits for checkpoints before it
+ * refuses a WRITE; the grants below count those holds). */
 static uint64_t space_avail(struct tfsd *d)
 {
-	uint64_t data = tfs_avail_bytes(d->fs), node = tfs_node_room_bytes(d->fs);
+	uint64_t data = tfs_avail_bytes(d->fs), node = tfs_node_room_bytes(d->fs, true);
 
 	return data < node ? data : node;
 }
@@ -402,7 +406,7 @@ void tfsd_space_check(struct tfsd *d)
 	if (tfs_unusable(d->fs))
 		tfsd_space_dead(d);
 	avail = tfs_avail_bytes(d->fs);
-	node = tfs_node_room_bytes(d->fs);
+	node = tfs_node_room_bytes(d->fs, true);
 	r = space_reserve(d);
 	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed)) {
 		if (avail < r || node < r)
@@ -453,7 +457,7 @@ static int room_for(struct tfsd *d, uint64_t ino, uint64_t len, uint64_t node_le
 
 	if (tfs_avail_bytes(d->fs) < d->space_pending + g + len)
 		return ROOM_DATA_SHORT;
-	if (tfs_node_room_bytes(d->fs) < d->space_pending_node + gnode + node_len)
+	if (tfs_node_room_bytes(d->fs, false) < d->space_pending_node + gnode + node_len)
 		return ROOM_NODE_SHORT;
 	return ROOM_OK;
 }

@@ -726,9 +726,10 @@ const char *tfs_backend_name(struct tfs *fs)
 #define NODE_GROW_BYTES (BNODE_SIZE / 2)
 #define NODE_GATE_WAITS 3
 
-/* node_room, also giving the nodes used and the copies noted (touch). */
+/* node_room, also giving the nodes used, the copies noted (touch) and the
+ * new nodes counted in the need (@newp). */
 static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need,
-			 uint64_t *usedp, uint64_t *touchp)
+			 uint64_t *usedp, uint64_t *touchp, uint64_t *newp)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
 	uint64_t keep = fs->sb.node_reserve + used, touch = 0, tgrow;
@@ -736,7 +737,7 @@ static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64
 	*free_slots = slots > keep ? slots - keep : 0;
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
 	*usedp = used;
-	*touchp = 0;
+	*touchp = *newp = 0;
 	if (fs->v2dirty) {
 		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
 		/* Extent changes: copies of the leaves of the chunks they
@@ -747,17 +748,17 @@ static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64
 		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
 		*touchp = touch;
 		tgrow /= NODE_GROW_BYTES;
-		*need += (touch < used ? touch : used) +
-			 (tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH);
+		*newp = tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH;
+		*need += (touch < used ? touch : used) + *newp;
 	}
 	return *free_slots >= *need;
 }
 
 static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
 {
-	uint64_t used, touch;
+	uint64_t used, touch, newn;
 
-	return node_room_at(fs, grow, free_slots, need, &used, &touch);
+	return node_room_at(fs, grow, free_slots, need, &used, &touch, &newn);
 }
 
 int fs_node_gate(struct tfs *fs, bool grow)
@@ -812,13 +813,17 @@ static uint64_t room_bytes(uint64_t free_slots, uint64_t need, uint64_t used, ui
 	return c * V2D_CHUNK * TFS_BLOCK_SIZE;
 }
 
-uint64_t tfs_node_room_bytes(struct tfs *fs)
+uint64_t tfs_node_room_bytes(struct tfs *fs, bool settled)
 {
-	uint64_t free_slots, need, used, touch;
+	uint64_t free_slots, need, used, touch, newn;
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return UINT64_MAX;
-	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch);
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch, &newn);
+	/* Settled: what the noted changes hold until a checkpoint (their
+	 * copies, their notes) back, what they add (new nodes) still held. */
+	if (settled)
+		return room_bytes(free_slots, NODE_MARGIN + newn, used, 0);
 	return room_bytes(free_slots, need, used, touch);
 }
 
@@ -869,12 +874,7 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
  * writes get while data blocks are free. */
 static bool node_full(struct tfs *fs)
 {
-	uint64_t free_slots, need, used, touch;
-
-	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
-		return false;
-	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch);
-	return room_bytes(free_slots, NODE_MARGIN, used, 0) < TFS_NODE_WRITE_ROOM;
+	return tfs_node_room_bytes(fs, true) < TFS_NODE_WRITE_ROOM;
 }
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
