@@ -184,7 +184,8 @@ static int cmp_u32(const void *a, const void *b)
 static int setup(void)
 {
 	const char *devs[2] = { imgs[0], imgs[1] };
-	struct tfs_format_opts fo = { .force = true, .backend = "uring" };
+	/* Format v2, what mkfs.twinfs makes (the library defaults to v1). */
+	struct tfs_format_opts fo = { .force = true, .backend = "uring", .v2 = true };
 	struct tfs_opts mo = { .devs = devs, .ndevs = 2, .backend = "uring",
 			       .commit_ms = 600000 };
 	struct tfs_cred c = { 0 };

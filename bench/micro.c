@@ -276,7 +276,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	struct tfs_format_opts fo = { .force = true, .backend = backend };
+	/* Format v2, what mkfs.twinfs makes (the library defaults to v1). */
+	struct tfs_format_opts fo = { .force = true, .backend = backend, .v2 = true };
 	struct tfs_opts mo = { .devs = devs, .ndevs = 2, .backend = backend };
 
 	ret = tfs_format(devs, 2, &fo, err, sizeof(err));

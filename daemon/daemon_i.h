@@ -102,11 +102,13 @@ struct tfsd {
 	_Atomic uint64_t space_reserve;	/* R in bytes */
 	_Atomic uint64_t space_bdi_due;	/* when to read max_bytes again (ms) */
 	_Atomic bool space_low;		/* set and cleared under files_lock */
+	_Atomic uint64_t space_low_since;	/* when it was set (ms) */
 	_Atomic bool space_dead_seen;	/* tfs_unusable() handled */
 	pthread_mutex_t space_mu;	/* protects everything below */
 	struct space_ent *sents;	/* per inode with writable cached opens */
 	size_t nsents, sentcap;
 	uint64_t space_pending;		/* bytes of admitted direct writes in flight */
+	uint64_t space_pending_node;	/* ... of them that take node room (not fallocate) */
 	/* wbehind.c: inodes with writes behind; lock order: leaf. */
 	pthread_mutex_t wb_mu;
 	pthread_cond_t wb_cv;		/* broadcast when a write behind ends */
@@ -185,11 +187,12 @@ double tfsd_attr_timeout(struct tfsd *d);
 /* A GETATTR carrying @df's handle: true when space.c took the request
  * (it replies, possibly later from a thread of its own). */
 bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df);
-/* A direct write or allocation of @len while low: 0 (admitted: call
- * tfsd_space_done with the same len when it has completed), 1 (not low:
- * nothing to call) or -ENOSPC. */
-int tfsd_space_admit(struct tfsd *d, uint64_t len);
-void tfsd_space_done(struct tfsd *d, uint64_t len);
+/* A direct write or (@alloc) an allocation of @len at @off while low: 0
+ * (admitted: call tfsd_space_done with the same arguments when it has completed),
+ * 1 (not low: nothing to call) or -ENOSPC.  An allocation adds few tree
+ * items whatever its length: it takes no node room here. */
+int tfsd_space_admit(struct tfsd *d, uint64_t off, uint64_t len, bool alloc);
+void tfsd_space_done(struct tfsd *d, uint64_t off, uint64_t len, bool alloc);
 /* @df is being released. */
 void tfsd_space_release(struct tfsd *d, struct tfsd_file *df);
 /* Spawn fn(arg) on a detached thread counted in slow_n; false if it

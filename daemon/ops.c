@@ -835,7 +835,7 @@ static void direct_write_done(void *arg, ssize_t n)
 	struct tfsd *d = req_d(w->req);
 
 	if (w->admitted)
-		tfsd_space_done(d, w->len);
+		tfsd_space_done(d, (uint64_t)w->off, w->len, false);
 	if (n > 0 && tfsd_dio_check(d, w->ino))
 		tfsd_reply_write_inval(w->req, w->ino, w->off, (size_t)n);
 	else
@@ -855,10 +855,13 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 
 	tfsd_space_check(d);
 	/* A write from the page cache (writeback) stores what the kernel
-	 * has acknowledged already: never refused here.  A direct one is
-	 * the caller's own write(2) and may still get ENOSPC. */
+	 * has acknowledged already: never refused here, also when it comes
+	 * with a direct open's handle (the kernel writes a file's pages back
+	 * through any of its writable opens).  A direct one is the caller's
+	 * own write(2) and may still get ENOSPC. */
 	if (df->direct) {
-		n = tfsd_space_admit(d, len);	/* 0 admitted, 1 not low, -ENOSPC */
+		/* 0 admitted, 1 not low or writeback, -ENOSPC */
+		n = fi->writepage ? 1 : tfsd_space_admit(d, (uint64_t)off, len, false);
 		admitted = n == 0;
 		if (n > 0)
 			n = 0;
@@ -875,7 +878,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		n = -ENOMEM;
 	if (n < 0) {
 		if (admitted)
-			tfsd_space_done(d, len);
+			tfsd_space_done(d, (uint64_t)off, len, false);
 		reply_err(req, n);
 		return;
 	}
@@ -900,7 +903,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	tfsd_space_check(d);
 	/* Allocating modes take space the low-space gate promised away. */
 	if (!(mode & FALLOC_FL_PUNCH_HOLE) && len > 0)
-		ret = tfsd_space_admit(d, (uint64_t)len);
+		ret = tfsd_space_admit(d, (uint64_t)off, (uint64_t)len, true);
 	if (ret < 0) {
 		reply_err(req, ret);
 		return;
@@ -910,7 +913,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	err = privs_write_kill(req, ino);
 	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
 	if (ret == 0)
-		tfsd_space_done(d, (uint64_t)len);
+		tfsd_space_done(d, (uint64_t)off, (uint64_t)len, true);
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,

@@ -36,12 +36,26 @@
  *  - direct writes and fallocate are admitted only within the free space
  *    the grants leave.
  *
+ * Format v2 keeps the extent maps in tree nodes, in a node area that can
+ * fill before the data area (many small files, fragmented maps): what the
+ * page cache holds needs node room too when it is written back, up to two
+ * copied nodes, one new and their notes per MiB (tfs_node_room_bytes), and
+ * the node gate refuses a WRITE it has no room for once a few checkpoints
+ * (which give back the slots noted changes hold) did not make room.  So
+ * "free space" here, for the mode and the attribute timeout, is the lesser
+ * of the free data blocks and the node room in those terms as a checkpoint
+ * would leave it; the grants and direct writes count the node room as it
+ * is now, and ask for a checkpoint before they answer ENOSPC.  Allocations
+ * (fallocate) add few items whatever their length: the node gate alone
+ * decides them, and they are admitted only against the free data blocks
+ * and the node room the grants leave.
+ *
  * What this cannot cover (documented in README): a single write(2) larger
  * than SPACE_GRANT on an open made before the mount got low, and stores
  * through shared writable mmap (page faults ask the daemon nothing).
  *
  * Cost while space is plentiful: two atomic loads per WRITE, open and
- * attribute reply.
+ * attribute reply, and on format v2 four more for the node room.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -61,6 +75,10 @@
 /* When the bdi cannot be read (no sysfs, an older kernel). */
 #define SPACE_DEFAULT_DIRTY (128 * MiB)
 #define BDI_REREAD_MS 1000
+/* Low for at least this long: the node room swings with every checkpoint
+ * (the changes noted hold slots until it), and a mode that came and went
+ * with each would log twice a checkpoint. */
+#define SPACE_LOW_MIN_MS 10000
 
 struct space_ent {
 	uint64_t ino;
@@ -119,6 +137,17 @@ static uint64_t space_reserve(struct tfsd *d)
 static uint64_t dirty_bound(struct tfsd *d)
 {
 	return bdi_reserve(d) - SPACE_TRANSIT;
+}
+
+/* What write(2) calls may still add: the free data blocks, and the node
+ * room in bytes of writes once a checkpoint has given back what the
+ * changes noted so far hold (the node gate waits for checkpoints before it
+ * refuses a WRITE; the grants below count those holds). */
+static uint64_t space_avail(struct tfsd *d)
+{
+	uint64_t data = tfs_avail_bytes(d->fs), node = tfs_node_room_bytes(d->fs, true);
+
+	return data < node ? data : node;
 }
 
 void tfsd_space_init(struct tfsd *d, const char *mnt)
@@ -219,13 +248,28 @@ static struct space_ent *ent_get(struct tfsd *d, uint64_t ino)
 	return e;
 }
 
-static uint64_t grants_except(const struct tfsd *d, uint64_t ino)
+/* Node room a write of @len bytes at @off may take: a MiB for every
+ * V2D_CHUNK (1 MiB) of the file it changes (tfs_node_room_bytes).  A
+ * grant's, at an offset not known, TFS_NODE_WRITE_ROOM: one more. */
+_Static_assert(TFS_NODE_WRITE_ROOM == SPACE_GRANT + MiB, "a grant's node room");
+
+static uint64_t node_cost(uint64_t off, uint64_t len)
+{
+	return len ? ((off + len - 1) / MiB - off / MiB + 1) * MiB : 0;
+}
+
+/* The grants of the inodes other than @ino (0: of all), in bytes of data
+ * and (@node) of node room. */
+static uint64_t grants_except(const struct tfsd *d, uint64_t ino, uint64_t *node)
 {
 	uint64_t g = 0;
 
+	*node = 0;
 	for (size_t i = 0; i < d->nsents; i++)
-		if (d->sents[i].ino != ino)
+		if (d->sents[i].ino != ino) {
 			g += d->sents[i].grant;
+			*node += d->sents[i].grant ? TFS_NODE_WRITE_ROOM : 0;
+		}
 	return g;
 }
 
@@ -301,21 +345,23 @@ static void switch_gates_on(struct tfsd *d, struct inos_job *j)
 	}
 }
 
-static void enter_low(struct tfsd *d, uint64_t avail, uint64_t r)
+static void enter_low(struct tfsd *d, uint64_t avail, uint64_t r, bool node)
 {
 	struct inos_job *j = NULL;
 
 	pthread_mutex_lock(&d->files_lock);
 	if (!atomic_load(&d->space_low)) {
+		atomic_store(&d->space_low_since, now_ms());
 		atomic_store(&d->space_low, true);
 		j = cached_w_inos(d);
 		pthread_mutex_lock(&d->space_mu);
 		for (size_t i = 0; j && i < j->n; i++)
 			ent_get(d, j->inos[i]);
 		pthread_mutex_unlock(&d->space_mu);
-		tlog(LOG_NOTICE, "free space low (%" PRIu64 " MiB, below %" PRIu64
+		tlog(LOG_NOTICE, "free space low (%" PRIu64 " MiB%s, below %" PRIu64
 		     " MiB): writes now reach the devices before write(2) returns",
-		     avail / MiB, r / MiB);
+		     avail / MiB, node ? " of writes the node area has room for" : "",
+		     r / MiB);
 	}
 	pthread_mutex_unlock(&d->files_lock);
 	switch_gates_on(d, j);
@@ -353,19 +399,21 @@ void tfsd_space_dead(void *ctx)
 
 void tfsd_space_check(struct tfsd *d)
 {
-	uint64_t avail, r;
+	uint64_t avail, node, r;
 
 	if (!d->writeback_cache)
 		return;		/* every open is direct already */
 	if (tfs_unusable(d->fs))
 		tfsd_space_dead(d);
 	avail = tfs_avail_bytes(d->fs);
+	node = tfs_node_room_bytes(d->fs, true);
 	r = space_reserve(d);
 	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed)) {
-		if (avail < r)
-			enter_low(d, avail, r);
-	} else if (avail >= r + r / 4) {
-		leave_low(d, avail);
+		if (avail < r || node < r)
+			enter_low(d, avail < node ? avail : node, r, node < avail);
+	} else if (avail >= r + r / 4 && node >= r + r / 4 &&
+		   now_ms() >= atomic_load(&d->space_low_since) + SPACE_LOW_MIN_MS) {
+		leave_low(d, avail < node ? avail : node);
 	}
 }
 
@@ -383,7 +431,7 @@ double tfsd_attr_timeout(struct tfsd *d)
 	if (atomic_load_explicit(&d->space_low, memory_order_relaxed) || tfs_unusable(d->fs))
 		return 0.0;
 	r = space_reserve(d);
-	return tfs_avail_bytes(d->fs) < r + r / 2 ? 0.0 : 1.0;
+	return space_avail(d) < r + r / 2 ? 0.0 : 1.0;
 }
 
 /* ---- the gate ---- */
@@ -394,12 +442,39 @@ struct gate_job {
 	struct tfsd_file *df;
 };
 
+/* Rounds of reclaiming (a log commit, a checkpoint) before ENOSPC stands:
+ * other writers may take what one gave back. */
+#define SPACE_RECLAIM_ROUNDS 4
+
+enum { ROOM_OK, ROOM_DATA_SHORT, ROOM_NODE_SHORT };
+
+/* Whether @len more bytes of data and @node_len more of node room fit
+ * beside the direct writes in flight and the grants of the inodes other
+ * than @ino (0: of all); under space_mu. */
+static int room_for(struct tfsd *d, uint64_t ino, uint64_t len, uint64_t node_len)
+{
+	uint64_t gnode, g = grants_except(d, ino, &gnode);
+
+	if (tfs_avail_bytes(d->fs) < d->space_pending + g + len)
+		return ROOM_DATA_SHORT;
+	if (tfs_node_room_bytes(d->fs, false) < d->space_pending_node + gnode + node_len)
+		return ROOM_NODE_SHORT;
+	return ROOM_OK;
+}
+
+static void grant(struct space_ent *e, const struct gate_job *g)
+{
+	e->grant = SPACE_GRANT;
+	e->grant_df = g->df;
+	e->maybe_dirty = true;
+}
+
 static int gate_decide(struct tfsd *d, const struct gate_job *g)
 {
 	struct space_ent *e;
-	uint64_t *inos = NULL, need, avail;
+	uint64_t *inos = NULL, need;
 	size_t n = 0;
-	int ret = 0;
+	int ret = 0, room;
 
 	/* 0: while even a full page cache fits, no need to know more (the
 	 * write-back below goes page by page: slow). */
@@ -410,12 +485,9 @@ static int gate_decide(struct tfsd *d, const struct gate_job *g)
 		 * at a time. */
 		e->grant = 0;
 		e->grant_df = NULL;
-		need = d->space_pending + grants_except(d, g->ino) + SPACE_GRANT +
-		       dirty_bound(d);
-		if (tfs_avail_bytes(d->fs) >= need) {
-			e->grant = SPACE_GRANT;
-			e->grant_df = g->df;
-			e->maybe_dirty = true;
+		need = SPACE_GRANT + dirty_bound(d);
+		if (room_for(d, g->ino, need, TFS_NODE_WRITE_ROOM + dirty_bound(d)) == ROOM_OK) {
+			grant(e, g);
 			pthread_mutex_unlock(&d->space_mu);
 			return 0;
 		}
@@ -444,22 +516,33 @@ static int gate_decide(struct tfsd *d, const struct gate_job *g)
 			o->maybe_dirty = false;
 	}
 	free(inos);
-	if (!atomic_load(&d->space_low))
-		goto out;	/* left the mode meanwhile: the table is gone */
-	e = ent_get(d, g->ino);
-	if (!e) {
-		ret = -ENOMEM;
-		goto out;
+	for (int round = 0;; round++) {
+		if (!atomic_load(&d->space_low))
+			goto out;	/* left the mode meanwhile: the table is gone */
+		e = ent_get(d, g->ino);
+		if (!e) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		room = room_for(d, g->ino, SPACE_GRANT, TFS_NODE_WRITE_ROOM);
+		if (room == ROOM_OK)
+			break;
+		/* The node room the changes noted since the last checkpoint
+		 * hold comes back with the next one (on this thread of its
+		 * own, the wait stalls no other request). */
+		if (room == ROOM_DATA_SHORT || round == SPACE_RECLAIM_ROUNDS) {
+			ret = -ENOSPC;
+			goto out;
+		}
+		pthread_mutex_unlock(&d->space_mu);
+		room = tfs_node_reclaim(d->fs);
+		pthread_mutex_lock(&d->space_mu);
+		if (room != 1) {
+			ret = -ENOSPC;
+			goto out;
+		}
 	}
-	avail = tfs_avail_bytes(d->fs);
-	need = d->space_pending + grants_except(d, g->ino) + SPACE_GRANT;
-	if (avail < need) {
-		ret = -ENOSPC;
-		goto out;
-	}
-	e->grant = SPACE_GRANT;
-	e->grant_df = g->df;
-	e->maybe_dirty = true;
+	grant(e, g);
 out:
 	pthread_mutex_unlock(&d->space_mu);
 	return ret;
@@ -518,44 +601,52 @@ bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df)
 	return true;
 }
 
-/* Admits @len bytes if the free space the grants and the writes in flight
- * leave covers them. */
-static int admit_now(struct tfsd *d, uint64_t len)
+/* Admits @len bytes at @off (of node room too unless @alloc) if what the
+ * grants and the writes in flight leave covers them: ROOM_*. */
+static int admit_now(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
 {
-	int ret = 0;
+	uint64_t node = alloc ? 0 : node_cost(off, len);
+	int room;
 
 	pthread_mutex_lock(&d->space_mu);
-	if (tfs_avail_bytes(d->fs) < d->space_pending + grants_except(d, 0) + len)
-		ret = -ENOSPC;
-	else
+	room = room_for(d, 0, len, node);
+	if (room == ROOM_OK) {
 		d->space_pending += len;
+		d->space_pending_node += node;
+	}
 	pthread_mutex_unlock(&d->space_mu);
-	return ret;
+	return room;
 }
 
 /*
- * ENOSPC only once no deferred frees are left to reclaim: otherwise the
- * next log commit (at most commit_ms later) would show free space in
- * statfs that this write was refused.  Other writers may defer more
- * meanwhile: a few rounds, then the answer stands.
+ * ENOSPC only once no deferred frees are left to reclaim (or, short of
+ * node room, no checkpoint would give slots back): otherwise the next log
+ * commit (at most commit_ms later) would show free space in statfs that
+ * this write was refused.  Other writers may defer more meanwhile: a few
+ * rounds, then the answer stands.
  */
-int tfsd_space_admit(struct tfsd *d, uint64_t len)
+int tfsd_space_admit(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
 {
-	int ret;
-
 	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed))
 		return 1;
 	for (int round = 0;; round++) {
-		ret = admit_now(d, len);
-		if (ret != -ENOSPC || round == 4 || tfs_reclaim_deferred(d->fs) != 1)
-			return ret;
+		int room = admit_now(d, off, len, alloc);
+
+		if (room == ROOM_OK)
+			return 0;
+		if (round == SPACE_RECLAIM_ROUNDS)
+			return -ENOSPC;
+		if (room == ROOM_DATA_SHORT ? tfs_reclaim_deferred(d->fs) != 1
+					    : tfs_node_reclaim(d->fs) != 1)
+			return -ENOSPC;
 	}
 }
 
-void tfsd_space_done(struct tfsd *d, uint64_t len)
+void tfsd_space_done(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
 {
 	pthread_mutex_lock(&d->space_mu);
 	d->space_pending -= len;
+	d->space_pending_node -= alloc ? 0 : node_cost(off, len);
 	pthread_mutex_unlock(&d->space_mu);
 }
 

@@ -726,13 +726,18 @@ const char *tfs_backend_name(struct tfs *fs)
 #define NODE_GROW_BYTES (BNODE_SIZE / 2)
 #define NODE_GATE_WAITS 3
 
-static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
+/* node_room, also giving the nodes used, the copies noted (touch) and the
+ * new nodes counted in the need (@newp). */
+static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need,
+			 uint64_t *usedp, uint64_t *touchp, uint64_t *newp)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
-	uint64_t keep = fs->sb.node_reserve + used, touch, tgrow;
+	uint64_t keep = fs->sb.node_reserve + used, touch = 0, tgrow;
 
 	*free_slots = slots > keep ? slots - keep : 0;
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
+	*usedp = used;
+	*touchp = *newp = 0;
 	if (fs->v2dirty) {
 		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
 		/* Extent changes: copies of the leaves of the chunks they
@@ -741,11 +746,19 @@ static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t 
 		 * fill one leaf at worst): rewriting the same blocks again and
 		 * again adds nothing. */
 		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
+		*touchp = touch;
 		tgrow /= NODE_GROW_BYTES;
-		*need += (touch < used ? touch : used) +
-			 (tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH);
+		*newp = tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH;
+		*need += (touch < used ? touch : used) + *newp;
 	}
 	return *free_slots >= *need;
+}
+
+static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need)
+{
+	uint64_t used, touch, newn;
+
+	return node_room_at(fs, grow, free_slots, need, &used, &touch, &newn);
 }
 
 int fs_node_gate(struct tfs *fs, bool grow)
@@ -773,6 +786,62 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
 		(void)node_room(fs, true, free_slots, need);
 }
 
+/*
+ * Data writes the node area still has room for, at the worst node_room
+ * counts them: each V2D_CHUNK they change may copy V2D_TOUCH nodes and add
+ * one (its new items), copies counted up to every node there is, and its
+ * note takes a 16-byte range in an array that doubles as it grows: up to
+ * 32 bytes of notes, NODE_NOTE_BYTES / 2 of a slot (one here).  So with f
+ * slots free past the need and NODE_ROOM_SLACK (the notes a write makes
+ * besides its range: its inode's, a checkpoint's path to the roots), and
+ * u nodes not yet counted as copied, c chunks fit where
+ * min(V2D_TOUCH * c, u) + 2 * c <= f.  A few atomic loads.
+ */
+#define NODE_ROOM_SLACK 8
+
+static uint64_t room_bytes(uint64_t free_slots, uint64_t need, uint64_t used, uint64_t touch)
+{
+	uint64_t f, u, c;
+
+	if (free_slots <= need + NODE_ROOM_SLACK)
+		return 0;
+	f = free_slots - need - NODE_ROOM_SLACK;
+	u = used > touch ? used - touch : 0;
+	c = f / (V2D_TOUCH + 2);
+	if (V2D_TOUCH * c > u)
+		c = (f - u) / 2;	/* copies capped: the new nodes and notes count */
+	return c * V2D_CHUNK * TFS_BLOCK_SIZE;
+}
+
+uint64_t tfs_node_room_bytes(struct tfs *fs, bool settled)
+{
+	uint64_t free_slots, need, used, touch, newn;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return UINT64_MAX;
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch, &newn);
+	/* Settled: what the noted changes hold until a checkpoint (their
+	 * copies, their notes) back, what they add (new nodes) still held. */
+	if (settled)
+		return room_bytes(free_slots, NODE_MARGIN + newn, used, 0);
+	return room_bytes(free_slots, need, used, touch);
+}
+
+int tfs_node_reclaim(struct tfs *fs)
+{
+	uint64_t free_slots, need;
+
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return 0;
+	(void)node_room(fs, true, &free_slots, &need);
+	if (need <= NODE_MARGIN)
+		return 0;	/* nothing noted: a checkpoint gives nothing back */
+	if (!fs_ckpt_wait(fs))
+		return 0;
+	atomic_fetch_add(&fs->node_gate_waits, 1);
+	return 1;
+}
+
 /* Inodes that still fit: the free slots past the margin at the inodes per
  * slot the trees hold now, at least NODE_FILES_PER_SLOT: an empty file
  * costs about 260 bytes of the node area (measured: 12,910 empty files
@@ -798,18 +867,14 @@ static uint64_t node_ffree(struct tfs *fs, uint64_t ffree)
 	return free_slots < ffree ? free_slots : ffree;
 }
 
-/* Whether the node area is full for writes even after a checkpoint: the
- * free slots are within a quarter margin of the margin, where the gate
- * refuses writes of a few chunks.  statfs then shows no blocks available,
- * so df agrees with the ENOSPC writes get while data blocks are free. */
+/* Whether the node area is full for writes even after a checkpoint (the
+ * changes noted so far then hold no slots): a buffered write(2) would get
+ * ENOSPC in the daemon's low-space mode (TFS_NODE_WRITE_ROOM).  statfs then
+ * shows no blocks and no inodes available, so df agrees with the ENOSPC
+ * writes get while data blocks are free. */
 static bool node_full(struct tfs *fs)
 {
-	uint64_t free_slots, need;
-
-	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
-		return false;
-	(void)node_room(fs, true, &free_slots, &need);
-	return free_slots < NODE_MARGIN + NODE_MARGIN / 4;
+	return tfs_node_room_bytes(fs, true) < TFS_NODE_WRITE_ROOM;
 }
 
 int tfs_statfs(struct tfs *fs, struct statvfs *st)
@@ -818,14 +883,15 @@ int tfs_statfs(struct tfs *fs, struct statvfs *st)
 	uint64_t free_ = alloc_free_blocks(fs->alloc);
 	uint64_t reserve = alloc_reserve_blocks(fs->alloc);
 	uint64_t f0, f1;
+	bool full = node_full(fs);
 
 	memset(st, 0, sizeof(*st));
 	st->f_bsize = TFS_BLOCK_SIZE;
 	st->f_frsize = TFS_BLOCK_SIZE;
 	st->f_blocks = total;
 	st->f_bfree = free_;
-	st->f_bavail = free_ > reserve && !node_full(fs) ? free_ - reserve : 0;
-	st->f_ffree = node_ffree(fs, free_);
+	st->f_bavail = free_ > reserve && !full ? free_ - reserve : 0;
+	st->f_ffree = full ? 0 : node_ffree(fs, free_);
 	st->f_files = fs_ninodes(fs) + st->f_ffree;
 	st->f_favail = st->f_ffree;
 	st->f_namemax = TFS_NAME_MAX;

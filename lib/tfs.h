@@ -275,6 +275,24 @@ uint64_t tfs_avail_bytes(struct tfs *fs);
  * transaction to unpin extents: returns 1 if some were pending (now
  * released), 0 if none were, or a negative errno. */
 int tfs_reclaim_deferred(struct tfs *fs);
+/* Format v2: bytes of data writes the node area still has room for before
+ * the next checkpoint, at the worst a write costs there (two copied nodes,
+ * one new and its notes per MiB it changes; a few atomic loads), for the
+ * daemon's low-space mode; UINT64_MAX on version 1.  @settled: once a
+ * checkpoint has given back the slots the changes noted so far hold (the
+ * node gate waits for checkpoints before it refuses a write). */
+uint64_t tfs_node_room_bytes(struct tfs *fs, bool settled);
+/* The node room one buffered write(2) takes in the daemon's low-space mode
+ * (up to 4 MiB at an offset it does not know: 5 MiB chunks).  Where even a
+ * checkpoint would leave less (@settled), statfs shows no blocks or inodes
+ * available. */
+#define TFS_NODE_WRITE_ROOM (5ull << 20)
+/* Format v2, before answering ENOSPC for want of node room: changes noted
+ * since the last checkpoint hold node slots until the next one; ask for a
+ * checkpoint and wait for its end.  1 if it waited (look again), 0 if
+ * there was nothing to wait for (version 1, nothing noted, no background
+ * thread).  Call with no lock held. */
+int tfs_node_reclaim(struct tfs *fs);
 /* No device can take writes any more: the file system turned read-only
  * and every change fails with -EROFS until unmount. */
 bool tfs_unusable(struct tfs *fs);
