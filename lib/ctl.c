@@ -183,6 +183,8 @@ static void extcache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "budget_bytes", st.budget);
 	jb_u64(j, "leaves", st.leaves);
 	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "inner_bytes", st.inner_bytes);
+	jb_u64(j, "inner_freed", st.inner_freed);
 	jb_u64(j, "faults", st.faults);
 	jb_u64(j, "empty_faults", st.empty_faults);
 	jb_u64(j, "evictions", st.evictions);

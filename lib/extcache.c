@@ -76,9 +76,11 @@ static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
 	xc->tail = l;
 }
 
+/* The interior nodes count too: they go with the last leaf under them
+ * (extlz_inner_evict), so evicting leaves is what brings them down. */
 static bool over_budget(struct extent_cache *xc)
 {
-	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > atomic_load(&xc->budget);
+	return extcache_bytes(xc) > atomic_load(&xc->budget);
 }
 
 static bool is_clean(struct extent_cache *xc, struct ext_leaf *l)
@@ -111,8 +113,11 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 	}
 	if (rl)
 		rl_unlock(rl, &r);
-	if (ok)
+	if (ok) {
+		/* Its level-1 node may now hold nothing: it goes too. */
+		(void)extlz_inner_evict(l->m, l->slot, l->base);
 		free(l);
+	}
 	return ok;
 }
 
@@ -238,6 +243,8 @@ void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
 	st->budget = atomic_load(&xc->budget);
 	st->leaves = atomic_load(&xc->leaves);
 	st->bytes = st->leaves * sizeof(struct ext_leaf);
+	st->inner_bytes = atomic_load(&xc->inner) * sizeof(struct ext_inner);
+	st->inner_freed = atomic_load(&xc->inner_freed);
 	st->faults = atomic_load(&xc->faults);
 	st->empty_faults = atomic_load(&xc->empty_faults);
 	st->evictions = atomic_load(&xc->evictions);

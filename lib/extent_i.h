@@ -38,6 +38,21 @@ struct ext_leaf {
 	struct ext_leaf *lnext, *lprev;	/* the cache's list, under xc->mu */
 };
 
+/*
+ * An interior node of a lazy map: its slots first (walks index them as an
+ * array of pointers), then the epoch of the last change that made one of
+ * them EXT_EMPTY (a clear; or the node made from an EXT_EMPTY slot).  A
+ * level-1 node (one per 2^18 blocks, 1 GiB, of a file's span) whose slots
+ * are all NULL or EXT_EMPTY and whose stamp is committed says nothing the
+ * tree does not: the evictor frees it when its last leaf goes
+ * (extlz_inner_evict), so interior nodes follow the resident leaves, not
+ * the span of the file.
+ */
+struct ext_inner {
+	void *s[EXT_FAN];
+	_Atomic uint64_t stamp;		/* 0: nothing EXT_EMPTY that the tree lacks */
+};
+
 #define EXTCACHE_CHG_STRIPES 64
 
 struct extent_cache {
@@ -46,6 +61,8 @@ struct extent_cache {
 	struct ext_leaf *head, *tail;	/* oldest first */
 	_Atomic uint64_t budget;	/* bytes of leaves kept at most (clean ones go) */
 	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
+	_Atomic uint64_t inner;		/* interior nodes of lazy maps (ext_inner) */
+	_Atomic uint64_t inner_freed;	/* of them, freed by the evictor */
 	_Atomic uint64_t scanned;	/* leaves the evictor looked at */
 	_Atomic uint64_t counted;	/* evictions told to memtrim (give_back) */
 	_Atomic uint64_t epoch;		/* changes now belong to this one */
@@ -65,6 +82,13 @@ struct extent_cache {
 	_Atomic uint64_t chg_gen[EXTCACHE_CHG_STRIPES];
 	_Atomic uint64_t src_redone;
 };
+
+/* Bytes the budget counts: the leaves and the interior nodes above them. */
+static inline uint64_t extcache_bytes(struct extent_cache *xc)
+{
+	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) +
+	       atomic_load(&xc->inner) * sizeof(struct ext_inner);
+}
 
 /* Reads of the source for file @ino: _begin waits out a change under way
  * and returns the stamp that _same compares once the read is done (false:
@@ -147,5 +171,10 @@ uint64_t extlz_next_hole(struct extent_map *m, uint64_t fblk);
 int extlz_walk(struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb, void *ctx);
 int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
 		   void *ctx);
+/* Under xc->mu, right after the leaf of @base in @slot of map @m was
+ * evicted: free the level-1 node holding @slot if it now holds nothing
+ * the tree lacks and nobody is inside its span (its range lock tried).
+ * True if freed. */
+bool extlz_inner_evict(struct extent_map *m, void **slot, uint64_t base);
 
 #endif
