@@ -77,7 +77,7 @@ static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
 }
 
 /* The interior nodes count too: they go with the last leaf under them
- * (extlz_inner_evict), so evicting leaves is what brings them down. */
+ * (inner_evict), so evicting leaves is what brings them down. */
 static bool over_budget(struct extent_cache *xc)
 {
 	return extcache_bytes(xc) > atomic_load(&xc->budget);
@@ -86,6 +86,73 @@ static bool over_budget(struct extent_cache *xc)
 static bool is_clean(struct extent_cache *xc, struct ext_leaf *l)
 {
 	return atomic_load(&l->stamp) <= atomic_load(&xc->committed);
+}
+
+/* ---- interior nodes, freed with their last leaf ---- */
+
+/* Nothing in @n that the tree lacks: no resident child (NULL or EXT_EMPTY
+ * only) and its EXT_EMPTY slots committed. */
+static bool inner_idle(struct extent_cache *xc, struct ext_inner *n)
+{
+	if (atomic_load(&n->stamp) > atomic_load(&xc->committed))
+		return false;
+	for (unsigned i = 0; i < EXT_FAN; i++) {
+		void *c = ext_load(&n->s[i]);
+
+		if (c && c != EXT_EMPTY)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Under xc->mu, right after the leaf of @base in @slot of map @m was
+ * evicted: free the level-1 node holding @slot if it now holds nothing the
+ * tree lacks and nobody is inside its span.  True if freed.
+ *
+ * Why this is safe without a lock on the readers' side: every user of a
+ * map holds the file's range lock over the blocks it looks at (lookups and
+ * sets their blocks, clears their range, walks and SEEK_* theirs up to
+ * EOF, the checkpoint all of it, shared) and only looks at the nodes of
+ * those blocks, and a destroy (no range lock) marks the map dying under
+ * xc->mu first.  So with @n's whole span locked here (tried, never waited
+ * for) nobody is inside @n, nobody can install a child into it (that needs
+ * a block of its span), and nobody else frees it: a clear covering its
+ * span holds that span, the evictor of its other leaves holds xc->mu.
+ * Its parent stays: only level-1 nodes go here.  After the slot is NULL a
+ * user reads the tree for the span, which holds what @n said (inner_idle).
+ */
+static bool inner_evict(struct extent_map *m, void **slot, uint64_t base)
+{
+	struct extent_cache *xc = m->xc;
+	struct ext_inner *n = inner_of(slot, base);
+	uint64_t span = ext_span(1), lo = base & ~(span - 1);
+	bool low = lo < EXTENT_LOW_FBLK, freed = false;
+	void **p = low ? &m->root : &m->high;
+	struct rl_range r;
+
+	if (m->dying || !inner_idle(xc, n))
+		return false;
+	if (m->rl && !rl_trylock(m->rl, &r, lo, lo + span, true))
+		return false;
+	if (inner_idle(xc, n)) {
+		for (int lvl = low ? EXT_TOP_LOW : EXT_TOP_HIGH; p && lvl > 1; lvl--) {
+			void *node = ext_load(p);
+
+			p = node && node != EXT_EMPTY ? &((void **)node)[ext_slot(lo, lvl)] : NULL;
+		}
+		void *expected = n;
+
+		freed = p && __atomic_compare_exchange_n(p, &expected, NULL, false,
+							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	}
+	if (m->rl)
+		rl_unlock(m->rl, &r);
+	if (freed) {
+		atomic_fetch_add(&xc->inner_freed, 1);
+		inner_free(xc, n);
+	}
+	return freed;
 }
 
 /*
@@ -115,7 +182,7 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 		rl_unlock(rl, &r);
 	if (ok) {
 		/* Its level-1 node may now hold nothing: it goes too. */
-		(void)extlz_inner_evict(l->m, l->slot, l->base);
+		(void)inner_evict(l->m, l->slot, l->base);
 		free(l);
 	}
 	return ok;

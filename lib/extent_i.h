@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "extcache.h"
 #include "extent.h"
@@ -45,8 +46,8 @@ struct ext_leaf {
  * level-1 node (one per 2^18 blocks, 1 GiB, of a file's span) whose slots
  * are all NULL or EXT_EMPTY and whose stamp is committed says nothing the
  * tree does not: the evictor frees it when its last leaf goes
- * (extlz_inner_evict), so interior nodes follow the resident leaves, not
- * the span of the file.
+ * (extcache.c inner_evict), so interior nodes follow the resident leaves,
+ * not the span of the file.
  */
 struct ext_inner {
 	void *s[EXT_FAN];
@@ -82,13 +83,6 @@ struct extent_cache {
 	_Atomic uint64_t chg_gen[EXTCACHE_CHG_STRIPES];
 	_Atomic uint64_t src_redone;
 };
-
-/* Bytes the budget counts: the leaves and the interior nodes above them. */
-static inline uint64_t extcache_bytes(struct extent_cache *xc)
-{
-	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) +
-	       atomic_load(&xc->inner) * sizeof(struct ext_inner);
-}
 
 /* Reads of the source for file @ino: _begin waits out a change under way
  * and returns the stamp that _same compares once the read is done (false:
@@ -160,6 +154,25 @@ static inline void ext_mapped_add(struct extent_map *m, int64_t delta)
 		atomic_fetch_sub_explicit(&m->mapped, (uint64_t)-delta, memory_order_relaxed);
 }
 
+/* The level-1 node holding leaf slot @slot (of the leaf of block @base). */
+static inline struct ext_inner *inner_of(void **slot, uint64_t base)
+{
+	return (struct ext_inner *)(slot - ext_slot(base, 1));
+}
+
+static inline void inner_free(struct extent_cache *xc, void *node)
+{
+	atomic_fetch_sub(&xc->inner, 1);
+	free(node);
+}
+
+/* Bytes the budget counts: the leaves and the interior nodes above them. */
+static inline uint64_t extcache_bytes(struct extent_cache *xc)
+{
+	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) +
+	       atomic_load(&xc->inner) * sizeof(struct ext_inner);
+}
+
 /* extent_lazy.c: the operations of a map with xc set. */
 int extlz_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
 	      const void *csums, extent_drop_fn drop, void *ctx);
@@ -171,10 +184,5 @@ uint64_t extlz_next_hole(struct extent_map *m, uint64_t fblk);
 int extlz_walk(struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb, void *ctx);
 int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
 		   void *ctx);
-/* Under xc->mu, right after the leaf of @base in @slot of map @m was
- * evicted: free the level-1 node holding @slot if it now holds nothing
- * the tree lacks and nobody is inside its span (its range lock tried).
- * True if freed. */
-bool extlz_inner_evict(struct extent_map *m, void **slot, uint64_t base);
 
 #endif

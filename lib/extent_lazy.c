@@ -4,12 +4,12 @@
  * extcache.h).  The radix trees of extent.c with a third state per slot:
  * NULL is "not resident" (the tree knows), EXT_EMPTY "resident and all
  * holes" (no node), anything else a node.  Interior nodes are installed as
- * in extent.c (compare-and-swap) and freed by a clear that covers them, or
- * (level 1, one per GiB of span) by the evictor with their last leaf
- * (extlz_inner_evict); leaves are read in by the first user (extent_set, extent_lookup,
- * the edges of a clear), installed with compare-and-swap (the loser of a
- * race frees its copy: only users of the same leaf meet) and evicted by
- * extcache.c when clean.  Walks, SEEK_DATA/SEEK_HOLE and whole-leaf clears
+ * in extent.c (compare-and-swap) and freed by a clear that covers them,
+ * or (level 1, one per GiB of span) by the evictor with their last leaf
+ * (extcache.c inner_evict); leaves are read in by the first user
+ * (extent_set, extent_lookup, the edges of a clear), installed with
+ * compare-and-swap (the loser of a race frees its copy: only users of the
+ * same leaf meet) and evicted by extcache.c when clean.  Walks, SEEK_DATA/SEEK_HOLE and whole-leaf clears
  * ask the source for every stretch that is not resident (consecutive ones
  * as one call) and read nothing in.
  *
@@ -28,7 +28,6 @@
 #include <string.h>
 
 #include "extent_i.h"
-#include "rangelock.h"
 
 #define TINY_BYTES (EXTENT_TINY_FBLK * sizeof(struct extent_ent))
 
@@ -224,18 +223,6 @@ static void inner_install(struct extent_map *m, void **p, void *expected, struct
 		free(n);
 	else
 		atomic_fetch_add(&m->xc->inner, 1);
-}
-
-static void inner_free(struct extent_map *m, void *node)
-{
-	atomic_fetch_sub(&m->xc->inner, 1);
-	free(node);
-}
-
-/* The level-1 node holding leaf slot @slot (of the leaf of block @base). */
-static struct ext_inner *inner_of(void **slot, uint64_t base)
-{
-	return (struct ext_inner *)(slot - ext_slot(base, 1));
 }
 
 /* Replace EXT_EMPTY at *p by a node of holes (interior: of EXT_EMPTY
@@ -506,7 +493,7 @@ static int clear_node(struct clr *c, void **p, int lvl, uint64_t base, uint64_t 
 	}
 	if (ret == 0 && whole) {
 		__atomic_store_n(p, EXT_EMPTY, __ATOMIC_RELEASE);
-		inner_free(c->m, node);
+		inner_free(c->m->xc, node);
 	}
 	return ret;
 }
@@ -803,65 +790,3 @@ int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piec
 	return r ? r : v.qhi > v.qlo ? cb(ctx, v.qlo, v.qhi) : 0;
 }
 
-/* ---- interior nodes the evictor frees ---- */
-
-/* Nothing in @n that the tree lacks: no resident child (NULL or EXT_EMPTY
- * only) and its EXT_EMPTY slots committed. */
-static bool inner_idle(struct extent_cache *xc, struct ext_inner *n)
-{
-	if (atomic_load(&n->stamp) > atomic_load(&xc->committed))
-		return false;
-	for (unsigned i = 0; i < EXT_FAN; i++) {
-		void *c = ext_load(&n->s[i]);
-
-		if (c && c != EXT_EMPTY)
-			return false;
-	}
-	return true;
-}
-
-/*
- * Why this is safe without a lock on the readers' side: every user of a
- * map holds the file's range lock over the blocks it looks at (lookups and
- * sets their blocks, clears their range, walks and SEEK_* theirs up to
- * EOF, the checkpoint all of it, shared) and only looks at the nodes of
- * those blocks, and a destroy (no range lock) marks the map dying under
- * xc->mu first.  So with @n's whole span locked here (tried, never waited
- * for) nobody is inside @n, nobody can install a child into it (that needs
- * a block of its span), and nobody else frees it: a clear covering its
- * span holds that span, the evictor of its other leaves holds xc->mu.
- * Its parent stays: only level-1 nodes go here.  After the slot is NULL a
- * user reads the tree for the span, which holds what @n said (inner_idle).
- */
-bool extlz_inner_evict(struct extent_map *m, void **slot, uint64_t base)
-{
-	struct extent_cache *xc = m->xc;
-	struct ext_inner *n = inner_of(slot, base);
-	uint64_t span = ext_span(1), lo = base & ~(span - 1);
-	bool low = lo < EXTENT_LOW_FBLK, freed = false;
-	void **p = low ? &m->root : &m->high;
-	struct rl_range r;
-
-	if (m->dying || !inner_idle(xc, n))
-		return false;
-	if (m->rl && !rl_trylock(m->rl, &r, lo, lo + span, true))
-		return false;
-	if (inner_idle(xc, n)) {
-		for (int lvl = low ? EXT_TOP_LOW : EXT_TOP_HIGH; p && lvl > 1; lvl--) {
-			void *node = ext_load(p);
-
-			p = node && node != EXT_EMPTY ? &((void **)node)[ext_slot(lo, lvl)] : NULL;
-		}
-		void *expected = n;
-
-		freed = p && __atomic_compare_exchange_n(p, &expected, NULL, false,
-							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-	}
-	if (m->rl)
-		rl_unlock(m->rl, &r);
-	if (freed) {
-		atomic_fetch_add(&xc->inner_freed, 1);
-		inner_free(m, n);
-	}
-	return freed;
-}
