@@ -165,6 +165,7 @@ static void node_cache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "dirty_bytes", st.dirty_bytes);	/* a checkpoint's, pinned until it commits */
 	jb_u64(j, "max_bytes", st.max_bytes);		/* the most since mount */
 	jb_u64(j, "max_dirty_bytes", st.max_dirty_bytes);
+	jb_u64(j, "spares_cold", st.spares_cold);
 	jb_u64(j, "hits", st.hits);
 	jb_u64(j, "misses", st.misses);
 	jb_u64(j, "evictions", st.evictions);
