@@ -116,7 +116,7 @@ static bool inner_idle(struct extent_cache *xc, struct ext_inner *n)
  * EOF, the checkpoint all of it, shared) and only looks at the nodes of
  * those blocks, and a destroy (no range lock) marks the map dying under
  * xc->mu first.  So with @n's whole span locked here (tried, never waited
- * for) nobody is inside @n, nobody can install a child into it (that needs
+ * for; before @n is looked at) nobody is inside @n, nobody can install a child into it (that needs
  * a block of its span), and nobody else frees it: a clear covering its
  * span holds that span, the evictor of its other leaves holds xc->mu.
  * Its parent stays: only level-1 nodes go here.  After the slot is NULL a
@@ -131,9 +131,10 @@ static bool inner_evict(struct extent_map *m, void **slot, uint64_t base)
 	void **p = low ? &m->root : &m->high;
 	struct rl_range r;
 
-	if (m->dying || !inner_idle(xc, n))
-		return false;
-	if (m->rl && !rl_trylock(m->rl, &r, lo, lo + span, true))
+	/* The lock first: until it is held a clear of the whole span (whose
+	 * slots may all be EXT_EMPTY by now, which it passes without xc->mu)
+	 * may free @n under us. */
+	if (m->dying || (m->rl && !rl_trylock(m->rl, &r, lo, lo + span, true)))
 		return false;
 	if (inner_idle(xc, n)) {
 		for (int lvl = low ? EXT_TOP_LOW : EXT_TOP_HIGH; p && lvl > 1; lvl--) {

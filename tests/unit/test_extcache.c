@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone); interior nodes freed with their last leaf (one block a GiB over 250 GiB), but not while a clear they hold is not checkpointed; a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
+/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone, and the level-1 interior node of the second GiB freed and made again under them); interior nodes freed with their last leaf (one block a GiB over 250 GiB), but not while a clear they hold is not checkpointed; a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -512,11 +512,14 @@ static void test_race(void **state)
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	extcache_stats(s.xc, &st);
-	printf("extcache race: %llu reads, %llu faults, %llu reads redone, %llu wrong\n",
+	printf("extcache race: %llu reads, %llu faults, %llu reads redone, %llu wrong, "
+	       "%llu interior nodes freed under them\n",
 	       (unsigned long long)r.reads, (unsigned long long)st.faults,
-	       (unsigned long long)st.src_redone, (unsigned long long)r.bad);
+	       (unsigned long long)st.src_redone, (unsigned long long)r.bad,
+	       (unsigned long long)st.inner_freed);
 	assert_int_equal(r.bad, 0);
 	assert_true(r.reads >= 3000 && st.faults > 1000);
+	assert_true(st.inner_freed > 0);	/* the second GiB's node, under the readers */
 	extent_destroy(&s.l, NULL, NULL);
 	extent_init_lazy(&s.l, s.xc, INO, NULL, 0, false);
 	teardown(&s);
