@@ -7,8 +7,8 @@
 # per GiB of span).  Checks:
 # - the daemon's RSS (sampled every 0.1 s, and VmHWM) stays under the
 #   cache plus 64 MiB (main kept every interior node until the inode left
-#   memory: VmHWM 139 MiB here against 78, and 3.5 TiB fallocated held
-#   14.5 MiB);
+#   memory: VmHWM 123 MiB here against 59, medians of 3; 3.5 TiB
+#   fallocated held 14.5 MiB);
 # - the evictor freed them with their leaves (extent_cache.inner_freed)
 #   and what is left of them fits the leaves' budget;
 # - after a remount the file reads back what was written (fio verify),
