@@ -45,6 +45,7 @@ struct bcache_stats {
 	uint64_t budget, bytes, dirty_bytes;
 	uint64_t max_bytes, max_dirty_bytes;	/* the most since made */
 	uint64_t nodes, hits, misses, evictions;
+	uint64_t spares_cold;		/* entries kept for reuse, their pages given back */
 };
 
 int bcache_create(uint64_t budget_bytes, struct bcache **out);

@@ -165,6 +165,7 @@ static void node_cache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "dirty_bytes", st.dirty_bytes);	/* a checkpoint's, pinned until it commits */
 	jb_u64(j, "max_bytes", st.max_bytes);		/* the most since mount */
 	jb_u64(j, "max_dirty_bytes", st.max_dirty_bytes);
+	jb_u64(j, "spares_cold", st.spares_cold);
 	jb_u64(j, "hits", st.hits);
 	jb_u64(j, "misses", st.misses);
 	jb_u64(j, "evictions", st.evictions);
@@ -183,6 +184,8 @@ static void extcache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "budget_bytes", st.budget);
 	jb_u64(j, "leaves", st.leaves);
 	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "inner_bytes", st.inner_bytes);
+	jb_u64(j, "inner_freed", st.inner_freed);
 	jb_u64(j, "faults", st.faults);
 	jb_u64(j, "empty_faults", st.empty_faults);
 	jb_u64(j, "evictions", st.evictions);

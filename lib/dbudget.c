@@ -17,6 +17,10 @@
  *   waits again for the next one while that one brings the count down
  *   and is still over.
  *
+ * The node cache gives up as much of its budget as is dirty, and as much
+ * as the allocator's bitmaps hold (they grow with the data area, outside
+ * every cache), down to a floor.
+ *
  * The tree nodes a running checkpoint changed are counted too (the node
  * cache's dirty bytes): they are pinned until its transaction commits,
  * and the checkpoint commits part way (ckpt_v2.c) so they stay within
@@ -37,6 +41,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "bcache.h"
 #include "extcache.h"
 #include "fs_i.h"
@@ -89,13 +94,23 @@ static void note_max(struct tfs *fs, uint64_t d)
 		;
 }
 
+/* What grows with the file system outside the caches: the allocator's
+ * bitmaps (4 KiB per 128 MiB chunk partly used, twice on v2: 11 MiB after
+ * 11 GiB of random overwrites at 4 TiB).  The node cache gives it up as it
+ * gives up what is dirty, so -o cache= bounds them too. */
+static uint64_t outside_bytes(struct tfs *fs)
+{
+	return (fs->alloc ? alloc_bitmap_bytes(fs->alloc) : 0) +
+	       (fs->v2acct ? alloc_bitmap_bytes(fs->v2acct) : 0);
+}
+
 static void fit_nodes(struct tfs *fs, uint64_t d)
 {
 	uint64_t want, min;
 
 	if (!fs->dirty_nodes)
 		return;
-	want = node_budget_for(fs, d);
+	want = node_budget_for(fs, d + outside_bytes(fs));
 	if (atomic_exchange(&fs->node_budget, want) == want)
 		return;
 	bcache_set_budget(fs->dirty_nodes, want);

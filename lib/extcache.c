@@ -76,14 +76,84 @@ static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
 	xc->tail = l;
 }
 
+/* The interior nodes count too: they go with the last leaf under them
+ * (inner_evict), so evicting leaves is what brings them down. */
 static bool over_budget(struct extent_cache *xc)
 {
-	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > atomic_load(&xc->budget);
+	return extcache_bytes(xc) > atomic_load(&xc->budget);
 }
 
 static bool is_clean(struct extent_cache *xc, struct ext_leaf *l)
 {
 	return atomic_load(&l->stamp) <= atomic_load(&xc->committed);
+}
+
+/* ---- interior nodes, freed with their last leaf ---- */
+
+/* Nothing in @n that the tree lacks: no resident child (NULL or EXT_EMPTY
+ * only) and its EXT_EMPTY slots committed. */
+static bool inner_idle(struct extent_cache *xc, struct ext_inner *n)
+{
+	if (atomic_load(&n->stamp) > atomic_load(&xc->committed))
+		return false;
+	for (unsigned i = 0; i < EXT_FAN; i++) {
+		void *c = ext_load(&n->s[i]);
+
+		if (c && c != EXT_EMPTY)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Under xc->mu, right after the leaf of @base in @slot of map @m was
+ * evicted: free the level-1 node holding @slot if it now holds nothing the
+ * tree lacks and nobody is inside its span.  True if freed.
+ *
+ * Why this is safe without a lock on the readers' side: every user of a
+ * map holds the file's range lock over the blocks it looks at (lookups and
+ * sets their blocks, clears their range, walks and SEEK_* theirs up to
+ * EOF, the checkpoint all of it, shared) and only looks at the nodes of
+ * those blocks, and a destroy (no range lock) marks the map dying under
+ * xc->mu first.  So with @n's whole span locked here (tried, never waited
+ * for; before @n is looked at) nobody is inside @n, nobody can install a child into it (that needs
+ * a block of its span), and nobody else frees it: a clear covering its
+ * span holds that span, the evictor of its other leaves holds xc->mu.
+ * Its parent stays: only level-1 nodes go here.  After the slot is NULL a
+ * user reads the tree for the span, which holds what @n said (inner_idle).
+ */
+static bool inner_evict(struct extent_map *m, void **slot, uint64_t base)
+{
+	struct extent_cache *xc = m->xc;
+	struct ext_inner *n = inner_of(slot, base);
+	uint64_t span = ext_span(1), lo = base & ~(span - 1);
+	bool low = lo < EXTENT_LOW_FBLK, freed = false;
+	void **p = low ? &m->root : &m->high;
+	struct rl_range r;
+
+	/* The lock first: until it is held a clear of the whole span (whose
+	 * slots may all be EXT_EMPTY by now, which it passes without xc->mu)
+	 * may free @n under us. */
+	if (m->dying || (m->rl && !rl_trylock(m->rl, &r, lo, lo + span, true)))
+		return false;
+	if (inner_idle(xc, n)) {
+		for (int lvl = low ? EXT_TOP_LOW : EXT_TOP_HIGH; p && lvl > 1; lvl--) {
+			void *node = ext_load(p);
+
+			p = node && node != EXT_EMPTY ? &((void **)node)[ext_slot(lo, lvl)] : NULL;
+		}
+		void *expected = n;
+
+		freed = p && __atomic_compare_exchange_n(p, &expected, NULL, false,
+							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	}
+	if (m->rl)
+		rl_unlock(m->rl, &r);
+	if (freed) {
+		atomic_fetch_add(&xc->inner_freed, 1);
+		inner_free(xc, n);
+	}
+	return freed;
 }
 
 /*
@@ -111,8 +181,11 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 	}
 	if (rl)
 		rl_unlock(rl, &r);
-	if (ok)
+	if (ok) {
+		/* Its level-1 node may now hold nothing: it goes too. */
+		(void)inner_evict(l->m, l->slot, l->base);
 		free(l);
+	}
 	return ok;
 }
 
@@ -238,6 +311,8 @@ void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
 	st->budget = atomic_load(&xc->budget);
 	st->leaves = atomic_load(&xc->leaves);
 	st->bytes = st->leaves * sizeof(struct ext_leaf);
+	st->inner_bytes = atomic_load(&xc->inner) * sizeof(struct ext_inner);
+	st->inner_freed = atomic_load(&xc->inner_freed);
 	st->faults = atomic_load(&xc->faults);
 	st->empty_faults = atomic_load(&xc->empty_faults);
 	st->evictions = atomic_load(&xc->evictions);

@@ -18,7 +18,10 @@
  * the thread that faulted a leaf in evicts clean ones, oldest first
  * (second chance), each under a try of its file's range lock over the
  * leaf, so nobody is inside a leaf that goes.  Dirty leaves stay until
- * their checkpoint, which writes them from memory.
+ * their checkpoint, which writes them from memory.  The budget counts the
+ * maps' interior nodes too (4 KiB each, one per GiB of a file's span at
+ * level 1): a level-1 node goes with the last leaf under it, so they grow
+ * with what is resident, not with the size of the files.
  *
  * Locking: xc->mu guards the list only (a leaf lock: it is held while
  * trying range locks, never waiting for one).
@@ -45,6 +48,8 @@ struct extent_src {
 struct extcache_stats {
 	uint64_t budget;		/* bytes */
 	uint64_t leaves, bytes;		/* resident */
+	uint64_t inner_bytes;		/* interior nodes above them (in the budget) */
+	uint64_t inner_freed;		/* interior nodes the evictor freed */
 	uint64_t faults;		/* leaves read from the tree */
 	uint64_t empty_faults;		/* of them, leaves that held nothing */
 	uint64_t evictions;

@@ -146,6 +146,7 @@ void extent_init(struct extent_map *m)
 	m->xc = NULL;
 	m->rl = NULL;
 	m->ino = 0;
+	m->dying = false;
 }
 
 void extent_init_lazy(struct extent_map *m, struct extent_cache *xc, uint64_t ino,

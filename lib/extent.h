@@ -53,6 +53,8 @@ struct extent_map {
 	struct extent_cache *xc;
 	struct rangelock *rl;	/* the file's range lock, tried by the evictor */
 	uint64_t ino;		/* the file, for the source */
+	bool dying;		/* lazy: being destroyed, under xc->mu (the
+				 * evictor then frees no interior node) */
 };
 
 /* Called for each physical block a set/clear replaces; @n consecutive

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "extcache.h"
 #include "extent.h"
@@ -38,6 +39,21 @@ struct ext_leaf {
 	struct ext_leaf *lnext, *lprev;	/* the cache's list, under xc->mu */
 };
 
+/*
+ * An interior node of a lazy map: its slots first (walks index them as an
+ * array of pointers), then the epoch of the last change that made one of
+ * them EXT_EMPTY (a clear; or the node made from an EXT_EMPTY slot).  A
+ * level-1 node (one per 2^18 blocks, 1 GiB, of a file's span) whose slots
+ * are all NULL or EXT_EMPTY and whose stamp is committed says nothing the
+ * tree does not: the evictor frees it when its last leaf goes
+ * (extcache.c inner_evict), so interior nodes follow the resident leaves,
+ * not the span of the file.
+ */
+struct ext_inner {
+	void *s[EXT_FAN];
+	_Atomic uint64_t stamp;		/* 0: nothing EXT_EMPTY that the tree lacks */
+};
+
 #define EXTCACHE_CHG_STRIPES 64
 
 struct extent_cache {
@@ -46,6 +62,8 @@ struct extent_cache {
 	struct ext_leaf *head, *tail;	/* oldest first */
 	_Atomic uint64_t budget;	/* bytes of leaves kept at most (clean ones go) */
 	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
+	_Atomic uint64_t inner;		/* interior nodes of lazy maps (ext_inner) */
+	_Atomic uint64_t inner_freed;	/* of them, freed by the evictor */
 	_Atomic uint64_t scanned;	/* leaves the evictor looked at */
 	_Atomic uint64_t counted;	/* evictions told to memtrim (give_back) */
 	_Atomic uint64_t epoch;		/* changes now belong to this one */
@@ -134,6 +152,25 @@ static inline void ext_mapped_add(struct extent_map *m, int64_t delta)
 		atomic_fetch_add_explicit(&m->mapped, (uint64_t)delta, memory_order_relaxed);
 	else if (delta < 0)
 		atomic_fetch_sub_explicit(&m->mapped, (uint64_t)-delta, memory_order_relaxed);
+}
+
+/* The level-1 node holding leaf slot @slot (of the leaf of block @base). */
+static inline struct ext_inner *inner_of(void **slot, uint64_t base)
+{
+	return (struct ext_inner *)(slot - ext_slot(base, 1));
+}
+
+static inline void inner_free(struct extent_cache *xc, void *node)
+{
+	atomic_fetch_sub(&xc->inner, 1);
+	free(node);
+}
+
+/* Bytes the budget counts: the leaves and the interior nodes above them. */
+static inline uint64_t extcache_bytes(struct extent_cache *xc)
+{
+	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) +
+	       atomic_load(&xc->inner) * sizeof(struct ext_inner);
 }
 
 /* extent_lazy.c: the operations of a map with xc set. */

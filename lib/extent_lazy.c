@@ -4,11 +4,12 @@
  * extcache.h).  The radix trees of extent.c with a third state per slot:
  * NULL is "not resident" (the tree knows), EXT_EMPTY "resident and all
  * holes" (no node), anything else a node.  Interior nodes are installed as
- * in extent.c (compare-and-swap) and freed only by a clear that covers
- * them; leaves are read in by the first user (extent_set, extent_lookup,
- * the edges of a clear), installed with compare-and-swap (the loser of a
- * race frees its copy: only users of the same leaf meet) and evicted by
- * extcache.c when clean.  Walks, SEEK_DATA/SEEK_HOLE and whole-leaf clears
+ * in extent.c (compare-and-swap) and freed by a clear that covers them,
+ * or (level 1, one per GiB of span) by the evictor with their last leaf
+ * (extcache.c inner_evict); leaves are read in by the first user
+ * (extent_set, extent_lookup, the edges of a clear), installed with
+ * compare-and-swap (the loser of a race frees its copy: only users of the
+ * same leaf meet) and evicted by extcache.c when clean.  Walks, SEEK_DATA/SEEK_HOLE and whole-leaf clears
  * ask the source for every stretch that is not resident (consecutive ones
  * as one call) and read nothing in.
  *
@@ -51,6 +52,14 @@ static void stamp(struct extent_map *m, struct ext_leaf *l)
 	uint64_t e = atomic_load(&m->xc->epoch), cur = atomic_load(&l->stamp);
 
 	while (cur < e && !atomic_compare_exchange_weak(&l->stamp, &cur, e))
+		;
+}
+
+static void stamp_inner(struct extent_map *m, struct ext_inner *n)
+{
+	uint64_t e = atomic_load(&m->xc->epoch), cur = atomic_load(&n->stamp);
+
+	while (cur < e && !atomic_compare_exchange_weak(&n->stamp, &cur, e))
 		;
 }
 
@@ -192,20 +201,49 @@ static int fault(struct extent_map *m, void **p, uint64_t base, int top)
 	return 0;
 }
 
+/* A new interior node, its slots all @fill, stamped @stamp; NULL: -ENOMEM. */
+static struct ext_inner *inner_new(void *fill, uint64_t stamp)
+{
+	struct ext_inner *n = malloc(sizeof(*n));
+
+	if (!n)
+		return NULL;
+	for (unsigned i = 0; i < EXT_FAN; i++)
+		n->s[i] = fill;
+	atomic_init(&n->stamp, stamp);
+	return n;
+}
+
+/* Install interior node @n at *p if it still holds @expected (else free
+ * it: somebody else installed one); counted with the cache. */
+static void inner_install(struct extent_map *m, void **p, void *expected, struct ext_inner *n)
+{
+	if (!__atomic_compare_exchange_n(p, &expected, n, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		free(n);
+	else
+		atomic_fetch_add(&m->xc->inner, 1);
+}
+
 /* Replace EXT_EMPTY at *p by a node of holes (interior: of EXT_EMPTY
- * slots; a leaf listed with the cache). */
+ * slots, as dirty as the slot was, so stamped now; a leaf listed with the
+ * cache). */
 static int unempty(struct extent_map *m, void **p, int lvl, uint64_t base, int top)
 {
-	size_t size = top < 0 ? TINY_BYTES : lvl ? EXT_FAN * sizeof(void *)
-						  : sizeof(struct ext_leaf);
-	void *fresh = calloc(1, size), *expected = EXT_EMPTY;
+	void *fresh, *expected = EXT_EMPTY;
 
+	if (top >= 0 && lvl) {
+		struct ext_inner *n = inner_new(EXT_EMPTY, atomic_load(&m->xc->epoch));
+
+		if (!n)
+			return -ENOMEM;
+		inner_install(m, p, EXT_EMPTY, n);
+		return 0;
+	}
+	fresh = calloc(1, top < 0 ? TINY_BYTES : sizeof(struct ext_leaf));
 	if (!fresh)
 		return -ENOMEM;
-	if (top >= 0 && lvl) {
-		for (unsigned i = 0; i < EXT_FAN; i++)
-			((void **)fresh)[i] = EXT_EMPTY;
-	} else if (top >= 0) {
+	if (top >= 0) {
 		struct ext_leaf *l = fresh;
 
 		l->m = m;
@@ -217,21 +255,19 @@ static int unempty(struct extent_map *m, void **p, int lvl, uint64_t base, int t
 		free(fresh);
 		return 0;
 	}
-	if (top >= 0 && !lvl)
+	if (top >= 0)
 		extcache_leaf_in(m->xc, fresh);
 	return 0;
 }
 
 /* A missing interior node at *p: an empty one (its children not resident). */
-static int install_interior(void **p)
+static int install_interior(struct extent_map *m, void **p)
 {
-	void *fresh = calloc(EXT_FAN, sizeof(void *)), *expected = NULL;
+	struct ext_inner *n = inner_new(NULL, 0);
 
-	if (!fresh)
+	if (!n)
 		return -ENOMEM;
-	if (!__atomic_compare_exchange_n(p, &expected, fresh, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		free(fresh);
+	inner_install(m, p, NULL, n);
 	return 0;
 }
 
@@ -258,7 +294,7 @@ static int get_leaf(struct extent_map *m, uint64_t fblk, bool create, struct ext
 				return 1;
 			ret = unempty(m, p, lvl, b, top);
 		} else if (!node) {
-			ret = lvl ? install_interior(p) : fault(m, p, b, top);
+			ret = lvl ? install_interior(m, p) : fault(m, p, b, top);
 		} else if (lvl) {
 			p = &((void **)node)[ext_slot(fblk, lvl)];
 			lvl--;
@@ -380,7 +416,8 @@ static void clear_ents(struct clr *c, struct extent_ent *ents, uint64_t from, ui
 	}
 }
 
-/* A whole leaf (or the tiny one) at *p goes: EXT_EMPTY in its place. */
+/* A whole leaf (or the tiny one) at *p goes: EXT_EMPTY in its place,
+ * which the tree lacks until a checkpoint: its level-1 node is stamped. */
 static int clear_whole_leaf(struct clr *c, void **p, uint64_t base, uint64_t hi)
 {
 	void *l;
@@ -388,6 +425,7 @@ static int clear_whole_leaf(struct clr *c, void **p, uint64_t base, uint64_t hi)
 	if (c->top < 0) {
 		l = __atomic_exchange_n(p, EXT_EMPTY, __ATOMIC_ACQ_REL);
 	} else {
+		stamp_inner(c->m, inner_of(p, base));
 		l = extcache_leaf_take(c->m->xc, p, EXT_EMPTY);
 	}
 	if (l == EXT_EMPTY)
@@ -441,7 +479,7 @@ static int clear_node(struct clr *c, void **p, int lvl, uint64_t base, uint64_t 
 		return ret;
 	}
 	if (!node) {
-		ret = install_interior(p);
+		ret = install_interior(c->m, p);
 		node = ext_load(p);
 	}
 	uint64_t cs = ext_span(lvl - 1);
@@ -455,7 +493,7 @@ static int clear_node(struct clr *c, void **p, int lvl, uint64_t base, uint64_t 
 	}
 	if (ret == 0 && whole) {
 		__atomic_store_n(p, EXT_EMPTY, __ATOMIC_RELEASE);
-		free(node);
+		inner_free(c->m->xc, node);
 	}
 	return ret;
 }
@@ -466,6 +504,14 @@ int extlz_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn 
 	uint64_t to = n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK : fblk + n;
 	struct clr c = { .m = m, .d = { drop, ctx, 0, 0 }, .destroy = destroy };
 	int ret = 0;
+
+	/* The evictor frees interior nodes under xc->mu, without the range
+	 * lock a destroy does not take: from here on it leaves them to us. */
+	if (destroy) {
+		pthread_mutex_lock(&m->xc->mu);
+		m->dying = true;
+		pthread_mutex_unlock(&m->xc->mu);
+	}
 
 	if (fblk < EXTENT_TINY_FBLK) {
 		c.top = -1;
@@ -743,3 +789,4 @@ int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piec
 
 	return r ? r : v.qhi > v.qlo ? cb(ctx, v.qlo, v.qhi) : 0;
 }
+

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone); a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
+/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone, and the level-1 interior node of the second GiB freed and made again under them); interior nodes freed with their last leaf (one block a GiB over 250 GiB), but not while a clear they hold is not checkpointed; a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -512,15 +512,87 @@ static void test_race(void **state)
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	extcache_stats(s.xc, &st);
-	printf("extcache race: %llu reads, %llu faults, %llu reads redone, %llu wrong\n",
+	printf("extcache race: %llu reads, %llu faults, %llu reads redone, %llu wrong, "
+	       "%llu interior nodes freed under them\n",
 	       (unsigned long long)r.reads, (unsigned long long)st.faults,
-	       (unsigned long long)st.src_redone, (unsigned long long)r.bad);
+	       (unsigned long long)st.src_redone, (unsigned long long)r.bad,
+	       (unsigned long long)st.inner_freed);
 	assert_int_equal(r.bad, 0);
 	assert_true(r.reads >= 3000 && st.faults > 1000);
+	assert_true(st.inner_freed > 0);	/* the second GiB's node, under the readers */
 	extent_destroy(&s.l, NULL, NULL);
 	extent_init_lazy(&s.l, s.xc, INO, NULL, 0, false);
 	teardown(&s);
 	rl_destroy(&r.rl);
+}
+
+/*
+ * Interior nodes follow the resident leaves, not the file's span: one
+ * block a GiB (a level-1 node each) over 200 GiB of the low tree and 50 of
+ * the high one; once checkpointed and evicted, the level-1 nodes go with
+ * their last leaf and every block reads back from the tree.  A level-1
+ * node whose slot a clear made EXT_EMPTY stays until a checkpoint wrote
+ * the clear, even when its last leaf goes: freed, the block would read
+ * back from the tree, which still maps it.
+ */
+#define GIB_BLKS (1ull << 18)
+
+static uint64_t inner_f(unsigned i)
+{
+	return i < 200 ? 1000 + i * GIB_BLKS : EXTENT_LOW_FBLK + 7 + (i - 200) * GIB_BLKS;
+}
+
+static void test_inner(void **state)
+{
+	struct extcache_stats st;
+	struct extent_ent e;
+	uint64_t cs[1] = { 5 }, a, b;
+	struct st s;
+
+	(void)state;
+	setup(&s);
+	for (unsigned i = 0; i < 250; i++)
+		assert_int_equal(extent_set(&s.l, inner_f(i), 1, 7000 + i, cs, NULL, NULL), 0);
+	extcache_stats(s.xc, &st);
+	assert_true(st.inner_bytes >= 250 * 4096);
+	checkpoint(&s);
+	extcache_set_budget(s.xc, 0);
+	extcache_stats(s.xc, &st);
+	printf("extcache inner: %llu leaves, %llu bytes of interior nodes, %llu freed\n",
+	       (unsigned long long)st.leaves, (unsigned long long)st.inner_bytes,
+	       (unsigned long long)st.inner_freed);
+	assert_int_equal(st.leaves, 0);
+	assert_true(st.inner_freed >= 250);
+	assert_true(st.inner_bytes <= 8 * 4200);	/* the levels above: a few */
+	for (unsigned i = 0; i < 250; i++) {
+		assert_int_equal(extent_lookup(&s.l, inner_f(i), &e), 0);
+		assert_int_equal(e.phys, 7000 + i);
+		assert_int_equal(extent_lookup(&s.l, inner_f(i) + 1, &e), -ENOENT);
+	}
+	/* A (clean, resident) and B (cleared whole) in one level-1 node. */
+	extcache_set_budget(s.xc, BUDGET);
+	a = inner_f(5);
+	b = inner_f(5) + 512;
+	assert_int_equal(extent_set(&s.l, b, 1, 9999, cs, NULL, NULL), 0);
+	checkpoint(&s);
+	extcache_set_budget(s.xc, 1 << 20);
+	assert_int_equal(extent_lookup(&s.l, a, &e), 0);
+	assert_int_equal(extent_lookup(&s.l, b, &e), 0);
+	assert_int_equal(e.phys, 9999);
+	extcache_stats(s.xc, &st);
+	assert_int_equal(st.leaves, 2);
+	assert_int_equal(extent_clear(&s.l, b & ~511ull, 512, NULL, NULL), 0);
+	extcache_set_budget(s.xc, 0);
+	extcache_trim(s.xc);	/* A was just used: its second chance */
+	extcache_stats(s.xc, &st);
+	assert_int_equal(st.leaves, 0);
+	assert_int_equal(extent_lookup(&s.l, b, &e), -ENOENT);
+	assert_int_equal(extent_lookup(&s.l, a, &e), 0);
+	assert_int_equal(e.phys, 7005);
+	checkpoint(&s);
+	extcache_set_budget(s.xc, 0);
+	assert_int_equal(extent_lookup(&s.l, b, &e), -ENOENT);
+	teardown(&s);
 }
 
 int main(void)
@@ -530,6 +602,7 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_trim_bounded),
 		cmocka_unit_test(test_race),
+		cmocka_unit_test(test_inner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
