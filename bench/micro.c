@@ -11,7 +11,10 @@
  * off, to measure what they cost.
  *
  *   micro [-d DEV1:DEV2] [-t THREADS] [-s SECONDS] [-b BACKEND] [-m MiB]
- *         [-w W1,W3-4k,W3-64k,W2,DSYNC] [-n]
+ *         [-w W1,W3-4k,W3-64k,W2,DSYNC] [-n] [-1]
+ *
+ * Format v2 (mkfs.twinfs's default); -1 formats version 1 instead, to
+ * compare the two on the same pattern.
  *
  * Patterns (one file each, prewritten so overwrites hit real blocks):
  *   W1      4k random overwrites, THREADS threads on one file
@@ -218,7 +221,7 @@ out_f:
 static void usage(const char *prog)
 {
 	fprintf(stderr, "usage: %s [-d DEV1:DEV2] [-t THREADS] [-s SECONDS] [-b BACKEND] "
-		"[-m FILE_MiB] [-w W1,W3-4k,W3-64k,W2,DSYNC] [-n]\n", prog);
+		"[-m FILE_MiB] [-w W1,W3-4k,W3-64k,W2,DSYNC] [-n] [-1]\n", prog);
 }
 
 int main(int argc, char **argv)
@@ -230,10 +233,10 @@ int main(int argc, char **argv)
 	int threads = 8, c, ret = 0, ntmp = 0;
 	double secs = 5;
 	uint64_t fsize = 256 * MiB;
-	bool prof = true;
+	bool prof = true, v2 = true;
 	struct tfs *fs;
 
-	while ((c = getopt(argc, argv, "d:t:s:b:m:w:nh")) != -1) {
+	while ((c = getopt(argc, argv, "d:t:s:b:m:w:n1h")) != -1) {
 		switch (c) {
 		case 'd': devarg = optarg; break;
 		case 't': threads = atoi(optarg); break;
@@ -242,6 +245,7 @@ int main(int argc, char **argv)
 		case 'm': fsize = strtoull(optarg, NULL, 10) * MiB; break;
 		case 'w': which = optarg; break;
 		case 'n': prof = false; break;
+		case '1': v2 = false; break;
 		default: usage(argv[0]); return c == 'h' ? 0 : 2;
 		}
 	}
@@ -276,8 +280,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	/* Format v2, what mkfs.twinfs makes (the library defaults to v1). */
-	struct tfs_format_opts fo = { .force = true, .backend = backend, .v2 = true };
+	/* Format v2, what mkfs.twinfs makes, unless -1. */
+	struct tfs_format_opts fo = { .force = true, .backend = backend, .v2 = v2 };
 	struct tfs_opts mo = { .devs = devs, .ndevs = 2, .backend = backend };
 
 	ret = tfs_format(devs, 2, &fo, err, sizeof(err));
@@ -288,8 +292,8 @@ int main(int argc, char **argv)
 		ret = 1;
 		goto out_tmp;
 	}
-	printf("twinfs lib microbenchmark: backend %s, 2 mirrors (%s, %s), %.1f s per pattern, "
-	       "profiling %s\n", tfs_backend_name(fs), devs[0], devs[1], secs, prof ? "on" : "off");
+	printf("twinfs lib microbenchmark: format v%d, backend %s, 2 mirrors (%s, %s), %.1f s per pattern, "
+	       "profiling %s\n", v2 ? 2 : 1, tfs_backend_name(fs), devs[0], devs[1], secs, prof ? "on" : "off");
 	for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
 		const struct pattern *p = &patterns[i];
 		size_t nl = strlen(p->name);
