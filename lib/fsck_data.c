@@ -168,13 +168,15 @@ int fsck_pass_blocks(struct fck *c)
 
 /* Block i of a run read from every device into bufs (rbad: unreadable
  * there): counted per device, reported and, with -y/-p, every bad copy
- * rewritten from the first copy that verifies. */
+ * rewritten from the first in-sync copy that verifies.  A stale device's
+ * copy is never a source, even when it verifies (as the daemon's reads
+ * and its rebuild never read one): it is only ever written. */
 static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs,
 		       bool (*rbad)[FSCK_RUN_BLOCKS], uint32_t i)
 {
 	char path[FSCK_PATH_MAX];
 	int goodd = -1;
-	bool bad[DEV_MAX] = { false };
+	bool bad[DEV_MAX] = { false }, stale_ok = false;
 	unsigned nbad = 0;
 
 	for (unsigned d = 0; d < c->ndevs; d++) {
@@ -183,7 +185,9 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 		c->res->dev[d].blocks++;
 		if (!rbad[d][i] && csum_block(bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
 					      r->phys) == r->csum) {
-			if (goodd < 0)
+			if (c->stale[d])
+				stale_ok = true;
+			else if (goodd < 0)
 				goodd = (int)d;
 			continue;
 		}
@@ -196,10 +200,12 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 	if (goodd < 0) {
 		c->res->unrecoverable++;
 		fsck_hard_problem(c,
-				  "%s: offset %llu (block %llu): no copy verifies: unrecoverable",
+				  "%s: offset %llu (block %llu): no copy verifies: unrecoverable%s",
 				  fsck_ipath(c, r->ino, path, sizeof(path)),
 				  (unsigned long long)(r->fblk * TFS_BLOCK_SIZE),
-				  (unsigned long long)r->phys);
+				  (unsigned long long)r->phys, stale_ok ?
+				  " (a stale device's copy verifies, but a stale device is "
+				  "never read from)" : "");
 		for (unsigned d = 0; d < c->ndevs; d++)
 			if (c->stale[d])
 				c->stale_unfixed[d]++;
