@@ -216,8 +216,9 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 	c->mir = &v->m;
 	c->res->ndevs = v->sb->ndevs;
 	for (unsigned i = 0; i < v->sb->ndevs; i++)
-		snprintf(c->res->dev[i].path, sizeof(c->res->dev[i].path), "%s",
-			 mdevs[i] ? mdevs[i]->path : "(missing)");
+		if (mdevs[i] || !c->res->dev[i].path[0])	/* v2stale_open names one it left out */
+			snprintf(c->res->dev[i].path, sizeof(c->res->dev[i].path), "%s",
+				 mdevs[i] ? mdevs[i]->path : "(missing)");
 	return 0;
 }
 

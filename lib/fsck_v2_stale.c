@@ -51,6 +51,9 @@ int v2stale_open(struct v2ck *v, struct dev **mdevs)
 		c->res->errors++;
 		if (v->sb->rb_state == SUPER_RB_RUNNING) {
 			c->stale_unfixed[d]++;
+			if (mdevs[d])
+				snprintf(c->res->dev[d].path, sizeof(c->res->dev[d].path), "%s",
+					 mdevs[d]->path);
 			fsck_say(c, "%s: stale, and a rebuild onto it is in progress: mount the "
 				 "file system to let it finish", mdevs[d] ? mdevs[d]->path : "?");
 			mdevs[d] = NULL;
