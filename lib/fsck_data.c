@@ -170,9 +170,12 @@ int fsck_pass_blocks(struct fck *c)
  * there): counted per device, reported and, with -y/-p, every bad copy
  * rewritten from the first in-sync copy that verifies.  A stale device's
  * copy is never a source, even when it verifies (as the daemon's reads
- * and its rebuild never read one): it is only ever written. */
+ * and its rebuild never read one): it is only ever written.  Its bad
+ * copies (most of what it missed) are not written one by one: the good
+ * block goes into its buffer and pend[d][i] says so, for fsck_data_run to
+ * write whole ranges. */
 static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs,
-		       bool (*rbad)[FSCK_RUN_BLOCKS], uint32_t i)
+		       bool (*rbad)[FSCK_RUN_BLOCKS], bool (*pend)[FSCK_RUN_BLOCKS], uint32_t i)
 {
 	char path[FSCK_PATH_MAX];
 	int goodd = -1;
@@ -216,6 +219,12 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 
 		if (!bad[d])
 			continue;
+		if (c->fix && c->stale[d]) {
+			memcpy(bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
+			       bufs[goodd] + (size_t)i * TFS_BLOCK_SIZE, TFS_BLOCK_SIZE);
+			pend[d][i] = true;
+			continue;
+		}
 		ok = c->fix && fsck_write_dev(c, d, r->phys,
 					      bufs[goodd] + (size_t)i * TFS_BLOCK_SIZE, 1) == 0;
 		if (ok) {
@@ -267,7 +276,7 @@ void fsck_data_bufs_free(uint8_t *bufs[DEV_MAX])
 void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
 		   uint8_t *const *bufs)
 {
-	bool rbad[DEV_MAX][FSCK_RUN_BLOCKS];
+	bool rbad[DEV_MAX][FSCK_RUN_BLOCKS], pend[DEV_MAX][FSCK_RUN_BLOCKS];
 	uint64_t start;
 
 	if (!n)
@@ -277,6 +286,7 @@ void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
 		if (!c->devs[d])
 			continue;
 		memset(rbad[d], 0, n * sizeof(bool));
+		memset(pend[d], 0, n * sizeof(bool));
 		if (fsck_read_dev(c, d, start, bufs[d], n) == 0)
 			continue;
 		/* Find the unreadable blocks one by one. */
@@ -285,7 +295,25 @@ void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
 						   bufs[d] + (size_t)i * TFS_BLOCK_SIZE, 1) < 0;
 	}
 	for (uint32_t i = 0; i < n; i++)
-		data_block(c, run[i], bufs, rbad, i);
+		data_block(c, run[i], bufs, rbad, pend, i);
+	/* A stale device's bad copies, one write per range. */
+	for (unsigned d = 0; d < c->ndevs; d++) {
+		for (uint32_t i = 0, e; c->devs[d] && c->stale[d] && i < n; i = e) {
+			for (e = i; e < n && pend[d][e]; e++)
+				;
+			if (e == i) {
+				e++;
+				continue;
+			}
+			if (fsck_write_dev(c, d, start + i, bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
+					   e - i) == 0) {
+				c->res->dev[d].repaired += e - i;
+				atomic_fetch_add(&c->mir->ctr[d].repaired, e - i);
+			} else {
+				c->stale_unfixed[d] += e - i;
+			}
+		}
+	}
 }
 
 void fsck_data_flush(struct fck *c)
