@@ -169,8 +169,11 @@ int fsck_pass_blocks(struct fck *c)
 /* Block i of a run read from every device into bufs (rbad: unreadable
  * there): counted per device, reported and, with -y/-p, every bad copy
  * rewritten from the first in-sync copy that verifies.  A stale device's
- * copy is never a source, even when it verifies (as the daemon's reads
- * and its rebuild never read one): it is only ever written.  Its bad
+ * copy is a source only when no in-sync copy verifies and it does: the
+ * checksum is XXH3-64 seeded with the block's address, so a copy that
+ * verifies holds what the metadata says (a block it missed holds older
+ * data, which does not), and refusing it would lose a block fsck can
+ * give back.  The daemon's reads and its rebuild never read one.  Its bad
  * copies (most of what it missed) are not written one by one: the good
  * block goes into its buffer and pend[d][i] says so, for fsck_data_run to
  * write whole ranges. */
@@ -178,8 +181,8 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 		       bool (*rbad)[FSCK_RUN_BLOCKS], bool (*pend)[FSCK_RUN_BLOCKS], uint32_t i)
 {
 	char path[FSCK_PATH_MAX];
-	int goodd = -1;
-	bool bad[DEV_MAX] = { false }, stale_ok = false;
+	int goodd = -1, staled = -1;
+	bool bad[DEV_MAX] = { false };
 	unsigned nbad = 0;
 
 	for (unsigned d = 0; d < c->ndevs; d++) {
@@ -188,9 +191,10 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 		c->res->dev[d].blocks++;
 		if (!rbad[d][i] && csum_block(bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
 					      r->phys) == r->csum) {
-			if (c->stale[d])
-				stale_ok = true;
-			else if (goodd < 0)
+			if (c->stale[d]) {
+				if (staled < 0)
+					staled = (int)d;
+			} else if (goodd < 0)
 				goodd = (int)d;
 			continue;
 		}
@@ -200,15 +204,20 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 	}
 	if (!nbad)
 		return;
+	if (goodd < 0 && staled >= 0) {
+		goodd = staled;
+		fsck_say(c, "%s: offset %llu (block %llu): only the stale device %s's copy "
+			 "verifies: the source", fsck_ipath(c, r->ino, path, sizeof(path)),
+			 (unsigned long long)(r->fblk * TFS_BLOCK_SIZE),
+			 (unsigned long long)r->phys, c->devs[staled]->path);
+	}
 	if (goodd < 0) {
 		c->res->unrecoverable++;
 		fsck_hard_problem(c,
-				  "%s: offset %llu (block %llu): no copy verifies: unrecoverable%s",
+				  "%s: offset %llu (block %llu): no copy verifies: unrecoverable",
 				  fsck_ipath(c, r->ino, path, sizeof(path)),
 				  (unsigned long long)(r->fblk * TFS_BLOCK_SIZE),
-				  (unsigned long long)r->phys, stale_ok ?
-				  " (a stale device's copy verifies, but a stale device is "
-				  "never read from)" : "");
+				  (unsigned long long)r->phys);
 		for (unsigned d = 0; d < c->ndevs; d++)
 			if (c->stale[d])
 				c->stale_unfixed[d]++;

@@ -8,7 +8,9 @@
 # (exit 4); -y brings every node, data block and the log onto it (exit 1),
 # and -n is then clean on both.  Then image 0 is left out: image 1 alone
 # mounts and every file reads back with its checksum.  -p does the same
-# (exit 1).  A block written while image 1 was away and then garbled on
+# (exit 1).  A block image 1 did not miss, garbled on image 0, is taken
+# from image 1's copy, which verifies (exit 1).  A block written while
+# image 1 was away and then garbled on
 # image 0 has no good copy: -y names it by inode and offset as
 # unrecoverable and image 1 stays stale (exit 4).  Before this, v2 fsck
 # left a stale device out: -n exited 0, -y left it stale.
@@ -110,6 +112,20 @@ degraded_round p
 h_fsck 4 -n "${IMGS[@]}"
 h_fsck 1 -p "${IMGS[@]}"
 h_fsck 0 -n "${IMGS[@]}"
+
+h_log "a block unchanged since image 1 went away, garbled on image 0: image 1's copy verifies"
+degraded_round q
+a10=$(blk_of "${IMGS[0]}" a 10)
+dd if=/dev/urandom of="${IMGS[0]}" bs=4096 seek="$a10" count=1 conv=notrunc status=none
+h_fsck 1 -y "${IMGS[@]}"
+grep -qF "offset 40960 (block $a10): only the stale device ${IMGS[1]}'s copy verifies" \
+	<<<"$FOUT" || h_fail "fsck -y does not take a's block from image 1's verifying copy: $FOUT"
+grep -qF "no copy verifies" <<<"$FOUT" && h_fail "fsck -y calls a's block lost: $FOUT"
+h_fsck 0 -n "${IMGS[@]}"
+h_mount
+[[ $(sha256sum <"$MNT/a" | cut -d' ' -f1) == $(sed -n 's|^\([0-9a-f]*\)  ./a$|\1|p' "$T/sums") ]] ||
+	h_fail "a does not read back after its block was taken from the stale copy"
+h_umount
 
 h_log "a block written while image 1 was away, garbled on image 0: unrecoverable"
 degraded_round g
