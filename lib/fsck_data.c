@@ -168,12 +168,20 @@ int fsck_pass_blocks(struct fck *c)
 
 /* Block i of a run read from every device into bufs (rbad: unreadable
  * there): counted per device, reported and, with -y/-p, every bad copy
- * rewritten from the first copy that verifies. */
+ * rewritten from the first in-sync copy that verifies.  A stale device's
+ * copy is a source only when no in-sync copy verifies and it does: the
+ * checksum is XXH3-64 seeded with the block's address, so a copy that
+ * verifies holds what the metadata says (a block it missed holds older
+ * data, which does not), and refusing it would lose a block fsck can
+ * give back.  The daemon's reads and its rebuild never read one.  Its bad
+ * copies (most of what it missed) are not written one by one: the good
+ * block goes into its buffer and pend[d][i] says so, for fsck_data_run to
+ * write whole ranges. */
 static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs,
-		       bool (*rbad)[FSCK_RUN_BLOCKS], uint32_t i)
+		       bool (*rbad)[FSCK_RUN_BLOCKS], bool (*pend)[FSCK_RUN_BLOCKS], uint32_t i)
 {
 	char path[FSCK_PATH_MAX];
-	int goodd = -1;
+	int goodd = -1, staled = -1;
 	bool bad[DEV_MAX] = { false };
 	unsigned nbad = 0;
 
@@ -183,7 +191,10 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 		c->res->dev[d].blocks++;
 		if (!rbad[d][i] && csum_block(bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
 					      r->phys) == r->csum) {
-			if (goodd < 0)
+			if (c->stale[d]) {
+				if (staled < 0)
+					staled = (int)d;
+			} else if (goodd < 0)
 				goodd = (int)d;
 			continue;
 		}
@@ -193,6 +204,13 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 	}
 	if (!nbad)
 		return;
+	if (goodd < 0 && staled >= 0) {
+		goodd = staled;
+		fsck_say(c, "%s: offset %llu (block %llu): only the stale device %s's copy "
+			 "verifies: the source", fsck_ipath(c, r->ino, path, sizeof(path)),
+			 (unsigned long long)(r->fblk * TFS_BLOCK_SIZE),
+			 (unsigned long long)r->phys, c->devs[staled]->path);
+	}
 	if (goodd < 0) {
 		c->res->unrecoverable++;
 		fsck_hard_problem(c,
@@ -210,6 +228,12 @@ static void data_block(struct fck *c, const struct bref *r, uint8_t *const *bufs
 
 		if (!bad[d])
 			continue;
+		if (c->fix && c->stale[d]) {
+			memcpy(bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
+			       bufs[goodd] + (size_t)i * TFS_BLOCK_SIZE, TFS_BLOCK_SIZE);
+			pend[d][i] = true;
+			continue;
+		}
 		ok = c->fix && fsck_write_dev(c, d, r->phys,
 					      bufs[goodd] + (size_t)i * TFS_BLOCK_SIZE, 1) == 0;
 		if (ok) {
@@ -261,7 +285,7 @@ void fsck_data_bufs_free(uint8_t *bufs[DEV_MAX])
 void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
 		   uint8_t *const *bufs)
 {
-	bool rbad[DEV_MAX][FSCK_RUN_BLOCKS];
+	bool rbad[DEV_MAX][FSCK_RUN_BLOCKS], pend[DEV_MAX][FSCK_RUN_BLOCKS];
 	uint64_t start;
 
 	if (!n)
@@ -271,6 +295,7 @@ void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
 		if (!c->devs[d])
 			continue;
 		memset(rbad[d], 0, n * sizeof(bool));
+		memset(pend[d], 0, n * sizeof(bool));
 		if (fsck_read_dev(c, d, start, bufs[d], n) == 0)
 			continue;
 		/* Find the unreadable blocks one by one. */
@@ -279,7 +304,25 @@ void fsck_data_run(struct fck *c, const struct bref *const *run, uint32_t n,
 						   bufs[d] + (size_t)i * TFS_BLOCK_SIZE, 1) < 0;
 	}
 	for (uint32_t i = 0; i < n; i++)
-		data_block(c, run[i], bufs, rbad, i);
+		data_block(c, run[i], bufs, rbad, pend, i);
+	/* A stale device's bad copies, one write per range. */
+	for (unsigned d = 0; d < c->ndevs; d++) {
+		for (uint32_t i = 0, e; c->devs[d] && c->stale[d] && i < n; i = e) {
+			for (e = i; e < n && pend[d][e]; e++)
+				;
+			if (e == i) {
+				e++;
+				continue;
+			}
+			if (fsck_write_dev(c, d, start + i, bufs[d] + (size_t)i * TFS_BLOCK_SIZE,
+					   e - i) == 0) {
+				c->res->dev[d].repaired += e - i;
+				atomic_fetch_add(&c->mir->ctr[d].repaired, e - i);
+			} else {
+				c->stale_unfixed[d] += e - i;
+			}
+		}
+	}
 }
 
 void fsck_data_flush(struct fck *c)

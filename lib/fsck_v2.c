@@ -32,7 +32,11 @@
  *     (check_log);
  *   - every data block's copies against the EXTENT items' checksums,
  *     and where the log changes a file, its newest record's
- *     (fsck_v2_data.c).
+ *     (fsck_v2_data.c);
+ *   - a stale device: every live node, written data block and the log
+ *     after the checkpoint compared there and, with -y/-p, brought up to
+ *     date from the in-sync copies, then recorded in sync
+ *     (fsck_v2_stale.c).
  *
  * Nodes are read through the node store on the mirror (bstore.c), which
  * tries every copy: a bad copy on one device is counted in the mirror's
@@ -95,6 +99,7 @@ static int rec_read(void *ctx, const struct bptr *p, void *buf)
 		bool sound = bnode_check(buf, why, sizeof(why)) == 0;
 
 		bm_set(v->reached, slot, slot + 1);
+		v2stale_node(v, p, buf);
 		/* Its first read: the children it names (a cache miss reads
 		 * a node again, never with its pointers counted twice).  A
 		 * node whose structure is bad is left to bt_verify. */
@@ -141,7 +146,8 @@ static const struct bstore_ops rec_ops = {
 };
 
 /* Open the devices fsck.c found usable at their slots in the mirror (a
- * stale one is left out, as mount would).  0 or an exit code. */
+ * stale one as MDEV_STALE: never read from, brought up to date by
+ * fsck_v2_stale.c).  0 or an exit code. */
 static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 {
 	struct fck *c = v->c;
@@ -176,10 +182,15 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 					  (unsigned long long)v->sb->total_blocks);
 			return FSCK_EXIT_UNCORRECTED;
 		}
-		if (dsb.dev_index < v->sb->ndevs && !v->sb->dev_state[dsb.dev_index])
+		if (dsb.dev_index < v->sb->ndevs)
 			mdevs[dsb.dev_index] = v->d[i];
 	}
-	ret = mirror_init(&v->m, v->be, mdevs, v->sb->ndevs);
+	ret = v2stale_open(v, mdevs);
+	if (ret == 0)
+		ret = mirror_init(&v->m, v->be, mdevs, v->sb->ndevs);
+	for (unsigned d = 0; ret == 0 && d < v->sb->ndevs; d++)
+		if (mdevs[d] && v->sb->dev_state[d])
+			atomic_store(&v->m.state[d], MDEV_STALE);
 	if (ret == 0)
 		ret = bstore_mirror_init(&v->s, &v->m, v->sb->node_start,
 					 v->sb->node_blocks / BNODE_BLOCKS);
@@ -205,8 +216,9 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 	c->mir = &v->m;
 	c->res->ndevs = v->sb->ndevs;
 	for (unsigned i = 0; i < v->sb->ndevs; i++)
-		snprintf(c->res->dev[i].path, sizeof(c->res->dev[i].path), "%s",
-			 mdevs[i] ? mdevs[i]->path : "(missing)");
+		if (mdevs[i] || !c->res->dev[i].path[0])	/* v2stale_open names one it left out */
+			snprintf(c->res->dev[i].path, sizeof(c->res->dev[i].path), "%s",
+				 mdevs[i] ? mdevs[i]->path : "(missing)");
 	return 0;
 }
 
@@ -218,6 +230,7 @@ static void v2_close(struct v2ck *v)
 		bcache_destroy(v->cache);
 	v2m_free(v);
 	v2data_free(v);
+	v2stale_free(v);
 	bstore_mirror_destroy(&v->s);
 	free(v->reached);
 	free(v->pointed);
@@ -453,9 +466,12 @@ static void node_copies(struct v2ck *v)
 }
 
 /* -y/-p: write the superblock again, generation + 1 then + 2 so both
- * slots of every present device are rewritten (a damaged or missing slot,
+ * slots of every in-sync device are rewritten (a damaged or missing slot,
  * a device behind), with the node copies found and repaired added to the
- * counters, as a v1 repair keeps them.  The trees are unchanged. */
+ * counters, as a v1 repair keeps them, and every in-sync device (a stale
+ * one fsck_v2_stale.c brought up to date) recorded so.  A device still
+ * stale is not written, as version 1 leaves it.  The trees are
+ * unchanged. */
 static int rewrite_supers(struct v2ck *v, const struct super *base)
 {
 	struct super sb = *base;
@@ -466,13 +482,15 @@ static int rewrite_supers(struct v2ck *v, const struct super *base)
 		sb.stats[d].read_err += atomic_load(&v->m.ctr[d].read_err);
 		sb.stats[d].repaired += atomic_load(&v->m.ctr[d].repaired);
 		sb.stats[d].unrecoverable += atomic_load(&v->m.ctr[d].unrecoverable);
+		if (v->m.devs[d] && atomic_load(&v->m.state[d]) == MDEV_OK)
+			sb.dev_state[d] = 0;
 	}
 	for (unsigned round = 0; ret == 0 && round < 2; round++) {
 		sb.generation++;
 		for (unsigned d = 0; ret == 0 && d < sb.ndevs; d++) {
 			struct dev *dev = v->m.devs[d];
 
-			if (!dev)
+			if (!dev || atomic_load(&v->m.state[d]) != MDEV_OK)
 				continue;
 			sb.dev_index = d;
 			memcpy(sb.dev_uuid, sb.dev_uuids[d], 16);
@@ -541,17 +559,19 @@ static void finish(struct v2ck *v)
 	} else if (c->fix && v2m_pending(v)) {
 		ret = v->fs ? commit_repairs(v) : -EUCLEAN;
 		if (ret == 0) {
-			c->res->fixed += c->meta_fixes;
+			c->res->fixed += c->meta_fixes + v->synced;
 		} else {
 			fsck_say(c, "cannot write the repairs: %s", ret == -EUCLEAN ?
 				 "the free-space tree is damaged" : strerror(-ret));
 			c->left += c->meta_fixes;
 		}
-	} else if (c->fix && (c->meta_fixes || c->res->fixed) && rewrite_supers(v, v->sb) == 0) {
+	} else if (c->fix && (c->meta_fixes || c->res->fixed || v->synced) &&
+		   rewrite_supers(v, v->sb) == 0) {
 		/* The superblock problems fsck.c found (slots, generations)
 		 * are mended by rewriting them; repaired node copies are
-		 * counted there. */
-		c->res->fixed += c->meta_fixes;
+		 * counted there, and stale devices brought up to date
+		 * recorded in sync. */
+		c->res->fixed += c->meta_fixes + v->synced;
 	} else {
 		c->left += c->meta_fixes;
 	}
@@ -626,8 +646,8 @@ static int lost_rec(void *ctx, const struct log_rec *r)
  * header of every chunk from @next on (log_forget_from), so the next mount
  * replays up to the damage and finds no later chunk to refuse for; the
  * superblocks are rewritten by finish().  -p leaves it (not a repair a
- * crash explains). */
-static void cut_log(struct v2ck *v, const struct log_geom *g, uint64_t next, bool damaged)
+ * crash explains).  Returns whether the log was cut. */
+static bool cut_log(struct v2ck *v, const struct log_geom *g, uint64_t next, bool damaged)
 {
 	struct fck *c = v->c;
 	uint64_t last;
@@ -659,13 +679,14 @@ static void cut_log(struct v2ck *v, const struct log_geom *g, uint64_t next, boo
 		 (unsigned long long)lost.records, (unsigned long long)lost.chunks,
 		 li.n ? ", changing inodes " : "", inos);
 	if (!c->fix || c->o->mode != FSCK_REPAIR)
-		return;
+		return false;
 	ret = log_forget_from(&v->m, g, next);
 	if (ret < 0) {
 		fsck_say(c, "cannot erase the log beyond the damage: %s", strerror(-ret));
 		c->meta_fixes--;
 		c->left++;
 	}
+	return ret == 0;
 }
 
 /* The metadata log after the checkpoint, read as mount replays it (its
@@ -696,6 +717,10 @@ static void check_log(struct v2ck *v)
 	g.next_log_id = fs_next_log_id(tmp, v->sb->log_id);
 	free(tmp);
 	ret = log_replay(&v->m, &g, log_rec_note, &ls, &end, &next);
+	v->lg = g;
+	v->log_end = end;
+	v->log_next = next;
+	v->log_ok = ret == 0;
 	if (ret == -EBADMSG || ret == -ESTALE) {
 		/* As version 1 says it (mount.c's note_damage). */
 		if (ret == -EBADMSG)
@@ -709,7 +734,7 @@ static void check_log(struct v2ck *v)
 					  "metadata log goes on past what the superblock knows "
 					  "(transaction %llu on): the newest superblock or "
 					  "checkpoint is lost", (unsigned long long)next);
-		cut_log(v, &g, next, ret == -EBADMSG);
+		v->log_ok = cut_log(v, &g, next, ret == -EBADMSG);
 	} else if (ret < 0) {
 		fsck_hard_problem(c, "cannot read the metadata log: %s", strerror(-ret));
 		v->log_unread = true;
@@ -746,6 +771,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	node_copies(&v);
 	check_log(&v);
 	v2data_check(&v);
+	v2stale_finish(&v);
 	finish(&v);
 	v2_close(&v);
 	return 0;

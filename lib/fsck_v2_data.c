@@ -6,7 +6,8 @@
  *
  * The EXTENT items of the INODES tree are walked in key order, after the
  * tree walks (every node is then verified); each written block's csum is
- * checked on every in-sync device, reading runs of up to FSCK_RUN_BLOCKS
+ * checked on every device, a stale one too (fsck_data_run never takes it
+ * as the source; fsck_v2_stale.c), reading runs of up to FSCK_RUN_BLOCKS
  * consecutive physical blocks with one read per device.  With -y/-p a bad
  * copy is rewritten from one that verifies; a block no copy verifies is an
  * error left, named by inode and offset.  Memory: one run, plus, when the
@@ -408,6 +409,7 @@ static void log_blocks(struct drun *d)
 		for (e = s + 1; e < m->nev && m->ev[e].ino == m->ev[s].ino; e++)
 			;
 		if (log_file(d, &m->ev[s], e - s) < 0) {
+			d->v->data_partial = true;
 			fsck_say(d->v->c, "data copies the log maps not all checked: %s",
 				 strerror(ENOMEM));
 			return;
@@ -426,6 +428,7 @@ void v2data_check(struct v2ck *v)
 	unsigned len;
 	int ret;
 
+	v->data_partial = true;		/* until the walk below ends well */
 	if (v->tree_bad[V2_TREE_INODES]) {
 		/* reported: its EXTENT items cannot all be reached */
 		fsck_say(c, "data copies not checked: the inodes tree is damaged");
@@ -464,10 +467,13 @@ void v2data_check(struct v2ck *v)
 	}
 	if (ret != -ENOENT)
 		fsck_hard_problem(c, "data check stopped: %s", strerror(-ret));
-	if (v->lmap_lost || (v->lmap && v->lmap->lost))
+	v->data_partial = ret != -ENOENT;
+	if (v->lmap_lost || (v->lmap && v->lmap->lost)) {
 		fsck_say(c, "data copies the log maps not checked: %s", strerror(ENOMEM));
-	else
+		v->data_partial = true;
+	} else {
 		log_blocks(d);
+	}
 	run_flush(d);
 	fsck_data_flush(c);
 	if (c->o->verbose)

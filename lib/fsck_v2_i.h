@@ -61,6 +61,14 @@ struct v2ck {
 	struct v2lmap *lmap;		/* the log's own map (fsck_v2_data.c) */
 	bool lmap_lost;
 	bool log_unread;		/* the log could not be read to its end */
+	bool data_partial;		/* some data copies were not checked */
+	/* Where check_log's replay ended: the log a stale device must hold
+	 * (fsck_v2_stale.c); log_ok once it ends cleanly there. */
+	struct log_geom lg;
+	uint64_t log_end, log_next;
+	bool log_ok;
+	void *stale_buf;		/* one node, for the stale copies */
+	unsigned synced;		/* stale devices brought up to date */
 };
 
 /* ---- fsck_v2_meta.c ---- */
@@ -78,6 +86,21 @@ bool v2m_pending(const struct v2ck *v);
 /* Apply the recorded repairs: items through @t (a transaction open on the
  * inodes tree), data runs through v->fs.  0 or -errno. */
 int v2m_apply(struct v2ck *v, struct btree *t);
+
+/* ---- fsck_v2_stale.c ---- */
+/* After mirror_init in v2_open: the stale devices (c->stale) join the
+ * mirror as MDEV_STALE, so nothing reads from them; each is reported.
+ * Leaves one out while a rebuild onto it runs.  0 or -ENOMEM. */
+int v2stale_open(struct v2ck *v, struct dev **mdevs);
+/* Every node the walks read (verified, in buf), on its first read:
+ * compared with each stale device's copy, which -y/-p overwrites. */
+void v2stale_node(struct v2ck *v, const struct bptr *p, const void *buf);
+/* After the data check, before the commit: the log copied onto each stale
+ * device whose nodes and data are all up to date, flushed, and then the
+ * device made MDEV_OK (v->synced), so the commit writes it and its
+ * superblocks record it in sync. */
+void v2stale_finish(struct v2ck *v);
+void v2stale_free(struct v2ck *v);
 
 /* ---- fsck_v2_data.c ---- */
 /* A record of the log after the checkpoint (check_log's replay, in order):
