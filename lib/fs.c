@@ -765,7 +765,7 @@ _Static_assert(FS_NODE_TOUCH == V2D_TOUCH, "fs_i.h's copies a chunk");
 #define NODE_RESV_INODE 2
 /* A gate short only because of reservations waits for a release this
  * long at a time before it looks again (a checkpoint may have made room). */
-#define NODE_RESV_WAIT_MS 20
+#define NODE_RESV_WAIT_MS 100
 
 /* node_room, also giving the nodes used, the copies noted or reserved
  * (touch) and the new nodes counted in the need (@newp); @r (not NULL):
@@ -849,12 +849,28 @@ static void resv_wait(struct tfs *fs, bool grow, const struct fs_resv *want)
 	pthread_mutex_unlock(&fs->resv_mu);
 }
 
+/* Wait for a checkpoint (false: none runs); *waits counts it unless one
+ * was written and @want alone fits (nothing noted or reserved) after it. */
+static bool ckpt_waited(struct tfs *fs, bool grow, const struct fs_resv *want, int *waits)
+{
+	uint64_t seen = atomic_load(&fs->ckpt_writes);
+	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, keep;
+
+	if (!fs_ckpt_wait(fs))
+		return false;
+	keep = fs->sb.node_reserve + ckpt_v2_nodes_used(fs);
+	if (atomic_load(&fs->ckpt_writes) == seen ||
+	    slots < keep + (grow ? NODE_MARGIN : NODE_MARGIN / 2) + want->touch + want->other)
+		(*waits)++;
+	return true;
+}
+
 int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
 		    struct fs_resv *r)
 {
-	struct fs_resv want = { 0 };
+	struct fs_resv want = { 0 }, back;
 	uint64_t free_slots, need, used, touch, newn;
-	int waits = 0;
+	int waits = 0, resv_waited = 0;
 
 	r->touch = r->other = 0;
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
@@ -874,20 +890,25 @@ int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
 			*r = want;
 			return 0;
 		}
-		fs_node_release(fs, &want);
+		back = want;	/* released: zeroed */
+		fs_node_release(fs, &back);
 		/* Short only because of changes in flight: they give their
 		 * reservations back as they are noted, with no lock of ours
 		 * held, so waiting for them always ends; never ENOSPC. */
 		if ((atomic_load(&fs->node_resv_touch) || atomic_load(&fs->node_resv_other)) &&
 		    node_room_at(fs, grow, &free_slots, &need, &used, &touch, &newn, &want)) {
-			atomic_fetch_add(&fs->node_resv_waits, 1);
+			if (!resv_waited++)
+				atomic_fetch_add(&fs->node_resv_waits, 1);
 			resv_wait(fs, grow, &want);
 			continue;
 		}
 		/* The noted changes and this one do not fit: a checkpoint
 		 * turns the noted changes into nodes and frees the slots the
-		 * last one replaced. */
-		if (waits == NODE_GATE_WAITS || !fs_ckpt_wait(fs)) {
+		 * last one replaced.  A wait counts unless a checkpoint was
+		 * written and this change alone fits now: then others in
+		 * flight took the room first, and it gets in at a later
+		 * checkpoint (ENOSPC only for a change the area cannot hold). */
+		if (waits == NODE_GATE_WAITS || !ckpt_waited(fs, grow, &want, &waits)) {
 			atomic_fetch_add(&fs->node_gate_enospc, grow);
 			if (grow)
 				return -ENOSPC;
@@ -895,7 +916,6 @@ int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
 			*r = want;
 			return 0;
 		}
-		waits++;
 		atomic_fetch_add(&fs->node_gate_waits, 1);
 	}
 }
