@@ -979,11 +979,13 @@ uint64_t tfs_node_room_bytes(struct tfs *fs, bool settled)
 
 int tfs_node_reclaim(struct tfs *fs)
 {
-	uint64_t free_slots, need;
+	uint64_t free_slots, need, used, touch, newn;
+	const struct fs_resv none = { 0 };
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return 0;
-	(void)node_room(fs, true, &free_slots, &need);
+	/* The noted changes alone: a checkpoint does not take reservations. */
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch, &newn, &none);
 	if (need <= NODE_MARGIN)
 		return 0;	/* nothing noted: a checkpoint gives nothing back */
 	if (!fs_ckpt_wait(fs))
