@@ -863,7 +863,10 @@ out_tfs:
 	tfsd_files_release_all(&d);
 	ret = tfs_unmount(d.fs);
 	if (ret < 0) {
-		tlog(LOG_ERR, "unmount: final checkpoint failed: %s", strerror(-ret));
+		tlog(LOG_ERR, "unmount: final checkpoint failed: %s%s", strerror(-ret),
+		     ret == -ENOSPC ? " (the metadata node area is full: the log keeps "
+		     "the changes; if the next mount fails, mount with -o rescue and "
+		     "copy the data off)" : "");
 		exit_code = 1;
 	} else if (exit_code == 0) {
 		tlog(LOG_INFO, "unmounted %s", s.mnt);

@@ -59,6 +59,7 @@
 #include "v2rebuild.h"
 #include "v2item.h"
 #include "v2prefetch.h"
+#include "tlog.h"
 #include "wib.h"
 
 #define V2_DEL_BATCH 256		/* keys collected before deleting them */
@@ -1036,12 +1037,34 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	return 0;
 }
 
+/* Nodes of the INODES and REFCOUNT trees written so far: the slots past
+ * the free-space tree's reserve a checkpoint takes. */
+static uint64_t tree_nodes_written(struct ckpt_v2 *v)
+{
+	return atomic_load(&v->itree.written) + atomic_load(&v->rtree.written);
+}
+
+/* The node gate counts on a checkpoint writing at most the slots its
+ * arithmetic gives the set it took (fs_node_need_of): stats, and a warning
+ * when one wrote more (the gate's margin is all that was left). */
+static void slots_check(struct tfs *fs, uint64_t est, uint64_t used)
+{
+	atomic_store(&fs->ckpt_slots_estimated, est);
+	atomic_store(&fs->ckpt_slots_used, used);
+	if (used <= est)
+		return;
+	if (atomic_fetch_add(&fs->ckpt_slots_over, 1) < 10)
+		tfs_log(LOG_WARNING, "checkpoint wrote %llu node slots, the node gate "
+			"counted %llu: please report this", (unsigned long long)used,
+			(unsigned long long)est);
+}
+
 int ckpt_v2_write(struct tfs *fs)
 {
 	struct ckpt_v2 *v = fs->v2;
 	struct v2d_ino **vec = NULL;
 	struct v2d_set set;
-	uint64_t seq, pos, gen, epoch, w0;
+	uint64_t seq, pos, gen, epoch, w0, est, newn, t0;
 	size_t n = 0;
 	int ret;
 
@@ -1062,6 +1085,9 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = v2rebuild_set(fs, &v->dirty, &set, &vec, &n);
 	if (ret < 0)
 		goto give_back;
+	est = fs_node_need_of(set.bytes - set.tbytes, set.touch, set.grow,
+			      ckpt_v2_nodes_used(fs), &newn) + FS_NODE_MARGIN;
+	t0 = tree_nodes_written(v);
 	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
 	/* Before any item goes in: every inode the set names was made
 	 * below next_ino. */
@@ -1079,6 +1105,7 @@ int ckpt_v2_write(struct tfs *fs)
 	}
 	log_set_head(fs->log, pos, seq + 1);
 	atomic_fetch_add(&fs->ckpt_writes, 1);
+	slots_check(fs, est, tree_nodes_written(v) - t0);
 	extcache_committed(fs->xc, epoch);
 	v2d_release(&v->dirty, &set);
 	goto out;

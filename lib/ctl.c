@@ -236,6 +236,18 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 		jb_u64(j, "node_need_slots", need);
 		jb_u64(j, "node_gate_waits", atomic_load(&fs->node_gate_waits));
 		jb_u64(j, "node_gate_enospc", atomic_load(&fs->node_gate_enospc));
+		/* Slots held by changes admitted and not noted yet (0 when
+		 * idle: more is a leak), waits for their release. */
+		jb_u64(j, "node_gate_reserved", atomic_load(&fs->node_resv_touch) +
+						 atomic_load(&fs->node_resv_other));
+		jb_u64(j, "node_gate_resv_waits", atomic_load(&fs->node_resv_waits));
+		/* The last checkpoint: slots the gate's arithmetic gave it and
+		 * the slots it wrote; checkpoints that wrote more; background
+		 * checkpoints that failed. */
+		jb_u64(j, "checkpoint_slots_estimated", atomic_load(&fs->ckpt_slots_estimated));
+		jb_u64(j, "checkpoint_slots_used", atomic_load(&fs->ckpt_slots_used));
+		jb_u64(j, "checkpoint_slots_over", atomic_load(&fs->ckpt_slots_over));
+		jb_u64(j, "checkpoint_failures", atomic_load(&fs->ckpt_bg_failures));
 	}
 	if (fs->v2dirty) {
 		bool over = false;

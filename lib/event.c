@@ -76,6 +76,7 @@ static const char *const names[EV_KINDS] = {
 	[EV_SPACE_LOW] = "space_low",
 	[EV_SPACE_OK] = "space_ok",
 	[EV_FS_UNUSABLE] = "fs_unusable",
+	[EV_CHECKPOINT_FAILED] = "checkpoint_failed",
 };
 
 const char *event_name(int kind)
@@ -90,6 +91,7 @@ static int ev_level(const struct event *e)
 	case EV_DEVICE_FAILED:
 	case EV_REBUILD_FAILED:
 	case EV_FS_UNUSABLE:
+	case EV_CHECKPOINT_FAILED:
 		return LOG_ERR;
 	case EV_SCRUB_DONE:
 		return e->unrecoverable ? LOG_ERR : e->csum_errors || e->read_errors ?

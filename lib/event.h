@@ -41,6 +41,7 @@ enum event_kind {
 	EV_SPACE_LOW,		/* used crossed EVENT_SPACE_LOW_PCT */
 	EV_SPACE_OK,		/* and fell below EVENT_SPACE_OK_PCT again */
 	EV_FS_UNUSABLE,		/* no device left that takes writes */
+	EV_CHECKPOINT_FAILED,	/* a background checkpoint failed (rate-limited) */
 	EV_KINDS
 };
 

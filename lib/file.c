@@ -579,7 +579,9 @@ static int truncate_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t size, 
 
 int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size)
 {
+	struct fs_resv resv;
 	struct rl_range r;
+	uint64_t isize;
 	uint8_t *buf;
 	int ret;
 
@@ -588,12 +590,18 @@ int file_truncate(struct tfs *fs, struct tfs_inode *ip, uint64_t size)
 	if (fs->readonly)
 		return -EROFS;
 	buf = bounce_get(fs->bounce);
-	ret = fs_data_room(fs, false);	/* never refused: it frees */
+	/* The range it cuts or zeroes, as the size is now; it adds items to
+	 * one chunk at most (the new last block). */
+	isize = file_isize(ip);
+	ret = fs_data_reserve(fs, false, fs_resv_chunks(size < isize ? size : isize,
+						       size < isize ? isize - size : size - isize),
+			      1, &resv);	/* never refused: it frees */
 	if (!ret) {
 		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		ret = truncate_locked(fs, ip, size, buf);
 		rl_unlock(inode_rl(ip), &r);
 	}
+	fs_data_release(fs, &resv);
 	bounce_put(fs->bounce, buf);
 	return ret;
 }
@@ -766,8 +774,10 @@ static int prealloc_piece(struct tfs *fs, struct tfs_inode *ip, uint64_t *fb, ui
 }
 
 /* mode 0 / KEEP_SIZE.  The inode is locked piece by piece, with log space
- * waited for in between (never while holding the lock: a checkpoint takes
- * it), so even a huge range never overflows the log. */
+ * and (format v2) node room reserved in between (never while holding the
+ * lock: a checkpoint takes it), so even a huge range never overflows the
+ * log; a piece covers at most FALLOC_PIECE_BLOCKS of the range, so its
+ * reservation holds what it may note. */
 static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t start,
 		    uint64_t end)
 {
@@ -776,15 +786,21 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 	int ret = 0;
 
 	for (;;) {
+		uint64_t lim = fe - fb > FALLOC_PIECE_BLOCKS ? fb + FALLOC_PIECE_BLOCKS : fe;
+		uint64_t chunks = fs_resv_chunks(fb * BS, (lim - fb) * BS);
+		struct fs_resv resv;
 		struct rl_range r;
 		bool done;
 
+		ret = fs_data_reserve(fs, true, chunks, chunks, &resv);
+		if (ret)
+			return ret;
 		rl_lock(inode_rl(ip), &r, 0, RL_EOF, true);
 		if (first)	/* ENOSPC up front rather than half way */
 			ret = space_check(fs, count_holes(ip, fb, fe));
 		first = false;
 		if (!ret)
-			ret = prealloc_piece(fs, ip, &fb, fe);
+			ret = prealloc_piece(fs, ip, &fb, lim);
 		done = ret || fb >= fe;
 		if (done && !ret) {
 			struct meta_tx tx;
@@ -798,14 +814,12 @@ static int prealloc(struct tfs *fs, struct tfs_inode *ip, int mode, uint64_t sta
 			meta_tx_free(&tx);
 		}
 		rl_unlock(inode_rl(ip), &r);
+		fs_data_release(fs, &resv);	/* noted, or failed */
 		/* Format v2: the leaves this piece made may go once a
 		 * checkpoint wrote them; not while we hold the whole file. */
 		if (fs->xc)
 			extcache_trim(fs->xc);
 		if (done)
-			return ret;
-		ret = fs_data_room(fs, true);
-		if (ret)
 			return ret;
 	}
 }
@@ -814,6 +828,7 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 {
 	struct tfs *fs = f->fs;
 	struct tfs_inode *ip = f->ip;
+	struct fs_resv resv;
 	struct rl_range r;
 	uint64_t start, end;
 	uint8_t *buf;
@@ -839,17 +854,17 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 			return 0;
 	}
 
-	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
-		ret = fs_data_room(fs, true);
-		return ret ? ret : prealloc(fs, ip, mode, start, end);
-	}
+	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
+		return prealloc(fs, ip, mode, start, end);
 	/* Punch: one LR_EXT_CLEAR whatever the size, so one transaction.
 	 * Zero range is a punch of what lies inside the file, then an
 	 * unwritten reservation of the whole range (and, without KEEP_SIZE,
 	 * the new size): the range reads as zeros from the punch on, and a
 	 * crash between the two leaves a hole, which reads as zeros too. */
 	buf = bounce_get(fs->bounce);
-	ret = fs_data_room(fs, false);	/* a punch gives room back */
+	/* A punch gives room back: never refused; it adds items to its two
+	 * edge chunks at most. */
+	ret = fs_data_reserve(fs, false, fs_resv_chunks(start, end - start), 2, &resv);
 	if (!ret) {
 		uint64_t pend = end;
 
@@ -860,12 +875,10 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 			ret = punch_locked(fs, ip, start, pend, buf);
 		rl_unlock(inode_rl(ip), &r);
 	}
+	fs_data_release(fs, &resv);
 	bounce_put(fs->bounce, buf);
-	if (!ret && (mode & FALLOC_FL_ZERO_RANGE)) {
-		ret = fs_data_room(fs, true);
-		if (!ret)
-			ret = prealloc(fs, ip, mode & FALLOC_FL_KEEP_SIZE, start, end);
-	}
+	if (!ret && (mode & FALLOC_FL_ZERO_RANGE))
+		ret = prealloc(fs, ip, mode & FALLOC_FL_KEEP_SIZE, start, end);
 	return ret;
 }
 

@@ -85,6 +85,9 @@ struct wjob {
 	void *arg;
 	struct mirror_wr *mw;		/* one per run of cw */
 	struct dev_io *ios;		/* every mirror_wr's I/Os, flattened */
+	/* Node slots from the gate (stage 1) until the records are noted
+	 * (stage 5) or the job ends. */
+	struct fs_resv resv;
 	struct cow cw;
 	/* mw and ios for the usual one or two runs, without a malloc. */
 	struct mirror_wr mw_in[WJOB_RUNS_IN];
@@ -112,6 +115,7 @@ static struct wjob *wjob_get(struct tfs *fs, struct tfs_inode *ip, size_t len, b
 
 static void wjob_put(struct wjob *j)
 {
+	fs_data_release(j->fs, &j->resv);
 	if (j->own_buf)
 		fs_buf_put(j->fs, j->buf);
 	if (j->mw != j->mw_in)
@@ -133,7 +137,7 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 	struct tfs *fs = j->fs;
 	struct tfs_inode *ip = j->ip;
 	size_t len = j->len;
-	uint64_t uoff, t0;
+	uint64_t uoff, t0, chunks;
 	bool excl;
 	int ret;
 
@@ -161,7 +165,9 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 	t0 = prof_begin();
 	/* Log space, and on format v2 room for the extent items: refused now
 	 * rather than found missing by a checkpoint after the write was answered. */
-	ret = fs_data_room(fs, true);
+	chunks = (f->flags & O_APPEND) ? file_div_up(len, FS_RESV_CHUNK) + 1
+					: fs_resv_chunks((uint64_t)off, len);
+	ret = fs_data_reserve(fs, true, chunks, chunks, &j->resv);
 	prof_end(PROF_LOGSPACE, t0);
 	if (ret)
 		return ret;
@@ -383,6 +389,7 @@ static int w_publish(struct wjob *j, bool nowait)
 	meta_tx_free(&tx);
 	if (ret == -EAGAIN && nowait)
 		return ret;
+	fs_data_release(fs, &j->resv);	/* noted now (or failed) */
 	if (ret)
 		file_cow_undo(fs, j->ip, &j->cw);
 	j->ret = ret;

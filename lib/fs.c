@@ -127,7 +127,9 @@ int fs_new(struct tfs **out)
 		free(fs);
 		return ret;
 	}
-	fs->node_gate = fs_node_gate;
+	fs->node_reserve = fs_node_reserve;
+	fs->node_release = fs_node_release;
+	pthread_mutex_init(&fs->resv_mu, NULL);
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->ckpt_mu, NULL);
 	sbc_init(&fs->sbc);
@@ -136,6 +138,7 @@ int fs_new(struct tfs **out)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->bg_cv, &ca);
 	pthread_cond_init(&fs->ckpt_cv, &ca);
+	pthread_cond_init(&fs->resv_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	atomic_store(&fs->next_ino, TFS_ROOT_INO + 1);
 	*out = fs;
@@ -166,6 +169,8 @@ void fs_free(struct tfs *fs)
 		alloc_destroy(fs->alloc);
 	pthread_cond_destroy(&fs->bg_cv);
 	pthread_cond_destroy(&fs->ckpt_cv);
+	pthread_cond_destroy(&fs->resv_cv);
+	pthread_mutex_destroy(&fs->resv_mu);
 	pthread_mutex_destroy(&fs->bg_mu);
 	file_async_free(fs);
 	sbc_destroy(&fs->sbc);
@@ -526,6 +531,28 @@ static void trim_pools(struct tfs *fs, uint64_t *ckpts_seen)
 		mem_trim_now();
 }
 
+/* A background checkpoint failed: counted, and told (logged with an event)
+ * the first time and then at most once every CKPT_FAIL_EVERY_S: the log
+ * keeps the changes, but it fills, and a node area that cannot take them
+ * fails the unmount's checkpoint too. */
+#define CKPT_FAIL_EVERY_S 60
+
+static void ckpt_failed(struct tfs *fs, int err)
+{
+	uint64_t n = atomic_fetch_add(&fs->ckpt_bg_failures, 1) + 1;
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (n > 1 && now.tv_sec - fs->ckpt_fail_logged < CKPT_FAIL_EVERY_S)
+		return;
+	fs->ckpt_fail_logged = now.tv_sec;
+	tfs_log(LOG_ERR, "background checkpoint failed: %s (%llu since mount); the log "
+		"keeps the changes%s", strerror(-err), (unsigned long long)n,
+		err == -ENOSPC ? "; the metadata node area is full: delete files" : "");
+	event_emit(fs, &(struct event){ .kind = EV_CHECKPOINT_FAILED, .slot = -1 },
+		   "%s, %llu since mount", strerror(-err), (unsigned long long)n);
+}
+
 static void *bg_main(void *arg)
 {
 	struct tfs *fs = arg;
@@ -560,9 +587,12 @@ static void *bg_main(void *arg)
 		event_space_check(fs);	/* frees land here, as commits make them durable */
 		if (commit)	/* once a period, not at every early wake */
 			trim_pools(fs, &ckpts_seen);
-		if (ckpt)
-			ckpt_write(fs);
-		else if (commit)
+		if (ckpt) {
+			int r = ckpt_write(fs);
+
+			if (r < 0)
+				ckpt_failed(fs, r);
+		} else if (commit)
 			log_commit(fs->log, UINT64_MAX);
 		if (!commit) {
 			/* woken early: keep the same deadline */
@@ -708,49 +738,62 @@ const char *tfs_backend_name(struct tfs *fs)
  * Format v2: room in the node area (see fs_i.h).  A checkpoint writes every
  * node it changes to a new slot and frees the old one only once its
  * superblock is durable, so it needs free slots for what changed: the
- * noted changes, at most NODE_NOTE_BYTES of them per node (a create notes
- * about 130 bytes: an inode and a name, which change at most two leaves),
- * plus NODE_MARGIN for the paths to the roots and the writers admitted
- * meanwhile.  Data writes, fallocate, punch, truncate and reflink cut
- * and add EXTENT items: their notes count the chunks they touched and the
- * bytes of items they may add (v2d_tree_need), which new nodes hold at
- * NODE_GROW_BYTES each (a split leaves a leaf half full); these callers
- * ask the gate before they take a lock, so a write is refused before it is
- * acknowledged, never lost after.  The gate costs a few atomic loads.
- * A delete or rename leaves half the margin to the others: at
- * the limit, where creates get ENOSPC, deletes go on a few per checkpoint
- * instead of one.  The free-space tree has its own reserve (fspace_node.c).
+ * noted changes, at most FS_NODE_NOTE_BYTES of them per node (a create notes
+ * about 130 bytes: an inode and a name, which change at most two leaves;
+ * the dirty set's hash table is memory, not notes: v2d_note_bytes), plus
+ * NODE_MARGIN for the paths to the roots.  Data writes, fallocate, punch,
+ * truncate and reflink cut and add EXTENT items: their notes count the
+ * chunks they touched and the bytes of items they may add
+ * (v2d_tree_need), which new nodes hold at FS_NODE_GROW_BYTES each (a split
+ * leaves a leaf half full).  These callers ask the gate before they take
+ * a lock, so a write is refused before it is acknowledged, never lost
+ * after; and as their change is noted only once their data is written
+ * (up to FS_SMALL_BOUNCE writes in flight), each reserves what it can add
+ * at worst until then (fs_node_reserve: node_resv_*), which every gate
+ * counts too.  The gate costs a few atomic operations.  A delete or
+ * rename leaves half the margin to the others: at the limit, where
+ * creates get ENOSPC, deletes go on a few per checkpoint instead of one.
+ * The free-space tree has its own reserve (fspace_node.c).
  */
-#define NODE_MARGIN 32
-#define NODE_NOTE_BYTES 64
-#define NODE_GROW_BYTES (BNODE_SIZE / 2)
+#define NODE_MARGIN FS_NODE_MARGIN
+_Static_assert(FS_NODE_GROW_BYTES == BNODE_SIZE / 2, "fs_i.h's node size");
+_Static_assert(FS_NODE_TOUCH == V2D_TOUCH, "fs_i.h's copies a chunk");
 #define NODE_GATE_WAITS 3
+/* A reserved change's notes: its inode's entry when it is the first of its
+ * inode (96 bytes and 64 of ranges: 2.5 slots with the range's), and its
+ * range, at most 32 bytes of a doubling array: 1 slot a chunk. */
+#define NODE_RESV_INODE 2
+/* A gate short only because of reservations waits for a release this
+ * long at a time before it looks again (a checkpoint may have made room). */
+#define NODE_RESV_WAIT_MS 100
 
-/* node_room, also giving the nodes used, the copies noted (touch) and the
- * new nodes counted in the need (@newp). */
+/* node_room, also giving the nodes used, the copies noted or reserved
+ * (touch) and the new nodes counted in the need (@newp); @r (not NULL):
+ * the reservations count as @r alone, else as they stand. */
 static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t *need,
-			 uint64_t *usedp, uint64_t *touchp, uint64_t *newp)
+			 uint64_t *usedp, uint64_t *touchp, uint64_t *newp,
+			 const struct fs_resv *r)
 {
 	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used = ckpt_v2_nodes_used(fs);
-	uint64_t keep = fs->sb.node_reserve + used, touch = 0, tgrow;
+	uint64_t keep = fs->sb.node_reserve + used, touch = 0, tgrow = 0, notes = 0;
+	uint64_t rtouch = r ? r->touch : atomic_load(&fs->node_resv_touch);
+	uint64_t rother = r ? r->other : atomic_load(&fs->node_resv_other);
 
 	*free_slots = slots > keep ? slots - keep : 0;
 	*need = grow ? NODE_MARGIN : NODE_MARGIN / 2;
 	*usedp = used;
-	*touchp = *newp = 0;
+	/* Extent changes: copies of the leaves of the chunks they touched,
+	 * at most every node there is, plus new leaves for the items they
+	 * may add, at most one a chunk (a chunk's items fill one leaf at
+	 * worst): rewriting the same blocks again and again adds nothing.
+	 * Reserved changes: their copies capped with the noted ones, so a
+	 * big file system is not throttled by them. */
 	if (fs->v2dirty) {
-		*need += v2d_bytes(fs->v2dirty) / NODE_NOTE_BYTES;
-		/* Extent changes: copies of the leaves of the chunks they
-		 * touched, at most every node there is, plus new leaves for
-		 * the items they may add, at most one a chunk (a chunk's items
-		 * fill one leaf at worst): rewriting the same blocks again and
-		 * again adds nothing. */
+		notes = v2d_note_bytes(fs->v2dirty);
 		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
-		*touchp = touch;
-		tgrow /= NODE_GROW_BYTES;
-		*newp = tgrow < touch / V2D_TOUCH ? tgrow : touch / V2D_TOUCH;
-		*need += (touch < used ? touch : used) + *newp;
 	}
+	*touchp = touch + rtouch;
+	*need += fs_node_need_of(notes, touch + rtouch, tgrow, used, newp) + rother;
 	return *free_slots >= *need;
 }
 
@@ -758,25 +801,132 @@ static bool node_room(struct tfs *fs, bool grow, uint64_t *free_slots, uint64_t 
 {
 	uint64_t used, touch, newn;
 
-	return node_room_at(fs, grow, free_slots, need, &used, &touch, &newn);
+	return node_room_at(fs, grow, free_slots, need, &used, &touch, &newn, NULL);
+}
+
+static void resv_add(struct tfs *fs, const struct fs_resv *r)
+{
+	atomic_fetch_add(&fs->node_resv_touch, r->touch);
+	atomic_fetch_add(&fs->node_resv_other, r->other);
+}
+
+void fs_node_release(struct tfs *fs, struct fs_resv *r)
+{
+	if (!r->touch && !r->other)
+		return;
+	atomic_fetch_sub(&fs->node_resv_touch, r->touch);
+	atomic_fetch_sub(&fs->node_resv_other, r->other);
+	r->touch = r->other = 0;
+	/* After the release: a waiter counted after this load sees it. */
+	if (atomic_load(&fs->node_resv_waiters)) {
+		pthread_mutex_lock(&fs->resv_mu);
+		pthread_cond_broadcast(&fs->resv_cv);
+		pthread_mutex_unlock(&fs->resv_mu);
+	}
+}
+
+/* Wait for a release (or NODE_RESV_WAIT_MS) while @want still does not fit
+ * with the reservations as they stand. */
+static void resv_wait(struct tfs *fs, bool grow, const struct fs_resv *want)
+{
+	uint64_t free_slots, need, used, touch, newn;
+	struct fs_resv all;
+	struct timespec due;
+
+	clock_gettime(CLOCK_MONOTONIC, &due);
+	due.tv_nsec += NODE_RESV_WAIT_MS * 1000000L;
+	if (due.tv_nsec >= 1000000000L) {
+		due.tv_sec++;
+		due.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fs->resv_mu);
+	atomic_fetch_add(&fs->node_resv_waiters, 1);
+	all.touch = atomic_load(&fs->node_resv_touch) + want->touch;
+	all.other = atomic_load(&fs->node_resv_other) + want->other;
+	if (!node_room_at(fs, grow, &free_slots, &need, &used, &touch, &newn, &all))
+		(void)pthread_cond_timedwait(&fs->resv_cv, &fs->resv_mu, &due);
+	atomic_fetch_sub(&fs->node_resv_waiters, 1);
+	pthread_mutex_unlock(&fs->resv_mu);
+}
+
+/* Wait for a checkpoint (false: none runs); *waits counts it unless one
+ * was written and @want alone fits (nothing noted or reserved) after it. */
+static bool ckpt_waited(struct tfs *fs, bool grow, const struct fs_resv *want, int *waits)
+{
+	uint64_t seen = atomic_load(&fs->ckpt_writes);
+	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, keep;
+
+	if (!fs_ckpt_wait(fs))
+		return false;
+	keep = fs->sb.node_reserve + ckpt_v2_nodes_used(fs);
+	if (atomic_load(&fs->ckpt_writes) == seen ||
+	    slots < keep + (grow ? NODE_MARGIN : NODE_MARGIN / 2) + want->touch + want->other)
+		(*waits)++;
+	return true;
+}
+
+int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
+		    struct fs_resv *r)
+{
+	struct fs_resv want = { 0 }, back;
+	uint64_t free_slots, need, used, touch, newn;
+	int waits = 0, resv_waited = 0;
+
+	r->touch = r->other = 0;
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return 0;
+	if (chunks) {
+		/* V2D_TOUCH copies a chunk, one new node and one slot of
+		 * notes a chunk it adds to, and the inode's entry (see
+		 * node_room_at). */
+		want.touch = chunks * V2D_TOUCH;
+		want.other = 2 * adds + NODE_RESV_INODE;
+	}
+	for (;;) {
+		/* Taken first, then looked at: two gates at once never both
+		 * take the last room. */
+		resv_add(fs, &want);
+		if (node_room(fs, grow, &free_slots, &need)) {
+			*r = want;
+			return 0;
+		}
+		back = want;	/* released: zeroed */
+		fs_node_release(fs, &back);
+		/* Short only because of changes in flight: they give their
+		 * reservations back as they are noted, with no lock of ours
+		 * held, so waiting for them always ends; never ENOSPC. */
+		if ((atomic_load(&fs->node_resv_touch) || atomic_load(&fs->node_resv_other)) &&
+		    node_room_at(fs, grow, &free_slots, &need, &used, &touch, &newn, &want)) {
+			if (!resv_waited++)
+				atomic_fetch_add(&fs->node_resv_waits, 1);
+			resv_wait(fs, grow, &want);
+			continue;
+		}
+		/* The noted changes and this one do not fit: a checkpoint
+		 * turns the noted changes into nodes and frees the slots the
+		 * last one replaced.  A wait counts unless a checkpoint was
+		 * written and this change alone fits now: then others in
+		 * flight took the room first, and it gets in at a later
+		 * checkpoint (ENOSPC only for a change the area cannot hold). */
+		if (waits == NODE_GATE_WAITS || !ckpt_waited(fs, grow, &want, &waits)) {
+			atomic_fetch_add(&fs->node_gate_enospc, grow);
+			if (grow)
+				return -ENOSPC;
+			resv_add(fs, &want);	/* it frees: goes on, counted */
+			*r = want;
+			return 0;
+		}
+		atomic_fetch_add(&fs->node_gate_waits, 1);
+	}
 }
 
 int fs_node_gate(struct tfs *fs, bool grow)
 {
-	uint64_t free_slots, need;
+	struct fs_resv r;
+	int ret = fs_node_reserve(fs, grow, 0, 0, &r);
 
-	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
-		return 0;
-	for (int i = 0; !node_room(fs, grow, &free_slots, &need); i++) {
-		/* A checkpoint turns the noted changes into nodes and frees
-		 * the slots the last one replaced. */
-		if (i == NODE_GATE_WAITS || !fs_ckpt_wait(fs)) {
-			atomic_fetch_add(&fs->node_gate_enospc, grow);
-			return grow ? -ENOSPC : 0;
-		}
-		atomic_fetch_add(&fs->node_gate_waits, 1);
-	}
-	return 0;
+	fs_node_release(fs, &r);
+	return ret;
 }
 
 void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
@@ -791,7 +941,7 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
  * counts them: each V2D_CHUNK they change may copy V2D_TOUCH nodes and add
  * one (its new items), copies counted up to every node there is, and its
  * note takes a 16-byte range in an array that doubles as it grows: up to
- * 32 bytes of notes, NODE_NOTE_BYTES / 2 of a slot (one here).  So with f
+ * 32 bytes of notes, FS_NODE_NOTE_BYTES / 2 of a slot (one here).  So with f
  * slots free past the need and NODE_ROOM_SLACK (the notes a write makes
  * besides its range: its inode's, a checkpoint's path to the roots), and
  * u nodes not yet counted as copied, c chunks fit where
@@ -819,7 +969,7 @@ uint64_t tfs_node_room_bytes(struct tfs *fs, bool settled)
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return UINT64_MAX;
-	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch, &newn);
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch, &newn, NULL);
 	/* Settled: what the noted changes hold until a checkpoint (their
 	 * copies, their notes) back, what they add (new nodes) still held. */
 	if (settled)
@@ -829,11 +979,13 @@ uint64_t tfs_node_room_bytes(struct tfs *fs, bool settled)
 
 int tfs_node_reclaim(struct tfs *fs)
 {
-	uint64_t free_slots, need;
+	uint64_t free_slots, need, used, touch, newn;
+	const struct fs_resv none = { 0 };
 
 	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
 		return 0;
-	(void)node_room(fs, true, &free_slots, &need);
+	/* The noted changes alone: a checkpoint does not take reservations. */
+	(void)node_room_at(fs, true, &free_slots, &need, &used, &touch, &newn, &none);
 	if (need <= NODE_MARGIN)
 		return 0;	/* nothing noted: a checkpoint gives nothing back */
 	if (!fs_ckpt_wait(fs))

@@ -52,6 +52,7 @@
 struct dir;		/* dir.h */
 struct bcache;		/* bcache.h */
 struct fspace;		/* fspace.h */
+struct fs_resv;		/* below */
 
 /* Bounce buffer size: an unaligned TFS_IO_MAX write touches up to
  * TFS_IO_MAX/4096 + 1 blocks, all staged in one buffer (file.c). */
@@ -157,9 +158,26 @@ struct tfs {
 	_Atomic uint64_t ckpt_parts;
 	/* fs_node_gate: waits for a checkpoint, creates refused (ENOSPC). */
 	_Atomic uint64_t node_gate_waits, node_gate_enospc;
-	/* fs_node_gate, registered by fs_new, for the data path below fs.c
-	 * (file.c, file_write.c, reflink.c: fs_data_room). */
-	int (*node_gate)(struct tfs *fs, bool grow);
+	/* Node slots reserved by changes the gate admitted and that are not
+	 * noted yet (fs_data_reserve): copies (capped with the noted ones by
+	 * the nodes there are) and the rest (new nodes, notes).  Waiters for
+	 * a release (the gate short only because of them) on resv_cv. */
+	_Atomic uint64_t node_resv_touch, node_resv_other;
+	_Atomic uint64_t node_resv_waiters, node_resv_waits;
+	pthread_mutex_t resv_mu;
+	pthread_cond_t resv_cv;
+	/* Checkpoints: node slots the gate's arithmetic gave their set and
+	 * what they wrote (the last one), how often it wrote more (ckpt_v2.c);
+	 * background checkpoints that failed (fs.c bg_main). */
+	_Atomic uint64_t ckpt_slots_estimated, ckpt_slots_used, ckpt_slots_over;
+	_Atomic uint64_t ckpt_bg_failures;
+	int64_t ckpt_fail_logged;	/* monotonic seconds of the last line */
+	/* fs_node_reserve and fs_node_release, registered by fs_new, for the
+	 * data path below fs.c (file.c, file_write.c, reflink.c:
+	 * fs_data_reserve, fs_data_release). */
+	int (*node_reserve)(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
+			    struct fs_resv *r);
+	void (*node_release)(struct tfs *fs, struct fs_resv *r);
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
 
@@ -288,16 +306,75 @@ int fs_node_gate(struct tfs *fs, bool grow);
 /* What the gate sees now: free node slots and what a create needs of
  * them (0, 0 on version 1), for the stats. */
 void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need);
+/* Format v2, the node gate's arithmetic (fs.c): a checkpoint of noted
+ * changes whose notes take @notes bytes (no hash tables), whose extent
+ * ranges cover chunks worth @touch leaf copies and may add @grow bytes of
+ * items, with @used nodes in the trees, writes at most this many node
+ * slots (NODE_MARGIN: the paths to the roots).  An inline, so the
+ * checkpoint (ckpt_v2.c) checks it without calling into fs.c. */
+#define FS_NODE_MARGIN 32
+#define FS_NODE_NOTE_BYTES 64
+#define FS_NODE_GROW_BYTES (16384u / 2)	/* half a node (BNODE_SIZE) */
+#define FS_NODE_TOUCH 2			/* V2D_TOUCH */
+static inline uint64_t fs_node_need_of(uint64_t notes, uint64_t touch, uint64_t grow,
+				       uint64_t used, uint64_t *newp)
+{
+	uint64_t newn = grow / FS_NODE_GROW_BYTES;
+
+	if (newn > touch / FS_NODE_TOUCH)
+		newn = touch / FS_NODE_TOUCH;
+	*newp = newn;
+	return notes / FS_NODE_NOTE_BYTES + (touch < used ? touch : used) + newn;
+}
+/* Node slots a data-path change holds from the gate until its change is
+ * noted (fs_data_reserve, fs_data_release). */
+struct fs_resv {
+	uint64_t touch, other;
+};
+/* Format v2: the node gate with a reservation of what a change of
+ * @chunks V2D_CHUNKs at worst adds to the next checkpoint into *r (copies
+ * of their leaves; new nodes and notes for @adds of them: a write adds
+ * items to every chunk it covers, a punch or truncate to at most one), counted in every later gate's need until
+ * fs_data_release.  Short only because of other changes' reservations it
+ * waits for their release, never -ENOSPC for that.  0 on version 1 (*r
+ * empty).  Call with no lock held, none of one's own reservations held. */
+int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
+		    struct fs_resv *r);
+/* Give *r back (after the change is noted, or it failed); safe on an
+ * empty one, and twice. */
+void fs_node_release(struct tfs *fs, struct fs_resv *r);
+/* The V2D_CHUNKs (1 MiB, v2dirty.h) [@off, @off + @len) bytes of a file
+ * touch, at least 1. */
+#define FS_RESV_CHUNK (256ull * TFS_BLOCK_SIZE)	/* V2D_CHUNK in bytes */
+static inline uint64_t fs_resv_chunks(uint64_t off, uint64_t len)
+{
+	const uint64_t chunk = FS_RESV_CHUNK;
+	uint64_t end = len ? off + len - 1 : off;
+
+	if (end < off)
+		end = UINT64_MAX;
+	return end / chunk - off / chunk + 1;
+}
 /* Room for a data-path change (writes, fallocate, punch, truncate,
  * reflink), before it takes a lock: log space, then on version 2 the node
- * gate, where their EXTENT items count in the need (v2d_tree_need); @grow
- * false (it frees) waits but is never refused.  The gate is called
- * through fs->node_gate, so the modules fs.c calls do not call it back. */
-static inline int fs_data_room(struct tfs *fs, bool grow)
+ * gate, where their EXTENT items count in the need (v2d_tree_need) and
+ * the change reserves its own (@chunks, @adds, *r: fs_node_reserve) until the
+ * caller calls fs_data_release once it is noted (its commit returned) or
+ * failed; @grow false (it frees) waits but is never refused.  The gate is
+ * called through fs->node_reserve, so the modules fs.c calls do not call
+ * it back. */
+static inline int fs_data_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
+				  struct fs_resv *r)
 {
 	int ret = log_wait_space(fs->log);
 
-	return ret || !fs->node_gate ? ret : fs->node_gate(fs, grow);
+	r->touch = r->other = 0;
+	return ret || !fs->node_reserve ? ret : fs->node_reserve(fs, grow, chunks, adds, r);
+}
+static inline void fs_data_release(struct tfs *fs, struct fs_resv *r)
+{
+	if ((r->touch || r->other) && fs->node_release)
+		fs->node_release(fs, r);
 }
 /* inode_get_walk with ns_lock held (on entry and return, let go while it
  * waits), waiting as above while it fails with ENOMEM: each wait spends

@@ -943,8 +943,11 @@ static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name
 	ret = ckpt_write(fs);
 	fs->mount_ckpt_write_ns = mono_ns() - t0;
 	if (ret < 0) {
-		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s", name0,
-			   strerror(-ret));
+		/* ENOSPC: the changes replayed from the log need more node
+		 * slots than are free (README "When space runs out"). */
+		tfs_seterr(err, errlen, "%s: cannot write the checkpoint: %s%s", name0,
+			   strerror(-ret), ret == -ENOSPC ? " (the metadata node area is "
+			   "full: mount with -o rescue, read-only, and copy the data off)" : "");
 		return ret;
 	}
 

@@ -202,7 +202,8 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 	struct tfs *fs = out->fs;
 	struct tfs_inode *src = in->ip, *dst = out->ip;
 	struct rl_range rs, rd;
-	uint64_t soff, doff, ssize;
+	uint64_t soff, doff, ssize, chunks;
+	struct fs_resv resv;
 	uint8_t *buf, *tmp = NULL;
 	size_t done = 0;
 	bool backward;
@@ -227,7 +228,10 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 		return -ENOMEM;
 
 	buf = bounce_get(fs->bounce);
-	ret = fs_data_room(fs, true);
+	/* At most len bytes of the destination change, however the source's
+	 * size cuts it below. */
+	chunks = fs_resv_chunks(doff, len);
+	ret = fs_data_reserve(fs, true, chunks, chunks, &resv);
 	if (ret)
 		goto out_buf;
 	/* Two inodes in increasing ino order; the source only shared. */
@@ -280,6 +284,7 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 		rl_unlock(inode_rl(src), &rs);
 	rl_unlock(inode_rl(dst), &rd);
 out_buf:
+	fs_data_release(fs, &resv);	/* noted, or failed */
 	bounce_put(fs->bounce, buf);
 	free(tmp);
 	if (ret && !done)

@@ -65,6 +65,7 @@ static int set_grow(struct v2d_set *s)
 	if (!b)
 		return -ENOMEM;
 	s->bytes += (nb - s->nb) * sizeof(*b);
+	s->tbytes += (nb - s->nb) * sizeof(*b);
 	for (size_t i = 0; i < s->nb; i++) {
 		struct v2d_ino *e = s->b[i], *next;
 
@@ -253,6 +254,8 @@ void v2d_destroy(struct v2dirty *d)
 static void publish(struct v2dirty *d)
 {
 	atomic_store(&d->bytes, d->set.bytes + (d->taken ? d->taken->bytes : 0));
+	atomic_store(&d->notes, d->set.bytes - d->set.tbytes +
+				(d->taken ? d->taken->bytes - d->taken->tbytes : 0));
 	atomic_store(&d->touch, d->set.touch + (d->taken ? d->taken->touch : 0));
 	atomic_store(&d->grow, d->set.grow + (d->taken ? d->taken->grow : 0));
 }
@@ -561,6 +564,11 @@ int v2d_state(struct v2dirty *d, uint64_t ino)
 uint64_t v2d_bytes(struct v2dirty *d)
 {
 	return atomic_load(&d->bytes);
+}
+
+uint64_t v2d_note_bytes(struct v2dirty *d)
+{
+	return atomic_load(&d->notes);
 }
 
 void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow)

@@ -96,6 +96,7 @@ struct v2d_set {
 	struct v2d_ino **b;		/* hash buckets, power of two */
 	size_t nb, n;
 	size_t bytes;			/* what the set's memory comes to */
+	size_t tbytes;			/* of which the hash table */
 	/* For the node gate (fs.c): tree nodes the checkpoint of the set's
 	 * extent ranges may copy (V2D_TOUCH per chunk a range covers), and
 	 * bytes of items its extent changes may add (the notes' @grow). */
@@ -124,6 +125,9 @@ struct v2dirty {
 	/* set's bytes plus taken's: read without d->mu (v2d_bytes); and
 	 * their touch and grow (v2d_tree_need). */
 	_Atomic uint64_t bytes, touch, grow;
+	/* bytes less the hash tables': what the notes themselves take
+	 * (v2d_note_bytes, for the node gate). */
+	_Atomic uint64_t notes;
 	/* A note failed since the last rebuild: the next checkpoint rebuilds
 	 * from the log.  fails counts failed notes (ever); lost_open the
 	 * transactions with a failed note not in the log yet (lost_cv). */
@@ -210,6 +214,9 @@ size_t v2d_count(struct v2dirty *d);
 /* Memory the noted changes take (the open set and the one a checkpoint is
  * writing): part of the dirty budget (fs.c), without a lock. */
 uint64_t v2d_bytes(struct v2dirty *d);
+/* v2d_bytes without the sets' hash tables: the notes, which the node gate
+ * turns into slots (a table is memory, never a node). */
+uint64_t v2d_note_bytes(struct v2dirty *d);
 /* The open and the taken set's touch and grow (struct v2d_set), without a
  * lock: what the next checkpoint's extent items may need of the node
  * area (fs.c's node gate). */
