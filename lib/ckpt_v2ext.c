@@ -31,6 +31,7 @@ struct put_ext {
 	int err;			/* of an accounting change in put_drop */
 	int64_t dmapped;		/* change of the blocks the items map */
 	bool all;			/* rewrite every block (no compare) */
+	uint64_t kept, rewritten;	/* mapped blocks left, blocks written */
 	struct extent_ent *tw, *mw;	/* PUT_WIN blocks: the tree's, the map's */
 };
 
@@ -92,6 +93,8 @@ static int put_range(struct put_ext *p, uint64_t from, uint64_t to)
 
 	if (from >= to)
 		return 0;
+	if (!p->all)
+		p->rewritten += to - from;
 	/* Items reaching out of the range are cut and joined: readers of
 	 * the blocks around it (shared range locks, as ours is) wait. */
 	if (xc)
@@ -186,8 +189,10 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 		if (ret == 0)
 			ret = extent_walk(p->map, f, e, win_run, &mw);
 		for (; ret == 0 && f < e; f++) {
-			if (same(p, (uint32_t)(f - tw.w0)))
+			if (same(p, (uint32_t)(f - tw.w0))) {
+				p->kept += p->tw[f - tw.w0].phys != 0;
 				continue;
+			}
 			if (f != de) {
 				ret = put_range(p, ds, de);
 				ds = f;
@@ -200,7 +205,7 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 
 static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 		       struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
-		       bool all)
+		       struct ckpt_v2_putcount *pc, bool all)
 {
 	struct put_ext p = { .t = t, .av = av, .ino = ino, .map = map, .all = all };
 	int ret = 0;
@@ -221,6 +226,10 @@ static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 	free(p.tw);
 	free(p.mw);
 	*dmapped = p.dmapped;
+	if (pc) {
+		pc->kept += p.kept;
+		pc->rewritten += p.rewritten;
+	}
 	return ret;
 }
 
@@ -229,13 +238,15 @@ static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
  * differs from them; the rest of the range the tree already holds as it
  * is. */
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
-			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped)
+			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+			struct ckpt_v2_putcount *pc)
 {
-	return put_extents(t, av, ino, map, from, to, dmapped, false);
+	return put_extents(t, av, ino, map, from, to, dmapped, pc, false);
 }
 
 int ckpt_v2_put_extents_all(struct btree *t, struct alloc_v2 *av, uint64_t ino,
-			    struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped)
+			    struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+			    struct ckpt_v2_putcount *pc)
 {
-	return put_extents(t, av, ino, map, from, to, dmapped, true);
+	return put_extents(t, av, ino, map, from, to, dmapped, pc, true);
 }
