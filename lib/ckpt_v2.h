@@ -69,13 +69,28 @@ void ckpt_v2_free(struct tfs *fs);
  * v2ext's range operations: items reaching in from either side are cut at
  * the edges, and the map's runs are written as v2ext_set writes them
  * (joined with the items around them where contiguous, so a contiguous
- * run is one item up to the item limit, not one per chunk).  The blocks
+ * run is one item up to the item limit, not one per chunk).  Only the
+ * runs of blocks whose mapping or csum differs are rewritten: items of
+ * unchanged blocks stay as they are (so item boundaries may differ from a
+ * full rewrite's; the blocks they map never do).  The blocks
  * unmapped and mapped change their references in @av's accounting
  * (alloc_v2_ref; NULL: none); *dmapped gets the change of the blocks the
  * items map (for the INODE item's count).  The caller holds the inode's
- * range lock over them and has the tree's transaction open. */
+ * range lock over them and has the tree's transaction open.  @pc (may be
+ * NULL) counts the mapped blocks kept as they were and the blocks
+ * rewritten. */
+struct ckpt_v2_putcount {
+	uint64_t kept, rewritten;
+};
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
-			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped);
+			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+			struct ckpt_v2_putcount *pc);
+/* The same without the compare: every block the map holds in memory is
+ * cut out and written again (what a checkpoint did before; the unit test
+ * checks the compare against it: the same blocks, references and count). */
+int ckpt_v2_put_extents_all(struct btree *t, struct alloc_v2 *av, uint64_t ino,
+			    struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+			    struct ckpt_v2_putcount *pc);
 
 /* The directory items of directory @dp that changed (@e, v2dirty.h):
  * removed entries' DIRINDEX items deleted, then each changed name's DIRENT

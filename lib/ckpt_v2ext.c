@@ -2,12 +2,17 @@
 /*
  * ckpt_v2ext: a checkpoint's EXTENT items of one changed range of a file
  * (ckpt_v2_put_extents, ckpt_v2.h), out of ckpt_v2.c so that file stays
- * the checkpoint's order: the tree's items where the map holds the range
- * in memory are cut out and the map's runs written in, each block's
- * reference following in the accounting.
+ * the checkpoint's order: where the map holds the range in memory, the
+ * blocks whose mapping (physical block, unwritten flag, csum) differs from
+ * the tree's items are cut out and the map's runs written in, each block's
+ * reference following in the accounting.  Blocks the tree already maps as
+ * the map does keep their items: random writes over a whole file change
+ * every chunk but few blocks, and a checkpoint rewriting all of its items
+ * held the file's range lock for hundreds of milliseconds.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc_v2.h"
 #include "btree.h"
@@ -25,7 +30,13 @@ struct put_ext {
 	uint64_t *csums;		/* V2_EXT_MAX_BLOCKS */
 	int err;			/* of an accounting change in put_drop */
 	int64_t dmapped;		/* change of the blocks the items map */
+	bool all;			/* rewrite every block (no compare) */
+	uint64_t kept, rewritten;	/* mapped blocks left, blocks written */
+	struct extent_ent *tw, *mw;	/* PUT_WIN blocks: the tree's, the map's */
 };
+
+/* Blocks compared at a time. */
+#define PUT_WIN 1024u
 
 /* Blocks an item's cut or delete unmapped lose their reference. */
 static void put_drop(void *ctx, uint64_t phys, uint64_t n)
@@ -71,17 +82,20 @@ static int put_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
 	return 0;
 }
 
-/* One part of the range the map holds in memory: the tree's items there
- * cut out (v2ext_clear: an item reaching in from either side is cut at
- * the edge), then the map's runs written into the hole. */
-static int put_piece(void *ctx, uint64_t from, uint64_t to)
+/* Blocks [from, to) the map holds in memory: the tree's items there cut
+ * out (v2ext_clear: an item reaching in from either side is cut at the
+ * edge), then the map's runs written into the hole. */
+static int put_range(struct put_ext *p, uint64_t from, uint64_t to)
 {
-	struct put_ext *p = ctx;
 	struct extent_cache *xc = p->map->xc;
 	int64_t d = 0;
 	int ret;
 
-	/* Items reaching out of the piece are cut and joined: readers of
+	if (from >= to)
+		return 0;
+	if (!p->all)
+		p->rewritten += to - from;
+	/* Items reaching out of the range are cut and joined: readers of
 	 * the blocks around it (shared range locks, as ours is) wait. */
 	if (xc)
 		extcache_src_changing(xc, p->ino);
@@ -96,13 +110,104 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 	return ret;
 }
 
-/* Items are rewritten where the map holds the blocks in memory (its
- * changed leaves stay resident until this checkpoint: extcache.h); the
- * rest of the range the tree already holds as it is. */
-int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
-			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped)
+struct win {
+	struct extent_ent *e;
+	uint64_t w0;
+};
+
+/* A run of the tree or the map into its window (walks are bounded by it). */
+static int win_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		   const struct extent_ent *ents)
 {
-	struct put_ext p = { .t = t, .av = av, .ino = ino, .map = map };
+	struct win *w = ctx;
+
+	(void)phys;
+	memcpy(w->e + (fblk - w->w0), ents, n * sizeof(*ents));
+	return 0;
+}
+
+static int first_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		     const struct extent_ent *ents)
+{
+	(void)phys;
+	(void)n;
+	(void)ents;
+	*(uint64_t *)ctx = fblk;
+	return 1;
+}
+
+/* The first block >= @f below @to either the tree or the map maps (@to
+ * when none): the blocks before it are holes in both. */
+static int next_data(struct put_ext *p, uint64_t f, uint64_t to, uint64_t *out)
+{
+	uint64_t nm = to, nt;
+	int ret = v2ext_next_data(p->t, p->ino, f, &nt);
+
+	if (ret == 0) {
+		ret = extent_walk(p->map, f, to, first_run, &nm);
+		ret = ret == 1 ? 0 : ret;
+	}
+	*out = nt < nm ? nt : nm;
+	return ret;
+}
+
+/* Block @i of the window the same in the tree and the map: the same
+ * physical block with the same flag, the same csum (both 0 for a hole and
+ * for an unwritten block). */
+static bool same(const struct put_ext *p, uint32_t i)
+{
+	return p->tw[i].phys == p->mw[i].phys && p->tw[i].csum == p->mw[i].csum;
+}
+
+/* One part of the range the map holds in memory: compared with the tree's
+ * items a window at a time, and only the maximal runs of blocks that
+ * differ rewritten (put_range), so unchanged blocks keep their items and
+ * their references (the drop and the +1 a rewrite makes cancel) and no
+ * leaf is copied for them.  A rewrite of [a, b) changes no block outside
+ * it (a cut item's tail keeps its mapping), so the windows after it read
+ * the tree as it was. */
+static int put_piece(void *ctx, uint64_t from, uint64_t to)
+{
+	struct put_ext *p = ctx;
+	uint64_t ds = from, de = from;	/* blocks that differ, not yet written */
+	int ret = 0;
+
+	if (p->all)
+		return put_range(p, from, to);
+	for (uint64_t f = from; ret == 0 && f < to;) {
+		struct win tw = { p->tw, 0 }, mw = { p->mw, 0 };
+		uint64_t e;
+
+		ret = next_data(p, f, to, &f);
+		if (ret || f >= to)
+			break;
+		e = to - f > PUT_WIN ? f + PUT_WIN : to;
+		tw.w0 = mw.w0 = f;
+		memset(p->tw, 0, PUT_WIN * sizeof(*p->tw));
+		memset(p->mw, 0, PUT_WIN * sizeof(*p->mw));
+		ret = v2ext_walk(p->t, p->ino, f, e, win_run, &tw);
+		if (ret == 0)
+			ret = extent_walk(p->map, f, e, win_run, &mw);
+		for (; ret == 0 && f < e; f++) {
+			if (same(p, (uint32_t)(f - tw.w0))) {
+				p->kept += p->tw[f - tw.w0].phys != 0;
+				continue;
+			}
+			if (f != de) {
+				ret = put_range(p, ds, de);
+				ds = f;
+			}
+			de = f + 1;
+		}
+	}
+	return ret ? ret : put_range(p, ds, de);
+}
+
+static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
+		       struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+		       struct ckpt_v2_putcount *pc, bool all)
+{
+	struct put_ext p = { .t = t, .av = av, .ino = ino, .map = map, .all = all };
 	int ret = 0;
 
 	*dmapped = 0;
@@ -111,11 +216,37 @@ int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 	if (to > EXTENT_MAX_FBLK)
 		to = EXTENT_MAX_FBLK;
 	p.csums = malloc(V2_EXT_MAX_BLOCKS * sizeof(*p.csums));
-	if (!p.csums)
+	p.tw = malloc(PUT_WIN * sizeof(*p.tw));
+	p.mw = malloc(PUT_WIN * sizeof(*p.mw));
+	if (!p.csums || !p.tw || !p.mw)
 		ret = -ENOMEM;
 	if (ret == 0)
 		ret = extent_resident(map, from, to, put_piece, &p);
 	free(p.csums);
+	free(p.tw);
+	free(p.mw);
 	*dmapped = p.dmapped;
+	if (pc) {
+		pc->kept += p.kept;
+		pc->rewritten += p.rewritten;
+	}
 	return ret;
+}
+
+/* Items are rewritten where the map holds the blocks in memory (its
+ * changed leaves stay resident until this checkpoint: extcache.h) and
+ * differs from them; the rest of the range the tree already holds as it
+ * is. */
+int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
+			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+			struct ckpt_v2_putcount *pc)
+{
+	return put_extents(t, av, ino, map, from, to, dmapped, pc, false);
+}
+
+int ckpt_v2_put_extents_all(struct btree *t, struct alloc_v2 *av, uint64_t ino,
+			    struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
+			    struct ckpt_v2_putcount *pc)
+{
+	return put_extents(t, av, ino, map, from, to, dmapped, pc, true);
 }

@@ -222,6 +222,10 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "wait_timeouts", atomic_load(&fs->dirty_wait_timeouts));
 	/* Part commits of checkpoints: their nodes left the cache early. */
 	jb_u64(j, "checkpoint_parts", atomic_load(&fs->ckpt_parts));
+	/* Blocks of changed ranges whose EXTENT items a checkpoint kept
+	 * (mapped as the map maps them) and rewrote (ckpt_v2ext.c). */
+	jb_u64(j, "checkpoint_extent_blocks_kept", atomic_load(&fs->ckpt_ext_kept));
+	jb_u64(j, "checkpoint_extent_blocks_rewritten", atomic_load(&fs->ckpt_ext_rewritten));
 	/* Notes lost for want of memory, and the checkpoints that rebuilt
 	 * their set from the log because of them (v2dirty.h). */
 	jb_u64(j, "lost_notes", fs->v2dirty ? v2d_fails(fs->v2dirty) : 0);

@@ -156,6 +156,9 @@ struct tfs {
 	atomic_bool ckpt_busy;
 	/* Part commits of the INODES tree inside checkpoints (ckpt_v2.c). */
 	_Atomic uint64_t ckpt_parts;
+	/* Blocks of changed ranges a checkpoint compared with their EXTENT
+	 * items: mapped ones left as they were, ones rewritten (ckpt_v2ext.c). */
+	_Atomic uint64_t ckpt_ext_kept, ckpt_ext_rewritten;
 	/* fs_node_gate: waits for a checkpoint, creates refused (ENOSPC). */
 	_Atomic uint64_t node_gate_waits, node_gate_enospc;
 	/* Node slots reserved by changes the gate admitted and that are not
