@@ -17,26 +17,8 @@ source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
 
-# mkfile PATH TAG NBLOCKS: every 4 KiB block starts with "FSCKV2:TAG:NNNN:"
-# (so the test finds it on the images) followed by random bytes.
-mkfile() {
-	python3 - "$1" "$2" "$3" <<'EOF'
-import os, sys
-path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with open(path, "wb") as f:
-    for i in range(n):
-        head = b"FSCKV2:%s:%04d:" % (tag.encode(), i)
-        f.write(head + os.urandom(4096 - len(head)))
-EOF
-}
-# blk_of IMG TAG N: the block holding block N of the file tagged TAG.
-blk_of() {
-	local off
-	off=$(grep -obaF "FSCKV2:$2:$(printf %04d "$3"):" "$1" | head -n 1 | cut -d: -f1)
-	[[ -n $off ]] || h_fail "block $3 of $2 not found on $1"
-	((off % 4096 == 0)) || h_fail "block $3 of $2 at byte $off of $1: not block-aligned"
-	echo $((off / 4096))
-}
+BLK_TAG=FSCKV2
+source "$(dirname "$0")/blocklib.sh"
 garble() {	# IMG BLOCK
 	dd if=/dev/urandom of="$1" bs=4096 seek="$2" count=1 conv=notrunc status=none
 }
