@@ -754,6 +754,8 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	}
 	c->req = req;
 	c->ino = ino;
+	if (fi && fi->fh && fi_file(fi)->f)
+		tfs_file_synced(fi_file(fi)->f);
 	tfs_fsync_async(req_fs(req), ino, datasync != 0, fsync_done, c);
 }
 

@@ -66,6 +66,11 @@ struct tfs_file {
 	struct tfs *fs;
 	struct tfs_inode *ip;
 	int flags;			/* open(2) flags */
+	/* The fsync pattern of this open (file_write.c, file_fua_hint):
+	 * writes since its last fsync, and whether that fsync came after
+	 * at most FUA_HINT_WRITES of them. */
+	_Atomic uint32_t wr_since_sync;
+	_Atomic bool sync_after_few;
 };
 
 struct tfs {

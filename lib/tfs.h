@@ -245,6 +245,11 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
  * (or on this thread when the backend is synchronous). */
 typedef void (*tfs_sync_cb)(void *arg, int result);
 void tfs_fsync_async(struct tfs *fs, uint64_t ino, bool datasync, tfs_sync_cb cb, void *arg);
+/* Tell lib that @f is being fsynced (call it with tfs_fsync or
+ * tfs_fsync_async): an open fsynced after every few small writes (a
+ * database's write-ahead log) gets its next small writes as FUA writes, so
+ * the fsync that follows needs no device flush before its log commit. */
+void tfs_file_synced(struct tfs_file *f);
 /* Wait until every tfs_write_async, tfs_read_async and tfs_fsync_async
  * issued so far has called back. */
 void tfs_drain(struct tfs *fs);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: the data path (lib/file.c) on two mirrored image files: unaligned I/O against a model, copy-on-write and deferred frees, reflink copies, ENOSPC, per-mirror checksums, read repair, parallel disjoint writers, and a randomized model test across remounts. */
+/* Description: the data path (lib/file.c) on two mirrored image files: unaligned I/O against a model, copy-on-write and deferred frees, reflink copies, ENOSPC, per-mirror checksums, read repair, parallel disjoint writers, a randomized model test across remounts, and the fsync hint (small writes before each fsync go FUA, so the fsync needs no flush). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -815,6 +815,83 @@ static void test_random_model(void **state)
 	random_model(2, 10000);
 }
 
+/* ---- the fsync hint: small writes before each fsync go FUA ---- */
+
+/* Flushes and FUA writes that reached device @d. */
+static void flush_counts(struct env *e, int d, uint64_t *flushes, uint64_t *fua)
+{
+	uint64_t c[3];
+
+	dev_fault_counts(e->fs->be, d, c);
+	*fua = dev_fault_fua_writes(e->fs->be, d);
+	*flushes = c[DEV_FLUSH];
+}
+
+/* @rounds of @writes 4 KiB appends then an fsync (as the daemon calls it:
+ * tfs_file_synced, then the commit); adds each device's explicit flushes
+ * and FUA writes to fl[] and fua[]. */
+static void append_fsync(struct env *e, struct tfs_file *f, unsigned rounds, unsigned writes,
+			 uint64_t fl[2], uint64_t fua[2])
+{
+	uint64_t f0[2], u0[2], f1, u1;
+	uint8_t b[BS];
+
+	for (int d = 0; d < 2; d++)
+		flush_counts(e, d, &f0[d], &u0[d]);
+	for (unsigned r = 0; r < rounds; r++) {
+		for (unsigned w = 0; w < writes; w++) {
+			fill_pattern(b, BS, r * writes + w);
+			pwrite_ok(f, b, BS, (off_t)fsize(f));
+		}
+		tfs_file_synced(f);
+		assert_int_equal(tfs_fsync(e->fs, tfs_file_ino(f), false), 0);
+	}
+	for (int d = 0; d < 2; d++) {
+		flush_counts(e, d, &f1, &u1);
+		fl[d] = f1 - f0[d];
+		fua[d] = u1 - u0[d];
+	}
+}
+
+/* A write-ahead log's pattern (one small append, then fsync) costs its
+ * fsyncs no device flush: the appends go FUA, so each commit's log chunk
+ * follows with nothing to flush first.  A file written in bulk before its
+ * fsync keeps plain writes and one flush per fsync. */
+static void test_fsync_fua_hint(void **state)
+{
+	uint64_t fl[2], fua[2];
+	struct tfs_file *f, *g;
+	struct env e;
+
+	(void)state;
+	env_init(&e, "file", 128ull * MiB);
+	e.fault = "dev=any,op=read,count=0";	/* the fault backend, idle: it counts */
+	e.commit_ms = 3600000;			/* no background commit in between */
+	env_remount(&e);
+	f = mkfile(&e, "wal");
+	g = mkfile(&e, "bulk");
+	append_fsync(&e, f, 1, 1, fl, fua);	/* learns the pattern */
+	append_fsync(&e, f, 8, 1, fl, fua);
+	for (int d = 0; d < 2; d++) {
+		assert_int_equal(fl[d], 0);
+		assert_int_equal(fua[d], 8 + 8);	/* the appends and the log chunks */
+	}
+	append_fsync(&e, g, 1, 8, fl, fua);
+	append_fsync(&e, g, 4, 8, fl, fua);
+	for (int d = 0; d < 2; d++) {
+		assert_int_equal(fl[d], 4);
+		assert_int_equal(fua[d], 4);		/* the log chunks only */
+	}
+	/* Back to the small pattern: FUA again from the fsync after it. */
+	append_fsync(&e, g, 1, 1, fl, fua);
+	append_fsync(&e, g, 3, 1, fl, fua);
+	for (int d = 0; d < 2; d++)
+		assert_int_equal(fl[d], 0);
+	tfs_release(f);
+	tfs_release(g);
+	env_fini(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -832,6 +909,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_parallel_writers, teardown),
 		cmocka_unit_test_teardown(test_concurrent_rw, teardown),
 		cmocka_unit_test_teardown(test_random_model, teardown),
+		cmocka_unit_test_teardown(test_fsync_fua_hint, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
