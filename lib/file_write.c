@@ -501,7 +501,7 @@ int file_write_locked(struct tfs *fs, struct tfs_inode *ip, uint64_t off, size_t
  * flush (mirror_flush).  On a busy machine every round trip is a thread
  * that waits to be scheduled: the flush's io_uring worker, the loop
  * device's, ours (bench/workloads.py's SQLite, 3 interleaved pairs of 6 s
- * at load 7.5-9.3: 1,256-1,433 tx/s before, 2,326-3,299 with FUA, and 21
+ * at load 7.6-9.3: 1,256-1,433 tx/s before, 2,326-3,299 with FUA, and 21
  * context switches of the daemon per commit before, 12 with).  Only for an
  * open whose last fsync came after at most FUA_HINT_WRITES writes, and
  * only for the first FUA_HINT_WRITES writes after it, each at most
