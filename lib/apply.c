@@ -297,16 +297,18 @@ static uint64_t ext_grow(const struct log_rec *r)
 /*
  * Format v2: what a checkpoint writes for an inode whose xattrs changed
  * (ckpt_v2.c put_xattrs): every XATTR and XCHUNK item of the inode, one
- * key range, deleted and put back from memory.  At worst, in node slots:
+ * key range, deleted and put back from memory.  In node slots:
  *  - XATTR_EDGE: the leaves at the range's two ends and the siblings they
  *    merge with as it empties, and the leaf the first item goes into;
- *  - one per XATTR item (name order is hash order, not insertion order:
- *    each may split a leaf anywhere);
- *  - the items' bytes (heads included) in leaves at least half full:
- *    a value's XCHUNK items go in ascending keys, so each split they make
- *    keeps all but the last item where it was (btree.c split_point), a
- *    leaf left with at least BNODE_USABLE minus two items of at most
- *    BNODE_MAX_VAL + BNODE_ITEM bytes: half of BNODE_USABLE.
+ *  - the items' bytes (heads included) at half a node each, as the gate
+ *    counts grown EXTENT items (FS_NODE_GROW_BYTES): a value's XCHUNK
+ *    items go in ascending keys, so each split they make keeps all but
+ *    the last item where it was (btree.c split_point), a leaf left with
+ *    at least BNODE_USABLE minus two items of at most BNODE_MAX_VAL +
+ *    BNODE_ITEM bytes: half of BNODE_USABLE.  XATTR items go in hash
+ *    order and a half split may leave as little as an eighth of a node
+ *    on one side, so this is an estimate, not a bound, for many small
+ *    values: the checkpoint checks it (dirty.checkpoint_slots_over).
  * The inode's INODE item sorts just before the range and is counted by
  * the caller.
  */
@@ -321,11 +323,11 @@ static uint64_t xattr_bytes(size_t namelen, size_t vallen)
 
 uint64_t meta_v2_xattr_slots(const struct tfs_inode *ip, size_t namelen, size_t vallen)
 {
-	uint64_t n = namelen ? 1 : 0, bytes = namelen ? xattr_bytes(namelen, vallen) : 0;
+	uint64_t bytes = namelen ? xattr_bytes(namelen, vallen) : 0;
 
-	for (const struct xattr *x = ip ? inode_xattrs(ip) : NULL; x; x = x->next, n++)
+	for (const struct xattr *x = ip ? inode_xattrs(ip) : NULL; x; x = x->next)
 		bytes += xattr_bytes(strlen(x->name), x->vallen);
-	return XATTR_EDGE + n + (bytes + BNODE_USABLE / 2 - 1) / (BNODE_USABLE / 2);
+	return XATTR_EDGE + (bytes + BNODE_USABLE / 2 - 1) / (BNODE_USABLE / 2);
 }
 
 /* Format v2: note what @r changes for the next checkpoint (v2dirty.h),

@@ -371,7 +371,8 @@ int fs_node_reserve_slots(struct tfs *fs, bool grow, uint64_t slots, struct fs_r
  * rename: both parents' and both children's INODEs 4, the old name's
  * DIRENT and DIRINDEX removed 4, the new one's added 4, the replaced
  * child's ORPHAN 2 and deletion 4 + 2 (an exchange changes less).
- * setattr: one INODE 1.  xattrs: meta_v2_xattr_slots plus the INODE 1.
+ * setattr: one INODE 1.  xattrs: meta_v2_xattr_slots less what the open
+ * set counts for the inode already, plus 1 (rounding) and the INODE 1.
  * Interior nodes on the paths to the roots are the gate's NODE_MARGIN,
  * as for every change.  A reservation counts whole until its change is
  * noted; the notes then count it (v2d_note_bytes, v2d_other_slots).

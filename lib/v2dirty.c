@@ -606,6 +606,18 @@ void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow)
 	*grow = atomic_load_explicit(&d->grow, memory_order_relaxed);
 }
 
+uint64_t v2d_xslots(struct v2dirty *d, uint64_t ino)
+{
+	const struct v2d_ino *e;
+	uint64_t n;
+
+	pthread_mutex_lock(&d->mu);
+	e = set_find(&d->set, ino);
+	n = e ? e->xslots : 0;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
 uint64_t v2d_other_slots(struct v2dirty *d)
 {
 	return atomic_load_explicit(&d->other, memory_order_relaxed);

@@ -230,6 +230,8 @@ uint64_t v2d_note_bytes(struct v2dirty *d);
  * lock: what the next checkpoint's extent items may need of the node
  * area (fs.c's node gate). */
 void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow);
+/* The xattr rewrite the open set counts for @ino (0: none). */
+uint64_t v2d_xslots(struct v2dirty *d, uint64_t ino);
 /* The open and taken sets' xattr rewrites, in node slots (v2d_note_xattr). */
 uint64_t v2d_other_slots(struct v2dirty *d);
 

@@ -15,6 +15,7 @@
 #include <sys/xattr.h>
 
 #include "fs_i.h"
+#include "v2dirty.h"
 
 #define XATTR_NAME_MAX_LEN 255
 /* All values of one inode together.  Format v1 keeps them in memory and
@@ -89,7 +90,7 @@ static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_r
 static int xattr_begin(struct tfs *fs, bool grow, struct tfs_inode *ip, size_t namelen,
 		       size_t vallen, struct fs_resv *r)
 {
-	uint64_t slots;
+	uint64_t slots, noted;
 	int ret;
 
 	r->touch = r->other = 0;
@@ -99,9 +100,13 @@ static int xattr_begin(struct tfs *fs, bool grow, struct tfs_inode *ip, size_t n
 	if (ret || !fs->log || !fs->v2)
 		return ret;
 	inode_lock(ip);
-	slots = meta_v2_xattr_slots(ip, namelen, vallen) + FS_NS_INODE;
+	slots = meta_v2_xattr_slots(ip, namelen, vallen);
 	inode_unlock(ip);
-	return fs_node_reserve_slots(fs, grow, slots, r);
+	/* What the open set counts for the inode already is counted; one
+	 * more for the rounding when two changes of it race. */
+	noted = v2d_xslots(fs->v2dirty, inode_ino(ip));
+	slots = (slots > noted ? slots - noted : 0) + 1;
+	return fs_node_reserve_slots(fs, grow, slots + FS_NS_INODE, r);
 }
 
 static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const char *name,
