@@ -104,16 +104,7 @@ h_log "64 threads: $nfiles files, $nxattrs xattrs of 4k, $nnospc ENOSPC, $nother
 ((nother == 0)) || h_fail "$nother changes failed with something else than ENOSPC"
 ((nnospc > 0)) || h_fail "the node area never filled"
 ((nfiles > 20 && nxattrs > 200)) || h_fail "only $nfiles files and $nxattrs xattrs went in"
-"$CTL" raw "$MNT" stats >"$T/st.json" || h_fail "twinfs-ctl raw stats"
-read -r resv fails over est used < <(python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))["dirty"]
-print(d["node_gate_reserved"], d["checkpoint_failures"], d["checkpoint_slots_over"],
-      d["checkpoint_slots_estimated"], d["checkpoint_slots_used"])' "$T/st.json")
-h_log "idle: node_gate_reserved $resv, checkpoint_failures $fails, slots over $over (last: $used of $est)"
-((resv == 0)) || h_fail "node gate reservations leaked: $resv slots held with nothing in flight"
-((fails == 0)) || h_fail "$fails background checkpoints failed"
-((over == 0)) || h_fail "$over checkpoints wrote more node slots than the gate counted"
+h_node_gate_idle
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
 h_mount
