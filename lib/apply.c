@@ -19,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bnode.h"
 #include "dir.h"
 #include "fs_i.h"
 #include "inode_i.h"
 #include "tlog.h"
 #include "v2dirty.h"
+#include "v2item.h"
 
 void meta_tx_init(struct meta_tx *tx)
 {
@@ -292,6 +294,42 @@ static uint64_t ext_grow(const struct log_rec *r)
 	return (2 + (n + 255) / 256) * GROW_ITEM + 8 * n;
 }
 
+/*
+ * Format v2: what a checkpoint writes for an inode whose xattrs changed
+ * (ckpt_v2.c put_xattrs): every XATTR and XCHUNK item of the inode, one
+ * key range, deleted and put back from memory.  In node slots:
+ *  - XATTR_EDGE: the leaves at the range's two ends and the siblings they
+ *    merge with as it empties, and the leaf the first item goes into;
+ *  - the items' bytes (heads included) at half a node each, as the gate
+ *    counts grown EXTENT items (FS_NODE_GROW_BYTES): a value's XCHUNK
+ *    items go in ascending keys, so each split they make keeps all but
+ *    the last item where it was (btree.c split_point), a leaf left with
+ *    at least BNODE_USABLE minus two items of at most BNODE_MAX_VAL +
+ *    BNODE_ITEM bytes: half of BNODE_USABLE.  XATTR items go in hash
+ *    order and a half split may leave as little as an eighth of a node
+ *    on one side, so this is an estimate, not a bound, for many small
+ *    values: the checkpoint checks it (dirty.checkpoint_slots_over).
+ * The inode's INODE item sorts just before the range and is counted by
+ * the caller.
+ */
+#define XATTR_EDGE 5
+
+static uint64_t xattr_bytes(size_t namelen, size_t vallen)
+{
+	uint64_t chunks = vallen > V2_XATTR_INLINE_MAX ? v2_xchunk_count((uint32_t)vallen) : 0;
+
+	return (1 + chunks) * BNODE_ITEM + V2_XATTR_HDR + namelen + vallen;
+}
+
+uint64_t meta_v2_xattr_slots(const struct tfs_inode *ip, size_t namelen, size_t vallen)
+{
+	uint64_t bytes = namelen ? xattr_bytes(namelen, vallen) : 0;
+
+	for (const struct xattr *x = ip ? inode_xattrs(ip) : NULL; x; x = x->next)
+		bytes += xattr_bytes(strlen(x->name), x->vallen);
+	return XATTR_EDGE + (bytes + BNODE_USABLE / 2 - 1) / (BNODE_USABLE / 2);
+}
+
 /* Format v2: note what @r changes for the next checkpoint (v2dirty.h),
  * before it is applied (a removed name's cookie is still there), into
  * the open set (@h NULL or h->into NULL) or, for a checkpoint rebuilding
@@ -327,7 +365,15 @@ int meta_v2_note(struct tfs *fs, const struct log_rec *r, const struct v2d_how *
 				    ext_grow(r), h);
 	case LR_XATTR_SET:
 	case LR_XATTR_DEL:
-		return v2d_note_inode(d, r->xattr.ino, V2D_XATTR, h);
+		/* Live, the inode's lock is held: its xattrs as they are plus
+		 * the record's.  A rebuild from the log takes no inode lock:
+		 * the record's alone (an estimate the checkpoint only checks). */
+		if ((h && h->into) || find(fs, r->xattr.ino, &ip))
+			ip = NULL;
+		return v2d_note_xattr(d, r->xattr.ino,
+				      meta_v2_xattr_slots(ip, r->xattr.namelen,
+						     r->type == LR_XATTR_SET ? r->xattr.vallen : 0),
+				      h);
 	default:
 		return 0;
 	}

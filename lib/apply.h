@@ -36,6 +36,11 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops);
  * when the note could not be kept. */
 struct v2d_how;
 int meta_v2_note(struct tfs *fs, const struct log_rec *r, const struct v2d_how *h);
+/* Format v2: node slots a checkpoint writes rewriting @ip's xattrs (NULL:
+ * none) with one more of @namelen/@vallen (0: none) at worst, for the
+ * node gate (fs.c) and the notes.  Caller holds @ip's lock. */
+struct tfs_inode;
+uint64_t meta_v2_xattr_slots(const struct tfs_inode *ip, size_t namelen, size_t vallen);
 /* Apply an LR_INODE, LR_XATTR_SET or LR_EXT_SET record read from the
  * INODES tree to @ip, an inode not in the table yet (the format v2 inode
  * cache fills it before it inserts it: icache.c).  Notes nothing. */

@@ -93,11 +93,17 @@ int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
 	} else if (fs->readonly) {
 		ret = -EROFS;
 	} else {
+		struct fs_resv resv = { 0 };
+
 		ret = set_size(fs, ip, in, to_set);
 		if (!ret && fs->log)
 			ret = log_wait_space(fs->log);
+		/* Its INODE item, until noted (never refused: it adds nothing). */
+		if (!ret && fs->log)
+			ret = fs_node_reserve_slots(fs, false, FS_NS_INODE, &resv);
 		if (!ret)
 			ret = set_attrs(fs, ip, in, to_set, out);
+		fs_node_release(fs, &resv);
 	}
 	inode_put(fs, ip);
 	return ret;

@@ -1089,7 +1089,7 @@ int ckpt_v2_write(struct tfs *fs)
 	if (ret < 0)
 		goto give_back;
 	est = fs_node_need_of(set.bytes - set.tbytes, set.touch, set.grow,
-			      ckpt_v2_nodes_used(fs), &newn) + FS_NODE_MARGIN;
+			      ckpt_v2_nodes_used(fs), &newn) + set.other + FS_NODE_MARGIN;
 	t0 = tree_nodes_written(v);
 	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
 	/* Before any item goes in: every inode the set names was made

@@ -791,6 +791,7 @@ static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64
 	if (fs->v2dirty) {
 		notes = v2d_note_bytes(fs->v2dirty);
 		v2d_tree_need(fs->v2dirty, &touch, &tgrow);
+		rother += v2d_other_slots(fs->v2dirty);	/* xattr rewrites */
 	}
 	*touchp = touch + rtouch;
 	*need += fs_node_need_of(notes, touch + rtouch, tgrow, used, newp) + rother;
@@ -865,23 +866,13 @@ static bool ckpt_waited(struct tfs *fs, bool grow, const struct fs_resv *want, i
 	return true;
 }
 
-int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
-		    struct fs_resv *r)
+/* Reserve @want (fs_node_reserve). */
+static int reserve_want(struct tfs *fs, bool grow, struct fs_resv want, struct fs_resv *r)
 {
-	struct fs_resv want = { 0 }, back;
+	struct fs_resv back;
 	uint64_t free_slots, need, used, touch, newn;
 	int waits = 0, resv_waited = 0;
 
-	r->touch = r->other = 0;
-	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
-		return 0;
-	if (chunks) {
-		/* V2D_TOUCH copies a chunk, one new node and one slot of
-		 * notes a chunk it adds to, and the inode's entry (see
-		 * node_room_at). */
-		want.touch = chunks * V2D_TOUCH;
-		want.other = 2 * adds + NODE_RESV_INODE;
-	}
 	for (;;) {
 		/* Taken first, then looked at: two gates at once never both
 		 * take the last room. */
@@ -920,13 +911,30 @@ int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
 	}
 }
 
-int fs_node_gate(struct tfs *fs, bool grow)
+int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
+		    struct fs_resv *r)
 {
-	struct fs_resv r;
-	int ret = fs_node_reserve(fs, grow, 0, 0, &r);
+	struct fs_resv want = { 0 };
 
-	fs_node_release(fs, &r);
-	return ret;
+	r->touch = r->other = 0;
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return 0;
+	if (chunks) {
+		/* V2D_TOUCH copies a chunk, one new node and one slot of
+		 * notes a chunk it adds to, and the inode's entry (see
+		 * node_room_at). */
+		want.touch = chunks * V2D_TOUCH;
+		want.other = 2 * adds + NODE_RESV_INODE;
+	}
+	return reserve_want(fs, grow, want, r);
+}
+
+int fs_node_reserve_slots(struct tfs *fs, bool grow, uint64_t slots, struct fs_resv *r)
+{
+	r->touch = r->other = 0;
+	if (fs->sb.version != SUPER_VERSION_V2 || !fs->v2)
+		return 0;
+	return reserve_want(fs, grow, (struct fs_resv){ .other = slots }, r);
 }
 
 void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)

@@ -305,12 +305,12 @@ void fs_dirty_ckpt_end(struct tfs *fs);
  * without a bg thread to ask (or on it).  Call with no lock held. */
 #define FS_WALK_WAITS 3
 bool fs_ckpt_wait(struct tfs *fs);
-/* Format v2: whether the node area has room for the next checkpoint (the
- * changes noted so far, fs.c).  If not, asks for checkpoints and waits
- * for them, a few; still short: -ENOSPC when @grow (the change adds
- * metadata: a create), else 0 (a delete must go on; it gives room back).
- * 0 on version 1.  Call with no lock held. */
-int fs_node_gate(struct tfs *fs, bool grow);
+/* Format v2, the node gate (fs_node_reserve, fs_node_reserve_slots):
+ * whether the node area has room for the next checkpoint (the changes
+ * noted so far, those reserved and the caller's, fs.c).  If not, asks for
+ * checkpoints and waits for them, a few; still short: -ENOSPC when @grow
+ * (the change adds metadata: a create), else it goes on (a delete must;
+ * it gives room back).  0 on version 1.  Call with no lock held. */
 /* What the gate sees now: free node slots and what a create needs of
  * them (0, 0 on version 1), for the stats. */
 void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need);
@@ -351,6 +351,43 @@ int fs_node_reserve(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
 /* Give *r back (after the change is noted, or it failed); safe on an
  * empty one, and twice. */
 void fs_node_release(struct tfs *fs, struct fs_resv *r);
+/* fs_node_reserve for a namespace, attribute or xattr change: @slots node
+ * slots at worst (FS_NS_*, meta_v2_xattr_slots), held in *r from before the
+ * change takes a lock until fs_node_release once it is noted or failed. */
+int fs_node_reserve_slots(struct tfs *fs, bool grow, uint64_t slots, struct fs_resv *r);
+/*
+ * What one namespace change adds to the next checkpoint at worst, in node
+ * slots of the INODES tree, item by item (docs/FORMAT.md "Format v2": an
+ * inode's INODE, SYMLINK, XATTR and XCHUNK items share its id, a
+ * directory's DIRENT and DIRINDEX items the directory's; each may sit in
+ * a leaf of its own):
+ *  - an INODE item rewritten in place (same size): its leaf copied, 1;
+ *  - an item added (INODE of a new inode, a SYMLINK chunk, DIRENT,
+ *    DIRINDEX, ORPHAN): its leaf copied and split, 2;
+ *  - an item removed: its leaf copied and merged with a sibling, 2;
+ *  - an inode's deletion: its items are one key range (INODES) and one
+ *    (its EXTENT items): the range's two edge leaves and the siblings
+ *    they merge with, 4 (free space has its own reserve, fspace_node.c).
+ * create, mknod, mkdir: new INODE 2, parent's INODE 1, DIRENT 2,
+ * DIRINDEX 2; a symlink adds its SYMLINK chunks (2 each).  link: the
+ * inode's INODE 1, the parent's 1, DIRENT 2, DIRINDEX 2.  unlink, rmdir:
+ * parent's INODE 1, DIRENT and DIRINDEX removed 2 + 2, the child's INODE
+ * 1 and its ORPHAN item 2 (open), or its deletion 4 and the ORPHAN's 2.
+ * rename: both parents' and both children's INODEs 4, the old name's
+ * DIRENT and DIRINDEX removed 4, the new one's added 4, the replaced
+ * child's ORPHAN 2 and deletion 4 + 2 (an exchange changes less).
+ * setattr: one INODE 1.  xattrs: meta_v2_xattr_slots less what the open
+ * set counts for the inode already, plus 1 (rounding) and the INODE 1.
+ * Interior nodes on the paths to the roots are the gate's NODE_MARGIN,
+ * as for every change.  A reservation counts whole until its change is
+ * noted; the notes then count it (v2d_note_bytes, v2d_other_slots).
+ */
+#define FS_NS_INODE 1
+#define FS_NS_CREATE 7
+#define FS_NS_SYMLINK_CHUNK 2
+#define FS_NS_LINK 6
+#define FS_NS_UNLINK 11
+#define FS_NS_RENAME 20
 /* The V2D_CHUNKs (1 MiB, v2dirty.h) [@off, @off + @len) bytes of a file
  * touch, at least 1. */
 #define FS_RESV_CHUNK (256ull * TFS_BLOCK_SIZE)	/* V2D_CHUNK in bytes */

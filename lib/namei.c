@@ -11,7 +11,8 @@
  * directory and then one of its entries, so a namespace change locks its
  * inodes in an order compatible with that (see lock_inodes()).
  *
- * log_wait_space() is called before ns_lock: a checkpoint needs ns_lock.
+ * log_wait_space() and the node gate are called before ns_lock: a
+ * checkpoint needs ns_lock.
  * An inode whose last name goes away is deleted (under the same ns_lock)
  * once nothing references it; usually the kernel still does, and the delete
  * happens at its forget.
@@ -25,6 +26,7 @@
 
 #include "dir.h"
 #include "fs_i.h"
+#include "v2item.h"
 
 #define TFS_LINK_MAX 65000
 
@@ -66,16 +68,17 @@ static void stat_inode(struct tfs_inode *ip, struct stat *st)
 }
 
 /* Start a namespace change: wait for log room and (format v2) node room,
- * -ENOSPC if a change that adds a name (@grow) finds none; then take
- * ns_lock. */
-static int ns_begin(struct tfs *fs, bool grow)
+ * reserving the @slots it adds at worst (FS_NS_*) into *r, -ENOSPC if a
+ * change that adds a name (@grow) finds none; then take ns_lock. */
+static int ns_begin(struct tfs *fs, bool grow, uint64_t slots, struct fs_resv *r)
 {
+	r->touch = r->other = 0;
 	if (fs->readonly)
 		return -EROFS;
 	if (fs->log) {
 		int ret = log_wait_space(fs->log);
 		if (!ret)
-			ret = fs_node_gate(fs, grow);
+			ret = fs_node_reserve_slots(fs, grow, slots, r);
 		if (ret)
 			return ret;
 	}
@@ -83,9 +86,11 @@ static int ns_begin(struct tfs *fs, bool grow)
 	return 0;
 }
 
-static void ns_end(struct tfs *fs)
+/* The change is noted (or failed): its reservation goes back. */
+static void ns_end(struct tfs *fs, struct fs_resv *r)
 {
 	pthread_mutex_unlock(&fs->ns_lock);
+	fs_node_release(fs, r);
 }
 
 /*
@@ -386,6 +391,7 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		 dev_t rdev, const char *target, const struct tfs_cred *c,
 		 struct tfs_inode **ipp)
 {
+	struct fs_resv resv;
 	size_t len, tlen = 0;
 	int ret = check_name(name, &len);
 
@@ -411,7 +417,8 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		if (tlen > LOG_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
-	ret = ns_begin(fs, true);
+	ret = ns_begin(fs, true, FS_NS_CREATE + FS_NS_SYMLINK_CHUNK * v2_symlink_chunks(tlen),
+		       &resv);
 	if (ret)
 		return ret;
 
@@ -485,7 +492,7 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	}
 out:
 	unlock_inodes(&ls);
-	ns_end(fs);
+	ns_end(fs, &resv);
 	inode_put(fs, pip);
 	meta_tx_free(&tx);
 	return ret;
@@ -587,6 +594,7 @@ int tfs_symlink(struct tfs *fs, uint64_t parent, const char *name, const char *t
 int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newname,
 	     struct stat *st)
 {
+	struct fs_resv resv;
 	size_t len;
 	int ret = check_name(newname, &len);
 
@@ -594,7 +602,7 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 		return ret;
 	if (is_dot(newname, len) || is_dotdot(newname, len))
 		return -EEXIST;
-	ret = ns_begin(fs, true);
+	ret = ns_begin(fs, true, FS_NS_LINK, &resv);
 	if (ret)
 		return ret;
 
@@ -646,7 +654,7 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 	}
 out:
 	unlock_inodes(&ls);
-	ns_end(fs);
+	ns_end(fs, &resv);
 	inode_put(fs, ip);
 	inode_put(fs, pip);
 	meta_tx_free(&tx);
@@ -657,6 +665,7 @@ out:
 
 static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool isdir)
 {
+	struct fs_resv resv;
 	size_t len;
 	int ret = check_name(name, &len);
 
@@ -664,7 +673,7 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		return ret;
 	if (is_dot(name, len) || is_dotdot(name, len))
 		return isdir ? (is_dot(name, len) ? -EINVAL : -ENOTEMPTY) : -EISDIR;
-	ret = ns_begin(fs, false);
+	ret = ns_begin(fs, false, FS_NS_UNLINK, &resv);
 	if (ret)
 		return ret;
 
@@ -716,7 +725,7 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		fs_imaybe_delete_locked(fs, cip);
 out:
 	unlock_inodes(&ls);
-	ns_end(fs);
+	ns_end(fs, &resv);
 	inode_put(fs, cip);
 	inode_put(fs, pip);
 	meta_tx_free(&tx);
@@ -896,12 +905,13 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 	struct meta_tx tx;
 	struct ichanges v = { .n = 0 };
 	struct lockset ls = { .n = 0 };
+	struct fs_resv resv;
 	int ret;
 
 	ret = rename_check_args(&r);
 	if (ret)
 		return ret;
-	ret = ns_begin(fs, false);
+	ret = ns_begin(fs, false, FS_NS_RENAME, &resv);
 	if (ret)
 		return ret;
 	meta_tx_init(&tx);
@@ -930,7 +940,7 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 		fs_imaybe_delete_locked(fs, r.c2);
 out:
 	unlock_inodes(&ls);
-	ns_end(fs);
+	ns_end(fs, &resv);
 	rename_put(fs, &r);
 	meta_tx_free(&tx);
 	return ret > 0 ? 0 : ret;	/* 1: nothing to do */

@@ -258,6 +258,7 @@ static void publish(struct v2dirty *d)
 				(d->taken ? d->taken->bytes - d->taken->tbytes : 0));
 	atomic_store(&d->touch, d->set.touch + (d->taken ? d->taken->touch : 0));
 	atomic_store(&d->grow, d->set.grow + (d->taken ? d->taken->grow : 0));
+	atomic_store(&d->other, d->set.other + (d->taken ? d->taken->other : 0));
 }
 
 static const struct v2d_ino *set_find(const struct v2d_set *s, uint64_t ino);
@@ -296,20 +297,47 @@ static int note_failed(struct v2dirty *d, const struct v2d_how *h, uint64_t ino,
 	return -ENOMEM;
 }
 
-int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct v2d_how *h)
+/* Raise @e's xattr rewrite to @slots node slots, counted in s->other. */
+static void raise_xslots(struct v2d_set *s, struct v2d_ino *e, uint64_t slots)
 {
+	if (slots > UINT32_MAX)
+		slots = UINT32_MAX;
+	if (slots > e->xslots) {
+		s->other += slots - e->xslots;
+		e->xslots = (uint32_t)slots;
+	}
+}
+
+/* v2d_note_inode, and its xattr rewrite's @xslots. */
+static int note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, uint64_t xslots,
+		      const struct v2d_how *h)
+{
+	struct v2d_set *s;
 	struct v2d_ino *e;
 	int ret = 0;
 
 	pthread_mutex_lock(&d->mu);
-	e = set_get(target(d, h), ino);
-	if (e)
+	s = target(d, h);
+	e = set_get(s, ino);
+	if (e) {
 		e->flags |= flags;
-	else
+		raise_xslots(s, e, xslots);
+	} else {
 		ret = note_failed(d, h, ino, flags);
+	}
 	publish(d);
 	pthread_mutex_unlock(&d->mu);
 	return ret;
+}
+
+int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct v2d_how *h)
+{
+	return note_inode(d, ino, flags, 0, h);
+}
+
+int v2d_note_xattr(struct v2dirty *d, uint64_t ino, uint64_t slots, const struct v2d_how *h)
+{
+	return note_inode(d, ino, V2D_XATTR, slots, h);
 }
 
 int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t grow,
@@ -494,6 +522,7 @@ static void merge_one(struct v2dirty *d, const struct v2d_ino *e)
 		return;
 	}
 	t->flags |= e->flags;
+	raise_xslots(s, t, e->xslots);
 	for (size_t i = 0; i < e->next; i++)
 		ok &= add_range(s, t, e->ext[i].from, e->ext[i].to) == 0;
 	for (size_t i = 0; i < e->nnames; i++)
@@ -575,6 +604,23 @@ void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow)
 {
 	*touch = atomic_load_explicit(&d->touch, memory_order_relaxed);
 	*grow = atomic_load_explicit(&d->grow, memory_order_relaxed);
+}
+
+uint64_t v2d_xslots(struct v2dirty *d, uint64_t ino)
+{
+	const struct v2d_ino *e;
+	uint64_t n;
+
+	pthread_mutex_lock(&d->mu);
+	e = set_find(&d->set, ino);
+	n = e ? e->xslots : 0;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+uint64_t v2d_other_slots(struct v2dirty *d)
+{
+	return atomic_load_explicit(&d->other, memory_order_relaxed);
 }
 
 size_t v2d_count(struct v2dirty *d)

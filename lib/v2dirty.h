@@ -82,6 +82,10 @@ struct v2d_name {
 struct v2d_ino {
 	uint64_t ino;
 	unsigned flags;
+	/* V2D_XATTR: node slots the rewrite of its xattrs writes, the most
+	 * a note gave (v2d_note_xattr; in flags' padding: the gate counts
+	 * this struct's bytes as notes). */
+	uint32_t xslots;
 	struct v2d_range *ext;		/* sorted, disjoint, not touching */
 	size_t next, capext;
 	struct v2d_name *names;		/* directories: names set or removed */
@@ -101,6 +105,8 @@ struct v2d_set {
 	 * extent ranges may copy (V2D_TOUCH per chunk a range covers), and
 	 * bytes of items its extent changes may add (the notes' @grow). */
 	uint64_t touch, grow;
+	/* Node slots counted as such: the inodes' xattr rewrites (xslots). */
+	uint64_t other;
 };
 
 /* Nodes a changed V2D_CHUNK of a file may make a checkpoint copy: the
@@ -124,7 +130,7 @@ struct v2dirty {
 	struct v2d_set *taken;
 	/* set's bytes plus taken's: read without d->mu (v2d_bytes); and
 	 * their touch and grow (v2d_tree_need). */
-	_Atomic uint64_t bytes, touch, grow;
+	_Atomic uint64_t bytes, touch, grow, other;
 	/* bytes less the hash tables': what the notes themselves take
 	 * (v2d_note_bytes, for the node gate). */
 	_Atomic uint64_t notes;
@@ -160,6 +166,9 @@ int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct
  * change may add to the trees (the node gate's estimate, apply.c). */
 int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t grow,
 		 const struct v2d_how *h);
+/* @ino's xattrs changed (V2D_XATTR), and rewriting them all writes
+ * @slots node slots (the node gate's estimate: meta_v2_xattr_slots). */
+int v2d_note_xattr(struct v2dirty *d, uint64_t ino, uint64_t slots, const struct v2d_how *h);
 /* A name of directory @dir set or removed; @dead_cookie (0: none) is the
  * cookie an entry removed or replaced had (a rebuild knows none: the
  * directory is marked V2D_REINDEX). */
@@ -221,5 +230,9 @@ uint64_t v2d_note_bytes(struct v2dirty *d);
  * lock: what the next checkpoint's extent items may need of the node
  * area (fs.c's node gate). */
 void v2d_tree_need(struct v2dirty *d, uint64_t *touch, uint64_t *grow);
+/* The xattr rewrite the open set counts for @ino (0: none). */
+uint64_t v2d_xslots(struct v2dirty *d, uint64_t ino);
+/* The open and taken sets' xattr rewrites, in node slots (v2d_note_xattr). */
+uint64_t v2d_other_slots(struct v2dirty *d);
 
 #endif

@@ -15,6 +15,7 @@
 #include <sys/xattr.h>
 
 #include "fs_i.h"
+#include "v2dirty.h"
 
 #define XATTR_NAME_MAX_LEN 255
 /* All values of one inode together.  Format v1 keeps them in memory and
@@ -80,22 +81,38 @@ static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_r
 	return ret;
 }
 
-/* @grow: a set, which -ENOSPC refuses when the node area is short
- * (fs_node_gate); a remove goes on. */
-static int xattr_begin(struct tfs *fs, bool grow)
+/* Log room, and (format v2) the node slots the change of @ip's xattrs
+ * (adding one of @namelen/@vallen, or none) makes the next checkpoint
+ * write, reserved into *r until fs_node_release (after its commit, or
+ * once it failed).  @grow: a set, which -ENOSPC refuses when the node
+ * area is short; a remove goes on.  Called before the inode lock: a
+ * checkpoint takes inode locks. */
+static int xattr_begin(struct tfs *fs, bool grow, struct tfs_inode *ip, size_t namelen,
+		       size_t vallen, struct fs_resv *r)
 {
+	uint64_t slots, noted;
 	int ret;
 
+	r->touch = r->other = 0;
 	if (fs->readonly)
 		return -EROFS;
-	/* Before the inode lock: a checkpoint takes inode locks. */
 	ret = fs->log ? log_wait_space(fs->log) : 0;
-	return ret || !fs->log ? ret : fs_node_gate(fs, grow);
+	if (ret || !fs->log || !fs->v2)
+		return ret;
+	inode_lock(ip);
+	slots = meta_v2_xattr_slots(ip, namelen, vallen);
+	inode_unlock(ip);
+	/* What the open set counts for the inode already is counted; one
+	 * more for the rounding when two changes of it race. */
+	noted = v2d_xslots(fs->v2dirty, inode_ino(ip));
+	slots = (slots > noted ? slots - noted : 0) + 1;
+	return fs_node_reserve_slots(fs, grow, slots + FS_NS_INODE, r);
 }
 
 static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const char *name,
 		       const void *val, size_t size, int flags)
 {
+	struct fs_resv resv;
 	size_t len;
 	int ret;
 
@@ -116,7 +133,7 @@ static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const
 		return -EOPNOTSUPP;
 	if (size > LOG_XATTR_VAL_MAX)
 		return -E2BIG;
-	ret = xattr_begin(fs, true);
+	ret = xattr_begin(fs, true, ip, len, size, &resv);
 	if (ret)
 		return ret;
 
@@ -136,6 +153,7 @@ static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const
 		ret = xattr_commit(fs, ip, &r);
 	}
 	inode_unlock(ip);
+	fs_node_release(fs, &resv);	/* noted, or failed */
 	return ret;
 }
 
@@ -265,13 +283,14 @@ ssize_t tfs_listxattr(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 static int removexattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino,
 			  const char *name)
 {
+	struct fs_resv resv;
 	size_t len;
 	int ret;
 
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
-	ret = xattr_begin(fs, false);
+	ret = xattr_begin(fs, false, ip, 0, 0, &resv);
 	if (ret)
 		return ret;
 	inode_lock(ip);
@@ -285,6 +304,7 @@ static int removexattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino,
 		ret = xattr_commit(fs, ip, &r);
 	}
 	inode_unlock(ip);
+	fs_node_release(fs, &resv);
 	return ret;
 }
 

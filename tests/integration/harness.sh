@@ -404,6 +404,23 @@ h_expect_one_line() {
 
 # h_need_fsck: FSCK names fsck.twinfs (meson sets it; else the one built
 # next to the daemon), or the test fails.
+# h_node_gate_idle: with nothing in flight on the v2 mount, the node
+# gate's reservations are all back (dirty.node_gate_reserved 0), no
+# background checkpoint failed and none wrote more node slots than the
+# gate counted (dirty.checkpoint_slots_over).
+h_node_gate_idle() {
+	local resv fails over
+	"$CTL" raw "$MNT" stats >"$T/gate.json" || h_fail "twinfs-ctl raw stats"
+	read -r resv fails over < <(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["dirty"]
+print(d["node_gate_reserved"], d["checkpoint_failures"], d["checkpoint_slots_over"])' "$T/gate.json")
+	h_log "idle: node_gate_reserved $resv, checkpoint_failures $fails, checkpoint_slots_over $over"
+	((resv == 0)) || h_fail "node gate reservations leaked: $resv slots held with nothing in flight"
+	((fails == 0)) || h_fail "$fails background checkpoints failed"
+	((over == 0)) || h_fail "$over checkpoints wrote more node slots than the gate counted"
+}
+
 h_need_fsck() {
 	FSCK=${FSCK:-$(dirname "$TWINFS")/fsck.twinfs}
 	[[ -x $FSCK ]] || h_fail "fsck.twinfs not found at $FSCK"

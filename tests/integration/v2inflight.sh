@@ -132,14 +132,7 @@ h_log "node area full after $nf empty files; 256 direct writers: $nok written, $
 ((nf > 1000)) || h_fail "only $nf files fit"
 ((nother == 0)) || h_fail "$nother writes failed with something else than ENOSPC"
 ((nok > 100)) || h_fail "only $nok writes went in"
-"$CTL" raw "$MNT" stats >"$T/st.json" || h_fail "twinfs-ctl raw stats"
-read -r resv fails < <(python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))["dirty"]
-print(d["node_gate_reserved"], d["checkpoint_failures"])' "$T/st.json")
-h_log "idle: node_gate_reserved $resv, checkpoint_failures $fails"
-((resv == 0)) || h_fail "node gate reservations leaked: $resv slots held with nothing in flight"
-((fails == 0)) || h_fail "$fails background checkpoints failed"
+h_node_gate_idle
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
 h_mount

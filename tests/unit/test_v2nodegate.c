@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format v2, node area full: once creates get ENOSPC from the node gate, tfs_create of an existing name still opens it (O_CREAT without O_EXCL; the gate refused before the name was looked up, so the open failed with ENOSPC), O_CREAT|O_EXCL of it is EEXIST, and a new name stays ENOSPC.  Writes admitted and not yet noted (128 writers to files in different leaves, their commits held back by the test holding the inodes' locks) reserve their slots, so the checkpoints after them fit: every write returns 4096 or ENOSPC, checkpoint and unmount succeed, no reservation is left and every acknowledged write reads back after a remount; and the dirty set's hash table is not counted as notes: with room for a few writes past the margin after a checkpoint, two writes go in without waiting for one. */
+/* Description: format v2, node area full: once creates get ENOSPC from the node gate, tfs_create of an existing name still opens it (O_CREAT without O_EXCL; the gate refused before the name was looked up, so the open failed with ENOSPC), O_CREAT|O_EXCL of it is EEXIST, and a new name stays ENOSPC.  Writes admitted and not yet noted (128 writers to files in different leaves, their commits held back by the test holding the inodes' locks) reserve their slots, so the checkpoints after them fit: every write returns 4096 or ENOSPC, checkpoint and unmount succeed, no reservation is left and every acknowledged write reads back after a remount; and the dirty set's hash table is not counted as notes: with room for a few writes past the margin after a checkpoint, two writes go in without waiting for one.  Namespace changes and setxattrs of 64 KiB values admitted and not yet noted (64 held before their notes by the test holding the dirty set's lock) reserve their slots too, and an inode's xattr rewrite counts in the gate once noted: the checkpoint after them succeeds and writes no more slots than the gate counted, and every acknowledged change is there after a remount. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,6 +17,7 @@
 
 #include "fs_i.h"
 #include "testlib.h"
+#include "v2dirty.h"
 
 #define IMG_SIZE (64ull << 20)		/* the smallest node area: 256 slots */
 #define NIMG 2
@@ -108,6 +109,25 @@ static unsigned make_room(struct tfs *fs, unsigned n, uint64_t room)
 	}
 }
 
+/* A fresh file system, filled with empty files and then given 16 slots of
+ * room past the gate's need; *step: the files there are over @changes
+ * (at least 20: a leaf holds about 60 empty files, so changes to every
+ * step-th file land in different leaves). */
+static struct tfs *mount_nearly_full(struct tfs_opts *o, unsigned changes, unsigned *step)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	char err[256] = "";
+	struct tfs *fs;
+
+	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
+	tl_mount_opts(o, devs, NIMG);
+	o->backend = "file";
+	fs = tl_mount(o);
+	*step = make_room(fs, fill(fs), 16) / changes;
+	assert_true(*step >= 20);
+	return fs;
+}
+
 static struct tfs_file *open_name(struct tfs *fs, unsigned i, int flags)
 {
 	struct tfs_file *f;
@@ -154,23 +174,15 @@ static uint64_t reserved(struct tfs *fs)
 
 static void test_inflight_writes_fit(void **state)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
 	static struct writer w[NWRITERS];
 	uint8_t want[4096], got[4096];
 	uint64_t free_slots, need;
-	char err[256] = "";
 	struct tfs_opts o;
 	struct tfs *fs;
-	unsigned n, step, ok = 0, nospc = 0;
+	unsigned step, ok = 0, nospc = 0;
 
 	(void)state;
-	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
-	tl_mount_opts(&o, devs, NIMG);
-	o.backend = "file";
-	fs = tl_mount(&o);
-	n = make_room(fs, fill(fs), 16);
-	step = n / NWRITERS;
-	assert_true(step >= 20);	/* a leaf holds about 60 empty files */
+	fs = mount_nearly_full(&o, NWRITERS, &step);
 	for (unsigned i = 0; i < NWRITERS; i++) {
 		w[i].f = open_name(fs, i * step, O_RDWR);
 		w[i].seed = i + 1;
@@ -253,12 +265,121 @@ static void test_hash_table_not_notes(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* ---- namespace changes and xattrs in flight ---- */
+
+#define NNS 64
+#define XVAL 65536			/* the most FUSE passes (XATTR_SIZE_MAX) */
+
+struct nschange {
+	pthread_t t;
+	struct tfs *fs;
+	struct tfs_inode *ip;		/* setxattr: its file; NULL: a mkdir */
+	unsigned i;
+	int ret;
+};
+
+static void *ns_main(void *arg)
+{
+	struct nschange *c = arg;
+	static uint8_t val[NNS][XVAL];
+	struct stat st;
+	char name[32];
+
+	if (c->ip) {
+		tl_pattern(val[c->i], XVAL, c->i + 1);
+		c->ret = tfs_setxattr(c->fs, inode_ino(c->ip), "user.big", val[c->i], XVAL, 0);
+	} else {
+		snprintf(name, sizeof(name), "d%u", c->i);
+		c->ret = tfs_mkdir(c->fs, ROOT, name, 0755, NULL, &st);
+	}
+	return NULL;
+}
+
+/* Start the changes with their notes held back (the dirty set's lock,
+ * which every note takes after the gate and before the checkpoint can
+ * see the change): every change the gate admits stays admitted and not
+ * noted until they go. */
+static void ns_run(struct tfs *fs, struct nschange *c, unsigned step)
+{
+	struct tfs_file *f;
+
+	for (unsigned i = 0; i < NNS; i++) {
+		c[i] = (struct nschange){ .fs = fs, .i = i };
+		if (i % 2 == 0) {
+			f = open_name(fs, i * step, O_RDONLY);
+			c[i].ip = inode_grab(f->ip);
+			close_file(fs, f);
+		}
+	}
+	pthread_mutex_lock(&fs->v2dirty->mu);
+	for (unsigned i = 0; i < NNS; i++)
+		assert_int_equal(pthread_create(&c[i].t, NULL, ns_main, &c[i]), 0);
+	usleep(1500 * 1000);
+	pthread_mutex_unlock(&fs->v2dirty->mu);
+	for (unsigned i = 0; i < NNS; i++)
+		assert_int_equal(pthread_join(c[i].t, NULL), 0);
+}
+
+/* Namespace changes and setxattrs with 64 KiB values (17 XCHUNK items,
+ * several leaves each) admitted by the gate and held before their commit
+ * on a nearly full node area: the checkpoints after them fit (none wrote
+ * more than the gate counted), unmount succeeds and every acknowledged
+ * change is there after a remount. */
+static void test_inflight_ns_fit(void **state)
+{
+	static struct nschange c[NNS];
+	static uint8_t want[XVAL], got[XVAL];
+	unsigned step, ok = 0, nospc = 0;
+	struct tfs_opts o;
+	struct stat st;
+	struct tfs *fs;
+	char name[32];
+
+	(void)state;
+	fs = mount_nearly_full(&o, NNS, &step);
+	ns_run(fs, c, step);
+	for (unsigned i = 0; i < NNS; i++) {
+		assert_true(c[i].ret == 0 || c[i].ret == -ENOSPC);
+		ok += c[i].ret == 0;
+		nospc += c[i].ret == -ENOSPC;
+	}
+	fprintf(stderr, "changes: %u done, %u ENOSPC; checkpoint slots %llu estimated, "
+		"%llu used, %llu over\n", ok, nospc,
+		(unsigned long long)atomic_load(&fs->ckpt_slots_estimated),
+		(unsigned long long)atomic_load(&fs->ckpt_slots_used),
+		(unsigned long long)atomic_load(&fs->ckpt_slots_over));
+	assert_true(ok > 0);
+	assert_int_equal(reserved(fs), 0);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	assert_int_equal(atomic_load(&fs->ckpt_slots_over), 0);
+	for (unsigned i = 0; i < NNS; i++)
+		if (c[i].ip)
+			inode_put(fs, c[i].ip);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	fs = tl_mount(&o);
+	for (unsigned i = 0; i < NNS; i++) {
+		snprintf(name, sizeof(name), i % 2 ? "d%u" : "f%u", i % 2 ? i : i * step);
+		if (c[i].ret)
+			continue;
+		assert_int_equal(tfs_lookup(fs, ROOT, name, &st), 0);
+		if (i % 2 == 0) {
+			tl_pattern(want, XVAL, i + 1);
+			assert_int_equal(tfs_getxattr(fs, st.st_ino, "user.big", got, XVAL), XVAL);
+			assert_memory_equal(got, want, XVAL);
+		}
+		tfs_forget(fs, st.st_ino, 1);
+	}
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open_existing_when_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_writes_fit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hash_table_not_notes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inflight_ns_fit, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
