@@ -76,6 +76,10 @@ struct dev_batch {
 	struct dev_io *ios;
 	unsigned n;
 	void (*done)(struct dev_batch *b);
+	/* Keep on as few completion threads as load allows, instead of
+	 * spreading (a backend with several may honour it): for batches
+	 * whose done() is short, such as a read's checksum and reply. */
+	bool pack;
 	/* Private to the backend. */
 	unsigned left;
 	struct dev_batch *next;

@@ -375,6 +375,11 @@ static void read_end(struct tfs *fs)
 	atomic_fetch_sub_explicit(&fs->reads_in_flight, 1, memory_order_relaxed);
 }
 
+/* Reads up to this many blocks go packed on few completion threads
+ * (dev_batch.pack): their done() is a few checksums and a reply.  Larger
+ * ones (sequential readahead) keep spreading their checksums over both. */
+#define READ_PACK_MAX 16u
+
 struct rjob {
 	struct dev_batch b;		/* first: the completion hands it back */
 	struct fa_item it;		/* a bad copy: handed to the worker */
@@ -554,6 +559,7 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	j->b.ios = j->ios;
 	j->b.n = j->nruns;
 	j->b.done = rjob_done;
+	j->b.pack = nblk <= READ_PACK_MAX;
 	ret = dev_submit_async(fs->be, &j->b);
 	if (ret) {
 		ret = dev_submit(fs->be, j->ios, j->nruns);

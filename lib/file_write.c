@@ -309,6 +309,7 @@ static void w_io_done(struct dev_batch *b)
 static void w_submit(struct wjob *j)
 {
 	j->b.done = w_io_done;
+	j->b.pack = false;
 	if (dev_submit_async(j->fs->be, &j->b)) {
 		w_submit_sync(j);
 		w_after_io(j, false);

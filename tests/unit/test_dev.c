@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: every device backend (io_uring, libaio, file; direct and buffered) writes, flushes and reads back batches from one and many threads; dev_open errors; fault rules and the crash journal; fixed buffers of the asynchronous engine. */
+/* Description: every device backend (io_uring, libaio, file; direct and buffered) writes, flushes and reads back batches from one and many threads; dev_open errors; fault rules and the crash journal; fixed buffers of the asynchronous engine; packed batches on one completion thread. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -648,9 +648,10 @@ static void abatch_done(struct dev_batch *b)
 	pthread_mutex_unlock(&a->mu);
 }
 
-static void abatch_run(struct dev_backend *be, struct dev_io *ios, unsigned n)
+/* Runs the batch and says which thread ran its done(). */
+static pthread_t abatch_run_pack(struct dev_backend *be, struct dev_io *ios, unsigned n, bool pack)
 {
-	struct abatch a = { .b = { .ios = ios, .n = n, .done = abatch_done } };
+	struct abatch a = { .b = { .ios = ios, .n = n, .done = abatch_done, .pack = pack } };
 
 	pthread_mutex_init(&a.mu, NULL);
 	pthread_cond_init(&a.cv, NULL);
@@ -663,6 +664,12 @@ static void abatch_run(struct dev_backend *be, struct dev_io *ios, unsigned n)
 	assert_false(pthread_equal(a.thread, pthread_self()));
 	pthread_cond_destroy(&a.cv);
 	pthread_mutex_destroy(&a.mu);
+	return a.thread;
+}
+
+static void abatch_run(struct dev_backend *be, struct dev_io *ios, unsigned n)
+{
+	abatch_run_pack(be, ios, n, false);
 }
 
 /* Batches larger than the ring and than the completion thread's in-flight
@@ -775,6 +782,48 @@ static void test_async_fixed(void **state)
 	free(orig);
 }
 
+/* Packed batches (reads) one at a time all complete on one thread of the
+ * io_uring engine's, where unpacked ones take turns; every one reads the
+ * right bytes. */
+static void test_async_pack(void **state)
+{
+	struct dev_backend *be = new_backend("uring");
+	char *path = make_image(IMG_SIZE);
+	struct dev *d = open_dev(be, path, true);
+	uint8_t *wbuf = xalloc(8 * BS), *rbuf = xalloc(BS);
+	struct dev_io io = { .dev = d, .op = DEV_WRITE, .off = 0, .buf = wbuf, .len = 8 * BS };
+	pthread_t first = pthread_self(), t;
+	bool moved = false;
+
+	(void)state;
+	assert_true(dev_async_supported(be));
+	pattern(wbuf, 8 * BS, 3);
+	abatch_run(be, &io, 1);
+	assert_int_equal(io.res, 0);
+	for (unsigned i = 0; i < 8; i++) {
+		io = (struct dev_io){ .dev = d, .op = DEV_READ, .off = (uint64_t)i * BS,
+				      .buf = rbuf, .len = BS };
+		t = abatch_run_pack(be, &io, 1, true);
+		assert_int_equal(io.res, 0);
+		assert_memory_equal(rbuf, wbuf + (size_t)i * BS, BS);
+		if (i == 0)
+			first = t;
+		assert_true(pthread_equal(t, first));
+	}
+	/* Unpacked: round robin over the engine's two threads. */
+	for (unsigned i = 0; i < 4; i++) {
+		io = (struct dev_io){ .dev = d, .op = DEV_READ, .off = 0, .buf = rbuf, .len = BS };
+		moved |= !pthread_equal(abatch_run_pack(be, &io, 1, false), first);
+	}
+	assert_true(moved);
+	dev_async_drain(be);
+	dev_backend_destroy(be);
+	dev_close(d);
+	drop_image(path);
+	free(wbuf);
+	free(rbuf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -788,6 +837,7 @@ int main(void)
 		cmocka_unit_test(test_fault_journal),
 		cmocka_unit_test(test_async_batches),
 		cmocka_unit_test(test_async_fixed),
+		cmocka_unit_test(test_async_pack),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
