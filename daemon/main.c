@@ -114,7 +114,6 @@ struct cfg {
 	int writeback_cache;
 	int nodiscard;
 	int nokillpriv;
-	int async_reads;
 	int uring;
 	char *transport;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
@@ -148,7 +147,6 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("nodiscard", nodiscard, 1),
 	CFG_OPT("killpriv_v2", nokillpriv, 0),
 	CFG_OPT("nokillpriv_v2", nokillpriv, 1),
-	CFG_OPT("async_reads", async_reads, 1),
 	CFG_OPT("uring", uring, 1),
 	CFG_OPT("transport=%s", transport, 0),
 	CFG_OPT("commit=%s", commit_ms, 0),
@@ -268,8 +266,6 @@ static void usage(FILE *out, const char *prog)
 		"    -o nokillpriv_v2       do not ask for FUSE_HANDLE_KILLPRIV_V2: the kernel\n"
 		"                           clears suid/sgid/capabilities, asking for\n"
 		"                           security.capability before every write(2)\n"
-		"    -o async_reads         reads of up to 128K go to the I/O completion\n"
-		"                           threads too (default: made on the FUSE worker)\n"
 		"    -o transport=NAME      how requests arrive: dev (default: read/write on\n"
 		"                           /dev/fuse), uring (FUSE-over-io_uring, kernel 6.14+\n"
 		"                           with /sys/module/fuse/parameters/enable_uring set),\n"
@@ -742,7 +738,6 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.degraded = s->cfg.degraded;
 	to.rescue = s->cfg.rescue;
 	to.nodiscard = s->cfg.nodiscard;
-	to.async_reads = s->cfg.async_reads;
 	to.commit_ms = s->commit_ms;
 	to.bounce_bufs = s->bufs;
 	to.on_unusable = tfsd_space_dead;

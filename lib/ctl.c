@@ -377,7 +377,6 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_begin(j, "reads");
 	jb_u64(j, "in_flight_max", atomic_load(&fs->reads_in_flight_max));
 	jb_u64(j, "in_flight", atomic_load(&fs->reads_in_flight));
-	jb_u64(j, "sync", atomic_load(&fs->reads_sync));
 	jb_obj_end(j);
 	jb_obj_begin(j, "bounce");
 	jb_u64(j, "buf_size", fs->bounce ? bounce_buf_size(fs->bounce) : 0);

@@ -379,12 +379,6 @@ static void read_end(struct tfs *fs)
  * (dev_batch.pack): their done() is a few checksums and a reply.  Larger
  * ones (sequential readahead) keep spreading their checksums over both. */
 #define READ_PACK_MAX 16u
-/* Reads up to this many blocks (the kernel's O_DIRECT reads of 4 KiB to
- * 128 KiB) are made on the thread that received them (read_sync) unless
- * the mount says -o async_reads.  Larger ones (readahead of a sequential
- * reader) keep going to the completion threads, whose reply leaves the
- * FUSE worker free for the next READ while the devices work. */
-#define READ_SYNC_MAX 32u
 
 struct rjob {
 	struct dev_batch b;		/* first: the completion hands it back */
@@ -466,27 +460,6 @@ static void rjob_done(struct dev_batch *b)
 		return;
 	}
 	rjob_finish(j, ret);
-}
-
-/*
- * A small read on the caller's thread (the FUSE worker): the device reads
- * through the thread's own ring (dev_submit, one io_uring_enter that
- * submits and waits), the checksums verified here, the reply sent from
- * here, so the read costs no hand-off to a completion thread and no
- * wakeup back.  A copy that fails goes to the worker as from the
- * completion thread (rjob_done): the repair path is the same.  The
- * shared range lock is held while the devices read; nothing they need
- * waits for this thread.
- */
-static void read_sync(struct rjob *j)
-{
-	int ret = dev_submit(j->fs->be, j->ios, j->nruns);
-
-	if (ret)
-		for (unsigned i = 0; i < j->nruns; i++)
-			j->ios[i].res = ret;
-	atomic_fetch_add_explicit(&j->fs->reads_sync, 1, memory_order_relaxed);
-	rjob_done(&j->b);
 }
 
 /* One device read per physical run, from the copy mirror_read would
@@ -587,10 +560,6 @@ void tfs_read_async(struct tfs_file *f, off_t off, size_t len, tfs_read_cb cb, v
 	j->b.n = j->nruns;
 	j->b.done = rjob_done;
 	j->b.pack = nblk <= READ_PACK_MAX;
-	if (nblk <= READ_SYNC_MAX && !fs->async_reads) {
-		read_sync(j);
-		return;
-	}
 	ret = dev_submit_async(fs->be, &j->b);
 	if (ret) {
 		ret = dev_submit(fs->be, j->ios, j->nruns);

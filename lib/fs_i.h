@@ -196,10 +196,6 @@ struct tfs {
 	 * seen since mount (stats "reads"): 8 readers of one file showing 1
 	 * would mean something serializes them (file_async.c). */
 	_Atomic uint32_t reads_in_flight, reads_in_flight_max;
-	/* Reads made on the receiving thread (file_async.c, read_sync):
-	 * stats "reads.sync".  async_reads (-o async_reads) turns that off. */
-	_Atomic uint64_t reads_sync;
-	bool async_reads;
 
 	bool replaying;			/* apply without live side effects */
 	/* Format v2 mount: fs->alloc was loaded from the trees, and replay

@@ -594,7 +594,6 @@ static int mount_new(const struct tfs_opts *o, struct tfs **out, char *err, size
 		return ret;
 	}
 	fs->commit_ms = o->commit_ms ? o->commit_ms : FS_DEFAULT_COMMIT_MS;
-	fs->async_reads = o->async_reads;
 	fs->on_unusable = o->on_unusable;
 	fs->cb_ctx = o->cb_ctx;
 	*out = fs;

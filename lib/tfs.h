@@ -54,9 +54,6 @@ struct tfs_opts {
 	const char *mountpoint;		/* for the events' TWINFS_MOUNTPOINT */
 	unsigned event_timeout_s;	/* 0: EVENT_TIMEOUT_DEFAULT_S */
 	bool nodiscard;			/* freed blocks are not discarded (trim still works) */
-	/* Small reads go to the I/O completion threads too, as large ones
-	 * do, instead of being made on the thread that asks (tfs_read_async). */
-	bool async_reads;
 	/* -o cache=: bytes for the node cache and the resident inodes of a
 	 * format v2 mount (0: 256 MiB; at least 4 MiB); version 1 keeps all
 	 * metadata in memory and ignores it. */
@@ -238,9 +235,6 @@ void tfs_write_async(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill
  * reads complete later and cb(arg, result, buf, data_off) gets what
  * tfs_read returns (buf: give it back with tfs_buf_put; NULL when result
  * <= 0), on the completion thread or on this one as for tfs_write_async.
- * A read of up to 128 KiB waits for its device reads on this thread and
- * calls back here (unless tfs_opts.async_reads): one device round trip
- * costs less than a hand-off to the completion thread and back.
  * A copy that does not verify is read again through every mirror and
  * repaired, as tfs_read does.
  */
