@@ -700,6 +700,7 @@ static int mount_mirror(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	}
 	fs->mirror.on_state = fs_on_mirror_state;
 	fs->mirror.on_state_ctx = fs;
+	fs->mirror.on_unrecoverable = event_unrecoverable;
 	fs->rescue = o->rescue && !o->offline;
 	/* Rescue: a bad copy met on a read is not rewritten (nothing is). */
 	fs->mirror.no_repair = fs->rescue;

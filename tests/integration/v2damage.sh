@@ -7,14 +7,16 @@
 # the root's listing still names the directory (before the fix readdirplus
 # skipped it without a word, and "ls" showed a directory fewer), stat and
 # listing it fail (EUCLEAN/EIO, not an empty directory), the daemon logs
-# "unrecoverable", status counts it, fsck -n exits 4.  (3) Both copies of
+# "unrecoverable" and an unrecoverable event, status counts it, fsck -n
+# exits 4.  (3) Both copies of
 # the leaf holding another directory's entries: listing it fails, never an
 # empty listing.  (4) The newest superblock slot on one image, then both
 # slots of one image: the newest slot mounts from the other slot and every
 # file reads right; with both slots gone the mount refuses naming the image,
 # which then stays out (-o degraded) and the other serves every file; both
 # slots of both images: mount refuses, naming the image it cannot read.  (5) One data block on both images: the read fails
-# with EIO, the others read right, scrub exits 1 naming it, fsck -n exits 4.
+# with EIO (an unrecoverable event names the block), the others read right,
+# scrub exits 1 naming it, fsck -n exits 4.
 # (6) A chunk of the log after the checkpoint (kill -9 after fsyncs) damaged
 # on one image, then on the other: every fsynced file is there after the
 # mount (the log is read from the copy that verifies), fsck -n clean; the
@@ -97,6 +99,7 @@ grep -qx d0 "$T/ls" && grep -qx d3 "$T/ls" || h_fail "the root's listing lost it
 stat "$MNT/d1" >/dev/null 2>&1 && h_fail "stat of a directory whose inode is lost succeeds"
 ls "$MNT/d1" >/dev/null 2>&1 && h_fail "listing a directory whose inode is lost succeeds"
 grep -q "unrecoverable" "$DAEMON_LOG" || h_fail "the lost node was not logged"
+grep -q "event unrecoverable" "$DAEMON_LOG" || h_fail "no unrecoverable event for the lost node"
 ((($(dev_num 0 unrecoverable)) > 0)) || h_fail "the lost node was not counted"
 h_umount
 h_fsck 4 -n "${IMGS[@]}"
@@ -162,6 +165,7 @@ cmp -s "$MNT/data" "$T/data" 2>/dev/null && h_fail "a block with no good copy re
 dd if="$MNT/data" of=/dev/null bs=4096 skip=100 count=1 iflag=direct status=none 2>"$T/err" &&
 	h_fail "reading the lost block succeeds"
 grep -q "Input/output error" "$T/err" || h_fail "reading the lost block: $(cat "$T/err"), want EIO"
+grep -q "event unrecoverable .*block $blk verifies" "$DAEMON_LOG" || h_fail "no unrecoverable event names block $blk"
 cmp -s <(head -c $((4096 * 100)) "$MNT/data") <(head -c $((4096 * 100)) "$T/data") ||
 	h_fail "the blocks before the lost one read wrong"
 rc=0
