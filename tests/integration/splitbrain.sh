@@ -5,8 +5,10 @@
 # so its generation passes image 0's) and written: each superblock records
 # the other device stale.  Mounting both is refused, with -o degraded too,
 # in one line naming both images (before, the newer generation won and the
-# other half's fsynced files were rebuilt away without a word).  Each
-# image alone still mounts with its own files.
+# other half's fsynced files were rebuilt away without a word).  fsck -n
+# and -y say "split brain" (exit 4) and change nothing (before, -y brought
+# the older half "up to date" from the newer one).  Each image alone still
+# mounts with its own files.
 source "$(dirname "$0")/harness.sh"
 
 LOG_ALLOW='is missing|mounted degraded|stale'
@@ -38,6 +40,14 @@ for opts in "" degraded; do
 	grep -q "$(basename "$a")" <<<"$FAIL_OUT" && grep -q "$(basename "$b")" <<<"$FAIL_OUT" ||
 		h_fail "the refusal does not name both images: $FAIL_OUT"
 done
+
+h_need_fsck
+sums=$(h_sums "$a" "$b")
+for mode in -n -y; do
+	h_fsck 4 "$mode" "$a" "$b"
+	grep -q "split brain" <<<"$FOUT" || h_fail "fsck $mode does not say split brain: $FOUT"
+done
+[[ $(h_sums "$a" "$b") == "$sums" ]] || h_fail "fsck -y changed the diverged halves"
 
 h_log "each half alone keeps its own files"
 cp --sparse=always "$a" "$T/alone.img"
