@@ -991,8 +991,18 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 {
 	struct dir_ctx *c = ctx;
 	size_t rem = c->size - c->pos, n;
+	/* An inode that could not be read (tfs_dirfill_fn): the name
+	 * without attributes, node id 0, so the kernel takes no reference
+	 * and a lookup reports the error. */
+	bool bare = c->plus && !is_dot(name) && st->st_nlink == 0;
 
-	if (c->plus) {
+	if (bare) {
+		struct fuse_entry_param e = { .attr.st_ino = st->st_ino,
+					      .attr.st_mode = st->st_mode };
+
+		n = fuse_add_direntry_plus(c->req, c->buf + c->pos, rem, name, &e,
+					   (off_t)next_off);
+	} else if (c->plus) {
 		struct fuse_entry_param e;
 
 		/* The kernel takes nothing from "." and ".." (and asking for
@@ -1014,7 +1024,7 @@ static int dir_fill(void *ctx, const char *name, const struct stat *st, uint64_t
 	c->pos += n;
 	/* Even the smallest plus entry is larger than 8 bytes, so size/8
 	 * slots suffice.  The kernel takes no reference for "." and "..". */
-	if (c->plus && !is_dot(name))
+	if (c->plus && !is_dot(name) && !bare)
 		c->inos[c->ninos++] = st->st_ino;
 	return 0;
 }

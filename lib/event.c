@@ -77,6 +77,7 @@ static const char *const names[EV_KINDS] = {
 	[EV_SPACE_OK] = "space_ok",
 	[EV_FS_UNUSABLE] = "fs_unusable",
 	[EV_CHECKPOINT_FAILED] = "checkpoint_failed",
+	[EV_UNRECOVERABLE] = "unrecoverable",
 };
 
 const char *event_name(int kind)
@@ -92,6 +93,7 @@ static int ev_level(const struct event *e)
 	case EV_REBUILD_FAILED:
 	case EV_FS_UNUSABLE:
 	case EV_CHECKPOINT_FAILED:
+	case EV_UNRECOVERABLE:
 		return LOG_ERR;
 	case EV_SCRUB_DONE:
 		return e->unrecoverable ? LOG_ERR : e->csum_errors || e->read_errors ?
@@ -524,6 +526,17 @@ void event_dev_state(struct tfs *fs, unsigned dev, int state, int err)
 	    atomic_compare_exchange_strong(&fs->ev->unusable, &no, 1))
 		event_emit(fs, &(struct event){ .kind = EV_FS_UNUSABLE, .slot = -1 },
 			   "no device left that takes writes: the mount is read-only, every change fails with EROFS");
+}
+
+void event_unrecoverable(void *ctx, unsigned dev, uint64_t blk)
+{
+	struct tfs *fs = ctx;
+
+	if (fs->ev)
+		event_emit(fs, &(struct event){ .kind = EV_UNRECOVERABLE, .slot = (int)dev,
+				.unrecoverable = 1 }, "no copy of block %llu verifies: "
+			   "its data or metadata is lost (EIO); fsck.twinfs -n names it",
+			   (unsigned long long)blk);
 }
 
 void event_scrub_done(struct tfs *fs, const char *state, uint64_t csum_errors,

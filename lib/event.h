@@ -42,6 +42,7 @@ enum event_kind {
 	EV_SPACE_OK,		/* and fell below EVENT_SPACE_OK_PCT again */
 	EV_FS_UNUSABLE,		/* no device left that takes writes */
 	EV_CHECKPOINT_FAILED,	/* a background checkpoint failed (rate-limited) */
+	EV_UNRECOVERABLE,	/* a read found no good copy (rate-limited per device) */
 	EV_KINDS
 };
 
@@ -81,6 +82,9 @@ void event_emit(struct tfs *fs, const struct event *e, const char *fmt, ...)
 /* The mirror's state hook: device_failed, and fs_unusable when it was the
  * last writable device. */
 void event_dev_state(struct tfs *fs, unsigned dev, int state, int err);
+/* The mirror's unrecoverable hook: no copy of blk verifies (data or a
+ * tree node: the read failed with EIO or EUCLEAN). */
+void event_unrecoverable(void *ctx, unsigned dev, uint64_t blk);
 /* scrub_done with what the scrub found (state: "finished", "canceled");
  * nodes: format v2's tree nodes checked, repaired (copies), unrecoverable
  * (NULL: version 1, not said). */

@@ -199,8 +199,9 @@ static int scan_dev_slots(struct fck *c, struct dev_backend *be, struct dev *d, 
 }
 
 /* Check every readable device against the newest superblock @nb: still a
- * member, each slot once, generation current; note stale and missing
- * devices and fill usable[].  0 or an exit code (8) after printing why. */
+ * member, each slot once, generation current, no split brain; note stale
+ * and missing devices and fill usable[].  0 or an exit code (8, 4 for a
+ * split brain) after printing why. */
 static int scan_members(struct fck *c, const struct scan_dev *sd, const struct super *nb,
 			const char **usable, unsigned *nusable)
 {
@@ -221,6 +222,17 @@ static int scan_members(struct fck *c, const struct scan_dev *sd, const struct s
 			return FSCK_EXIT_OPERROR;
 		}
 		seen[idx] = true;
+		/* Split brain (mount.c refuses it too): each half changed
+		 * without the other; bringing one "up to date" would drop
+		 * the other's changes.  The user picks one. */
+		if (nb->dev_state[idx] && nb->dev_index < sd[i].sb.ndevs &&
+		    sd[i].sb.dev_state[nb->dev_index]) {
+			fsck_say(c, "%s and the device of slot %u each record the other stale "
+				 "(split brain: each was mounted without the other and changed); "
+				 "nothing done: check the one to keep alone, then replace the "
+				 "other", o->devs[i], nb->dev_index);
+			return FSCK_EXIT_UNCORRECTED;
+		}
 		if (nb->dev_state[idx]) {
 			c->stale[idx] = true;
 		} else if (sd[i].sb.generation < nb->generation) {

@@ -63,12 +63,14 @@ void mirror_event(struct mirror *m, unsigned dev, int kind, uint64_t blk, uint64
 	if (kind == MEV_FLUSH_ERR)
 		tfs_log_ratelimited(&m->rl[dev][kind], LOG_ERR, "%s: %s",
 				    dev_name(m, dev, tmp, sizeof(tmp)), what[kind]);
-	else
-		tfs_log_ratelimited(&m->rl[dev][kind],
-				    kind == MEV_REPAIRED ? LOG_NOTICE :
-				    kind == MEV_CSUM_ERR ? LOG_WARNING : LOG_ERR,
-				    "%s: %s at block %llu%s", dev_name(m, dev, tmp, sizeof(tmp)),
-				    what[kind], (unsigned long long)blk, n > 1 ? " and following" : "");
+	else if (tfs_log_ratelimited(&m->rl[dev][kind],
+				     kind == MEV_REPAIRED ? LOG_NOTICE :
+				     kind == MEV_CSUM_ERR ? LOG_WARNING : LOG_ERR,
+				     "%s: %s at block %llu%s", dev_name(m, dev, tmp, sizeof(tmp)),
+				     what[kind], (unsigned long long)blk,
+				     n > 1 ? " and following" : "") &&
+		 kind == MEV_UNRECOVERABLE && m->on_unrecoverable)
+		m->on_unrecoverable(m->on_state_ctx, dev, blk);
 }
 
 static bool dev_ok(const struct mirror *m, unsigned i)

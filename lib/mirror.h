@@ -93,6 +93,10 @@ struct mirror {
 	 * caller's thread, holding whatever locks the caller holds.  Nonzero:
 	 * the write is not acknowledged (its error is returned).  May be NULL. */
 	int (*on_degraded)(void *ctx);
+	/* Called (with on_state_ctx) when a read found no copy of @blk that
+	 * verifies and that was logged (rate-limited like the log line): for
+	 * the unrecoverable event.  Must not block.  May be NULL. */
+	void (*on_unrecoverable)(void *ctx, unsigned dev, uint64_t blk);
 	/* Rescue mount: bad copies met on reads are not rewritten. */
 	bool no_repair;
 	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */

@@ -1045,7 +1045,10 @@ int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, 
 		if (dir_next(inode_dir(ip), cookie, &e) || e.cookie >= end)
 			break;
 		cookie = e.cookie + 1;
-		if (!readdir_reads(&e, plus)) {
+		struct tfs_inode *cip;
+		/* An inode that cannot be read is listed bare (tfs_dirfill_fn):
+		 * skipping its name would hide the damage. */
+		if (!readdir_reads(&e, plus) || inode_get(fs, e.ino, &cip)) {
 			memset(&st, 0, sizeof(st));
 			st.st_ino = e.ino;
 			st.st_mode = DTTOIF(e.dtype);
@@ -1053,9 +1056,6 @@ int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, 
 				break;
 			continue;
 		}
-		struct tfs_inode *cip;
-		if (inode_get(fs, e.ino, &cip))
-			continue;	/* cannot happen with a sane directory */
 		if (cip == ip) {
 			inode_put(fs, cip);
 			continue;

@@ -173,7 +173,11 @@ ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size);
 /* fill() returns nonzero when the reply buffer is full (the entry was not
  * taken: with plus, no reference is added for it).  next_off is the offset
  * to resume after this entry.  Offsets 0 and 1 are "." and "..".  Without
- * plus only st_ino and st_mode's type bits are filled. */
+ * plus only st_ino and st_mode's type bits are filled.  With plus, a name
+ * whose inode cannot be read (a lost tree node, an I/O error) still comes,
+ * bare: st_nlink 0, only st_ino and the type, and no reference is added
+ * for it; a lookup of the name then returns the error.  Leaving it out
+ * would hide the damage. */
 typedef int (*tfs_dirfill_fn)(void *ctx, const char *name, const struct stat *st,
 			      uint64_t next_off);
 int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,

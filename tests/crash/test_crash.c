@@ -36,7 +36,8 @@
  *
  * TWINFS_CRASH_LONG=1: every candidate state, more random subsets, more
  * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed,
- * TWINFS_CRASH_SEEDS=N how many.
+ * TWINFS_CRASH_SEEDS=N how many.  TWINFS_CRASH_CACHE=MiB sets the node cache
+ * of the workload and verification mounts (-o cache=; 4 is the smallest).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,7 @@
 static bool long_run;
 static bool fmt_v2;	/* format v2 (the default; --v1 or TWINFS_CRASH_FORMAT=v1: v1),
 			 * checkpoints forced often */
+static uint64_t cache_bytes;	/* TWINFS_CRASH_CACHE, 0: the default */
 static unsigned long total_states, total_discards, total_node_writes, total_node_wraps;
 
 /* ---- rng ---- */
@@ -610,6 +612,7 @@ static int mount_work(const char *const *devs, unsigned n, bool degraded, struct
 		.devs = devs, .ndevs = n, .backend = "file", .fault = VERIFY_FAULT,
 		.degraded = degraded, .commit_ms = 3600000,
 		.nodiscard = true,	/* leaves the work images as built */
+		.cache_bytes = cache_bytes,
 	};
 
 	return tfs_mount(&o, fs, err, errlen);
@@ -891,6 +894,7 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 	struct tfs_opts o = {
 		.devs = orig_p, .ndevs = NDEV, .backend = "file", .fault = "",
 		.commit_ms = 3600000,	/* no background commits between base and recording */
+		.cache_bytes = cache_bytes,
 	};
 	char err[256] = "";
 	const struct dev_fault_rec *j;
@@ -1014,9 +1018,11 @@ int main(int argc, char **argv)
 	};
 
 	const char *f = getenv("TWINFS_CRASH_FORMAT");
+	const char *c = getenv("TWINFS_CRASH_CACHE");
 
 	long_run = l && *l && strcmp(l, "0");
 	fmt_v2 = !(f && !strcmp(f, "v1"));
+	cache_bytes = c && *c ? strtoull(c, NULL, 0) << 20 : 0;
 	for (int i = 1; i < argc; i++) {
 		long_run |= !strcmp(argv[i], "--long");
 		if (!strcmp(argv[i], "--v1"))

@@ -6,12 +6,16 @@
 # reads back intact.  KILL_ROUNDS (default 20) rounds.  On format v2
 # (TWINFS_FORMAT=v2, the default) or with KILL_CKPT=1, twinfs-ctl checkpoint runs in a
 # loop meanwhile, so kills land inside checkpoints (node writes, free-space
-# commits, superblocks) too.
+# commits, superblocks) too.  KILL_DSYNC=1: writer b opens O_DSYNC and takes every
+# write that returned as acknowledged (no fsync), the group-commit path.  KILL_SEED
+# seeds the kill moments; HARNESS_OPTS (cache=4M, threads=16...) reaches every mount.
 source "$(dirname "$0")/harness.sh"
 : "${KILLWRITER:?KILLWRITER must name the killwriter binary}"
 
 rounds=${KILL_ROUNDS:-20}
 ckpt_loop=${KILL_CKPT:-0}
+mode_b=write
+[[ ${KILL_DSYNC:-0} == 1 ]] && mode_b=write-dsync
 [[ ${TWINFS_FORMAT:-v2} == v2 ]] && ckpt_loop=1
 ckpts=0
 # Room for every round's records: this test is about fsync durability under kill -9,
@@ -35,7 +39,7 @@ for ((round = 0; round < rounds; round++)); do
 	check_all "$round"
 	"$KILLWRITER" write "$MNT/r$round.a" "$T/ack.$round.a" "$((round * 2 + 1))" 2>/dev/null &
 	wa=$!
-	"$KILLWRITER" write "$MNT/r$round.b" "$T/ack.$round.b" "$((round * 2 + 2))" 2>/dev/null &
+	"$KILLWRITER" "$mode_b" "$MNT/r$round.b" "$T/ack.$round.b" "$((round * 2 + 2))" 2>/dev/null &
 	wb=$!
 	wc=""
 	if ((ckpt_loop)); then

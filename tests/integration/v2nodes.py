@@ -36,14 +36,24 @@ def main():
         addr, gen, csum, level = struct.unpack_from("<QQQB", sb, 992 + 32 * (tree - 1))
         if not addr:
             return
+        key = None
+        if len(sys.argv) > 4:
+            off = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+            key = (int(sys.argv[3]), int(sys.argv[4]) << 56 | off)
         todo = [(addr, level)]
         while todo:
             addr, level = todo.pop(0)
-            print(level, addr)
-            if level == 0:
-                continue
             f.seek(addr * BLK)
             n = f.read(NODE)
+            if key is None:
+                print(level, addr)
+            elif struct.unpack_from("<QQ", n, 64) <= key <= struct.unpack_from("<QQ", n, 80):
+                if level == 0:
+                    print(level, addr)
+            else:
+                continue
+            if level == 0:
+                continue
             nritems = struct.unpack_from("<H", n, 58)[0]
             kids = []
             for i in range(nritems):
