@@ -1088,8 +1088,8 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = v2rebuild_set(fs, &v->dirty, &set, &vec, &n);
 	if (ret < 0)
 		goto give_back;
-	est = fs_node_need_of(set.bytes - set.tbytes, set.touch, set.grow,
-			      ckpt_v2_nodes_used(fs), &newn) + set.other + FS_NODE_MARGIN;
+	est = fs_node_need_of(set.bytes - set.tbytes, set.touch, set.grow, set.other,
+			      ckpt_v2_nodes_used(fs), &newn) + FS_NODE_MARGIN;
 	t0 = tree_nodes_written(v);
 	gen = (v->last_gen > fs->sb.tree_gen ? v->last_gen : fs->sb.tree_gen) + 1;
 	/* Before any item goes in: every inode the set names was made

@@ -128,6 +128,7 @@ int fs_new(struct tfs **out)
 		return ret;
 	}
 	fs->node_reserve = fs_node_reserve;
+	fs->node_reserve_slots = fs_node_reserve_slots;
 	fs->node_release = fs_node_release;
 	pthread_mutex_init(&fs->resv_mu, NULL);
 	pthread_mutex_init(&fs->ns_lock, NULL);
@@ -740,8 +741,9 @@ const char *tfs_backend_name(struct tfs *fs)
  * superblock is durable, so it needs free slots for what changed: the
  * noted changes, at most FS_NODE_NOTE_BYTES of them per node (a create notes
  * about 130 bytes: an inode and a name, which change at most two leaves;
- * the dirty set's hash table is memory, not notes: v2d_note_bytes), plus
- * NODE_MARGIN for the paths to the roots.  Data writes, fallocate, punch,
+ * the dirty set's hash table is memory, not notes: v2d_note_bytes), the
+ * interior nodes above all those leaves (fs_node_interior) and
+ * NODE_MARGIN for the roots.  Data writes, fallocate, punch,
  * truncate and reflink cut and add EXTENT items: their notes count the
  * chunks they touched and the bytes of items they may add
  * (v2d_tree_need), which new nodes hold at FS_NODE_GROW_BYTES each (a split
@@ -750,7 +752,9 @@ const char *tfs_backend_name(struct tfs *fs)
  * after; and as their change is noted only once their data is written
  * (up to FS_SMALL_BOUNCE writes in flight), each reserves what it can add
  * at worst until then (fs_node_reserve: node_resv_*), which every gate
- * counts too.  The gate costs a few atomic operations.  A delete or
+ * counts too; so do deletes at an unlinked inode's last forget or release
+ * (idelete.c), and a noted deletion counts FS_NS_DELETE slots.  The gate
+ * costs a few atomic operations.  A delete or
  * rename leaves half the margin to the others: at the limit, where
  * creates get ENOSPC, deletes go on a few per checkpoint instead of one.
  * The free-space tree has its own reserve (fspace_node.c).
@@ -758,6 +762,8 @@ const char *tfs_backend_name(struct tfs *fs)
 #define NODE_MARGIN FS_NODE_MARGIN
 _Static_assert(FS_NODE_GROW_BYTES == BNODE_SIZE / 2, "fs_i.h's node size");
 _Static_assert(FS_NODE_TOUCH == V2D_TOUCH, "fs_i.h's copies a chunk");
+_Static_assert(FS_NODE_FANOUT <= BNODE_MAX_PTRS / 4, "fs_i.h's fanout: a quarter full");
+_Static_assert(FS_NS_DELETE == V2D_DEAD_SLOTS, "a noted death counts its deletion");
 #define NODE_GATE_WAITS 3
 /* A reserved change's notes: its inode's entry when it is the first of its
  * inode (96 bytes and 64 of ranges: 2.5 slots with the range's), and its
@@ -794,7 +800,7 @@ static bool node_room_at(struct tfs *fs, bool grow, uint64_t *free_slots, uint64
 		rother += v2d_other_slots(fs->v2dirty);	/* xattr rewrites */
 	}
 	*touchp = touch + rtouch;
-	*need += fs_node_need_of(notes, touch + rtouch, tgrow, used, newp) + rother;
+	*need += fs_node_need_of(notes, touch + rtouch, tgrow, rother, used, newp);
 	return *free_slots >= *need;
 }
 
@@ -855,13 +861,16 @@ static void resv_wait(struct tfs *fs, bool grow, const struct fs_resv *want)
 static bool ckpt_waited(struct tfs *fs, bool grow, const struct fs_resv *want, int *waits)
 {
 	uint64_t seen = atomic_load(&fs->ckpt_writes);
-	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, keep;
+	uint64_t slots = fs->sb.node_blocks / BNODE_BLOCKS, used, keep, alone, newn;
 
 	if (!fs_ckpt_wait(fs))
 		return false;
-	keep = fs->sb.node_reserve + ckpt_v2_nodes_used(fs);
+	/* As node_room_at counts @want with nothing noted or reserved. */
+	used = ckpt_v2_nodes_used(fs);
+	keep = fs->sb.node_reserve + used;
+	alone = fs_node_need_of(0, want->touch, 0, want->other, used, &newn);
 	if (atomic_load(&fs->ckpt_writes) == seen ||
-	    slots < keep + (grow ? NODE_MARGIN : NODE_MARGIN / 2) + want->touch + want->other)
+	    slots < keep + (grow ? NODE_MARGIN : NODE_MARGIN / 2) + alone)
 		(*waits)++;
 	return true;
 }
@@ -953,9 +962,25 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need)
  * slots free past the need and NODE_ROOM_SLACK (the notes a write makes
  * besides its range: its inode's, a checkpoint's path to the roots), and
  * u nodes not yet counted as copied, c chunks fit where
- * min(V2D_TOUCH * c, u) + 2 * c <= f.  A few atomic loads.
+ * min(V2D_TOUCH * c, u) + 2 * c <= f, f first less their interior copies
+ * (leaves_fitting).  A few atomic loads.
  */
 #define NODE_ROOM_SLACK 8
+
+/* Of @f slots, what leaves may take so that they and their interior
+ * copies (fs_node_interior: one a level each, at most the interior nodes
+ * there are) fit: f less every interior node, or f over one plus the
+ * levels, whichever is more. */
+static uint64_t leaves_fitting(uint64_t f, uint64_t used)
+{
+	uint64_t levels = 0, inner = 0;
+
+	for (uint64_t n = used / FS_NODE_FANOUT; n; n /= FS_NODE_FANOUT) {
+		levels++;
+		inner += n;
+	}
+	return f > inner && f - inner > f / (1 + levels) ? f - inner : f / (1 + levels);
+}
 
 static uint64_t room_bytes(uint64_t free_slots, uint64_t need, uint64_t used, uint64_t touch)
 {
@@ -963,7 +988,7 @@ static uint64_t room_bytes(uint64_t free_slots, uint64_t need, uint64_t used, ui
 
 	if (free_slots <= need + NODE_ROOM_SLACK)
 		return 0;
-	f = free_slots - need - NODE_ROOM_SLACK;
+	f = leaves_fitting(free_slots - need - NODE_ROOM_SLACK, used);
 	u = used > touch ? used - touch : 0;
 	c = f / (V2D_TOUCH + 2);
 	if (V2D_TOUCH * c > u)

@@ -180,11 +180,13 @@ struct tfs {
 	_Atomic uint64_t ckpt_slots_estimated, ckpt_slots_used, ckpt_slots_over;
 	_Atomic uint64_t ckpt_bg_failures;
 	int64_t ckpt_fail_logged;	/* monotonic seconds of the last line */
-	/* fs_node_reserve and fs_node_release, registered by fs_new, for the
-	 * data path below fs.c (file.c, file_write.c, reflink.c:
-	 * fs_data_reserve, fs_data_release). */
+	/* fs_node_reserve, fs_node_reserve_slots and fs_node_release,
+	 * registered by fs_new, for the modules below fs.c (file.c,
+	 * file_write.c, reflink.c: fs_data_reserve, fs_data_release;
+	 * idelete.c). */
 	int (*node_reserve)(struct tfs *fs, bool grow, uint64_t chunks, uint64_t adds,
 			    struct fs_resv *r);
+	int (*node_reserve_slots)(struct tfs *fs, bool grow, uint64_t slots, struct fs_resv *r);
 	void (*node_release)(struct tfs *fs, struct fs_resv *r);
 	bool bg_stop, bg_want_ckpt, bg_running;
 	unsigned commit_ms;
@@ -317,22 +319,40 @@ void fs_node_gate_stats(struct tfs *fs, uint64_t *free_slots, uint64_t *need);
 /* Format v2, the node gate's arithmetic (fs.c): a checkpoint of noted
  * changes whose notes take @notes bytes (no hash tables), whose extent
  * ranges cover chunks worth @touch leaf copies and may add @grow bytes of
- * items, with @used nodes in the trees, writes at most this many node
- * slots (NODE_MARGIN: the paths to the roots).  An inline, so the
- * checkpoint (ckpt_v2.c) checks it without calling into fs.c. */
+ * items, plus @other slots counted as such (xattr rewrites, deletions,
+ * reservations), with @used nodes in the trees, writes at most this many
+ * node slots (without FS_NODE_MARGIN).  Those are leaves (copied or new):
+ * each dirties at most one parent a level, and a level k up holds at most
+ * used / FS_NODE_FANOUT^k nodes (below the root every node is at least a
+ * quarter full, 101 pointers: btree.c rebalance; 64 leaves room), plus one
+ * per tree and level for the roots and the rounding, which is
+ * FS_NODE_MARGIN (2 trees, 8 levels at most: 16 of its 32).  So the
+ * interior copies are the sum over the levels of min(leaves, that bound)
+ * (fs_node_interior).  Inlines, so the checkpoint (ckpt_v2.c) checks them
+ * without calling into fs.c. */
 #define FS_NODE_MARGIN 32
 #define FS_NODE_NOTE_BYTES 64
 #define FS_NODE_GROW_BYTES (16384u / 2)	/* half a node (BNODE_SIZE) */
 #define FS_NODE_TOUCH 2			/* V2D_TOUCH */
-static inline uint64_t fs_node_need_of(uint64_t notes, uint64_t touch, uint64_t grow,
-				       uint64_t used, uint64_t *newp)
+#define FS_NODE_FANOUT 64u
+static inline uint64_t fs_node_interior(uint64_t leaves, uint64_t used)
 {
-	uint64_t newn = grow / FS_NODE_GROW_BYTES;
+	uint64_t sum = 0;
+
+	for (uint64_t n = used / FS_NODE_FANOUT; n; n /= FS_NODE_FANOUT)
+		sum += leaves < n ? leaves : n;
+	return sum;
+}
+static inline uint64_t fs_node_need_of(uint64_t notes, uint64_t touch, uint64_t grow,
+				       uint64_t other, uint64_t used, uint64_t *newp)
+{
+	uint64_t newn = grow / FS_NODE_GROW_BYTES, leaves;
 
 	if (newn > touch / FS_NODE_TOUCH)
 		newn = touch / FS_NODE_TOUCH;
 	*newp = newn;
-	return notes / FS_NODE_NOTE_BYTES + (touch < used ? touch : used) + newn;
+	leaves = notes / FS_NODE_NOTE_BYTES + (touch < used ? touch : used) + newn + other;
+	return leaves + fs_node_interior(leaves, used + newn);
 }
 /* Node slots a data-path change holds from the gate until its change is
  * noted (fs_data_reserve, fs_data_release). */
@@ -378,8 +398,14 @@ int fs_node_reserve_slots(struct tfs *fs, bool grow, uint64_t slots, struct fs_r
  * child's ORPHAN 2 and deletion 4 + 2 (an exchange changes less).
  * setattr: one INODE 1.  xattrs: meta_v2_xattr_slots less what the open
  * set counts for the inode already, plus 1 (rounding) and the INODE 1.
- * Interior nodes on the paths to the roots are the gate's NODE_MARGIN,
- * as for every change.  A reservation counts whole until its change is
+ * A delete at the last forget or release of an unlinked inode
+ * (idelete.c): its deletion 4 and its ORPHAN item's 2 (FS_NS_DELETE, which
+ * its noted death counts from then on: V2D_DEAD_SLOTS) and its entry in
+ * the dirty set, 104 bytes of notes, 2: FS_NS_DROP.
+ * The interior nodes above these leaves count as for every change
+ * (fs_node_interior), the roots are FS_NODE_MARGIN.  Not counted: the
+ * REFCOUNT items of shared runs a delete, overwrite or punch changes
+ * (found only by the checkpoint's diff of EXTENT items).  A reservation counts whole until its change is
  * noted; the notes then count it (v2d_note_bytes, v2d_other_slots).
  */
 #define FS_NS_INODE 1
@@ -388,6 +414,8 @@ int fs_node_reserve_slots(struct tfs *fs, bool grow, uint64_t slots, struct fs_r
 #define FS_NS_LINK 6
 #define FS_NS_UNLINK 11
 #define FS_NS_RENAME 20
+#define FS_NS_DELETE 6
+#define FS_NS_DROP (FS_NS_DELETE + 2)
 /* The V2D_CHUNKs (1 MiB, v2dirty.h) [@off, @off + @len) bytes of a file
  * touch, at least 1. */
 #define FS_RESV_CHUNK (256ull * TFS_BLOCK_SIZE)	/* V2D_CHUNK in bytes */

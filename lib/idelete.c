@@ -54,13 +54,47 @@ void fs_imaybe_delete_locked(struct tfs *fs, struct tfs_inode *ip)
 			(unsigned long long)ino, strerror(-ret));
 }
 
+/* Whether dropping the last count may delete: only for unlinked inodes.
+ * A racy read is fine: it only decides whether to make room first. */
+static bool maybe_unlinked(struct tfs_inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool r = ip->nlink == 0;
+	pthread_mutex_unlock(&ip->lock);
+	return r;
+}
+
+/*
+ * Room for a delete that dropping the last count of @ip may make, before
+ * ns_lock: log space, and on format v2 the node gate's FS_NS_DROP slots in
+ * *r until the delete is noted (fs_data_release after ns_lock).  A delete
+ * is never refused (it gives room back): short only because of other
+ * changes in flight, the gate waits for their release; short because of
+ * what is noted, for up to NODE_GATE_WAITS checkpoints, each of which
+ * turns the noted changes into nodes and frees the slots they replaced;
+ * then it goes on, counted, into the half of the margin that creates
+ * leave (fs.c node_room_at).  Waiting here is as safe as the log wait
+ * before it: no lock is held, and a checkpoint needs none of ours.
+ */
+static void drop_reserve(struct tfs *fs, struct tfs_inode *ip, struct fs_resv *r)
+{
+	r->touch = r->other = 0;
+	if (!fs->log || !maybe_unlinked(ip))
+		return;
+	log_wait_space(fs->log);
+	if (fs->node_reserve_slots)	/* above us: through fs_new's pointer */
+		(void)fs->node_reserve_slots(fs, false, FS_NS_DROP, r);
+}
+
 void fs_imaybe_delete(struct tfs *fs, struct tfs_inode *ip)
 {
-	if (fs->log)
-		log_wait_space(fs->log);
+	struct fs_resv r;
+
+	drop_reserve(fs, ip, &r);
 	pthread_mutex_lock(&fs->ns_lock);
 	fs_imaybe_delete_locked(fs, ip);
 	pthread_mutex_unlock(&fs->ns_lock);
+	fs_data_release(fs, &r);
 }
 
 /* Drop n from *c without a lock if that leaves it above zero. */
@@ -82,22 +116,13 @@ static bool dec_unless_last32(_Atomic uint32_t *c)
 	return false;
 }
 
-/* Whether dropping the last count may delete: only for unlinked inodes.
- * A racy read is fine: it only decides whether to wait for log space. */
-static bool maybe_unlinked(struct tfs_inode *ip)
-{
-	pthread_mutex_lock(&ip->lock);
-	bool r = ip->nlink == 0;
-	pthread_mutex_unlock(&ip->lock);
-	return r;
-}
-
 void fs_iput_open(struct tfs *fs, struct tfs_inode *ip)
 {
+	struct fs_resv r;
+
 	if (dec_unless_last32(&ip->nopen))
 		return;
-	if (fs->log && maybe_unlinked(ip))
-		log_wait_space(fs->log);
+	drop_reserve(fs, ip, &r);
 	pthread_mutex_lock(&fs->ns_lock);
 	/* CAS: a concurrent lock-free change must not be lost. */
 	uint32_t v = atomic_load(&ip->nopen);
@@ -105,11 +130,13 @@ void fs_iput_open(struct tfs *fs, struct tfs_inode *ip)
 		;
 	fs_imaybe_delete_locked(fs, ip);
 	pthread_mutex_unlock(&fs->ns_lock);
+	fs_data_release(fs, &r);
 }
 
 void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup)
 {
 	struct tfs_inode *ip;
+	struct fs_resv r;
 
 	/* Format v2: an inode dropped from memory keeps its count in a stub,
 	 * which the forget drops without reading the inode in. */
@@ -117,8 +144,7 @@ void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup)
 		return;
 	if (dec_unless_last64(&ip->nlookup, nlookup))
 		goto out;
-	if (fs->log && maybe_unlinked(ip))
-		log_wait_space(fs->log);
+	drop_reserve(fs, ip, &r);
 	pthread_mutex_lock(&fs->ns_lock);
 	uint64_t v = atomic_load(&ip->nlookup);
 	while (!atomic_compare_exchange_weak(&ip->nlookup, &v,
@@ -126,6 +152,7 @@ void tfs_forget(struct tfs *fs, uint64_t ino, uint64_t nlookup)
 		;
 	fs_imaybe_delete_locked(fs, ip);
 	pthread_mutex_unlock(&fs->ns_lock);
+	fs_data_release(fs, &r);
 out:
 	inode_put(fs, ip);
 }

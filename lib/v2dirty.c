@@ -308,6 +308,14 @@ static void raise_xslots(struct v2d_set *s, struct v2d_ino *e, uint64_t slots)
 	}
 }
 
+/* @flags into @e's; a deletion's slots count in s->other once. */
+static void add_flags(struct v2d_set *s, struct v2d_ino *e, unsigned flags)
+{
+	if ((flags & V2D_DEAD) && !(e->flags & V2D_DEAD))
+		s->other += V2D_DEAD_SLOTS;
+	e->flags |= flags;
+}
+
 /* v2d_note_inode, and its xattr rewrite's @xslots. */
 static int note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, uint64_t xslots,
 		      const struct v2d_how *h)
@@ -320,7 +328,7 @@ static int note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, uint64_t 
 	s = target(d, h);
 	e = set_get(s, ino);
 	if (e) {
-		e->flags |= flags;
+		add_flags(s, e, flags);
 		raise_xslots(s, e, xslots);
 	} else {
 		ret = note_failed(d, h, ino, flags);
@@ -521,7 +529,7 @@ static void merge_one(struct v2dirty *d, const struct v2d_ino *e)
 		note_failed(d, NULL, e->ino, e->flags);
 		return;
 	}
-	t->flags |= e->flags;
+	add_flags(s, t, e->flags);
 	raise_xslots(s, t, e->xslots);
 	for (size_t i = 0; i < e->next; i++)
 		ok &= add_range(s, t, e->ext[i].from, e->ext[i].to) == 0;

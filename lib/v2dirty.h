@@ -69,6 +69,12 @@ enum {
 };
 
 #define V2D_DEAD_SPARE 128		/* deaths kept without memory */
+/* Node slots an inode's deletion writes at worst, counted in a set's
+ * @other from the note that makes it V2D_DEAD: its items are one key range
+ * of the INODES tree and one of its EXTENT items, whose two edge leaves
+ * are copied and merged with a sibling (4), and its ORPHAN item goes (2;
+ * fs_i.h FS_NS_DELETE). */
+#define V2D_DEAD_SLOTS 6
 
 struct v2d_range {
 	uint64_t from, to;		/* file blocks, multiples of V2D_CHUNK */
@@ -105,7 +111,8 @@ struct v2d_set {
 	 * extent ranges may copy (V2D_TOUCH per chunk a range covers), and
 	 * bytes of items its extent changes may add (the notes' @grow). */
 	uint64_t touch, grow;
-	/* Node slots counted as such: the inodes' xattr rewrites (xslots). */
+	/* Node slots counted as such: the inodes' xattr rewrites (xslots)
+	 * and deletions (V2D_DEAD_SLOTS each). */
 	uint64_t other;
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format-v2 B+tree on an in-memory node store: node codec (strict checks, csum seeded with the address), node cache budget and pins, copy-on-write transactions (commit, abort, old root intact, freed list, all nodes of a commit in one write_many), splits/merges down to one leaf, iteration, error poisoning, and a randomized model test of 100k operations with periodic commit and reopen. */
+/* Description: format-v2 B+tree on an in-memory node store: node codec (strict checks, csum seeded with the address), node cache budget and pins, copy-on-write transactions (commit, abort, old root intact, freed list, all nodes of a commit in one write_many), splits/merges down to one leaf, iteration, error poisoning, and a randomized model test of 100k operations with periodic commit and reopen.  Changes to leaves under distinct parents copy those parents: the node gate's interior bound (fs_node_interior) holds and a flat margin does not. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include "btree.h"
 #include "bstore.h"
 #include "bt_memstore.h"
+#include "fs_i.h"		/* the node gate's arithmetic */
 
 static const uint8_t *const uuid = bt_uuid;	/* the tree env_open makes */
 
@@ -233,6 +234,48 @@ static void test_grow_shrink(void **state)
 	assert_int_equal(items, 0);
 	assert_int_equal(nodes, 1);
 	assert_int_equal(e.ms.nused, 1);
+	env_close(&e);
+}
+
+/* The node gate (fs_i.h) bounds what a checkpoint writes by the leaves it
+ * changes plus their interior copies (fs_node_interior) plus a margin of
+ * one node a level for the roots.  Changes spread so that every changed
+ * leaf has a parent of its own copy that parent too: 40 of them write
+ * about 80 nodes, more than the leaves and a flat margin of 32 (all the
+ * gate counted for interior nodes before) allow. */
+static void test_interior_bound(void **state)
+{
+	const unsigned VLEN = BNODE_MAX_VAL, L = 40;
+	uint64_t items, nodes, w0, wrote;
+	struct broot r;
+	struct env e;
+	unsigned n;
+
+	(void)state;
+	env_open(&e, 1u << 20);
+	/* Descending inserts split in halves: 2 items a leaf, about 200
+	 * leaves a parent; L * 500 items give some 80 parents. */
+	n = L * 500;
+	assert_int_equal(bt_begin(&e.t, 1), 0);
+	for (unsigned i = n; i-- > 0;)
+		put_val(&e.t, K(5, 1, i), VLEN, i);
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	assert_int_equal(items, n);
+	assert_int_equal(e.t.root.level, 2);
+	commit_release(&e.t, &r);
+	/* One item in each of L leaves a parent's span apart. */
+	w0 = atomic_load(&e.t.written);
+	assert_int_equal(bt_begin(&e.t, 2), 0);
+	for (unsigned k = 0; k < L; k++)
+		put_val(&e.t, K(5, 1, k * (n / L)), VLEN, k + 7);
+	commit_release(&e.t, &r);
+	wrote = atomic_load(&e.t.written) - w0;
+	fprintf(stderr, "%u leaves changed in a tree of %llu nodes: %llu written, the gate "
+		"counts %llu and the margin\n", L, (unsigned long long)nodes,
+		(unsigned long long)wrote,
+		(unsigned long long)(L + fs_node_interior(L, nodes)));
+	assert_true(wrote > L + FS_NODE_MARGIN);	/* a flat margin is not enough */
+	assert_true(wrote <= L + fs_node_interior(L, nodes) + BNODE_MAX_LEVEL);
 	env_close(&e);
 }
 
@@ -1011,6 +1054,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bcache),
 		cmocka_unit_test(test_grow_shrink),
 		cmocka_unit_test(test_ascending_fill),
+		cmocka_unit_test(test_interior_bound),
 		cmocka_unit_test(test_commit_abort),
 		cmocka_unit_test(test_young),
 		cmocka_unit_test(test_errors),

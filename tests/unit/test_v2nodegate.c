@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: format v2, node area full: once creates get ENOSPC from the node gate, tfs_create of an existing name still opens it (O_CREAT without O_EXCL; the gate refused before the name was looked up, so the open failed with ENOSPC), O_CREAT|O_EXCL of it is EEXIST, and a new name stays ENOSPC.  Writes admitted and not yet noted (128 writers to files in different leaves, their commits held back by the test holding the inodes' locks) reserve their slots, so the checkpoints after them fit: every write returns 4096 or ENOSPC, checkpoint and unmount succeed, no reservation is left and every acknowledged write reads back after a remount; and the dirty set's hash table is not counted as notes: with room for a few writes past the margin after a checkpoint, two writes go in without waiting for one.  Namespace changes and setxattrs of 64 KiB values admitted and not yet noted (64 held before their notes by the test holding the dirty set's lock) reserve their slots too, and an inode's xattr rewrite counts in the gate once noted: the checkpoint after them succeeds and writes no more slots than the gate counted, and every acknowledged change is there after a remount. */
+/* Description: format v2, node area full: once creates get ENOSPC from the node gate, tfs_create of an existing name still opens it (O_CREAT without O_EXCL; the gate refused before the name was looked up, so the open failed with ENOSPC), O_CREAT|O_EXCL of it is EEXIST, and a new name stays ENOSPC.  Writes admitted and not yet noted (128 writers to files in different leaves, their commits held back by the test holding the inodes' locks) reserve their slots, so the checkpoints after them fit: every write returns 4096 or ENOSPC, checkpoint and unmount succeed, no reservation is left and every acknowledged write reads back after a remount; and the dirty set's hash table is not counted as notes: with room for a few writes past the margin after a checkpoint, two writes go in without waiting for one.  Namespace changes and setxattrs of 64 KiB values admitted and not yet noted (64 held before their notes by the test holding the dirty set's lock) reserve their slots too, and an inode's xattr rewrite counts in the gate once noted: the checkpoint after them succeeds and writes no more slots than the gate counted, and every acknowledged change is there after a remount.  Deletes at the last close of files unlinked while open (64 at once, a leaf apart, their notes held back) reserve before they take a lock and count once noted: the checkpoint after them succeeds (it failed with ENOSPC when they counted nothing) and writes no more than the gate counted. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -62,21 +62,29 @@ static unsigned fill(struct tfs *fs)
 	return i;
 }
 
-static void test_open_existing_when_full(void **state)
+/* A freshly formatted file system, mounted. */
+static struct tfs *mount_fresh(struct tfs_opts *o)
 {
 	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	char err[256] = "";
+
+	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
+	tl_mount_opts(o, devs, NIMG);
+	o->backend = "file";
+	return tl_mount(o);
+}
+
+static void test_open_existing_when_full(void **state)
+{
 	struct tfs_file *f = NULL;
 	struct tfs_opts o;
 	struct stat st;
 	struct tfs *fs;
-	char err[256] = "", name[32];
+	char name[32];
 	unsigned n;
 
 	(void)state;
-	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
-	tl_mount_opts(&o, devs, NIMG);
-	o.backend = "file";
-	fs = tl_mount(&o);
+	fs = mount_fresh(&o);
 	n = fill(fs);
 	assert_true(n > 1000);
 	snprintf(name, sizeof(name), "f%u", n - 1);
@@ -115,14 +123,9 @@ static unsigned make_room(struct tfs *fs, unsigned n, uint64_t room)
  * step-th file land in different leaves). */
 static struct tfs *mount_nearly_full(struct tfs_opts *o, unsigned changes, unsigned *step)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
-	char err[256] = "";
 	struct tfs *fs;
 
-	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
-	tl_mount_opts(o, devs, NIMG);
-	o->backend = "file";
-	fs = tl_mount(o);
+	fs = mount_fresh(o);
 	*step = make_room(fs, fill(fs), 16) / changes;
 	assert_true(*step >= 20);
 	return fs;
@@ -235,20 +238,15 @@ static void test_inflight_writes_fit(void **state)
  * (8 KiB) would count as notes: two writes go in without a checkpoint. */
 static void test_hash_table_not_notes(void **state)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
 	uint64_t free_slots, need, waits;
 	struct tfs_file *f[2];
 	uint8_t buf[4096];
-	char err[256] = "";
 	struct tfs_opts o;
 	struct tfs *fs;
 	unsigned n;
 
 	(void)state;
-	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
-	tl_mount_opts(&o, devs, NIMG);
-	o.backend = "file";
-	fs = tl_mount(&o);
+	fs = mount_fresh(&o);
 	n = make_room(fs, fill(fs), 24);
 	fs_node_gate_stats(fs, &free_slots, &need);
 	assert_true(free_slots < need + 100);
@@ -295,6 +293,26 @@ static void *ns_main(void *arg)
 	return NULL;
 }
 
+/* Run @fn on each of the @n items of @size bytes at @items (each starting
+ * with its pthread_t) while the test holds the dirty set's lock for 1.5 s,
+ * then wait for them all. */
+static void run_notes_held(struct tfs *fs, void *(*fn)(void *), void *items, size_t size,
+			   unsigned n)
+{
+	pthread_mutex_lock(&fs->v2dirty->mu);
+	for (unsigned i = 0; i < n; i++) {
+		void *it = (char *)items + i * size;
+		pthread_t t;
+
+		assert_int_equal(pthread_create(&t, NULL, fn, it), 0);
+		*(pthread_t *)it = t;	/* the thread does not read it */
+	}
+	usleep(1500 * 1000);
+	pthread_mutex_unlock(&fs->v2dirty->mu);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(pthread_join(*(pthread_t *)((char *)items + i * size), NULL), 0);
+}
+
 /* Start the changes with their notes held back (the dirty set's lock,
  * which every note takes after the gate and before the checkpoint can
  * see the change): every change the gate admits stays admitted and not
@@ -311,13 +329,7 @@ static void ns_run(struct tfs *fs, struct nschange *c, unsigned step)
 			close_file(fs, f);
 		}
 	}
-	pthread_mutex_lock(&fs->v2dirty->mu);
-	for (unsigned i = 0; i < NNS; i++)
-		assert_int_equal(pthread_create(&c[i].t, NULL, ns_main, &c[i]), 0);
-	usleep(1500 * 1000);
-	pthread_mutex_unlock(&fs->v2dirty->mu);
-	for (unsigned i = 0; i < NNS; i++)
-		assert_int_equal(pthread_join(c[i].t, NULL), 0);
+	run_notes_held(fs, ns_main, c, sizeof(*c), NNS);
 }
 
 /* Namespace changes and setxattrs with 64 KiB values (17 XCHUNK items,
@@ -373,6 +385,75 @@ static void test_inflight_ns_fit(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* ---- deletes at the last close ---- */
+
+#define NDEL 64
+
+struct closer {
+	pthread_t t;
+	struct tfs_file *f;
+};
+
+static void *closer_main(void *arg)
+{
+	struct closer *c = arg;
+
+	tfs_release(c->f);	/* the last open of an unlinked file: its delete */
+	return NULL;
+}
+
+/* Files unlinked while open, one per leaf of a nearly full node area, are
+ * deleted at their last close; 96 closes at once, their notes held back
+ * (the dirty set's lock): each delete copies its leaf, which the gate
+ * must have counted (a reservation from before the delete, its noted
+ * death after).  The checkpoint after them succeeds and writes no more
+ * than the gate counted, nothing stays reserved, and after a remount the
+ * names are gone and the node area was never overdrawn. */
+static void test_last_close_deletes_fit(void **state)
+{
+	static struct closer c[NDEL];
+	uint64_t free_slots, need;
+	char name[32];
+	unsigned n, step;
+	struct tfs_opts o;
+	struct stat st;
+	struct tfs *fs;
+
+	(void)state;
+	fs = mount_fresh(&o);
+	n = fill(fs);
+	step = n * 4 / 5 / NDEL;	/* below the files make_room unlinks */
+	assert_true(step >= 50);
+	for (unsigned i = 0; i < NDEL; i++) {
+		c[i].f = open_name(fs, i * step, O_RDWR);
+		tfs_forget(fs, inode_ino(c[i].f->ip), 1);	/* the open holds it */
+		snprintf(name, sizeof(name), "f%u", i * step);
+		assert_int_equal(tfs_unlink(fs, ROOT, name), 0);
+	}
+	make_room(fs, n, 16);
+	fs_node_gate_stats(fs, &free_slots, &need);
+	run_notes_held(fs, closer_main, c, sizeof(*c), NDEL);
+	fprintf(stderr, "deletes: %u files a leaf apart (%u), %llu free, %llu needed before; "
+		"%llu gate waits; checkpoint slots %llu estimated, %llu used, %llu over\n", NDEL,
+		step, (unsigned long long)free_slots, (unsigned long long)need,
+		(unsigned long long)atomic_load(&fs->node_gate_waits),
+		(unsigned long long)atomic_load(&fs->ckpt_slots_estimated),
+		(unsigned long long)atomic_load(&fs->ckpt_slots_used),
+		(unsigned long long)atomic_load(&fs->ckpt_slots_over));
+	assert_int_equal(reserved(fs), 0);
+	assert_int_equal(tfs_checkpoint(fs), 0);
+	assert_int_equal(atomic_load(&fs->ckpt_slots_over), 0);
+	assert_int_equal(atomic_load(&fs->ckpt_bg_failures), 0);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	fs = tl_mount(&o);
+	for (unsigned i = 0; i < NDEL; i++) {
+		snprintf(name, sizeof(name), "f%u", i * step);
+		assert_int_equal(tfs_lookup(fs, ROOT, name, &st), -ENOENT);
+	}
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -380,6 +461,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inflight_writes_fit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hash_table_not_notes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_ns_fit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_last_close_deletes_fit, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
