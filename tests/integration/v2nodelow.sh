@@ -4,7 +4,7 @@
 # default (writeback_cache) mount with no fsync: on a small v2 file system
 # (two 256M images, 512 node slots, the data area mostly free, so low-space
 # mode for data blocks stays off) whose node area empty files have filled
-# (then a sixth of them deleted), random 4k buffered overwrites of a 64 MiB
+# (then a tenth of them deleted), random 4k buffered overwrites of a 64 MiB
 # file (20,000 at most, 120 s at most), through an open made before the fill
 # and one made after, must fail at write(2) with ENOSPC, and every write(2)
 # that returned success must read back after unmount, fsck and mount.  On
@@ -52,7 +52,7 @@ def run(mnt, model_path, secs, seed):
             break
         nf += 1
     # Room for some extent items, not for a fragmented file's.
-    for i in range(nf // 6):
+    for i in range(nf // 10):
         os.unlink(os.path.join(d, "f%d" % i))
     os.sync()
     fds.append(os.open(path, os.O_RDWR))
