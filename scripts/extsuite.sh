@@ -12,9 +12,9 @@
 #              remount, every file reads back the same (md5); default and
 #              -o cache=4M
 #   crash      fsstress with kill -9 of the daemon mid-run, ROUNDS times on
-#              one file system: fsck -n after each kill (the log replayed
-#              by fsck), remount (the daemon's replay), read everything;
-#              fsck -n at the end
+#              one file system: remount (the log replayed), read
+#              everything, unmount, fsck -n (it checks the trees, not the
+#              log: only after a replay), remount for the next round
 # Usage: scripts/extsuite.sh [pjdfstest|fsx|fsstress|crash]...  (default: all)
 # Environment: EXT_WORK, EXT_OPS (fsx operations per run, default 100000),
 # EXT_ROUNDS (crash rounds, default 4), PJDFSTEST_GIT, XFSTESTS_GIT (where to
@@ -212,9 +212,12 @@ run_crash() {
 			sleep "$k"
 			crash
 			wait "$fp" 2>/dev/null || true	# its calls fail with ENOTCONN
-			fsck_n >>"$log" 2>&1 || bad="fsck after kill, round $r"
+			# fsck checks the trees, not the log: after the replay.
 			mount_it
 			find "$D/mnt" -type f -exec cat {} + >/dev/null 2>>"$log" || bad="read, round $r"
+			down || bad="daemon exit, round $r"
+			fsck_n >>"$log" 2>&1 || bad="fsck after kill and replay, round $r"
+			mount_it
 		done
 		down || bad="daemon exit"
 		fsck_n >>"$log" 2>&1 || bad="fsck at the end"
