@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "alloc_v2.h"
 #include "bcache.h"
@@ -542,6 +543,18 @@ static uint64_t part_bytes(const struct tfs *fs)
 	return b < V2_PART_MIN * BNODE_SIZE ? V2_PART_MIN * BNODE_SIZE : b;
 }
 
+/* TWINFS_V2_CKPT_PAUSE_MS=n (tests: v2ckptlog.sh) holds a checkpoint n ms
+ * between taking its set of changes and writing them, so that operations
+ * land in between. */
+static void test_pause(void)
+{
+	const char *env = getenv("TWINFS_V2_CKPT_PAUSE_MS");
+
+	if (env && atoi(env) > 0)
+		nanosleep(&(struct timespec){ .tv_sec = atoi(env) / 1000,
+					      .tv_nsec = atoi(env) % 1000 * 1000000L }, NULL);
+}
+
 int ckpt_v2_load(struct tfs *fs)
 {
 	uint64_t cache = fs->cache_bytes ? fs->cache_bytes : TFS_CACHE_DEFAULT;
@@ -999,7 +1012,16 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 		alloc_v2_refs_abort(v->av);
 		return ret;
 	}
-	ret = wib_write(fs, &wib);
+	/* The trees were written from memory, which already holds changes of
+	 * records after seq (operations between the barrier and the moment
+	 * put_changes reached their inodes): those records must be durable
+	 * before a superblock names trees with their effects, or a crash
+	 * keeps half of an operation (a directory's link count without its
+	 * new entry).  Every such record was appended by now: its writer held
+	 * the lock put_changes took (ns_lock, the inode's) until it was. */
+	ret = log_commit(fs->log, UINT64_MAX);
+	if (ret == 0)
+		ret = wib_write(fs, &wib);
 	if (ret == 0)
 		ret = mirror_flush(&fs->mirror);
 	if (ret) {
@@ -1088,6 +1110,7 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = v2rebuild_set(fs, &v->dirty, &set, &vec, &n);
 	if (ret < 0)
 		goto give_back;
+	test_pause();
 	est = fs_node_need_of(set.bytes - set.tbytes, set.touch, set.grow, set.other,
 			      ckpt_v2_nodes_used(fs), &newn) + FS_NODE_MARGIN;
 	t0 = tree_nodes_written(v);

@@ -51,6 +51,7 @@ struct mino {
 	uint32_t mode, nlink, nent, nsub;
 	uint32_t adj;		/* links fsck's own repairs add (not reported) */
 	bool reach, reclaim;
+	bool orphan;		/* link count 0, no name: the next mount's to reclaim */
 };
 
 struct mname {			/* a DIRENT entry or a DIRINDEX item */
@@ -539,7 +540,9 @@ static void orphan(struct v2ck *v, struct mino *e)
 
 	if (e->nlink == 0) {
 		/* Unlinked while open when the file system stopped: the
-		 * crash state the next mount reclaims (version 1's rule). */
+		 * crash state the next mount reclaims (version 1's rule).
+		 * Its count is right as it is, a directory's too. */
+		e->orphan = true;
 		if (v->c->fix)
 			fsck_meta_problem(v->c, true, "orphan %s inode %llu (no name, link count "
 					  "0): reclaiming it", kind(e->mode),
@@ -608,7 +611,7 @@ static void check_counts(struct v2ck *v)
 
 	for (size_t i = 0; i < m->nino; i++) {
 		struct mino *e = &m->ino[i];
-		uint32_t want = S_ISDIR(e->mode) ? 2 + e->nsub : e->nent;
+		uint32_t want = e->orphan ? 0 : S_ISDIR(e->mode) ? 2 + e->nsub : e->nent;
 		uint64_t parent = e->parent;
 
 		if (e->reclaim)

@@ -7,7 +7,10 @@
 # superblock's, kept by the replay).  Orphans, a file unlinked while open
 # and the daemon killed -9: reclaimed by the next mount with the orphan
 # only in the log, and after a checkpoint wrote its ORPHAN item (fsck -n
-# before that mount: a note, no error); fsck clean after each.
+# before that mount: a note, no error); fsck clean after each.  The same
+# for a directory removed while it is a process's working directory: its
+# link count 0 is no error either (fsck -n said "should be 2", found by
+# fsstress with kill -9).
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -37,8 +40,18 @@ expect_mount() {
 	n=$(find "$MNT" | wc -l)
 	((n == $1)) || h_fail "the file system has $n inodes, expected $1"
 }
-# orphan NAME: NAME is written, then unlinked while a holder keeps it open.
+# orphan NAME [dir]: NAME is written (a directory: made), then removed
+# while a holder keeps it open (a directory: as its working directory).
 orphan() {
+	if [[ ${2:-} == dir ]]; then
+		mkdir "$MNT/$1"
+		(cd "$MNT/$1" && exec sleep 600) &
+		HOLDER=$!
+		sleep 0.2
+		rmdir "$MNT/$1"
+		[[ -e /proc/$HOLDER/cwd ]] || h_fail "the holder has no working directory"
+		return
+	fi
 	dd if=/dev/urandom of="$MNT/$1" bs=64k count=4 status=none
 	sleep 600 <"$MNT/$1" &
 	HOLDER=$!
@@ -96,16 +109,20 @@ expect_mount $N
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
 
-# An orphan a checkpoint wrote (its ORPHAN item), then kill -9.
-h_mount
-orphan o2
-checkpoint
-crash
-h_fsck 0 -n "${IMGS[@]}"
-grep -q "note: orphan file inode" <<<"$FOUT" || { echo "$FOUT" >&2; h_fail "fsck -n saw no orphan"; }
-h_mount
-reclaimed "ORPHAN item"
-expect_mount $N
-h_umount
-h_fsck 0 -n "${IMGS[@]}"
+# An orphan a checkpoint wrote (its ORPHAN item), then kill -9: a file,
+# then a directory.
+for kind in file directory; do
+	h_mount
+	orphan "o2$kind" "${kind/directory/dir}"
+	checkpoint
+	crash
+	h_fsck 0 -n "${IMGS[@]}"
+	grep -q "note: orphan $kind inode" <<<"$FOUT" ||
+		{ echo "$FOUT" >&2; h_fail "fsck -n saw no orphan $kind"; }
+	h_mount
+	reclaimed "ORPHAN item, $kind"
+	expect_mount $N
+	h_umount
+	h_fsck 0 -n "${IMGS[@]}"
+done
 h_log "PASS"

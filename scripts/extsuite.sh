@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck disable=SC2317  # the suites are called as run_$name
+# The external file system suites, run by hand (not in CI: they download,
+# and pjdfstest alone takes about 25 minutes here).  As root, with build/
+# built.  Fetches and builds in $EXT_WORK (default /tmp/twinfs-extsuite):
+#   pjdfstest  github.com/pjd/pjdfstest: prove -r from inside the mount
+#   fsx        xfstests' ltp/fsx: several seeds, buffered with mmap, without
+#              mmap (-W -R), O_DIRECT (-Z), a tiny cache (-o cache=4M) and
+#              threads=16, 4 processes at once on 16 MiB files
+#   fsstress   xfstests' ltp/fsstress -p 4 -n 20000: unmount, fsck -n,
+#              remount, every file reads back the same (md5); default and
+#              -o cache=4M
+#   crash      fsstress with kill -9 of the daemon mid-run, ROUNDS times on
+#              one file system: remount (the log replayed), read
+#              everything, unmount, fsck -n (it checks the trees, not the
+#              log: only after a replay), remount for the next round
+# Usage: scripts/extsuite.sh [pjdfstest|fsx|fsstress|crash]...  (default: all)
+# Environment: EXT_WORK, EXT_OPS (fsx operations per run, default 100000),
+# EXT_ROUNDS (crash rounds, default 4), PJDFSTEST_GIT, XFSTESTS_GIT (where to
+# clone from).  Build dependencies: autoconf automake libaio-dev liburing-dev
+# uuid-dev xfslibs-dev (fsstress includes xfs/xfs.h), perl's prove.
+# Prints one line per run; each run's log is in $EXT_WORK/logs.  Exit 1 if
+# any run failed.  Images are sparse files in /dev/shm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+B=$REPO/build
+W=${EXT_WORK:-/tmp/twinfs-extsuite}
+OPS=${EXT_OPS:-100000}
+ROUNDS=${EXT_ROUNDS:-4}
+SHM=/dev/shm/twinfs-extsuite.$$
+LOGS=$W/logs
+FAILED=0
+
+((EUID == 0)) || { echo "extsuite: run as root (pjdfstest changes owners, mounts use allow_other)" >&2; exit 2; }
+for f in twinfs mkfs.twinfs fsck.twinfs; do
+	[[ -x $B/$f ]] || { echo "extsuite: $B/$f missing: build first (scripts/build.sh)" >&2; exit 2; }
+done
+mkdir -p "$W" "$LOGS" "$SHM"
+
+# ---- fetch and build ---------------------------------------------------------
+get_suites() {
+	[[ -d $W/pjdfstest ]] || git clone -q "${PJDFSTEST_GIT:-https://github.com/pjd/pjdfstest}" "$W/pjdfstest"
+	[[ -d $W/xfstests ]] || git clone -q "${XFSTESTS_GIT:-https://github.com/kdave/xfstests}" "$W/xfstests"
+	if [[ ! -x $W/pjdfstest/pjdfstest ]]; then
+		(cd "$W/pjdfstest" && autoreconf -ifs && ./configure && make pjdfstest) >"$LOGS/build-pjdfstest.log" 2>&1
+	fi
+	# fsx and fsstress alone, without xfstests' configure: a config.h
+	# naming the headers this system has.
+	local cfg=$W/cfg cf
+	mkdir -p "$cfg"
+	{
+		for h in ASSERT_H DIRENT_H ERRNO_H ERR_H LIBGEN_H LINUX_FALLOC_H LINUX_FIEMAP_H \
+			 MALLOC_H STDLIB_H STRINGS_H STRING_H SYS_FCNTL_H SYS_IOCTL_H SYS_MMAN_H \
+			 SYS_PARAM_H SYS_PRCTL_H SYS_STATVFS_H SYS_STAT_H SYS_TIME_H SYS_TYPES_H \
+			 SYS_WAIT_H TIME_H UNISTD_H COPY_FILE_RANGE RENAMEAT2 XFS_XFS_H; do
+			echo "#define HAVE_$h 1"
+		done
+		echo '#define _GNU_SOURCE 1'
+		echo '#include <getopt.h>'
+	} >"$cfg/config.h"
+	cf=(-O2 -g -include "$cfg/config.h" -I"$cfg" -I"$W/xfstests/src" -I"$W/xfstests/include"
+	    -DAIO -DURING -DHAVE_LIBURING)
+	[[ -x $W/fsx ]] || gcc "${cf[@]}" "$W/xfstests/ltp/fsx.c" -o "$W/fsx" -laio -luring
+	[[ -x $W/fsstress ]] || gcc "${cf[@]}" "$W/xfstests/ltp/fsstress.c" -o "$W/fsstress" -laio -luring -lm
+}
+
+# ---- one file system ---------------------------------------------------------
+D='' PID='' OPTS=''
+up() {			# up SIZE OPTS: fresh 2-device file system, mounted on $D/mnt
+	D=$SHM/fs
+	mkdir -p "$D/mnt"
+	rm -f "$D"/?.img
+	truncate -s "$1" "$D/a.img" "$D/b.img"
+	"$B/mkfs.twinfs" "$D/a.img" "$D/b.img" >/dev/null
+	OPTS=$2
+	mount_it
+}
+mount_it() {
+	"$B/twinfs" -f "$D/a.img:$D/b.img" "$D/mnt" -o "allow_other${OPTS:+,$OPTS}" >>"$D/daemon.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 100); do mountpoint -q "$D/mnt" && return 0; sleep 0.1; done
+	echo "extsuite: mount failed" >&2
+	return 1
+}
+down() {		# clean unmount; the daemon's exit status
+	local rc=0
+	fusermount3 -u "$D/mnt" || umount -l "$D/mnt"
+	wait "$PID" || rc=$?
+	PID=
+	return "$rc"
+}
+crash() {
+	kill -9 "$PID"
+	wait "$PID" 2>/dev/null || true
+	PID=
+	umount -l "$D/mnt" 2>/dev/null || true
+}
+fsck_n() { "$B/fsck.twinfs" -n "$D/a.img" "$D/b.img"; }
+cleanup() {
+	[[ -n $PID ]] && { kill -9 "$PID" 2>/dev/null; umount -l "$SHM/fs/mnt" 2>/dev/null; }
+	rm -rf "$SHM"
+}
+trap cleanup EXIT
+# result NAME LOG OK: one line, and the log kept
+result() {
+	if [[ $3 == ok ]]; then
+		echo "PASS $1"
+	else
+		echo "FAIL $1 ($3; see $2)"
+		FAILED=1
+	fi
+}
+
+# ---- suites ------------------------------------------------------------------
+run_pjdfstest() {
+	local opts log sum
+	for opts in "" cache=4M; do
+		log=$LOGS/pjdfstest-${opts:-default}.log
+		up 512M "$opts"
+		chmod 755 "$D/mnt"
+		(cd "$D/mnt" && prove -r "$W/pjdfstest/tests") >"$log" 2>&1 || true
+		down || echo "daemon exited nonzero" >>"$log"
+		fsck_n >>"$log" 2>&1 || echo "fsck failed" >>"$log"
+		sum=$(grep -E '^Files=|^Result' "$log" | tr '\n' ' ')
+		if grep -q '^Result: PASS' "$log" && ! grep -qE 'daemon exited|fsck failed' "$log"; then
+			result "pjdfstest ${opts:-default}: $sum" "$log" ok
+		else
+			result "pjdfstest ${opts:-default}: $sum" "$log" failed
+		fi
+	done
+}
+
+# fsx_runs NAME OPTS SEEDS -- FSXARGS
+fsx_runs() {
+	local name=$1 opts=$2 s log bad=ok
+	shift 2
+	local seeds=()
+	while [[ $1 != -- ]]; do seeds+=("$1"); shift; done
+	shift
+	log=$LOGS/fsx-$name.log
+	: >"$log"
+	up 1G "$opts"
+	for s in "${seeds[@]}"; do
+		echo "== fsx -N $OPS -S $s $* (mount: $opts)" >>"$log"
+		(cd "$D/mnt" && "$W/fsx" -q -N "$OPS" -S "$s" "$@" "f$s") >>"$log" 2>&1 || bad="fsx -S $s"
+	done
+	down || bad="daemon exit"
+	fsck_n >>"$log" 2>&1 || bad="fsck"
+	result "fsx $name: seeds ${seeds[*]}, $OPS ops each, fsx $*, -o ${opts:-(defaults)}" "$log" "$bad"
+}
+run_fsx() {
+	local log bad=ok i pids=()
+	fsx_runs buffered "" 1 2 3 --
+	fsx_runs nommap "" 21 22 -- -W -R
+	fsx_runs direct "" 31 32 -- -Z -r 4096 -t 4096 -w 4096 -R -W
+	fsx_runs direct-mmap cache=4M 41 -- -Z -r 4096 -t 4096 -w 4096
+	fsx_runs tinycache cache=4M,threads=16 11 12 --
+	# 4 at once on one mount, 16 MiB files, up to 1 MiB per operation.
+	log=$LOGS/fsx-parallel.log
+	: >"$log"
+	up 2G cache=4M,threads=16
+	for i in 1 2 3 4; do
+		(cd "$D/mnt" && "$W/fsx" -q -N $((OPS / 2)) -S $((100 + i)) -l 16777216 -o 1048576 "p$i") \
+			>>"$log" 2>&1 &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" || bad="fsx"; done
+	down || bad="daemon exit"
+	fsck_n >>"$log" 2>&1 || bad="fsck"
+	result "fsx parallel: 4 processes, $((OPS / 2)) ops each, -l 16M -o 1M, -o cache=4M,threads=16" "$log" "$bad"
+}
+
+sums() { (cd "$D/mnt" && find t -type f -print0 | sort -z | xargs -0 -r md5sum); }
+run_fsstress() {
+	local opts s log bad
+	for opts in "" cache=4M; do
+		for s in 1 2; do
+			log=$LOGS/fsstress-${opts:-default}-$s.log
+			bad=ok
+			up 2G "$opts"
+			mkdir "$D/mnt/t"
+			"$W/fsstress" -d "$D/mnt/t" -p 4 -n 20000 -s "$s" >"$log" 2>&1 || bad="fsstress"
+			sums >"$D/sum.before"
+			down || bad="daemon exit"
+			fsck_n >>"$log" 2>&1 || bad="fsck after unmount"
+			mount_it
+			sums >"$D/sum.after"
+			cmp -s "$D/sum.before" "$D/sum.after" || bad="files differ after remount"
+			ls -lR "$D/mnt/t" >/dev/null 2>>"$log" || bad="ls -lR"
+			down || bad="daemon exit"
+			fsck_n >>"$log" 2>&1 || bad="fsck after remount"
+			result "fsstress -p 4 -n 20000 -s $s, -o ${opts:-(defaults)}" "$log" "$bad"
+		done
+	done
+}
+
+run_crash() {
+	local opts r k fp log bad
+	for opts in "" cache=4M; do
+		log=$LOGS/crash-${opts:-default}.log
+		bad=ok
+		: >"$log"
+		up 2G "$opts"
+		for r in $(seq "$ROUNDS"); do
+			k=$((3 + RANDOM % 18))
+			mkdir -p "$D/mnt/t$r"
+			echo "== round $r: fsstress -p 4 -n 20000 -s $r, kill -9 after ${k}s" >>"$log"
+			"$W/fsstress" -d "$D/mnt/t$r" -p 4 -n 20000 -s "$r" >/dev/null 2>&1 &
+			fp=$!
+			sleep "$k"
+			crash
+			wait "$fp" 2>/dev/null || true	# its calls fail with ENOTCONN
+			# fsck checks the trees, not the log: after the replay.
+			mount_it
+			find "$D/mnt" -type f -exec cat {} + >/dev/null 2>>"$log" || bad="read, round $r"
+			down || bad="daemon exit, round $r"
+			fsck_n >>"$log" 2>&1 || bad="fsck after kill and replay, round $r"
+			mount_it
+		done
+		down || bad="daemon exit"
+		fsck_n >>"$log" 2>&1 || bad="fsck at the end"
+		result "crash: $ROUNDS rounds of fsstress + kill -9, -o ${opts:-(defaults)}" "$log" "$bad"
+	done
+}
+
+get_suites
+echo "extsuite: $(git -C "$REPO" describe --always --dirty), $(date -u +%F), logs in $LOGS"
+for s in "${@:-pjdfstest fsx fsstress crash}"; do
+	for t in $s; do
+		case $t in
+		pjdfstest | fsx | fsstress | crash) "run_$t" ;;
+		*) echo "extsuite: unknown suite $t" >&2; exit 2 ;;
+		esac
+	done
+done
+exit $FAILED
