@@ -276,8 +276,12 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_str(j, "fs_uuid", u);
 	jb_str(j, "label", sb->label);
 	jb_u64(j, "format_version", sb->version);
+	/* As status -x judges it (twinfs-ctl.c, status_health): a device
+	 * not ONLINE, or a block no copy verified (the counters are kept on
+	 * disk), is not healthy. */
 	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
-		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK)
+		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
+		    atomic_load(&fs->mirror.ctr[i].unrecoverable))
 			healthy = false;
 	jb_str(j, "state", atomic_load(&fs->unusable) ? "UNUSABLE" :
 	       healthy ? "HEALTHY" : "DEGRADED");

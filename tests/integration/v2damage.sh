@@ -166,6 +166,8 @@ dd if="$MNT/data" of=/dev/null bs=4096 skip=100 count=1 iflag=direct status=none
 	h_fail "reading the lost block succeeds"
 grep -q "Input/output error" "$T/err" || h_fail "reading the lost block: $(cat "$T/err"), want EIO"
 grep -q "event unrecoverable .*block $blk verifies" "$DAEMON_LOG" || h_fail "no unrecoverable event names block $blk"
+st=$("$CTL" status "$MNT") && h_fail "status exits 0 after a lost block"
+grep -q "state: DEGRADED" <<<"$st" || h_fail "status does not say DEGRADED after a lost block: $st"
 cmp -s <(head -c $((4096 * 100)) "$MNT/data") <(head -c $((4096 * 100)) "$T/data") ||
 	h_fail "the blocks before the lost one read wrong"
 rc=0
