@@ -222,11 +222,8 @@ static int scan_members(struct fck *c, const struct scan_dev *sd, const struct s
 			return FSCK_EXIT_OPERROR;
 		}
 		seen[idx] = true;
-		/* Split brain (mount.c refuses it too): each half changed
-		 * without the other; bringing one "up to date" would drop
-		 * the other's changes.  The user picks one. */
-		if (nb->dev_state[idx] && nb->dev_index < sd[i].sb.ndevs &&
-		    sd[i].sb.dev_state[nb->dev_index]) {
+		/* Refused as mount refuses it: the user picks the half. */
+		if (super_split_brain(nb, &sd[i].sb)) {
 			fsck_say(c, "%s and the device of slot %u each record the other stale "
 				 "(split brain: each was mounted without the other and changed); "
 				 "nothing done: check the one to keep alone, then replace the "

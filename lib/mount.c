@@ -468,34 +468,22 @@ static int slot_states(struct tfs *fs, const struct tfs_opts *o, struct dev **md
 	return ret;
 }
 
-/*
- * Split brain: the newest superblock records a device given stale, and that
- * device's own superblock records the newest one's slot stale.  Each was
- * mounted -o degraded without the other and took writes the other lacks;
- * mounting both would silently rebuild one half over the other's changes
- * (the newer generation wins, whichever that is).  Refused even with
- * -o degraded: the user picks the half to keep by mounting it alone.
- */
-static int split_brain(const struct tfs *fs, const struct tfs_opts *o, const struct super *sbs,
-		       const bool *skip, struct dev **opened, int newest, char *err,
-		       size_t errlen)
+/* A split brain (super_split_brain) between the newest superblock and
+ * another opened device's is refused even with -o degraded: the user picks
+ * the half to keep by mounting it alone. */
+static int split_brain(const struct tfs_opts *o, const struct super *sbs, const bool *skip,
+		       struct dev **opened, int newest, char *err, size_t errlen)
 {
-	uint32_t nidx = sbs[newest].dev_index;
-
 	for (unsigned i = 0; i < o->ndevs; i++) {
-		uint32_t idx = sbs[i].dev_index;
-
-		if (!opened[i] || skip[i] || (int)i == newest || idx >= fs->sb.ndevs ||
-		    nidx >= sbs[i].ndevs)
+		if (!opened[i] || skip[i] || (int)i == newest ||
+		    !super_split_brain(&sbs[newest], &sbs[i]))
 			continue;
-		if (fs->sb.dev_state[idx] && sbs[i].dev_state[nidx]) {
-			tfs_seterr(err, errlen,
-				   "%s and %s each record the other stale: each was mounted "
-				   "without the other (-o degraded) and changed (split brain); "
-				   "mount the one to keep alone with -o degraded, then replace "
-				   "the other", o->devs[newest], o->devs[i]);
-			return -EUCLEAN;
-		}
+		tfs_seterr(err, errlen,
+			   "%s and %s each record the other stale: each was mounted "
+			   "without the other (-o degraded) and changed (split brain); "
+			   "mount the one to keep alone with -o degraded, then replace "
+			   "the other", o->devs[newest], o->devs[i]);
+		return -EUCLEAN;
 	}
 	return 0;
 }
@@ -528,7 +516,7 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	}
 	ret = place_devs(fs, o, opened, sbs, skip, mdevs, paths, &gone, &ngone, err, errlen);
 	if (ret == 0)
-		ret = split_brain(fs, o, sbs, skip, opened, newest, err, errlen);
+		ret = split_brain(o, sbs, skip, opened, newest, err, errlen);
 	if (ret == 0)
 		ret = slot_states(fs, o, mdevs, state, paths, gone, ngone, o->devs[newest],
 				  err, errlen);

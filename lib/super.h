@@ -174,6 +174,18 @@ int super_read_dev(struct dev_backend *be, struct dev *d, struct super *sb,
  * device).
  */
 bool super_slot_older(const void *buf, unsigned slot, const struct super *cur);
+/*
+ * Split brain: the newest superblock @nb records @sb's device stale, and
+ * @sb records @nb's device stale.  Each was mounted -o degraded without
+ * the other and took writes the other lacks; bringing one up to date would
+ * drop the other's changes, so mount and fsck refuse the pair.
+ */
+static inline bool super_split_brain(const struct super *nb, const struct super *sb)
+{
+	return sb->dev_index < nb->ndevs && sb->dev_index < DEV_MAX &&
+	       nb->dev_index < sb->ndevs && nb->dev_index < DEV_MAX &&
+	       nb->dev_state[sb->dev_index] && sb->dev_state[nb->dev_index];
+}
 /* Write sb (with dev_index set by the caller) to slot generation % 2. */
 int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb);
 
