@@ -198,6 +198,30 @@ static int scan_dev_slots(struct fck *c, struct dev_backend *be, struct dev *d, 
 	return 0;
 }
 
+/* The newest superblock given is a rebuild or replace target's own, which
+ * records it stale (sbc_mark_target), and no device given is in sync: its
+ * blocks are part old, part copied, nothing to check or repair against.
+ * Exit code 4 after one line, or 0 (go on). */
+static int scan_unfinished(struct fck *c, const struct scan_dev *sd, const struct super *nb)
+{
+	const char *path = "?";
+
+	if (!super_self_stale(nb))
+		return 0;
+	for (unsigned i = 0; i < c->o->ndevs; i++) {
+		if (!sd[i].valid || sd[i].sb.dev_index >= nb->ndevs)
+			continue;
+		if (!nb->dev_state[sd[i].sb.dev_index])
+			return 0;
+		if (sd[i].sb.dev_index == nb->dev_index)
+			path = c->o->devs[i];
+	}
+	fsck_say(c, "%s: a rebuild or replace onto it did not finish: its contents are "
+		 "incomplete; nothing checked or changed (mount it together with an in-sync "
+		 "device to finish the rebuild)", path);
+	return FSCK_EXIT_UNCORRECTED;
+}
+
 /* Check every readable device against the newest superblock @nb: still a
  * member, each slot once, generation current, no split brain; note stale
  * and missing devices and fill usable[].  0 or an exit code (8, 4 for a
@@ -299,7 +323,9 @@ static int scan_supers(struct fck *c, const char **usable, unsigned *nusable,
 		rc = FSCK_EXIT_UNCORRECTED;
 		goto out;
 	}
-	rc = scan_members(c, sd, &sd[newest].sb, usable, nusable);
+	rc = scan_unfinished(c, sd, &sd[newest].sb);
+	if (rc == 0)
+		rc = scan_members(c, sd, &sd[newest].sb, usable, nusable);
 	*newest_sb = sd[newest].sb;
 out:
 	/* Released now: the load takes its own (exclusive for -y) lock. */

@@ -488,6 +488,40 @@ static int split_brain(const struct tfs_opts *o, const struct super *sbs, const 
 	return 0;
 }
 
+/* A rebuild or replace target records itself stale in its own superblock
+ * before its first block is copied (sbc_mark_target), one generation
+ * below the in-sync devices'.  If that is the newest superblock given, no
+ * device given is in sync: the target holds part old, part copied blocks,
+ * which no option (-o degraded, -o rescue) makes a file system. */
+static int unfinished_target(const struct super *nb, struct dev **mdevs, const char **paths,
+			     char *err, size_t errlen)
+{
+	char u[SUPER_UUID_STR];
+	int src = -1;
+
+	if (!super_self_stale(nb))
+		return 0;
+	for (unsigned i = 0; i < nb->ndevs; i++) {
+		if (nb->dev_state[i])
+			continue;
+		if (mdevs[i])
+			return 0;	/* an in-sync device given: the normal path */
+		if (src < 0)
+			src = (int)i;
+	}
+	if (src < 0) {
+		tfs_seterr(err, errlen, "%s: a rebuild or replace onto it did not finish: its "
+			   "contents are incomplete, and no device is recorded in sync",
+			   paths[nb->dev_index]);
+		return -ENODEV;
+	}
+	super_uuid_str(nb->dev_uuids[src], u);
+	tfs_seterr(err, errlen, "%s: a rebuild or replace onto it did not finish: its contents "
+		   "are incomplete; mount it together with device %d (uuid %s), in sync, to "
+		   "finish the rebuild", paths[nb->dev_index], src, u);
+	return -ENODEV;
+}
+
 /* Read and cross-check the superblocks of the opened devices, place them
  * by dev_index into mdevs and decide each slot's state. */
 static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **opened,
@@ -517,6 +551,8 @@ static int mount_supers(struct tfs *fs, const struct tfs_opts *o, struct dev **o
 	ret = place_devs(fs, o, opened, sbs, skip, mdevs, paths, &gone, &ngone, err, errlen);
 	if (ret == 0)
 		ret = split_brain(o, sbs, skip, opened, newest, err, errlen);
+	if (ret == 0)
+		ret = unfinished_target(&fs->sb, mdevs, paths, err, errlen);
 	if (ret == 0)
 		ret = slot_states(fs, o, mdevs, state, paths, gone, ngone, o->devs[newest],
 				  err, errlen);

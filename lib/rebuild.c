@@ -18,7 +18,9 @@
  * not verify from one that does, so content that is not ours anywhere on
  * the target is found.  Only then is the device made MDEV_OK, and the checkpoint
  * that follows records it in sync: until that checkpoint every superblock
- * says stale, so a crash can never make a half-copied mirror look current.
+ * says stale, the target's own too (written before its first block:
+ * sbc_mark_target), so a crash can never make a half-copied mirror look
+ * current, alone or with its mirror.
  * Every checkpoint records the cursor; a mount resumes from it.
  *
  * The rebuild fields of the superblock are this file's: fill_super, which
@@ -416,7 +418,10 @@ void rebuild_mount_resume(struct tfs *fs)
 
 	if (!rb || rb->state != RB_RUNNING || rb->thr_running)
 		return;
-	if (launch(fs) < 0) {
+	/* Marked when the run began; again for a run a twinfs from before the
+	 * mark began (this mount's checkpoint reached it first, as then). */
+	if (sbc_mark_target(fs, (unsigned)rb->dev, fs->mirror.devs[rb->dev], NULL) < 0 ||
+	    launch(fs) < 0) {
 		mirror_end_sync(&fs->mirror, MDEV_STALE);
 		finish(fs, rb, RB_FAILED, true);
 	}
@@ -768,6 +773,14 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 	} else {
 		d = m->devs[slot];	/* failed or stale, still open */
 	}
+	ret = sbc_mark_target(fs, (unsigned)slot, d, NULL);
+	if (ret < 0) {
+		snprintf(err, errlen, "%s: cannot record it stale in its own superblock: %s",
+			 d->path, strerror(-ret));
+		if (d != m->devs[slot])
+			retire(fs->rb, d);	/* attached: closed at unmount */
+		goto out;
+	}
 	return begin(fs, (unsigned)slot, d, SUPER_RB_REBUILD, err, errlen);
 
 out_close:
@@ -872,29 +885,15 @@ static int replace_check(struct tfs *fs, struct dev *d, const char *newpath, boo
 	return ret;
 }
 
-/* The new member's superblock first (both slots: an old file system's
- * slot must not win), then the others learn its uuid. */
+/* The new member's superblock first, recording it stale (both slots: an
+ * old file system's slot must not win), then the others learn its uuid. */
 static int replace_write_super(struct tfs *fs, struct dev *d, int slot, const uint8_t *uuid,
 			       const char *newpath, char *err, size_t errlen)
 {
-	struct super nsb;
-	void *zero = NULL;
 	int ret;
 
-	if (posix_memalign(&zero, BS, 2 * BS))
-		return -ENOMEM;
-	memset(zero, 0, 2 * BS);
 	pthread_mutex_lock(&fs->ckpt_mu);
-	nsb = fs->sb;
-	nsb.dev_index = (uint32_t)slot;
-	memcpy(nsb.dev_uuid, uuid, 16);
-	memcpy(nsb.dev_uuids[slot], uuid, 16);
-	nsb.dev_state[slot] = 1;
-	ret = dev_pwrite(fs->be, d, zero, 2 * BS, 0);
-	if (ret == 0)
-		ret = super_write_dev(fs->be, d, &nsb);
-	if (ret == 0)
-		ret = dev_flush(fs->be, d);
+	ret = sbc_mark_target(fs, (unsigned)slot, d, uuid);
 	if (ret == 0) {
 		memcpy(fs->sb.dev_uuids[slot], uuid, 16);
 		fs->sb.dev_state[slot] = 1;
@@ -904,7 +903,6 @@ static int replace_write_super(struct tfs *fs, struct dev *d, int slot, const ui
 		sbc_note_member(fs, (unsigned)slot, uuid);
 	}
 	pthread_mutex_unlock(&fs->ckpt_mu);
-	free(zero);
 	if (ret < 0)
 		snprintf(err, errlen, "%s: cannot write the superblock: %s", newpath,
 			 strerror(-ret));

@@ -245,6 +245,41 @@ int sbc_persist_stale(struct tfs *fs)
 	return ret;
 }
 
+/*
+ * The target of a rebuild or replace holds, until the run completes, part
+ * old blocks and part copied ones.  The superblocks of the in-sync devices
+ * say it is stale, but its own would still be what it was before (a member
+ * in sync, only older): mounted alone with -o degraded it would serve that
+ * mix without a word.  So it says so itself first.  Both slots: its other
+ * slot may hold any older superblock of its own, and must not win.
+ */
+int sbc_mark_target(struct tfs *fs, unsigned slot, struct dev *d, const uint8_t *uuid)
+{
+	struct super sb;
+	int ret;
+
+	dev_assert_may_block("superblock write");
+	pthread_mutex_lock(&fs->sbc.mu);
+	sb = fs->sbc.last;
+	if (uuid)
+		memcpy(sb.dev_uuids[slot], uuid, 16);
+	sb.dev_index = slot;
+	memcpy(sb.dev_uuid, sb.dev_uuids[slot], 16);
+	sb.dev_state[slot] = 1;
+	sb.state = SUPER_DIRTY;
+	/* Below every in-sync copy: never the newest while one is given. */
+	if (sb.generation > 1)
+		sb.generation--;
+	ret = super_write_slot(fs->mirror.be, d, &sb, 0);
+	if (ret == 0)
+		ret = super_write_slot(fs->mirror.be, d, &sb, 1);
+	/* Durable before the run's first block reaches the device. */
+	if (ret == 0)
+		ret = dev_flush(fs->mirror.be, d);
+	pthread_mutex_unlock(&fs->sbc.mu);
+	return ret;
+}
+
 void sbc_note_member(struct tfs *fs, unsigned slot, const uint8_t uuid[16])
 {
 	pthread_mutex_lock(&fs->sbc.mu);

@@ -4,10 +4,11 @@
  * superblock to every healthy device and flushing it: the generation, the
  * device states and error counters, the last durable superblock and the
  * emergency write that records a failed device as stale before a write is
- * acknowledged.  Every other superblock field belongs to a service that
- * fills it: the checkpoint (ckpt.c) sets its own fields in fs->sb before
- * calling sbc_commit, the others register a fill callback once at mount
- * (sbc_register) and are called on every commit.  The commit never names
+ * acknowledged, and the mark a rebuild or replace target gets in its own
+ * superblock before its first block.  Every other superblock field
+ * belongs to a service that fills it: the checkpoint (ckpt.c) sets its own
+ * fields in fs->sb before calling sbc_commit, the others register a fill
+ * callback once at mount (sbc_register) and are called on every commit.  The commit never names
  * the services, so they may call it (and the checkpoint) without a circle.
  * Functions return 0 or -errno.
  */
@@ -75,6 +76,19 @@ int sbc_commit(struct tfs *fs);
  * sbc.mu: safe from a writer holding range and inode locks.  0, or -EIO if
  * no device took it. */
 int sbc_persist_stale(struct tfs *fs);
+
+/*
+ * Before a rebuild or replace writes anything to its target @d (slot
+ * @slot, not in sync, not yet installed in the mirror): the target's own
+ * superblock records it stale.  The last durable superblock with
+ * dev_state[@slot] = 1, this device's index and uuid (@uuid: a replace's
+ * new member; NULL: the slot's), one generation below the durable one (an
+ * in-sync device always wins the choice of the newest), into both slots,
+ * flushed.  Until a checkpoint after the run completes writes it in sync,
+ * a crash leaves a device that mount and fsck refuse alone.  Takes sbc.mu.
+ * 0 or -errno.
+ */
+int sbc_mark_target(struct tfs *fs, unsigned slot, struct dev *d, const uint8_t *uuid);
 
 /* A replace wrote @uuid as member @slot (stale until rebuilt): the next
  * emergency superblock must name it.  Caller holds fs->ckpt_mu. */

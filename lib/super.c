@@ -554,7 +554,12 @@ bool super_slot_older(const void *buf, unsigned slot, const struct super *cur)
 
 int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb)
 {
-	unsigned slot = (unsigned)(sb->generation % 2);
+	return super_write_slot(be, d, sb, (unsigned)(sb->generation % 2));
+}
+
+int super_write_slot(struct dev_backend *be, struct dev *d, const struct super *sb,
+		     unsigned slot)
+{
 	void *buf;
 	int ret;
 

@@ -89,7 +89,9 @@ struct super {
 	uint64_t log_id;		/* changes every mount; records carry it */
 	uint64_t next_ino;
 	/* Per device: 0 = in sync; 1 = stale (failed or missing while the file
-	 * system was written): it must not serve reads until rebuilt. */
+	 * system was written): it must not serve reads until rebuilt.  A
+	 * device's own entry is 1 only on a rebuild or replace target
+	 * (sbc_mark_target, super_self_stale). */
 	uint32_t dev_state[DEV_MAX];
 	uint64_t ctime_ns;		/* mkfs time */
 	struct super_devstats stats[DEV_MAX];
@@ -188,5 +190,15 @@ static inline bool super_split_brain(const struct super *nb, const struct super 
 }
 /* Write sb (with dev_index set by the caller) to slot generation % 2. */
 int super_write_dev(struct dev_backend *be, struct dev *d, const struct super *sb);
+/* The same into slot @slot (0 or 1) whatever the generation: a rebuild
+ * target's mark goes to both (sbc_mark_target). */
+int super_write_slot(struct dev_backend *be, struct dev *d, const struct super *sb,
+		     unsigned slot);
+/* The device @sb was read from records itself stale: only a rebuild or
+ * replace target does (sbc_mark_target), until the run completes. */
+static inline bool super_self_stale(const struct super *sb)
+{
+	return sb->dev_index < DEV_MAX && sb->dev_state[sb->dev_index];
+}
 
 #endif

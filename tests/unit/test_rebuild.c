@@ -553,7 +553,8 @@ static void test_replace_under_writer(void **state)
 }
 
 /* A crash in the middle of a replace: the new device is still stale on
- * disk (it cannot be mounted alone as current), the next mount resumes
+ * disk (its own superblock says so: mounted alone, even -o degraded, it
+ * is refused as a replace that did not finish), the next mount resumes
  * the copy from the saved cursor without -o degraded, and it finishes. */
 static void test_crash_mid_rebuild(void **state)
 {
@@ -595,6 +596,7 @@ static void test_crash_mid_rebuild(void **state)
 		const char *d1[1] = { img[2] };
 
 		assert_int_not_equal(try_mount(d1, 1, true, NULL, &fs, err, sizeof(err)), 0);
+		assert_non_null(strstr(err, "did not finish"));
 	}
 	fs = mount_devs(img[0], img[2], false, NULL);
 	assert_int_equal(atomic_load(&fs->mirror.state[1]), MDEV_REBUILDING);
