@@ -127,6 +127,20 @@ static void space_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "available_bytes", (free_ > reserve ? free_ - reserve : 0) * TFS_BLOCK_SIZE);
 }
 
+const char *ctl_state(struct tfs *fs)
+{
+	bool healthy = true;
+
+	/* As status -x judges it (twinfs-ctl.c, status_health): a device
+	 * not ONLINE, or a block no copy verified (the counters are kept on
+	 * disk until twinfs-ctl clear), is not healthy. */
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
+		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
+		    atomic_load(&fs->mirror.ctr[i].unrecoverable))
+			healthy = false;
+	return atomic_load(&fs->unusable) ? "UNUSABLE" : healthy ? "HEALTHY" : "DEGRADED";
+}
+
 /* ---- commands ---- */
 
 /* The format v2 inode cache: resident inodes, the budget, fault-ins (and
@@ -266,7 +280,6 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
-	bool healthy = true;
 	char u[37];
 
 	if (!sb)
@@ -276,15 +289,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_str(j, "fs_uuid", u);
 	jb_str(j, "label", sb->label);
 	jb_u64(j, "format_version", sb->version);
-	/* As status -x judges it (twinfs-ctl.c, status_health): a device
-	 * not ONLINE, or a block no copy verified (the counters are kept on
-	 * disk), is not healthy. */
-	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
-		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
-		    atomic_load(&fs->mirror.ctr[i].unrecoverable))
-			healthy = false;
-	jb_str(j, "state", atomic_load(&fs->unusable) ? "UNUSABLE" :
-	       healthy ? "HEALTHY" : "DEGRADED");
+	jb_str(j, "state", ctl_state(fs));
 	jb_u64(j, "writable_devices", mirror_healthy(&fs->mirror));	/* 0: unusable */
 	jb_bool(j, "readonly", fs->readonly);
 	jb_str(j, "backend", tfs_backend_name(fs));
