@@ -72,16 +72,27 @@ int ctl_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+void ctl_errs_json(struct jbuf *j, const struct mirror_errs *e)
+{
+	jb_u64(j, "read_errors", e->read_err);
+	jb_u64(j, "write_errors", e->write_err);
+	jb_u64(j, "flush_errors", e->flush_err);
+	jb_u64(j, "csum_errors", e->csum_err);
+	jb_u64(j, "repaired", e->repaired);
+	jb_u64(j, "unrecoverable", e->unrecoverable);
+}
+
 static void counters_json(struct tfs *fs, unsigned i, struct jbuf *j)
 {
 	const struct mirror_counters *c = &fs->mirror.ctr[i];
+	struct mirror_errs e = {
+		.read_err = atomic_load(&c->read_err), .write_err = atomic_load(&c->write_err),
+		.flush_err = atomic_load(&c->flush_err), .csum_err = atomic_load(&c->csum_err),
+		.repaired = atomic_load(&c->repaired),
+		.unrecoverable = atomic_load(&c->unrecoverable),
+	};
 
-	jb_u64(j, "read_errors", atomic_load(&c->read_err));
-	jb_u64(j, "write_errors", atomic_load(&c->write_err));
-	jb_u64(j, "flush_errors", atomic_load(&c->flush_err));
-	jb_u64(j, "csum_errors", atomic_load(&c->csum_err));
-	jb_u64(j, "repaired", atomic_load(&c->repaired));
-	jb_u64(j, "unrecoverable", atomic_load(&c->unrecoverable));
+	ctl_errs_json(j, &e);
 	jb_u64(j, "reads", atomic_load(&c->reads));
 	jb_u64(j, "read_bytes", atomic_load(&c->read_bytes));
 }

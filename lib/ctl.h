@@ -47,6 +47,10 @@ extern const struct ctl_cmd ctl_core_cmds[];	/* ctl.c: status, stats, scrub ... 
 extern const struct ctl_cmd ctl_dev_cmds[];	/* ctl_dev.c: rebuild, replace ... */
 extern const struct ctl_cmd ctl_discard_cmds[];	/* discard.c: trim, trim status */
 
+/* A device's error counters as JSON members (status, stats, clear). */
+struct mirror_errs;
+void ctl_errs_json(struct jbuf *j, const struct mirror_errs *e);
+
 /* "HEALTHY", "DEGRADED" (a device not in sync, or a loss counted since
  * the last clear) or "UNUSABLE": status's "state". */
 const char *ctl_state(struct tfs *fs);

@@ -130,16 +130,6 @@ static int cmd_replace(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 	return 0;
 }
 
-static void errs_json(struct jbuf *j, const struct mirror_errs *e)
-{
-	jb_u64(j, "read_errors", e->read_err);
-	jb_u64(j, "write_errors", e->write_err);
-	jb_u64(j, "flush_errors", e->flush_err);
-	jb_u64(j, "csum_errors", e->csum_err);
-	jb_u64(j, "repaired", e->repaired);
-	jb_u64(j, "unrecoverable", e->unrecoverable);
-}
-
 /*
  * clear [DEV]: zero the error counters of DEV (every device without one)
  * and forget the losses counted on it, so a block still lost is counted
@@ -190,7 +180,7 @@ static int cmd_clear(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 		jb_obj_begin(out, NULL);
 		jb_u64(out, "index", d);
 		jb_str(out, "path", dv ? dv->path : NULL);
-		errs_json(out, &was[d]);
+		ctl_errs_json(out, &was[d]);
 		jb_obj_end(out);
 	}
 	jb_arr_end(out);
