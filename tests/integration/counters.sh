@@ -64,9 +64,11 @@ fi
 grep -q "permission denied" <<<"$out" || h_fail "no EPERM for another user: $out"
 chmod 700 "$T"
 [[ $(counts) == "0 1 0 1 0" ]] || h_fail "a refused clear cleared: $(counts)"
-out=$("$CTL" clear "$MNT" 1) || h_fail "clear 1 failed: $out"
-grep -q "cleared device 1 .*: 1 checksum errors, 1 repaired" <<<"$out" ||
-	h_fail "clear does not say what it cleared: $out"
+out=$("$CTL" clear "$MNT" 1 --json) || h_fail "clear 1 failed: $out"
+python3 -c 'import json, sys
+c = json.loads(sys.argv[1])["cleared"]
+assert [(d["index"], d["csum_errors"], d["repaired"]) for d in c] == [(1, 1, 1)], c' "$out" ||
+	h_fail "clear --json does not say what it cleared: $out"
 c=$(counts)
 [[ $c == "0 0 0 0 0" ]] || h_fail "counters after clear: $c"
 h_crash
