@@ -34,7 +34,7 @@ static bool try_copy(struct bstore_mirror *s, unsigned dev, const struct bptr *p
 	if (ret == -ENODEV)
 		return false;
 	if (!ret)	/* read errors are counted by mirror_read_dev */
-		mirror_event(s->m, dev, MEV_CSUM_ERR, p->addr, BNODE_BLOCKS);
+		mirror_event(s->m, dev, MEV_CSUM_ERR, p->addr, 1);
 	bad[dev] = true;
 	return false;
 }
@@ -78,7 +78,7 @@ static int ms_read(void *ctx, const struct bptr *p, void *buf)
 			good = (int)d;
 	}
 	if (good < 0) {
-		mirror_event(m, (unsigned)first, MEV_UNRECOVERABLE, p->addr, BNODE_BLOCKS);
+		mirror_event(m, (unsigned)first, MEV_UNRECOVERABLE, p->addr, 1);
 		return -EIO;
 	}
 	if (s->all_copies)
@@ -87,7 +87,7 @@ static int ms_read(void *ctx, const struct bptr *p, void *buf)
 	 * rewritten in place by anyone (copy-on-write). */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)
 		if (bad[d] && !mirror_write_dev(m, d, p->addr, buf, BNODE_BLOCKS))
-			mirror_event(m, d, MEV_REPAIRED, p->addr, BNODE_BLOCKS);
+			mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
 	return 0;
 }
 

@@ -50,7 +50,7 @@ struct bstore {
  * BNODE_BLOCKS) of a mirror, written to every in-sync device by
  * mirror_write.  A read takes one copy (the mirror's read rotation) and
  * checks it against the parent pointer; a copy that fails (read error or
- * mismatch) is counted (MEV_CSUM_ERR / MEV_READ_ERR), the other devices
+ * mismatch) is counted once per node (MEV_CSUM_ERR / MEV_READ_ERR), the other devices
  * are tried, a good copy is returned and written over every bad one
  * (MEV_REPAIRED, unless the mirror is no_repair); no good copy:
  * MEV_UNRECOVERABLE and -EIO.  With all_copies every copy is read and

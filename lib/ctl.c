@@ -72,16 +72,27 @@ int ctl_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+void ctl_errs_json(struct jbuf *j, const struct mirror_errs *e)
+{
+	jb_u64(j, "read_errors", e->read_err);
+	jb_u64(j, "write_errors", e->write_err);
+	jb_u64(j, "flush_errors", e->flush_err);
+	jb_u64(j, "csum_errors", e->csum_err);
+	jb_u64(j, "repaired", e->repaired);
+	jb_u64(j, "unrecoverable", e->unrecoverable);
+}
+
 static void counters_json(struct tfs *fs, unsigned i, struct jbuf *j)
 {
 	const struct mirror_counters *c = &fs->mirror.ctr[i];
+	struct mirror_errs e = {
+		.read_err = atomic_load(&c->read_err), .write_err = atomic_load(&c->write_err),
+		.flush_err = atomic_load(&c->flush_err), .csum_err = atomic_load(&c->csum_err),
+		.repaired = atomic_load(&c->repaired),
+		.unrecoverable = atomic_load(&c->unrecoverable),
+	};
 
-	jb_u64(j, "read_errors", atomic_load(&c->read_err));
-	jb_u64(j, "write_errors", atomic_load(&c->write_err));
-	jb_u64(j, "flush_errors", atomic_load(&c->flush_err));
-	jb_u64(j, "csum_errors", atomic_load(&c->csum_err));
-	jb_u64(j, "repaired", atomic_load(&c->repaired));
-	jb_u64(j, "unrecoverable", atomic_load(&c->unrecoverable));
+	ctl_errs_json(j, &e);
 	jb_u64(j, "reads", atomic_load(&c->reads));
 	jb_u64(j, "read_bytes", atomic_load(&c->read_bytes));
 }
@@ -125,6 +136,20 @@ static void space_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "used_bytes", (total - free_) * TFS_BLOCK_SIZE);
 	jb_u64(j, "free_bytes", free_ * TFS_BLOCK_SIZE);
 	jb_u64(j, "available_bytes", (free_ > reserve ? free_ - reserve : 0) * TFS_BLOCK_SIZE);
+}
+
+const char *ctl_state(struct tfs *fs)
+{
+	bool healthy = true;
+
+	/* As status -x judges it (twinfs-ctl.c, status_health): a device
+	 * not ONLINE, or a block no copy verified (the counters are kept on
+	 * disk until twinfs-ctl clear), is not healthy. */
+	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
+		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
+		    atomic_load(&fs->mirror.ctr[i].unrecoverable))
+			healthy = false;
+	return atomic_load(&fs->unusable) ? "UNUSABLE" : healthy ? "HEALTHY" : "DEGRADED";
 }
 
 /* ---- commands ---- */
@@ -266,7 +291,6 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 {
 	struct super *sb = malloc(sizeof(*sb));
-	bool healthy = true;
 	char u[37];
 
 	if (!sb)
@@ -276,15 +300,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_str(j, "fs_uuid", u);
 	jb_str(j, "label", sb->label);
 	jb_u64(j, "format_version", sb->version);
-	/* As status -x judges it (twinfs-ctl.c, status_health): a device
-	 * not ONLINE, or a block no copy verified (the counters are kept on
-	 * disk), is not healthy. */
-	for (unsigned i = 0; i < fs->mirror.ndevs; i++)
-		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
-		    atomic_load(&fs->mirror.ctr[i].unrecoverable))
-			healthy = false;
-	jb_str(j, "state", atomic_load(&fs->unusable) ? "UNUSABLE" :
-	       healthy ? "HEALTHY" : "DEGRADED");
+	jb_str(j, "state", ctl_state(fs));
 	jb_u64(j, "writable_devices", mirror_healthy(&fs->mirror));	/* 0: unusable */
 	jb_bool(j, "readonly", fs->readonly);
 	jb_str(j, "backend", tfs_backend_name(fs));

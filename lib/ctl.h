@@ -10,7 +10,8 @@
  * An ioctl needs no socket path to agree on and dies with the mount.
  *
  * Commands are words separated by spaces ("status", "stats", "scrub start
- * rate=50M", "scrub status", "scrub cancel", "rebuild DEV", "replace OLD NEW"),
+ * rate=50M", "scrub status", "scrub cancel", "rebuild DEV", "replace OLD NEW",
+ * "clear [DEV]"),
  * dispatched by tfs_ctl() through the command tables below.  Long jobs
  * (scrub, rebuild, replace) run in background threads; their status commands
  * return progress.
@@ -45,6 +46,14 @@ struct ctl_cmd {
 extern const struct ctl_cmd ctl_core_cmds[];	/* ctl.c: status, stats, scrub ... */
 extern const struct ctl_cmd ctl_dev_cmds[];	/* ctl_dev.c: rebuild, replace ... */
 extern const struct ctl_cmd ctl_discard_cmds[];	/* discard.c: trim, trim status */
+
+/* A device's error counters as JSON members (status, stats, clear). */
+struct mirror_errs;
+void ctl_errs_json(struct jbuf *j, const struct mirror_errs *e);
+
+/* "HEALTHY", "DEGRADED" (a device not in sync, or a loss counted since
+ * the last clear) or "UNUSABLE": status's "state". */
+const char *ctl_state(struct tfs *fs);
 
 /* Run one command line; out receives a NUL-terminated JSON document.
  * Returns 0 or -errno (the JSON then holds {"error": "..."}). */

@@ -2,7 +2,8 @@
 /*
  * ctl_dev: control commands for devices: "rebuild DEV", "replace OLD NEW",
  * "rebuild status", "rebuild cancel" (also spelled "replace status/cancel":
- * one job slot serves both).  The work runs in rebuild.c's
+ * one job slot serves both), and "clear [DEV]", which zeroes the error
+ * counters (zpool clear, btrfs device stats -z).  The work runs in rebuild.c's
  * background thread; these commands start it and report its progress as
  * one JSON object (state, kind, dev, percent, bytes, rate, ETA, counts).
  */
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "ctl.h"
 #include "fs_i.h"
 #include "json.h"
@@ -128,7 +130,66 @@ static int cmd_replace(struct tfs *fs, int argc, char **argv, struct jbuf *out)
 	return 0;
 }
 
+/*
+ * clear [DEV]: zero the error counters of DEV (every device without one)
+ * and forget the losses counted on it, so a block still lost is counted
+ * again when next met.  The counters live in the superblock, so a
+ * checkpoint commits the zeros before the reply: the clear survives a
+ * remount, and a crash before the commit leaves the old counters (never a
+ * mix: the superblock is written whole).  Device states are not touched
+ * (a rebuild does that).  Replies with what each device had.
+ */
+static int cmd_clear(struct tfs *fs, int argc, char **argv, struct jbuf *out)
+{
+	struct mirror_errs was[DEV_MAX];
+	unsigned from = 0, to = fs->ndevs;
+	int ret;
+
+	if (argc > 1) {
+		jb_error(out, "usage: clear [DEV] (slot number, path or device uuid)");
+		return -EINVAL;
+	}
+	if (argc == 1) {
+		ret = rebuild_find_slot(fs, argv[0]);
+		if (ret < 0) {
+			jb_error(out, "no device '%s' in this file system (slots 0 to %u)",
+				 argv[0], fs->ndevs - 1);
+			return -ENOENT;
+		}
+		from = (unsigned)ret;
+		to = from + 1;
+	}
+	if (fs->readonly || !fs->log) {
+		jb_error(out, "the file system is read-only: the counters are kept in the "
+			 "superblock, which it does not write");
+		return -EROFS;
+	}
+	for (unsigned d = from; d < to; d++)
+		mirror_clear_counters(&fs->mirror, d, &was[d]);
+	ret = ckpt_write(fs);
+	if (ret < 0) {
+		jb_error(out, "counters cleared in memory, but the superblock that keeps "
+			 "them was not written (%s): a remount brings them back",
+			 strerror(-ret));
+		return ret;
+	}
+	jb_arr_begin(out, "cleared");
+	for (unsigned d = from; d < to; d++) {
+		const struct dev *dv = fs->mirror.devs[d];
+
+		jb_obj_begin(out, NULL);
+		jb_u64(out, "index", d);
+		jb_str(out, "path", dv ? dv->path : NULL);
+		ctl_errs_json(out, &was[d]);
+		jb_obj_end(out);
+	}
+	jb_arr_end(out);
+	jb_str(out, "state", ctl_state(fs));
+	return 0;
+}
+
 const struct ctl_cmd ctl_dev_cmds[] = {
+	{ "clear", "clear [DEV]", cmd_clear },
 	{ "rebuild status", "rebuild status", cmd_status },
 	{ "rebuild cancel", "rebuild cancel", cmd_cancel },
 	{ "replace status", "replace status", cmd_status },

@@ -615,12 +615,15 @@ static int log_read(struct mirror *m, const struct log_geom *g, struct lwin *w, 
 /*
  * Read and verify the chunk at region block @at expected to start with
  * @seq, from the first healthy device whose copy verifies.  0 with the
- * chunk in r (*payload, *nb, *last set); -ENOENT when no copy is valid;
- * -ENOMEM.
+ * chunk in r (*payload, *nb, *last set) and *bad the devices tried before
+ * whose copy did not verify (bit d) or could not be read (bit 8 + d);
+ * -ENOENT when no copy is valid; -ENOMEM.
  */
 static int read_chunk(struct mirror *m, const struct log_geom *g, struct lwin *w, uint64_t at,
-		      uint64_t seq, struct rbuf *r, size_t *payload, uint64_t *nb, uint64_t *last)
+		      uint64_t seq, struct rbuf *r, size_t *payload, uint64_t *nb, uint64_t *last,
+		      unsigned *bad)
 {
+	*bad = 0;
 	for (unsigned d = 0; d < m->ndevs; d++) {
 		uint64_t n, want;
 		uint32_t plen;
@@ -632,8 +635,11 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, struct lwin *w
 		ret = rbuf_reserve(r, TFS_BLOCK_SIZE);
 		if (ret)
 			return ret;
-		if (log_read(m, g, w, d, at, r->p, 1))
+		*bad |= 1u << d;
+		if (log_read(m, g, w, d, at, r->p, 1)) {
+			*bad |= 1u << (8 + d);
 			continue;
+		}
 		h = r->p;
 		plen = le32_get(h + CH_PAYLOAD);
 		n = le32_get(h + CH_NBLOCKS);
@@ -646,17 +652,57 @@ static int read_chunk(struct mirror *m, const struct log_geom *g, struct lwin *w
 		ret = rbuf_reserve(r, n * TFS_BLOCK_SIZE);
 		if (ret)
 			return ret;
-		if (n > 1 && log_read(m, g, w, d, at + 1, r->p + TFS_BLOCK_SIZE, n - 1))
+		if (n > 1 && log_read(m, g, w, d, at + 1, r->p + TFS_BLOCK_SIZE, n - 1)) {
+			*bad |= 1u << (8 + d);
 			continue;
+		}
 		want = le64_get(r->p + CH_CSUM);
 		le64_put(r->p + CH_CSUM, 0);
 		if (csum_buf(r->p, CHUNK_HDR + plen, at) != want)
 			continue;
+		le64_put(r->p + CH_CSUM, want);	/* as on disk: a repair writes it */
+		*bad &= ~(1u << d);
 		*payload = plen;
 		*nb = n;
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/*
+ * A chunk replay read from one device after other devices' copies did not
+ * verify (@bad, from read_chunk): the good copy (r) is written over each
+ * bad one, unless the mirror is no_repair (rescue mount, fsck -n).  Whether
+ * to count them waits for the next chunk (replay_count): only the last
+ * chunk of a log can be torn by a crash (one commit is in flight at a
+ * time, and it is written to every device at once), and a crash is not
+ * damage.  Returns the devices rewritten.
+ */
+static unsigned replay_repair(struct mirror *m, const struct log_geom *g, uint64_t at,
+			      const struct rbuf *r, uint64_t nb, unsigned bad)
+{
+	unsigned fixed = 0;
+
+	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)
+		if ((bad & (1u << d)) &&
+		    !mirror_write_dev(m, d, g->start + at, r->p, (uint32_t)nb))
+			fixed |= 1u << d;
+	return fixed;
+}
+
+/* A later chunk verified: the chunk at @at was complete before it was
+ * written, so its bad copies (@bad, bits as read_chunk's) were damage:
+ * counted on their devices like a bad copy of a block (one per chunk),
+ * with the repairs (@fixed).  Read errors are counted where they happen. */
+static void replay_count(struct mirror *m, const struct log_geom *g, uint64_t at,
+			 unsigned bad, unsigned fixed)
+{
+	for (unsigned d = 0; d < m->ndevs; d++) {
+		if ((bad & (1u << d)) && !(bad & (1u << (8 + d))))
+			mirror_event(m, d, MEV_CSUM_ERR, g->start + at, 1);
+		if (fixed & (1u << d))
+			mirror_event(m, d, MEV_REPAIRED, g->start + at, 1);
+	}
 }
 
 /* Blocks of the largest chunk a writer makes in a region of @nblocks
@@ -712,6 +758,7 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 			for (uint64_t i = 0; i < n && !res; i++) {
 				const uint8_t *h = win + i * TFS_BLOCK_SIZE;
 				uint64_t at = base + i, first, id, last, nb;
+				unsigned bad;	/* evidence only: not counted here */
 				size_t plen;
 
 				if (memcmp(h + CH_MAGIC, CHUNK_MAGIC, 8) || le64_get(h + CH_POS) != at)
@@ -726,7 +773,8 @@ static int log_went_on(struct mirror *m, const struct log_geom *g, uint64_t pos,
 					struct log_geom og = *g;
 
 					og.log_id = id;
-					if (read_chunk(m, &og, NULL, at, first, r, &plen, &nb, &last))
+					if (read_chunk(m, &og, NULL, at, first, r, &plen, &nb, &last,
+						       &bad))
 						continue;
 				}
 				res = id == g->log_id ? -EBADMSG : -ESTALE;
@@ -833,12 +881,13 @@ int log_lost(struct mirror *m, const struct log_geom *g, uint64_t seq, log_rec_f
 		struct log_geom og = *g;
 		struct lost_ctx lc = { .cb = cb, .ctx = ctx };
 		uint64_t nb, last;
+		unsigned bad;
 		size_t plen;
 
 		if (i && !cand_cmp(&v[i], &v[i - 1]))
 			continue;
 		og.log_id = v[i].id;
-		ret = read_chunk(m, &og, NULL, v[i].at, v[i].first, &r, &plen, &nb, &last);
+		ret = read_chunk(m, &og, NULL, v[i].at, v[i].first, &r, &plen, &nb, &last, &bad);
 		if (ret == -ENOENT) {
 			ret = 0;	/* no copy verifies: nothing to count */
 			continue;
@@ -906,6 +955,7 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 	struct rbuf r = { 0 };
 	struct lwin w = { 0 };
 	uint64_t pos = g->head_pos, seq = g->head_seq;
+	struct { uint64_t at; unsigned bad, fixed; } prev = { 0 };	/* replay_count */
 	int ret = 0;
 
 	if (g->nblocks == 0 || pos >= g->nblocks)
@@ -918,12 +968,13 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 	for (;;) {
 		uint64_t at = pos, nb, last;
 		size_t payload;
+		unsigned bad;
 
-		ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last);
+		ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last, &bad);
 		if (ret == -ENOENT && pos != 0) {
 			/* the chunk may not have fit before the end */
 			at = 0;
-			ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last);
+			ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last, &bad);
 		}
 		if (ret == -ENOENT) {
 			/* The log ends here, unless it demonstrably went on. */
@@ -932,6 +983,11 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 		}
 		if (ret)
 			break;
+		if (prev.bad)
+			replay_count(m, g, prev.at, prev.bad, prev.fixed);
+		prev.at = at;
+		prev.bad = bad;
+		prev.fixed = bad ? replay_repair(m, g, at, &r, nb, bad) : 0;
 		if (pre)
 			pre(ctx, r.p + CHUNK_HDR, payload);
 		ret = log_decode(r.p + CHUNK_HDR, payload, cb, ctx);
@@ -942,6 +998,11 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 	}
 	free(r.p);
 	free(w.p);
+	if (prev.bad)
+		tfs_log(LOG_NOTICE, "metadata log: the last chunk (block %llu) verified on "
+			"some devices only, as a write cut by a crash leaves it%s",
+			(unsigned long long)(g->start + prev.at),
+			prev.fixed ? "; rewritten on the others" : "");
 	if (ret && ret != -EBADMSG && ret != -ESTALE)
 		return ret;
 	*end_pos = pos;

@@ -54,6 +54,8 @@ void mirror_event(struct mirror *m, unsigned dev, int kind, uint64_t blk, uint64
 
 	if (dev >= m->ndevs || kind < 0 || kind >= MEV_KINDS)
 		return;
+	if (mirror_lost_seen(m, dev, kind, blk, n))
+		return;
 	c = &m->ctr[dev];
 	ctr = kind == MEV_READ_ERR ? &c->read_err : kind == MEV_WRITE_ERR ? &c->write_err :
 	      kind == MEV_FLUSH_ERR ? &c->flush_err : kind == MEV_CSUM_ERR ? &c->csum_err :
@@ -113,6 +115,7 @@ int mirror_init(struct mirror *m, struct dev_backend *be, struct dev **devs, uns
 	m->ndevs = n;
 	pthread_mutex_init(&m->sync_mu, NULL);
 	pthread_mutex_init(&m->path_mu, NULL);
+	pthread_mutex_init(&m->lost_mu, NULL);
 	pthread_cond_init(&m->sync_cv, NULL);
 	atomic_init(&m->sync_dev, -1);
 	atomic_init(&m->win, UINT64_MAX);
@@ -471,6 +474,9 @@ int mirror_write_begin(struct mirror *m, uint64_t blk, const void *buf, uint32_t
 	w->nblk = nblk;
 	w->n = 0;
 	w->counted = write_enter(m, blk, nblk, &w->r0, &w->r1);
+	/* New content: a loss counted here is over (nodes are written to
+	 * addresses freed earlier, data too). */
+	mirror_lost_forget(m, blk, nblk);
 	/* Before the I/O: a device out of sync misses this write, and its
 	 * region must be dirty before anything can point at the blocks. */
 	if (mirror_healthy(m) < m->ndevs)

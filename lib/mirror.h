@@ -37,6 +37,7 @@
 #include "tlog.h"
 
 #define MIRROR_READ_ERR_LIMIT 32
+#define MIRROR_LOST_MAX 256u	/* distinct losses remembered (struct mirror) */
 
 enum mirror_dev_state {
 	MDEV_OK = 0,
@@ -55,13 +56,20 @@ struct mirror_counters {
 	_Atomic uint64_t read_err;
 	_Atomic uint64_t write_err;
 	_Atomic uint64_t flush_err;
-	_Atomic uint64_t csum_err;	/* blocks that did not verify */
+	/* Each counts objects: a data block (4 KiB) or a tree node (one,
+	 * whatever its size); a loss once until rewritten (mirror_lost.c). */
+	_Atomic uint64_t csum_err;	/* copies that did not verify */
 	_Atomic uint64_t repaired;	/* bad copies rewritten from a good one */
-	_Atomic uint64_t unrecoverable;	/* blocks no copy verified */
+	_Atomic uint64_t unrecoverable;	/* blocks/nodes no copy verified */
 	/* Reads issued to the device and their bytes (memory only, not in
 	 * the superblock): shows how reads spread over the mirrors. */
 	_Atomic uint64_t reads;
 	_Atomic uint64_t read_bytes;
+};
+
+/* A device's error counters (mirror_clear_counters). */
+struct mirror_errs {
+	uint64_t read_err, write_err, flush_err, csum_err, repaired, unrecoverable;
 };
 
 /* What mirror_event() counts and logs (rate limited per device and kind). */
@@ -100,6 +108,18 @@ struct mirror {
 	/* Rescue mount: bad copies met on reads are not rewritten. */
 	bool no_repair;
 	struct tlog_rl rl[DEV_MAX][MEV_KINDS];	/* log rate limits */
+
+	/* Lost blocks (mirror_lost.c): the address (a data block, or a
+	 * node's first block) of each loss counted unrecoverable, and the
+	 * device it was counted on, until it is written again, repaired or
+	 * cleared.  A read that meets a known loss again counts nothing (no
+	 * checksum error, no unrecoverable, no log line): the counters count
+	 * damage, not retries.  When the table is full a loss is counted
+	 * every time, as before.  lost_mu is a leaf lock; nlost is read
+	 * lock-free by the write path. */
+	pthread_mutex_t lost_mu;
+	_Atomic unsigned nlost;
+	struct { uint64_t blk; unsigned dev; } lost[MIRROR_LOST_MAX];
 
 	/* The path each slot was mounted from (absolute when the daemon
 	 * mounted it; a replace swaps in the new one): it
@@ -229,6 +249,19 @@ int mirror_flush(struct mirror *m);
  * device and kind per TLOG_RL_INTERVAL_S (blk: first block concerned).
  * Used by the read path here and by scrub, so both share the limits. */
 void mirror_event(struct mirror *m, unsigned dev, int kind, uint64_t blk, uint64_t n);
+
+/* Zero device @dev's error counters (reads and read_bytes stay) and
+ * forget the losses counted on it, so a block still lost is counted again
+ * when next met; @old (may be NULL) gets what the counters were.  The
+ * superblock keeps them until the caller commits one. */
+void mirror_clear_counters(struct mirror *m, unsigned dev, struct mirror_errs *old);
+/* mirror_event's filter (mirror_lost.c): true when the event is about a
+ * loss already counted (MEV_CSUM_ERR, MEV_UNRECOVERABLE) and must count
+ * nothing; an MEV_UNRECOVERABLE not known yet is remembered, an
+ * MEV_REPAIRED forgets its range. */
+bool mirror_lost_seen(struct mirror *m, unsigned dev, int kind, uint64_t blk, uint64_t n);
+/* Forget the losses in [blk, blk + n): it is being written anew. */
+void mirror_lost_forget(struct mirror *m, uint64_t blk, uint64_t n);
 
 /* Mark a device failed (logged once through on_state).  Works on OK and
  * REBUILDING devices. */

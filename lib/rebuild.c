@@ -477,7 +477,7 @@ static bool slot_path_is(struct tfs *fs, unsigned i, const char *path)
 /* Slot named by @name: a number, the path it was mounted from (or another
  * name of that file), or its dev uuid.  -ERANGE for a number that is no
  * slot, -ENOENT if none. */
-static int find_slot(struct tfs *fs, const char *name)
+int rebuild_find_slot(struct tfs *fs, const char *name)
 {
 	struct mirror *m = &fs->mirror;
 	char u[37], real[PATH_MAX];
@@ -710,7 +710,7 @@ int rebuild_start(struct tfs *fs, const char *name, char *err, size_t errlen)
 	ret = claim(fs, err, errlen);
 	if (ret < 0)
 		return ret;
-	slot = find_slot(fs, name);
+	slot = rebuild_find_slot(fs, name);
 	if (slot == -ERANGE) {
 		no_slot(fs, name, err, errlen);
 		ret = -ENOENT;
@@ -829,7 +829,7 @@ static int replace_slot(struct tfs *fs, const char *oldname, const char *newpath
 	struct mirror *m = &fs->mirror;
 	int slot, j;
 
-	slot = find_slot(fs, oldname);
+	slot = rebuild_find_slot(fs, oldname);
 	if (slot == -ERANGE) {
 		no_slot(fs, oldname, err, errlen);
 		return -ENOENT;

@@ -65,6 +65,10 @@ int rebuild_start(struct tfs *fs, const char *dev, char *err, size_t errlen);
 int rebuild_replace(struct tfs *fs, const char *old, const char *newpath, bool force,
 		    char *err, size_t errlen);
 int rebuild_cancel(struct tfs *fs);
+/* The slot @name names: a number, the path it was mounted from (or another
+ * name of that file), or its device uuid.  -ERANGE for a number that is no
+ * slot, -ENOENT if none. */
+int rebuild_find_slot(struct tfs *fs, const char *name);
 /* Limit the pace (bytes of regions visited per second; 0: none). */
 void rebuild_set_rate(struct tfs *fs, uint64_t bytes_per_s);
 void rebuild_get_status(struct tfs *fs, struct rebuild_status *st);

@@ -80,7 +80,7 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 		if (ret) {
 			w->n.read_err++;
 		} else if (!bnode_matches(buf, p)) {
-			mirror_event(m, d, MEV_CSUM_ERR, p->addr, BNODE_BLOCKS);
+			mirror_event(m, d, MEV_CSUM_ERR, p->addr, 1);
 		} else {
 			have = true;
 			continue;
@@ -91,7 +91,7 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	if (first_dev == DEV_MAX)
 		return -ENODEV;
 	if (!have) {
-		mirror_event(m, first_dev, MEV_UNRECOVERABLE, p->addr, BNODE_BLOCKS);
+		mirror_event(m, first_dev, MEV_UNRECOVERABLE, p->addr, 1);
 		w->n.unrecoverable++;
 		if (w->on_lost)
 			w->on_lost(w->ctx, p->addr);
@@ -102,7 +102,7 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++) {
 		if (!bad[d] || copy_io(w, d, p->addr, out, true))
 			continue;
-		mirror_event(m, d, MEV_REPAIRED, p->addr, BNODE_BLOCKS);
+		mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
 		w->n.repaired++;
 	}
 	return 1;

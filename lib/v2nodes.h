@@ -15,8 +15,9 @@
  * and checked against the parent pointer (bnode_matches: csum seeded with
  * the address, header address and generation); a bad or unreadable copy is
  * rewritten from a good one (counted on the device: csum_err or read_err,
- * and repaired, in blocks, as data), a node with no good copy is counted
- * unrecoverable (MEV_UNRECOVERABLE) and the subtree under it is skipped.
+ * and repaired, once per node: a node is one object, whatever its blocks),
+ * a node with no good copy is counted unrecoverable (MEV_UNRECOVERABLE,
+ * once per loss: mirror_lost.c) and the subtree under it is skipped.
  *
  * Functions return 0 or -errno.
  */

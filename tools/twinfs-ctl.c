@@ -53,6 +53,7 @@ static void usage(FILE *f)
 		"  trim status MNT [--wait] [--json]\n"
 		"  raw MNT 'COMMAND LINE'              send a command, print the JSON reply\n"
 		"  sync MNT                            make everything written so far durable\n"
+		"  clear MNT [DEV] [--json]            zero the error counters (every device, or DEV)\n"
 		"DEV, OLD: slot number, device uuid or path; NEW: path.\n"
 		"Only the user who mounted the file system and root may use it (sync: anyone).\n", prog);
 }
@@ -526,15 +527,15 @@ enum { HEALTH_OK = 0, HEALTH_DEGRADED = 1, HEALTH_UNUSABLE = 2 };
  * What a monitor needs from status: HEALTH_UNUSABLE when no device takes
  * writes, HEALTH_DEGRADED when a device is not ONLINE (missing, failed,
  * stale, rebuilding: redundancy is gone until a rebuild ends) or some block
- * has no good copy left (a device's unrecoverable counter or the last
- * scrub's), else HEALTH_OK.  Checksum and read errors that were repaired
+ * has no good copy left (a device's unrecoverable counter: scrub counts
+ * what it finds there too, and clear zeroes it), else HEALTH_OK.  Checksum and read errors that were repaired
  * are counted in the table but do not count as damage: the data still has
  * every copy.  @why gets one line.
  */
 static int status_health(const struct jv *v, char *why, size_t n)
 {
 	const struct jv *devs = jv_get(v, "devices");
-	uint64_t unrec = jv_u64(v, "scrub.unrecoverable", 0), dunrec = 0, writable = 0;
+	uint64_t unrec = 0, writable = 0;
 	size_t len = 0;
 	int h = HEALTH_OK;
 
@@ -542,7 +543,7 @@ static int status_health(const struct jv *v, char *why, size_t n)
 	for (const struct jv *d = devs ? devs->child : NULL; d; d = d->next) {
 		const char *st = jv_str(d, "state", "?");
 
-		dunrec += jv_u64(d, "unrecoverable", 0);
+		unrec += jv_u64(d, "unrecoverable", 0);
 		if (!strcmp(st, "ONLINE")) {
 			writable++;
 			continue;
@@ -555,8 +556,6 @@ static int status_health(const struct jv *v, char *why, size_t n)
 						jv_str(d, "path", "missing"), st);
 	}
 	writable = jv_u64(v, "writable_devices", writable);
-	if (dunrec > unrec)
-		unrec = dunrec;
 	if (unrec) {
 		h = HEALTH_DEGRADED;
 		if (len < n)
@@ -828,6 +827,48 @@ static int do_status(const char *mnt, const char *verb, bool json, bool check, b
 	return h;
 }
 
+/* ---- clear ---- */
+
+/* clear MNT [DEV]: one line per device with what was zeroed, then the
+ * state.  Exit 0, or 1 when the daemon refused (printed by send_cmd). */
+static int do_clear(const char *mnt, const char *dev, bool json)
+{
+	struct jv *v = NULL;
+	char *raw = NULL, cmd[PATH_MAX + 16];
+	int ret;
+
+	if (dev) {
+		char p[PATH_MAX];
+
+		if (abs_arg(dev, p, sizeof(p)) < 0)	/* the daemon runs in / */
+			return 1;
+		snprintf(cmd, sizeof(cmd), "clear %s", p);
+	} else {
+		snprintf(cmd, sizeof(cmd), "clear");
+	}
+	ret = send_cmd(mnt, cmd, &v, &raw);
+	if (ret == 0 && json) {
+		print_json(raw);
+	} else if (ret == 0) {
+		const struct jv *c = jv_get(v, "cleared");
+
+		for (c = c ? c->child : NULL; c; c = c->next)
+			printf("cleared device %llu (%s): %llu checksum errors, %llu repaired, "
+			       "%llu unrecoverable, %llu read, %llu write, %llu flush errors\n",
+			       (unsigned long long)jv_u64(c, "index", 0), jv_str(c, "path", "missing"),
+			       (unsigned long long)jv_u64(c, "csum_errors", 0),
+			       (unsigned long long)jv_u64(c, "repaired", 0),
+			       (unsigned long long)jv_u64(c, "unrecoverable", 0),
+			       (unsigned long long)jv_u64(c, "read_errors", 0),
+			       (unsigned long long)jv_u64(c, "write_errors", 0),
+			       (unsigned long long)jv_u64(c, "flush_errors", 0));
+		printf("state: %s\n", jv_str(v, "state", "?"));
+	}
+	jv_free(v);
+	free(raw);
+	return ret < 0 ? 1 : 0;
+}
+
 /* ---- sync ---- */
 
 /*
@@ -1054,6 +1095,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return do_sync(a.mnt);
+	}
+	if (!strcmp(a.verb, "clear")) {
+		if (a.npos > 1 || a.check || a.prom || a.wait || a.force || a.rate) {
+			usage(stderr);
+			return 2;
+		}
+		return do_clear(a.mnt, a.npos ? a.pos[0] : NULL, a.json);
 	}
 	if (!strcmp(a.verb, "status") || !strcmp(a.verb, "stats")) {
 		if (a.npos || (a.check && (strcmp(a.verb, "status") || a.prom)) ||

@@ -186,22 +186,7 @@ done
 h_crash
 save
 flip_log() {	# flip_log IMG: a payload byte of the first chunk after the checkpoint
-	# (docs/FORMAT.md "Log": the region starts at block 16, the newest
-	# superblock's head is at byte 344): every later chunk depends on it.
-	python3 - "$1" <<'PY'
-import struct, sys
-with open(sys.argv[1], "r+b") as f:
-    sb = []
-    for slot in (0, 1):
-        f.seek(slot * 4096)
-        b = f.read(4096)
-        sb.append((struct.unpack_from("<Q", b, 296)[0], b))
-    off = (16 + struct.unpack_from("<Q", max(sb)[1], 344)[0]) * 4096 + 64 + 40
-    f.seek(off)
-    c = f.read(1)
-    f.seek(off)
-    f.write(bytes([c[0] ^ 0x10]))
-PY
+	python3 "$(dirname "$0")/logflip.py" "$1" || h_fail "logflip $1"
 }
 for img in 1 0; do
 	restore

@@ -227,8 +227,8 @@ static void test_repair(void **state)
 	rot(&f, 0, p.addr, 9000);
 	aim_leaf(&f, 0);
 	assert_int_equal(lookup_all(&f, first, first + 1), 0);
-	assert_int_equal(f.m.ctr[0].csum_err, BNODE_BLOCKS);	/* counted in blocks */
-	assert_int_equal(f.m.ctr[0].repaired, BNODE_BLOCKS);
+	assert_int_equal(f.m.ctr[0].csum_err, 1);	/* one node, one error */
+	assert_int_equal(f.m.ctr[0].repaired, 1);
 	assert_int_equal(f.m.ctr[1].csum_err, 0);
 	copies_good(&f, &p);	/* rewritten */
 
@@ -241,7 +241,7 @@ static void test_repair(void **state)
 	aim_leaf(&f, 1);
 	assert_int_equal(lookup_all(&f, first, first + 1), 0);
 	assert_int_equal(f.m.ctr[1].read_err, 1);
-	assert_int_equal(f.m.ctr[1].repaired, BNODE_BLOCKS);
+	assert_int_equal(f.m.ctr[1].repaired, 1);
 	assert_int_equal(mirror_healthy(&f.m), 2);
 	copies_good(&f, &p);
 	fx_teardown(&f);
@@ -267,14 +267,14 @@ static void test_all_copies(void **state)
 	f.m.no_repair = true;
 	aim_leaf(&f, 0);
 	assert_int_equal(lookup_all(&f, first, first + 1), 0);
-	assert_int_equal(f.m.ctr[1].csum_err, BNODE_BLOCKS);
+	assert_int_equal(f.m.ctr[1].csum_err, 1);
 	assert_int_equal(f.m.ctr[1].repaired, 0);
 	assert_int_equal(f.m.ctr[0].csum_err, 0);
 	f.m.no_repair = false;
 	aim_leaf(&f, 0);
 	assert_int_equal(lookup_all(&f, first, first + 1), 0);
-	assert_int_equal(f.m.ctr[1].csum_err, 2 * BNODE_BLOCKS);
-	assert_int_equal(f.m.ctr[1].repaired, BNODE_BLOCKS);
+	assert_int_equal(f.m.ctr[1].csum_err, 2);
+	assert_int_equal(f.m.ctr[1].repaired, 1);
 	copies_good(&f, &p);	/* rewritten */
 	fx_teardown(&f);
 }
@@ -294,7 +294,12 @@ static void test_unrecoverable(void **state)
 	assert_true(nio > 0);
 	leaf_ptr(&f, 2, &q, &qfirst);
 	assert_int_equal(nio, qfirst - first);	/* exactly that leaf's items */
-	assert_true(f.m.ctr[0].unrecoverable + f.m.ctr[1].unrecoverable > 0);
+	/* Read once per item of that leaf: one loss, counted once, and each
+	 * bad copy once (not once per read, nor once per 4 KiB block). */
+	assert_true(nio > 1);
+	assert_int_equal(f.m.ctr[0].unrecoverable + f.m.ctr[1].unrecoverable, 1);
+	assert_int_equal(f.m.ctr[0].csum_err, 1);
+	assert_int_equal(f.m.ctr[1].csum_err, 1);
 	{
 		struct bcache *c;
 		struct btree t;

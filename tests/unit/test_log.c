@@ -519,6 +519,20 @@ static void add_drop(struct env *e, int dev, uint64_t pos, uint64_t nblk)
 	assert_int_equal(dev_fault_add_rule(e->be, &r), 0);
 }
 
+/* Flip a payload byte of the chunk at region block @at on image @i. */
+static void flip_payload(struct env *e, int i, uint64_t at)
+{
+	FILE *f = fopen(e->path[i], "r+b");
+	int c;
+
+	assert_non_null(f);
+	fseek(f, (long)((START + at) * 4096 + 64 + 3000), SEEK_SET);
+	c = fgetc(f);
+	fseek(f, (long)((START + at) * 4096 + 64 + 3000), SEEK_SET);
+	fputc(c ^ 0x10, f);
+	fclose(f);
+}
+
 static void test_torn_and_single_mirror(void **state)
 {
 	struct env e;
@@ -569,22 +583,27 @@ static void test_torn_and_single_mirror(void **state)
 	log_close(l);
 	assert_int_equal(replay(&e, 3, 0, 1, &s, &end, &next), 0);
 	assert_int_equal(s.n, 6);
-	for (int i = 0; i < 2; i++) {
-		FILE *f = fopen(e.path[i], "r+b");
-		int c;
+	/* damaged on dev0 only: dev1's copy verifies, and since chunk 6
+	 * follows it (not a crash's torn tail) dev0's copy is counted, once,
+	 * and rewritten: a second replay finds nothing */
+	flip_payload(&e, 0, p3);
+	{
+		uint64_t c0 = e.m.ctr[0].csum_err, r0 = e.m.ctr[0].repaired;
 
-		assert_non_null(f);
-		fseek(f, (long)((START + p3) * 4096 + 64 + 3000), SEEK_SET);
-		c = fgetc(f);
-		fseek(f, (long)((START + p3) * 4096 + 64 + 3000), SEEK_SET);
-		fputc(c ^ 0x10, f);
-		fclose(f);
-		/* damaged on dev0 only: dev1's copy verifies; on both, the
-		 * replay stops there and says so, because chunk 6 after it
-		 * verifies (a torn chunk is never followed by one) */
-		assert_int_equal(replay(&e, 3, 0, 1, &s, &end, &next), i == 0 ? 0 : -EBADMSG);
-		assert_int_equal(s.n, i == 0 ? 6 : 4);
+		assert_int_equal(replay(&e, 3, 0, 1, &s, &end, &next), 0);
+		assert_int_equal(s.n, 6);
+		assert_int_equal(e.m.ctr[0].csum_err, c0 + 1);
+		assert_int_equal(e.m.ctr[0].repaired, r0 + 1);
+		assert_int_equal(e.m.ctr[1].csum_err, 0);
+		assert_int_equal(replay(&e, 3, 0, 1, &s, &end, &next), 0);
+		assert_int_equal(e.m.ctr[0].csum_err, c0 + 1);
 	}
+	/* on both, the replay stops there and says so, because chunk 6
+	 * after it verifies (a torn chunk is never followed by one) */
+	flip_payload(&e, 0, p3);
+	flip_payload(&e, 1, p3);
+	assert_int_equal(replay(&e, 3, 0, 1, &s, &end, &next), -EBADMSG);
+	assert_int_equal(s.n, 4);
 	assert_int_equal(end, p3);
 	assert_int_equal(next, 5);
 

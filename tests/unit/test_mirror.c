@@ -259,6 +259,51 @@ static void all_bad(struct fx *f)
 }
 MATRIX(all_bad)
 
+/* A lost block read again counts nothing more (damage, not retries);
+ * written anew and lost again, it counts again; clearing a device zeroes
+ * its counters and forgets its losses. */
+static void lost_once(struct fx *f)
+{
+	char *buf = xalloc(NB * BS);
+	struct mirror_errs was;
+	unsigned d;
+
+	for (d = 0; d < f->n; d++)
+		rot(f, d, BLK0 + 3);
+	for (d = 0; d < 3; d++) {
+		aim(f, d % f->n);	/* whichever copy comes first */
+		assert_int_equal(mirror_read(&f->m, BLK0, buf, NB, f->csums, NULL), -EIO);
+	}
+	assert_int_equal(CTR(f, unrecoverable), 1);
+	assert_int_equal(CTR(f, csum_err), f->n);
+	/* rewritten (same content, as a copy-on-write reuse would) and lost
+	 * again: a new loss.  Read from dev0 first: counted there. */
+	assert_int_equal(mirror_write(&f->m, BLK0, f->good, NB), 0);
+	assert_int_equal(mirror_read(&f->m, BLK0, buf, NB, f->csums, NULL), 0);
+	for (d = 0; d < f->n; d++)
+		rot(f, d, BLK0 + 3);
+	for (d = 0; d < 2; d++) {
+		aim(f, 0);
+		assert_int_equal(mirror_read(&f->m, BLK0, buf, NB, f->csums, NULL), -EIO);
+	}
+	assert_int_equal(CTR(f, unrecoverable), 2);
+	assert_int_equal(CTR(f, csum_err), 2 * f->n);
+	assert_int_equal(f->m.ctr[1].csum_err, 2);
+	/* clear dev0: zeroed, and its loss is counted again when next met */
+	mirror_clear_counters(&f->m, 0, &was);
+	assert_int_equal(was.csum_err, 2);
+	assert_true(was.unrecoverable >= 1);
+	assert_int_equal(f->m.ctr[0].csum_err, 0);
+	assert_int_equal(f->m.ctr[0].unrecoverable, 0);
+	assert_int_equal(f->m.ctr[1].csum_err, 2);
+	aim(f, 0);
+	assert_int_equal(mirror_read(&f->m, BLK0, buf, NB, f->csums, NULL), -EIO);
+	assert_int_equal(f->m.ctr[0].unrecoverable, 1);
+	assert_int_equal(f->m.ctr[0].csum_err, 1);
+	free(buf);
+}
+MATRIX(lost_once)
+
 /* dev1 refuses writes: it is failed once, writes and reads go on without it */
 static void write_error(struct fx *f)
 {
@@ -487,6 +532,7 @@ int main(void)
 		cmocka_unit_test(verified_read_all),
 		cmocka_unit_test(corrupt_repair_all),
 		cmocka_unit_test(all_bad_all),
+		cmocka_unit_test(lost_once_all),
 		cmocka_unit_test(write_error_all),
 		cmocka_unit_test(read_errors_all),
 		cmocka_unit_test(flush_error_all),
