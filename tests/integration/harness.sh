@@ -265,17 +265,23 @@ h_umount() {
 		done
 		h_is_mounted "$MNT" && h_fail "fusermount3 -u $MNT keeps failing"
 	fi
-	for ((i = 0; i < 300; i++)); do
+	# 30 s is ample on a quiet machine; on a loaded one (CI beside other
+	# work) a few unmounts have taken longer.  So: the daemon's threads
+	# to the log at 30 s, to see what it waits for, and a hang is what
+	# is still there at 120 s.
+	for ((i = 0; i < 1200; i++)); do
 		kill -0 "$DAEMON_PID" 2>/dev/null || break
+		((i == 300)) && h_stacks "still running 30 s after unmount"
 		sleep 0.1
 	done
 	if kill -0 "$DAEMON_PID" 2>/dev/null; then
+		h_stacks "still running 120 s after unmount"
 		kill -9 "$DAEMON_PID" 2>/dev/null || true
 		wait "$DAEMON_PID" 2>/dev/null || true
 		DAEMON_PID=""
 		rm -f "$T/daemon.pid"
 		h_dump_log
-		h_fail "daemon did not exit within 30 s of unmount (killed)"
+		h_fail "daemon did not exit within 120 s of unmount (killed)"
 	fi
 	wait "$DAEMON_PID" || rc=$?
 	DAEMON_PID=""
@@ -285,6 +291,19 @@ h_umount() {
 		h_fail "daemon exited with status $rc after unmount"
 	fi
 	h_check_log "$DAEMON_LOG" || { h_dump_log; exit 1; }
+}
+
+# h_stacks WHY: every thread's stack of the daemon to stderr (gdb, if
+# installed), with the load, for a daemon slower than expected.
+h_stacks() {
+	echo "---- daemon $DAEMON_PID $1 (load: $(cut -d' ' -f1-3 /proc/loadavg)) ----" >&2
+	if command -v gdb >/dev/null; then
+		timeout 60 gdb -p "$DAEMON_PID" -batch -ex "thread apply all bt" 2>&1 |
+			grep -E '^(Thread|#)' >&2 || true
+	else
+		echo "(gdb not installed: no stacks)" >&2
+	fi
+	echo "----" >&2
 }
 
 # h_crash: kill -9 the daemon and drop its mount, as a crash would leave it.
