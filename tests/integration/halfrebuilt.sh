@@ -43,7 +43,7 @@ finish() {
 	st=$(rb_num state)
 	if [[ $st == running ]]; then
 		"$CTL" rebuild status "$MNT" --wait >"$T/rb" 2>&1 || h_fail "$3: $(cat "$T/rb")"
-	else
+	elif [[ $st != done ]]; then	# done: a resumed run already finished
 		"$CTL" rebuild "$MNT" 1 --wait >"$T/rb" 2>&1 || h_fail "$3: $(cat "$T/rb")"
 	fi
 	[[ $(rb_num state) == done ]] || h_fail "$3: rebuild $(rb_num state)"
