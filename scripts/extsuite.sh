@@ -261,7 +261,8 @@ run_xfstests() {
 	"$B/mkfs.twinfs" "$x/ta.img" "$x/tb.img" >/dev/null
 	"$B/mkfs.twinfs" "$x/sa.img" "$x/sb.img" >/dev/null
 	t0=$SECONDS
-	# shellcheck disable=SC2086  # args are ./check's words
+	# shellcheck disable=SC2086,SC2016  # args are ./check's words; the
+	# namespace's shell expands its own variables
 	X=$x XW=$W/xfstests XEXCL=$REPO/scripts/xfstests.exclude \
 		unshare -m --propagation private bash -c '
 		mount --bind "$X/bin" /usr/local/sbin || exit 2
@@ -279,11 +280,15 @@ run_xfstests() {
 	grep -q '^Failures: ' "$log" && bad="$(grep -E '^(Failures|Failed)' "$log" | tr '\n' ' ')"
 	for _ in $(seq 300); do fuser -s "$x/ta.img" "$x/sa.img" 2>/dev/null || break; sleep 0.1; done
 	"$B/fsck.twinfs" -n "$x/ta.img" "$x/tb.img" >>"$log" 2>&1 || bad+=" fsck of the test file system"
-	result "xfstests ./check $args, $((SECONDS - t0)) s: $(grep -E '^Ran|^Passed' "$log" | tail -1)" "$log" "$bad"
+	local what=$args n
+	n=$(wc -w <<<"$args")
+	((n <= 4)) || what="$n tests"
+	bad=${bad/Failed*of*tests/}
+	result "xfstests ./check $what, $((SECONDS - t0)) s: $(grep -E '^(Passed all|Failed [0-9]+ of)' "$log" | tail -1)" "$log" "$bad"
 	rm -rf "$x"
 }
 
-SUITES=$(echo "${@:-pjdfstest fsx fsstress crash}")
+SUITES="${*:-pjdfstest fsx fsstress crash}"
 get_suites
 echo "extsuite: $(git -C "$REPO" describe --always --dirty), $(date -u +%F), logs in $LOGS"
 for t in $SUITES; do
