@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/statvfs.h>
 #include <linux/fs.h>
 
 #include "ctl.h"
@@ -49,14 +50,32 @@ static bool ctl_allowed(fuse_req_t req, const char *what)
  * restricted ioctl, struct fstrim_range in and out).  It runs the trim of
  * twinfs-ctl trim and waits for it; the whole free space is trimmed
  * whatever range is asked (a superset is harmless), and range.len comes
- * back as the bytes discarded, which fstrim -v prints.  Devices that take
- * no discard make it EOPNOTSUPP, as the kernel's file systems say.
+ * back as the bytes discarded, which fstrim -v prints, but no more than
+ * the range holds of the file system's size (statfs's f_blocks: the trim
+ * also counts the free metadata area, which that size leaves out).  A
+ * range ext4 and XFS refuse is EINVAL here too: shorter than a block,
+ * starting past the end, or a minlen larger than the file system
+ * (xfstests generic/260 and 288).  Devices that take no discard make it
+ * EOPNOTSUPP, as the kernel's file systems say.
  */
+static int fitrim_check(struct tfsd *d, const struct fstrim_range *r, uint64_t *size)
+{
+	struct statvfs st;
+	int ret = tfs_statfs(d->fs, &st);
+
+	if (ret < 0)
+		return ret;
+	*size = (uint64_t)st.f_blocks * st.f_frsize;
+	if (r->len < st.f_frsize || r->start >= *size || r->minlen > *size)
+		return -EINVAL;
+	return 0;
+}
+
 static void fitrim(fuse_req_t req, const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
 	struct tfsd *d = fuse_req_userdata(req);
 	struct fstrim_range r;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, size;
 	int ret;
 
 	if (!ctl_allowed(req, "FITRIM")) {
@@ -68,12 +87,17 @@ static void fitrim(fuse_req_t req, const void *in_buf, size_t in_bufsz, size_t o
 		return;
 	}
 	memcpy(&r, in_buf, sizeof(r));
-	ret = tfs_trim(d->fs, &bytes);
+	ret = fitrim_check(d, &r, &size);
+	if (ret == 0)
+		ret = tfs_trim(d->fs, &bytes);
 	if (ret < 0) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	r.len = bytes;
+	if (r.len > size - r.start)
+		r.len = size - r.start;
+	if (r.len > bytes)
+		r.len = bytes;
 	fuse_reply_ioctl(req, 0, &r, sizeof(r));
 }
 

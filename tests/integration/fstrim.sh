@@ -4,8 +4,10 @@
 # to the daemon (ctl.c), which runs its trim and waits for it: on a
 # nodiscard mount, right after rm of a 64 MiB file, `fstrim -v` must say
 # it trimmed at least that much and both images must shrink by it (punched
-# holes), another file must read back intact, and fsck must be clean.  A
-# user other than the mounter or root gets EPERM.
+# holes), but no more than the file system's size; another file must read
+# back intact, and fsck must be clean.  A range shorter than a block,
+# past the end or with minlen past it is EINVAL.  A user other than the
+# mounter or root gets EPERM.
 source "$(dirname "$0")/harness.sh"
 
 command -v fstrim >/dev/null || h_skip "fstrim missing"
@@ -32,6 +34,16 @@ h_log "$out"
 bytes=$(sed -n 's/.*(\([0-9]*\) bytes) trimmed.*/\1/p' <<<"$out")
 [[ -n $bytes ]] || h_fail "fstrim -v printed no byte count: $out"
 ((bytes >= 64 << 20)) || h_fail "fstrim trimmed $bytes bytes, less than the 64 MiB just deleted"
+size=$(($(stat -f -c '%b * %S' "$MNT")))
+((bytes <= size)) || h_fail "fstrim said $bytes bytes trimmed, more than the file system's $size"
+# Ranges ext4 and XFS refuse (xfstests generic/260, 288).
+for a in "-l 0" "-l 2048" "-o $size" "-m $((size + 4096))"; do
+	# shellcheck disable=SC2086  # $a is two words
+	if out=$(fstrim $a "$MNT" 2>&1); then
+		h_fail "fstrim $a succeeded: $out"
+	fi
+	[[ $out == *"Invalid argument"* ]] || h_fail "fstrim $a: '$out', expected EINVAL"
+done
 for i in 0 1; do
 	after=$(alloc_kib "${IMGS[$i]}")
 	h_log "${IMGS[$i]}: ${before[$i]} KiB allocated before, $after after"
