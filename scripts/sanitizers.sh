@@ -43,7 +43,9 @@ run_asan() {
 	setup "$B-asan" -Dwerror=false -Db_sanitize=address,undefined
 	ninja -C "$B-asan"
 	# The instrumented daemon is several times slower: the same tests on
-	# smaller trees and fewer kill rounds keep this part near 10 minutes.
+	# smaller trees and fewer kill rounds.  Like scripts/test.sh, two tests
+	# at a time (meson's default -j, nproc) but those the integration
+	# meson.build marks exclusive, which run alone at the end.
 	REMOUNT_SRC=${REMOUNT_SRC:-/usr/include/linux} DEGRADED_SRC=${DEGRADED_SRC:-/usr/include/linux} \
 	KILL_ROUNDS=${KILL_ROUNDS:-8} \
 	meson test -C "$B-asan" --no-rebuild --print-errorlogs --suite unit --suite integration
