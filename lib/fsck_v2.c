@@ -431,7 +431,8 @@ static void check_free_space(struct v2ck *v)
 }
 
 /* Bad node copies found (and rewritten) on each device, from the
- * mirror's counters: reported like bad data copies. */
+ * mirror's counters (one per node: bstore.h): reported like bad data
+ * copies. */
 static void node_copies(struct v2ck *v)
 {
 	struct fck *c = v->c;
@@ -447,8 +448,6 @@ static void node_copies(struct v2ck *v)
 
 		if (v->m.devs[d])
 			c->res->dev[d].blocks += v->nodes * BNODE_BLOCKS;
-		bad /= BNODE_BLOCKS;
-		fixed /= BNODE_BLOCKS;
 		if (!bad)
 			continue;
 		c->res->dev[d].bad += bad;
