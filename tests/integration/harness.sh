@@ -4,7 +4,8 @@
 # Description: Mount harness sourced by every integration test.  It owns the test's
 # private temp dir, the image files, the daemon (always run in the
 # foreground so we keep its pid and its stderr), the per-test timeout and the
-# cleanup trap.  A test fails if a daemon exits nonzero or logs an error line
+# cleanup trap, and runs the test in a mount namespace of its own (below).
+# A test fails if a daemon exits nonzero or logs an error line
 # the test did not declare with LOG_ALLOW (an extended regex).
 #
 # Environment (set by tests/integration/meson.build):
@@ -33,6 +34,23 @@ fi
 if ((EUID != 0)); then
 	echo "SKIP: integration tests mount file systems and need root"
 	exit 77
+fi
+
+# Each test runs in a mount namespace of its own, private.  A namespace
+# that another process creates (bwrap in a test beside this one, the
+# xfstests run of scripts/extsuite.sh, any job on the machine) copies every
+# mount it can see, and a copy of this test's mount keeps the superblock,
+# so the FUSE connection, alive after the unmount here: the daemon goes on
+# serving and exits only when that namespace ends (each of v2inflight,
+# v2nodelow, degraded and scrub_v1 once failed "daemon did not exit within
+# 30 s of unmount" so).  From here on, no other namespace sees our mounts.
+# H_OWN_NS: the namespace is made (or cannot be: then as before).
+if [[ -z ${H_OWN_NS:-} ]]; then
+	export H_OWN_NS=1
+	if unshare -m --propagation private true 2>/dev/null; then
+		exec unshare -m --propagation private "$BASH" "$0" "$@"
+	fi
+	echo "note: unshare -m failed: the test's mounts are visible to other mount namespaces"
 fi
 
 case ${TWINFS_FORMAT:-v2} in
@@ -252,6 +270,12 @@ h_mount() {
 	h_fail "mount of $spec did not appear within 10 s"
 }
 
+# h_since T0: seconds (one decimal) since $EPOCHREALTIME was T0.
+h_since() {
+	local us=$((${EPOCHREALTIME//[.,]/} - ${1//[.,]/}))
+	printf '%d.%d' $((us / 1000000)) $((us / 100000 % 10))
+}
+
 # h_umount: fusermount3 -u, then wait for the daemon to write its clean
 # state and exit.  The daemon must exit 0 and its log must be clean.
 h_umount() {
@@ -269,11 +293,13 @@ h_umount() {
 	# work) a few unmounts have taken longer.  So: the daemon's threads
 	# to the log at 30 s, to see what it waits for, and a hang is what
 	# is still there at 120 s.
+	local t0=$EPOCHREALTIME
 	for ((i = 0; i < 1200; i++)); do
 		kill -0 "$DAEMON_PID" 2>/dev/null || break
 		((i == 300)) && h_stacks "still running 30 s after unmount"
 		sleep 0.1
 	done
+	h_log "daemon gone $(h_since "$t0") s after the unmount"
 	if kill -0 "$DAEMON_PID" 2>/dev/null; then
 		h_stacks "still running 120 s after unmount"
 		kill -9 "$DAEMON_PID" 2>/dev/null || true
@@ -296,7 +322,16 @@ h_umount() {
 # h_stacks WHY: every thread's stack of the daemon to stderr (gdb, if
 # installed), with the load, for a daemon slower than expected.
 h_stacks() {
+	local p
 	echo "---- daemon $DAEMON_PID $1 (load: $(cut -d' ' -f1-3 /proc/loadavg)) ----" >&2
+	# A mount of ours still in another namespace keeps the connection
+	# open: the daemon then waits for requests, not in its teardown.
+	for p in /proc/[0-9]*; do
+		grep -qF " $T/" "$p/mountinfo" 2>/dev/null || continue
+		[[ $(readlink "$p/ns/mnt") != "$(readlink /proc/self/ns/mnt)" ]] || continue
+		echo "still mounted in the mount namespace of pid ${p#/proc/}:" \
+			"$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-200)" >&2
+	done
 	if command -v gdb >/dev/null; then
 		timeout 60 gdb -p "$DAEMON_PID" -batch -ex "thread apply all bt" 2>&1 |
 			grep -E '^(Thread|#)' >&2 || true
