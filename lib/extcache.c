@@ -3,6 +3,13 @@
  * extcache: the budget, list and epochs of a format-v2 mount's file map
  * leaves (extcache.h).  extent.c faults leaves in and frees the ones its
  * clears cover; this file counts them and evicts clean ones.
+ *
+ * A changed leaf cannot go before its checkpoint wrote it; one the evictor
+ * passes unused is made compact instead (extcompact.h: a leaf changed by
+ * one random write over a fallocated span takes ~130 bytes, not 8 KiB),
+ * so the budget holds ~60 times more changes between checkpoints.  A
+ * compact leaf is expanded again by its next user, read as it is by walks
+ * (the checkpoint's among them), and dropped once clean.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +21,9 @@
 /* Leaves looked at per eviction pass: dirty ones are passed over, so a
  * cache full of them costs a bounded scan, not one of all of them. */
 #define SCAN_MAX 64
+
+/* A leaf is kept compact only when that takes at most this. */
+#define COMPACT_MAX (sizeof(struct ext_leaf) / 4)
 
 int extcache_create(const struct extent_src *src, uint64_t budget, struct extent_cache **out)
 {
@@ -29,6 +39,7 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 	atomic_init(&xc->epoch, 1);	/* leaves read in carry 0: clean */
 	atomic_init(&xc->committed, 0);
 	xc->swept = UINT64_MAX;
+	xc->compact = true;
 	*out = xc;
 	return 0;
 }
@@ -50,6 +61,13 @@ void extcache_set_budget(struct extent_cache *xc, uint64_t bytes)
 	xc->swept = UINT64_MAX;		/* what was enough may not be now */
 	pthread_mutex_unlock(&xc->mu);
 	extcache_trim(xc);
+}
+
+void extcache_set_compact(struct extent_cache *xc, bool on)
+{
+	pthread_mutex_lock(&xc->mu);
+	xc->compact = on;
+	pthread_mutex_unlock(&xc->mu);
 }
 
 static void unlist(struct extent_cache *xc, struct ext_leaf *l)
@@ -74,6 +92,30 @@ static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
 	else
 		xc->head = l;
 	xc->tail = l;
+}
+
+static void cunlist(struct extent_cache *xc, struct ext_compact *c)
+{
+	if (c->lprev)
+		c->lprev->lnext = c->lnext;
+	else
+		xc->chead = c->lnext;
+	if (c->lnext)
+		c->lnext->lprev = c->lprev;
+	else
+		xc->ctail = c->lprev;
+	c->lnext = c->lprev = NULL;
+}
+
+static void clist_tail(struct extent_cache *xc, struct ext_compact *c)
+{
+	c->lnext = NULL;
+	c->lprev = xc->ctail;
+	if (xc->ctail)
+		xc->ctail->lnext = c;
+	else
+		xc->chead = c;
+	xc->ctail = c;
 }
 
 /* The interior nodes count too: they go with the last leaf under them
@@ -189,10 +231,88 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 	return ok;
 }
 
+/*
+ * Under xc->mu: make the changed leaf @l compact if nobody is inside it
+ * (tried as try_evict does) and that makes it small.  Its stamp goes with
+ * it: a compact leaf is never changed (a change expands it first).
+ */
+static bool try_compact(struct extent_cache *xc, struct ext_leaf *l)
+{
+	struct rangelock *rl = l->m->rl;
+	struct ext_compact *c = NULL;
+	struct rl_range r;
+
+	if (!xc->compact)
+		return false;
+	if (rl && !rl_trylock(rl, &r, l->base, l->base + EXT_FAN, true))
+		return false;
+	c = ext_compact_make(l->e, EXT_FAN, COMPACT_MAX);
+	if (c) {
+		c->m = l->m;
+		c->slot = l->slot;
+		c->base = l->base;
+		c->stamp = atomic_load(&l->stamp);
+		__atomic_store_n(l->slot, (void *)((uintptr_t)c | EXT_COMPACT_TAG),
+				 __ATOMIC_RELEASE);
+		unlist(xc, l);
+		clist_tail(xc, c);
+		atomic_fetch_sub(&xc->leaves, 1);
+		atomic_fetch_add(&xc->compacts, 1);
+		atomic_fetch_add(&xc->compact_bytes, c->bytes);
+		atomic_fetch_add(&xc->compactions, 1);
+	}
+	if (rl)
+		rl_unlock(rl, &r);
+	if (c)
+		free(l);
+	return c != NULL;
+}
+
+/* Under xc->mu: a compact leaf out of the cache (its slot already changed
+ * or about to be), uncounted. */
+static void compact_out(struct extent_cache *xc, struct ext_compact *c)
+{
+	cunlist(xc, c);
+	atomic_fetch_sub(&xc->compacts, 1);
+	atomic_fetch_sub(&xc->compact_bytes, c->bytes);
+}
+
+/*
+ * Under xc->mu: compact leaves whose checkpoint committed go (the tree
+ * holds what they say), oldest first, while over the budget; changed ones
+ * end a bounded look, and go to the end in a @full sweep.  No range lock is needed: nobody reads a compact leaf
+ * but under xc->mu, after checking its slot (extent_i.h); a user who
+ * finds the slot NULL reads the tree, as after an eviction.
+ */
+static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
+{
+	uint64_t committed = atomic_load(&xc->committed);
+
+	for (uint64_t i = 0; i < scan && over_budget(xc) && xc->chead; i++) {
+		struct ext_compact *c = xc->chead;
+
+		if (c->stamp > committed) {
+			/* Made compact in stamp order, nearly: the rest are
+			 * changed too, but for a sweep after a commit. */
+			if (!full || c == xc->ctail)
+				break;
+			cunlist(xc, c);
+			clist_tail(xc, c);
+			continue;
+		}
+		__atomic_store_n(c->slot, NULL, __ATOMIC_RELEASE);
+		compact_out(xc, c);
+		atomic_fetch_add(&xc->compact_drops, 1);
+		(void)inner_evict(c->m, c->slot, c->base);
+		free(c);
+	}
+}
+
 /* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
  * or busy one goes to the end.  Returns the clean leaves it had to leave
  * because someone was inside them. */
-static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan)
+static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan,
+			    bool full)
 {
 	uint64_t scanned = 0, busy = 0;
 
@@ -201,7 +321,11 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 		bool used = l != keep && atomic_exchange(&l->ref, false);
 
 		if (l == keep || used || !try_evict(xc, l)) {
-			if (l != keep && !used && is_clean(xc, l))
+			bool clean = is_clean(xc, l);
+
+			if (l != keep && !used && !clean && try_compact(xc, l))
+				continue;
+			if (l != keep && !used && clean)
 				busy++;
 			if (l == xc->tail)
 				break;
@@ -210,6 +334,8 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 		}
 	}
 	atomic_fetch_add(&xc->scanned, scanned);
+	/* Full leaves first: each frees 8 KiB, a compact one ~1/60 of it. */
+	trim_compact(xc, full ? 2 * atomic_load(&xc->compacts) + 1 : SCAN_MAX, full);
 	return busy;
 }
 
@@ -223,7 +349,7 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
  */
 static void give_back(struct extent_cache *xc)
 {
-	uint64_t ev = atomic_load(&xc->evictions);
+	uint64_t ev = atomic_load(&xc->evictions) + atomic_load(&xc->compactions);
 	uint64_t last = atomic_load(&xc->counted);
 
 	if (ev != last && atomic_compare_exchange_strong(&xc->counted, &last, ev))
@@ -244,10 +370,10 @@ void extcache_trim(struct extent_cache *xc)
 	uint64_t c = atomic_load(&xc->committed);
 
 	if (xc->swept != c) {
-		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1) == 0)
+		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1, true) == 0)
 			xc->swept = c;
 	} else {
-		trim_locked(xc, NULL, SCAN_MAX);
+		trim_locked(xc, NULL, SCAN_MAX, false);
 	}
 	pthread_mutex_unlock(&xc->mu);
 	give_back(xc);
@@ -255,7 +381,7 @@ void extcache_trim(struct extent_cache *xc)
 
 uint64_t extcache_over(struct extent_cache *xc)
 {
-	uint64_t bytes = atomic_load(&xc->leaves) * sizeof(struct ext_leaf);
+	uint64_t bytes = extcache_leaf_bytes(xc);
 	uint64_t budget = atomic_load(&xc->budget);
 
 	return bytes > budget ? bytes - budget : 0;
@@ -269,26 +395,81 @@ void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void 
 	pthread_mutex_unlock(&xc->mu);
 }
 
-void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+/* Under xc->mu: @l listed and counted, then the budget kept; returns the
+ * pressure callback to call once unlocked (NULL: none). */
+static void (*leaf_in_locked(struct extent_cache *xc, struct ext_leaf *l))(void *)
 {
-	void (*fn)(void *ctx) = NULL;
-	void *ctx = NULL;
-
-	pthread_mutex_lock(&xc->mu);
 	list_tail(xc, l);
 	atomic_fetch_add(&xc->leaves, 1);
 	if (over_budget(xc))
-		trim_locked(xc, l, SCAN_MAX);
+		trim_locked(xc, l, SCAN_MAX, false);
 	/* Still twice over: changed leaves, which only a checkpoint frees. */
-	if (atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > 2 * atomic_load(&xc->budget) &&
-	    xc->pressure && !atomic_exchange(&xc->pressure_sent, true)) {
-		fn = xc->pressure;
-		ctx = xc->pressure_ctx;
-	}
+	if (extcache_leaf_bytes(xc) > 2 * atomic_load(&xc->budget) && xc->pressure &&
+	    !atomic_exchange(&xc->pressure_sent, true))
+		return xc->pressure;
+	return NULL;
+}
+
+void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+{
+	void (*fn)(void *ctx);
+	void *ctx;
+
+	pthread_mutex_lock(&xc->mu);
+	fn = leaf_in_locked(xc, l);
+	ctx = xc->pressure_ctx;
 	pthread_mutex_unlock(&xc->mu);
 	if (fn)
 		fn(ctx);
 	give_back(xc);
+}
+
+int extcache_expand(struct extent_cache *xc, void **slot, void *tagged)
+{
+	struct ext_leaf *l = calloc(1, sizeof(*l));
+	void (*fn)(void *ctx) = NULL;
+	void *ctx;
+
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_lock(&xc->mu);
+	if (ext_load(slot) != tagged) {
+		pthread_mutex_unlock(&xc->mu);
+		free(l);
+		return 0;
+	}
+	struct ext_compact *c = ext_compact_of(tagged);
+
+	ext_compact_expand(c, l->e, EXT_FAN);
+	l->m = c->m;
+	l->slot = slot;
+	l->base = c->base;
+	atomic_init(&l->stamp, c->stamp);
+	atomic_init(&l->ref, true);
+	__atomic_store_n(slot, l, __ATOMIC_RELEASE);
+	compact_out(xc, c);
+	atomic_fetch_add(&xc->expansions, 1);
+	free(c);
+	fn = leaf_in_locked(xc, l);
+	ctx = xc->pressure_ctx;
+	pthread_mutex_unlock(&xc->mu);
+	if (fn)
+		fn(ctx);
+	give_back(xc);
+	return 0;
+}
+
+int extcache_compact_read(struct extent_cache *xc, void **slot, void *tagged,
+			  struct extent_ent *out)
+{
+	pthread_mutex_lock(&xc->mu);
+	if (ext_load(slot) != tagged) {
+		pthread_mutex_unlock(&xc->mu);
+		return 1;
+	}
+	ext_compact_expand(ext_compact_of(tagged), out, EXT_FAN);
+	pthread_mutex_unlock(&xc->mu);
+	return 0;
 }
 
 void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl)
@@ -297,7 +478,10 @@ void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl)
 
 	pthread_mutex_lock(&xc->mu);
 	cur = ext_load(slot);
-	if (cur && cur != EXT_EMPTY) {
+	if (ext_is_compact(cur)) {
+		compact_out(xc, ext_compact_of(cur));
+		__atomic_store_n(slot, repl, __ATOMIC_RELEASE);
+	} else if (cur && cur != EXT_EMPTY) {
 		unlist(xc, cur);
 		atomic_fetch_sub(&xc->leaves, 1);
 		__atomic_store_n(slot, repl, __ATOMIC_RELEASE);
@@ -311,6 +495,11 @@ void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
 	st->budget = atomic_load(&xc->budget);
 	st->leaves = atomic_load(&xc->leaves);
 	st->bytes = st->leaves * sizeof(struct ext_leaf);
+	st->compact = atomic_load(&xc->compacts);
+	st->compact_bytes = atomic_load(&xc->compact_bytes);
+	st->compactions = atomic_load(&xc->compactions);
+	st->expansions = atomic_load(&xc->expansions);
+	st->compact_drops = atomic_load(&xc->compact_drops);
 	st->inner_bytes = atomic_load(&xc->inner) * sizeof(struct ext_inner);
 	st->inner_freed = atomic_load(&xc->inner_freed);
 	st->faults = atomic_load(&xc->faults);
