@@ -381,7 +381,10 @@ void extcache_trim(struct extent_cache *xc)
 
 uint64_t extcache_over(struct extent_cache *xc)
 {
-	uint64_t bytes = extcache_leaf_bytes(xc);
+	/* The interior nodes too: a compact leaf keeps its level-1 node
+	 * (4 KiB) until its checkpoint, and one write a GiB apart over a
+	 * sparse span made them most of what was held (v2rssspan). */
+	uint64_t bytes = extcache_bytes(xc);
 	uint64_t budget = atomic_load(&xc->budget);
 
 	return bytes > budget ? bytes - budget : 0;
@@ -404,7 +407,7 @@ static void (*leaf_in_locked(struct extent_cache *xc, struct ext_leaf *l))(void 
 	if (over_budget(xc))
 		trim_locked(xc, l, SCAN_MAX, false);
 	/* Still twice over: changed leaves, which only a checkpoint frees. */
-	if (extcache_leaf_bytes(xc) > 2 * atomic_load(&xc->budget) && xc->pressure &&
+	if (extcache_bytes(xc) > 2 * atomic_load(&xc->budget) && xc->pressure &&
 	    !atomic_exchange(&xc->pressure_sent, true))
 		return xc->pressure;
 	return NULL;

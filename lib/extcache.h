@@ -79,9 +79,10 @@ void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void 
  * that found clean leaves busy), else a bounded look at the oldest ones. */
 void extcache_trim(struct extent_cache *xc);
 void extcache_stats(struct extent_cache *xc, struct extcache_stats *st);
-/* Bytes of resident leaves past the budget, without a lock: changed
- * leaves, which only a checkpoint lets go (the dirty budget, fs.c,
- * counts them), and clean ones the next trim drops. */
+/* Bytes of resident leaves and the interior nodes above them past the
+ * budget, without a lock: changed leaves, which only a checkpoint lets go
+ * (the dirty budget, fs.c, counts them), and clean ones the next trim
+ * drops. */
 uint64_t extcache_over(struct extent_cache *xc);
 
 /*
