@@ -12,6 +12,7 @@
  * (the checkpoint's among them), and dropped once clean.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "extent_i.h"
@@ -70,52 +71,51 @@ void extcache_set_compact(struct extent_cache *xc, bool on)
 	pthread_mutex_unlock(&xc->mu);
 }
 
+static void list_del(struct ext_list *ls, struct ext_link *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		ls->head = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		ls->tail = k->prev;
+	k->next = k->prev = NULL;
+}
+
+static void list_add_tail(struct ext_list *ls, struct ext_link *k)
+{
+	k->next = NULL;
+	k->prev = ls->tail;
+	if (ls->tail)
+		ls->tail->next = k;
+	else
+		ls->head = k;
+	ls->tail = k;
+}
+
+#define LEAF_OF(k) ((struct ext_leaf *)((char *)(k) - offsetof(struct ext_leaf, link)))
+#define COMPACT_OF(k) ((struct ext_compact *)((char *)(k) - offsetof(struct ext_compact, link)))
+
 static void unlist(struct extent_cache *xc, struct ext_leaf *l)
 {
-	if (l->lprev)
-		l->lprev->lnext = l->lnext;
-	else
-		xc->head = l->lnext;
-	if (l->lnext)
-		l->lnext->lprev = l->lprev;
-	else
-		xc->tail = l->lprev;
-	l->lnext = l->lprev = NULL;
+	list_del(&xc->full, &l->link);
 }
 
 static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
 {
-	l->lnext = NULL;
-	l->lprev = xc->tail;
-	if (xc->tail)
-		xc->tail->lnext = l;
-	else
-		xc->head = l;
-	xc->tail = l;
+	list_add_tail(&xc->full, &l->link);
 }
 
 static void cunlist(struct extent_cache *xc, struct ext_compact *c)
 {
-	if (c->lprev)
-		c->lprev->lnext = c->lnext;
-	else
-		xc->chead = c->lnext;
-	if (c->lnext)
-		c->lnext->lprev = c->lprev;
-	else
-		xc->ctail = c->lprev;
-	c->lnext = c->lprev = NULL;
+	list_del(&xc->small, &c->link);
 }
 
 static void clist_tail(struct extent_cache *xc, struct ext_compact *c)
 {
-	c->lnext = NULL;
-	c->lprev = xc->ctail;
-	if (xc->ctail)
-		xc->ctail->lnext = c;
-	else
-		xc->chead = c;
-	xc->ctail = c;
+	list_add_tail(&xc->small, &c->link);
 }
 
 /* The interior nodes count too: they go with the last leaf under them
@@ -288,13 +288,13 @@ static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
 {
 	uint64_t committed = atomic_load(&xc->committed);
 
-	for (uint64_t i = 0; i < scan && over_budget(xc) && xc->chead; i++) {
-		struct ext_compact *c = xc->chead;
+	for (uint64_t i = 0; i < scan && over_budget(xc) && xc->small.head; i++) {
+		struct ext_compact *c = COMPACT_OF(xc->small.head);
 
 		if (c->stamp > committed) {
 			/* Made compact in stamp order, nearly: the rest are
 			 * changed too, but for a sweep after a commit. */
-			if (!full || c == xc->ctail)
+			if (!full || &c->link == xc->small.tail)
 				break;
 			cunlist(xc, c);
 			clist_tail(xc, c);
@@ -309,15 +309,17 @@ static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
 }
 
 /* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
- * or busy one goes to the end.  Returns the clean leaves it had to leave
- * because someone was inside them. */
+ * one is made compact (try_compact) or, like a busy one, goes to the end;
+ * then clean compact leaves go (trim_compact; all of them in a @full
+ * sweep).  Returns the clean leaves it had to leave because someone was
+ * inside them. */
 static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan,
 			    bool full)
 {
 	uint64_t scanned = 0, busy = 0;
 
-	for (; scanned < scan && over_budget(xc) && xc->head; scanned++) {
-		struct ext_leaf *l = xc->head;
+	for (; scanned < scan && over_budget(xc) && xc->full.head; scanned++) {
+		struct ext_leaf *l = LEAF_OF(xc->full.head);
 		bool used = l != keep && atomic_exchange(&l->ref, false);
 
 		if (l == keep || used || !try_evict(xc, l)) {
@@ -327,7 +329,7 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 				continue;
 			if (l != keep && !used && clean)
 				busy++;
-			if (l == xc->tail)
+			if (&l->link == xc->full.tail)
 				break;
 			unlist(xc, l);
 			list_tail(xc, l);
@@ -413,25 +415,28 @@ static void (*leaf_in_locked(struct extent_cache *xc, struct ext_leaf *l))(void 
 	return NULL;
 }
 
-void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+/* Called with xc->mu held, which it releases: @l in, then the pressure
+ * callback (outside the lock: it wakes a thread) and memtrim's count. */
+static void leaf_in_unlock(struct extent_cache *xc, struct ext_leaf *l)
 {
-	void (*fn)(void *ctx);
-	void *ctx;
+	void (*fn)(void *ctx) = leaf_in_locked(xc, l);
+	void *ctx = xc->pressure_ctx;
 
-	pthread_mutex_lock(&xc->mu);
-	fn = leaf_in_locked(xc, l);
-	ctx = xc->pressure_ctx;
 	pthread_mutex_unlock(&xc->mu);
 	if (fn)
 		fn(ctx);
 	give_back(xc);
 }
 
+void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+{
+	pthread_mutex_lock(&xc->mu);
+	leaf_in_unlock(xc, l);
+}
+
 int extcache_expand(struct extent_cache *xc, void **slot, void *tagged)
 {
 	struct ext_leaf *l = calloc(1, sizeof(*l));
-	void (*fn)(void *ctx) = NULL;
-	void *ctx;
 
 	if (!l)
 		return -ENOMEM;
@@ -453,12 +458,7 @@ int extcache_expand(struct extent_cache *xc, void **slot, void *tagged)
 	compact_out(xc, c);
 	atomic_fetch_add(&xc->expansions, 1);
 	free(c);
-	fn = leaf_in_locked(xc, l);
-	ctx = xc->pressure_ctx;
-	pthread_mutex_unlock(&xc->mu);
-	if (fn)
-		fn(ctx);
-	give_back(xc);
+	leaf_in_unlock(xc, l);
 	return 0;
 }
 

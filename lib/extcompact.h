@@ -27,13 +27,22 @@ struct ext_run {
 
 #define EXT_RUN_NOCSUM UINT32_MAX
 
+/* A place in one of the cache's lists (extcache.c), under xc->mu. */
+struct ext_link {
+	struct ext_link *next, *prev;
+};
+
+struct ext_list {
+	struct ext_link *head, *tail;	/* oldest first */
+};
+
 struct ext_compact {
 	/* what the cache needs (as struct ext_leaf's, extent_i.h) */
 	struct extent_map *m;
 	void **slot;
 	uint64_t base;
 	uint64_t stamp;			/* set once: a change expands it first */
-	struct ext_compact *lnext, *lprev;	/* the cache's list, under xc->mu */
+	struct ext_link link;		/* the cache's list, under xc->mu */
 	uint32_t nruns, ncsums;
 	uint64_t bytes;			/* what the budget counts for it */
 	struct ext_run r[];		/* then ncsums uint64_t checksums */

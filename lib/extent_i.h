@@ -59,7 +59,7 @@ struct ext_leaf {
 	uint64_t base;			/* first block of its span */
 	_Atomic uint64_t stamp;		/* epoch of its last change; 0: as read */
 	atomic_bool ref;		/* used since the evictor last looked */
-	struct ext_leaf *lnext, *lprev;	/* the cache's list, under xc->mu */
+	struct ext_link link;		/* the cache's list, under xc->mu */
 };
 
 /*
@@ -82,8 +82,8 @@ struct ext_inner {
 struct extent_cache {
 	pthread_mutex_t mu;		/* leaf: the list */
 	struct extent_src src;
-	struct ext_leaf *head, *tail;	/* oldest first */
-	struct ext_compact *chead, *ctail;	/* compact leaves, oldest first */
+	struct ext_list full;		/* full leaves (struct ext_leaf) */
+	struct ext_list small;		/* compact leaves (struct ext_compact) */
 	bool compact;			/* keep unused changed leaves compact */
 	_Atomic uint64_t compacts, compact_bytes;	/* resident compact leaves */
 	_Atomic uint64_t compactions, expansions, compact_drops;
@@ -120,9 +120,9 @@ bool extcache_src_same(struct extent_cache *xc, uint64_t ino, uint64_t stamp);
 /* A leaf now in its slot: counted and listed; then clean leaves over the
  * budget go (never @l itself). */
 void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l);
-/* Under xc->mu, the leaf in *slot (if any) unlisted and *slot set to
- * @repl: the leaf for the caller to free, or what the slot held (NULL:
- * evicted meanwhile, EXT_EMPTY). */
+/* Under xc->mu, the leaf in *slot (if any, full or compact) unlisted and
+ * *slot set to @repl: the leaf for the caller to free (a compact one
+ * tagged), or what the slot held (NULL: evicted meanwhile, EXT_EMPTY). */
 void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl);
 /* The compact leaf @tagged found in *slot (by a user holding its range
  * lock) made a full leaf again, in its place: 0 (also when the slot no
