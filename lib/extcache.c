@@ -40,7 +40,7 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 	atomic_init(&xc->epoch, 1);	/* leaves read in carry 0: clean */
 	atomic_init(&xc->committed, 0);
 	xc->swept = UINT64_MAX;
-	xc->compact = true;
+	xc->compact = false;	/* -o compact_dirty */
 	*out = xc;
 	return 0;
 }

@@ -68,7 +68,8 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 void extcache_destroy(struct extent_cache *xc);
 /* Bytes of resident leaves to keep at most (dirty ones stay regardless). */
 void extcache_set_budget(struct extent_cache *xc, uint64_t bytes);
-/* Whether changed leaves nobody uses are kept compact (on by default). */
+/* Whether changed leaves nobody uses are kept compact (off by default:
+ * -o compact_dirty). */
 void extcache_set_compact(struct extent_cache *xc, bool on);
 /* @fn(@ctx) is called (once until the next checkpoint commits) when the
  * changed leaves alone hold twice the budget: a checkpoint makes them

@@ -240,6 +240,7 @@ static void setup(struct st *s)
 	assert_int_equal(extcache_create(&src, BUDGET, &s->xc), 0);
 	extent_init(&s->m);
 	extent_init_lazy(&s->l, s->xc, INO, NULL, 0, false);
+	extcache_set_compact(s->xc, true);	/* -o compact_dirty: the new path */
 }
 
 static void teardown(struct st *s)
