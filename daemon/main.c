@@ -114,6 +114,7 @@ struct cfg {
 	int writeback_cache;
 	int nodiscard;
 	int nokillpriv;
+	int compact_dirty;
 	int uring;
 	char *transport;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
@@ -155,6 +156,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("space_reserve=%s", space_reserve, 0),
 	CFG_OPT("direct_writers=%s", direct_writers, 0),
 	CFG_OPT("cache=%s", cache, 0),
+	CFG_OPT("compact_dirty", compact_dirty, 1),
 	CFG_OPT("format=%s", format, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
 	CFG_OPT("event_timeout=%s", event_timeout, 0),
@@ -279,6 +281,9 @@ static void usage(FILE *out, const char *prog)
 		"                           direct I/O (default " TFSD_DIRECT_WRITERS_TEXT ", 0: off)\n"
 		"    -o cache=SIZE          format v2: node cache and resident inodes together\n"
 		"                           (default 256M, at least 4M; format 1 ignores it)\n"
+		"    -o compact_dirty       format v2: keep changed map leaves compact until\n"
+		"                           their checkpoint (fewer checkpoint bytes under\n"
+		"                           random writes; a longer log to replay after a crash)\n"
 		"    -o format=1            mount a format 1 file system (deprecated: to copy\n"
 		"                           its files to a new one); format=2 is the default\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
@@ -746,6 +751,7 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.mountpoint = s->mnt;
 	to.event_timeout_s = s->event_timeout;
 	to.cache_bytes = s->cache_bytes;
+	to.compact_dirty = s->cfg.compact_dirty;
 	to.v1_optin = "-o format=1";
 	to.v1 = s->cfg.format && !strcmp(s->cfg.format, "1");
 	ret = tfs_mount(&to, &d->fs, err, sizeof(err));

@@ -574,6 +574,7 @@ int ckpt_v2_load(struct tfs *fs)
 	if (ret)
 		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
+	extcache_set_compact(fs->xc, fs->compact_dirty);
 	fs_dirty_setup(fs, cache, fs->v2->cache, node_base);
 	fs->v2->part_bytes = part_bytes(fs);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,

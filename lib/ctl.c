@@ -209,6 +209,11 @@ static void extcache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "budget_bytes", st.budget);
 	jb_u64(j, "leaves", st.leaves);
 	jb_u64(j, "bytes", st.bytes);
+	jb_u64(j, "compact", st.compact);
+	jb_u64(j, "compact_bytes", st.compact_bytes);
+	jb_u64(j, "compactions", st.compactions);
+	jb_u64(j, "expansions", st.expansions);
+	jb_u64(j, "compact_drops", st.compact_drops);
 	jb_u64(j, "inner_bytes", st.inner_bytes);
 	jb_u64(j, "inner_freed", st.inner_freed);
 	jb_u64(j, "faults", st.faults);

@@ -3,8 +3,16 @@
  * extcache: the budget, list and epochs of a format-v2 mount's file map
  * leaves (extcache.h).  extent.c faults leaves in and frees the ones its
  * clears cover; this file counts them and evicts clean ones.
+ *
+ * A changed leaf cannot go before its checkpoint wrote it; one the evictor
+ * passes unused is made compact instead (extcompact.h: a leaf changed by
+ * one random write over a fallocated span takes ~130 bytes, not 8 KiB),
+ * so the budget holds ~60 times more changes between checkpoints.  A
+ * compact leaf is expanded again by its next user, read as it is by walks
+ * (the checkpoint's among them), and dropped once clean.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "extent_i.h"
@@ -14,6 +22,9 @@
 /* Leaves looked at per eviction pass: dirty ones are passed over, so a
  * cache full of them costs a bounded scan, not one of all of them. */
 #define SCAN_MAX 64
+
+/* A leaf is kept compact only when that takes at most this. */
+#define COMPACT_MAX (sizeof(struct ext_leaf) / 4)
 
 int extcache_create(const struct extent_src *src, uint64_t budget, struct extent_cache **out)
 {
@@ -29,6 +40,7 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 	atomic_init(&xc->epoch, 1);	/* leaves read in carry 0: clean */
 	atomic_init(&xc->committed, 0);
 	xc->swept = UINT64_MAX;
+	xc->compact = false;	/* -o compact_dirty */
 	*out = xc;
 	return 0;
 }
@@ -52,28 +64,58 @@ void extcache_set_budget(struct extent_cache *xc, uint64_t bytes)
 	extcache_trim(xc);
 }
 
+void extcache_set_compact(struct extent_cache *xc, bool on)
+{
+	pthread_mutex_lock(&xc->mu);
+	xc->compact = on;
+	pthread_mutex_unlock(&xc->mu);
+}
+
+static void list_del(struct ext_list *ls, struct ext_link *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		ls->head = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		ls->tail = k->prev;
+	k->next = k->prev = NULL;
+}
+
+static void list_add_tail(struct ext_list *ls, struct ext_link *k)
+{
+	k->next = NULL;
+	k->prev = ls->tail;
+	if (ls->tail)
+		ls->tail->next = k;
+	else
+		ls->head = k;
+	ls->tail = k;
+}
+
+#define LEAF_OF(k) ((struct ext_leaf *)((char *)(k) - offsetof(struct ext_leaf, link)))
+#define COMPACT_OF(k) ((struct ext_compact *)((char *)(k) - offsetof(struct ext_compact, link)))
+
 static void unlist(struct extent_cache *xc, struct ext_leaf *l)
 {
-	if (l->lprev)
-		l->lprev->lnext = l->lnext;
-	else
-		xc->head = l->lnext;
-	if (l->lnext)
-		l->lnext->lprev = l->lprev;
-	else
-		xc->tail = l->lprev;
-	l->lnext = l->lprev = NULL;
+	list_del(&xc->full, &l->link);
 }
 
 static void list_tail(struct extent_cache *xc, struct ext_leaf *l)
 {
-	l->lnext = NULL;
-	l->lprev = xc->tail;
-	if (xc->tail)
-		xc->tail->lnext = l;
-	else
-		xc->head = l;
-	xc->tail = l;
+	list_add_tail(&xc->full, &l->link);
+}
+
+static void cunlist(struct extent_cache *xc, struct ext_compact *c)
+{
+	list_del(&xc->small, &c->link);
+}
+
+static void clist_tail(struct extent_cache *xc, struct ext_compact *c)
+{
+	list_add_tail(&xc->small, &c->link);
 }
 
 /* The interior nodes count too: they go with the last leaf under them
@@ -189,27 +231,113 @@ static bool try_evict(struct extent_cache *xc, struct ext_leaf *l)
 	return ok;
 }
 
+/*
+ * Under xc->mu: make the changed leaf @l compact if nobody is inside it
+ * (tried as try_evict does) and that makes it small.  Its stamp goes with
+ * it: a compact leaf is never changed (a change expands it first).
+ */
+static bool try_compact(struct extent_cache *xc, struct ext_leaf *l)
+{
+	struct rangelock *rl = l->m->rl;
+	struct ext_compact *c = NULL;
+	struct rl_range r;
+
+	if (!xc->compact)
+		return false;
+	if (rl && !rl_trylock(rl, &r, l->base, l->base + EXT_FAN, true))
+		return false;
+	c = ext_compact_make(l->e, EXT_FAN, COMPACT_MAX);
+	if (c) {
+		c->m = l->m;
+		c->slot = l->slot;
+		c->base = l->base;
+		c->stamp = atomic_load(&l->stamp);
+		__atomic_store_n(l->slot, (void *)((uintptr_t)c | EXT_COMPACT_TAG),
+				 __ATOMIC_RELEASE);
+		unlist(xc, l);
+		clist_tail(xc, c);
+		atomic_fetch_sub(&xc->leaves, 1);
+		atomic_fetch_add(&xc->compacts, 1);
+		atomic_fetch_add(&xc->compact_bytes, c->bytes);
+		atomic_fetch_add(&xc->compactions, 1);
+	}
+	if (rl)
+		rl_unlock(rl, &r);
+	if (c)
+		free(l);
+	return c != NULL;
+}
+
+/* Under xc->mu: a compact leaf out of the cache (its slot already changed
+ * or about to be), uncounted. */
+static void compact_out(struct extent_cache *xc, struct ext_compact *c)
+{
+	cunlist(xc, c);
+	atomic_fetch_sub(&xc->compacts, 1);
+	atomic_fetch_sub(&xc->compact_bytes, c->bytes);
+}
+
+/*
+ * Under xc->mu: compact leaves whose checkpoint committed go (the tree
+ * holds what they say), oldest first, while over the budget; changed ones
+ * end a bounded look, and go to the end in a @full sweep.  No range lock is needed: nobody reads a compact leaf
+ * but under xc->mu, after checking its slot (extent_i.h); a user who
+ * finds the slot NULL reads the tree, as after an eviction.
+ */
+static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
+{
+	uint64_t committed = atomic_load(&xc->committed);
+
+	for (uint64_t i = 0; i < scan && over_budget(xc) && xc->small.head; i++) {
+		struct ext_compact *c = COMPACT_OF(xc->small.head);
+
+		if (c->stamp > committed) {
+			/* Made compact in stamp order, nearly: the rest are
+			 * changed too, but for a sweep after a commit. */
+			if (!full || &c->link == xc->small.tail)
+				break;
+			cunlist(xc, c);
+			clist_tail(xc, c);
+			continue;
+		}
+		__atomic_store_n(c->slot, NULL, __ATOMIC_RELEASE);
+		compact_out(xc, c);
+		atomic_fetch_add(&xc->compact_drops, 1);
+		(void)inner_evict(c->m, c->slot, c->base);
+		free(c);
+	}
+}
+
 /* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
- * or busy one goes to the end.  Returns the clean leaves it had to leave
- * because someone was inside them. */
-static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan)
+ * one is made compact (try_compact) or, like a busy one, goes to the end;
+ * then clean compact leaves go (trim_compact; all of them in a @full
+ * sweep).  Returns the clean leaves it had to leave because someone was
+ * inside them. */
+static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan,
+			    bool full)
 {
 	uint64_t scanned = 0, busy = 0;
 
-	for (; scanned < scan && over_budget(xc) && xc->head; scanned++) {
-		struct ext_leaf *l = xc->head;
+	for (; scanned < scan && over_budget(xc) && xc->full.head; scanned++) {
+		struct ext_leaf *l = LEAF_OF(xc->full.head);
 		bool used = l != keep && atomic_exchange(&l->ref, false);
 
 		if (l == keep || used || !try_evict(xc, l)) {
-			if (l != keep && !used && is_clean(xc, l))
+			bool clean = is_clean(xc, l);
+
+			if (l != keep && !used && !clean && try_compact(xc, l))
+				continue;
+			if (l != keep && !used && clean)
 				busy++;
-			if (l == xc->tail)
+			if (&l->link == xc->full.tail)
 				break;
 			unlist(xc, l);
 			list_tail(xc, l);
 		}
 	}
 	atomic_fetch_add(&xc->scanned, scanned);
+	/* Full leaves first: each frees 8 KiB, a compact one ~1/60 of it. */
+	trim_compact(xc, full ? 2 * atomic_load(&xc->compacts) + 1 : SCAN_MAX, full);
 	return busy;
 }
 
@@ -223,7 +351,7 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
  */
 static void give_back(struct extent_cache *xc)
 {
-	uint64_t ev = atomic_load(&xc->evictions);
+	uint64_t ev = atomic_load(&xc->evictions) + atomic_load(&xc->compactions);
 	uint64_t last = atomic_load(&xc->counted);
 
 	if (ev != last && atomic_compare_exchange_strong(&xc->counted, &last, ev))
@@ -244,10 +372,10 @@ void extcache_trim(struct extent_cache *xc)
 	uint64_t c = atomic_load(&xc->committed);
 
 	if (xc->swept != c) {
-		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1) == 0)
+		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1, true) == 0)
 			xc->swept = c;
 	} else {
-		trim_locked(xc, NULL, SCAN_MAX);
+		trim_locked(xc, NULL, SCAN_MAX, false);
 	}
 	pthread_mutex_unlock(&xc->mu);
 	give_back(xc);
@@ -255,7 +383,10 @@ void extcache_trim(struct extent_cache *xc)
 
 uint64_t extcache_over(struct extent_cache *xc)
 {
-	uint64_t bytes = atomic_load(&xc->leaves) * sizeof(struct ext_leaf);
+	/* The interior nodes too: a compact leaf keeps its level-1 node
+	 * (4 KiB) until its checkpoint, and one write a GiB apart over a
+	 * sparse span made them most of what was held (v2rssspan). */
+	uint64_t bytes = extcache_bytes(xc);
 	uint64_t budget = atomic_load(&xc->budget);
 
 	return bytes > budget ? bytes - budget : 0;
@@ -269,26 +400,79 @@ void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void 
 	pthread_mutex_unlock(&xc->mu);
 }
 
-void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+/* Under xc->mu: @l listed and counted, then the budget kept; returns the
+ * pressure callback to call once unlocked (NULL: none). */
+static void (*leaf_in_locked(struct extent_cache *xc, struct ext_leaf *l))(void *)
 {
-	void (*fn)(void *ctx) = NULL;
-	void *ctx = NULL;
-
-	pthread_mutex_lock(&xc->mu);
 	list_tail(xc, l);
 	atomic_fetch_add(&xc->leaves, 1);
 	if (over_budget(xc))
-		trim_locked(xc, l, SCAN_MAX);
+		trim_locked(xc, l, SCAN_MAX, false);
 	/* Still twice over: changed leaves, which only a checkpoint frees. */
-	if (atomic_load(&xc->leaves) * sizeof(struct ext_leaf) > 2 * atomic_load(&xc->budget) &&
-	    xc->pressure && !atomic_exchange(&xc->pressure_sent, true)) {
-		fn = xc->pressure;
-		ctx = xc->pressure_ctx;
-	}
+	if (extcache_bytes(xc) > 2 * atomic_load(&xc->budget) && xc->pressure &&
+	    !atomic_exchange(&xc->pressure_sent, true))
+		return xc->pressure;
+	return NULL;
+}
+
+/* Called with xc->mu held, which it releases: @l in, then the pressure
+ * callback (outside the lock: it wakes a thread) and memtrim's count. */
+static void leaf_in_unlock(struct extent_cache *xc, struct ext_leaf *l)
+{
+	void (*fn)(void *ctx) = leaf_in_locked(xc, l);
+	void *ctx = xc->pressure_ctx;
+
 	pthread_mutex_unlock(&xc->mu);
 	if (fn)
 		fn(ctx);
 	give_back(xc);
+}
+
+void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l)
+{
+	pthread_mutex_lock(&xc->mu);
+	leaf_in_unlock(xc, l);
+}
+
+int extcache_expand(struct extent_cache *xc, void **slot, void *tagged)
+{
+	struct ext_leaf *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_lock(&xc->mu);
+	if (ext_load(slot) != tagged) {
+		pthread_mutex_unlock(&xc->mu);
+		free(l);
+		return 0;
+	}
+	struct ext_compact *c = ext_compact_of(tagged);
+
+	ext_compact_expand(c, l->e, EXT_FAN);
+	l->m = c->m;
+	l->slot = slot;
+	l->base = c->base;
+	atomic_init(&l->stamp, c->stamp);
+	atomic_init(&l->ref, true);
+	__atomic_store_n(slot, l, __ATOMIC_RELEASE);
+	compact_out(xc, c);
+	atomic_fetch_add(&xc->expansions, 1);
+	free(c);
+	leaf_in_unlock(xc, l);
+	return 0;
+}
+
+int extcache_compact_read(struct extent_cache *xc, void **slot, void *tagged,
+			  struct extent_ent *out)
+{
+	pthread_mutex_lock(&xc->mu);
+	if (ext_load(slot) != tagged) {
+		pthread_mutex_unlock(&xc->mu);
+		return 1;
+	}
+	ext_compact_expand(ext_compact_of(tagged), out, EXT_FAN);
+	pthread_mutex_unlock(&xc->mu);
+	return 0;
 }
 
 void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl)
@@ -297,7 +481,10 @@ void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl)
 
 	pthread_mutex_lock(&xc->mu);
 	cur = ext_load(slot);
-	if (cur && cur != EXT_EMPTY) {
+	if (ext_is_compact(cur)) {
+		compact_out(xc, ext_compact_of(cur));
+		__atomic_store_n(slot, repl, __ATOMIC_RELEASE);
+	} else if (cur && cur != EXT_EMPTY) {
 		unlist(xc, cur);
 		atomic_fetch_sub(&xc->leaves, 1);
 		__atomic_store_n(slot, repl, __ATOMIC_RELEASE);
@@ -311,6 +498,11 @@ void extcache_stats(struct extent_cache *xc, struct extcache_stats *st)
 	st->budget = atomic_load(&xc->budget);
 	st->leaves = atomic_load(&xc->leaves);
 	st->bytes = st->leaves * sizeof(struct ext_leaf);
+	st->compact = atomic_load(&xc->compacts);
+	st->compact_bytes = atomic_load(&xc->compact_bytes);
+	st->compactions = atomic_load(&xc->compactions);
+	st->expansions = atomic_load(&xc->expansions);
+	st->compact_drops = atomic_load(&xc->compact_drops);
 	st->inner_bytes = atomic_load(&xc->inner) * sizeof(struct ext_inner);
 	st->inner_freed = atomic_load(&xc->inner_freed);
 	st->faults = atomic_load(&xc->faults);

@@ -29,6 +29,7 @@
 #ifndef TWINFS_EXTCACHE_H
 #define TWINFS_EXTCACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "extent.h"
@@ -48,6 +49,10 @@ struct extent_src {
 struct extcache_stats {
 	uint64_t budget;		/* bytes */
 	uint64_t leaves, bytes;		/* resident */
+	uint64_t compact, compact_bytes;	/* resident compact leaves (in the budget) */
+	uint64_t compactions;		/* changed leaves made compact */
+	uint64_t expansions;		/* compact leaves made full again by a user */
+	uint64_t compact_drops;		/* compact leaves dropped once clean */
 	uint64_t inner_bytes;		/* interior nodes above them (in the budget) */
 	uint64_t inner_freed;		/* interior nodes the evictor freed */
 	uint64_t faults;		/* leaves read from the tree */
@@ -63,6 +68,9 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 void extcache_destroy(struct extent_cache *xc);
 /* Bytes of resident leaves to keep at most (dirty ones stay regardless). */
 void extcache_set_budget(struct extent_cache *xc, uint64_t bytes);
+/* Whether changed leaves nobody uses are kept compact (off by default:
+ * -o compact_dirty). */
+void extcache_set_compact(struct extent_cache *xc, bool on);
 /* @fn(@ctx) is called (once until the next checkpoint commits) when the
  * changed leaves alone hold twice the budget: a checkpoint makes them
  * clean.  It runs on the thread that read a leaf in: it must only wake. */
@@ -72,9 +80,10 @@ void extcache_set_pressure(struct extent_cache *xc, void (*fn)(void *ctx), void 
  * that found clean leaves busy), else a bounded look at the oldest ones. */
 void extcache_trim(struct extent_cache *xc);
 void extcache_stats(struct extent_cache *xc, struct extcache_stats *st);
-/* Bytes of resident leaves past the budget, without a lock: changed
- * leaves, which only a checkpoint lets go (the dirty budget, fs.c,
- * counts them), and clean ones the next trim drops. */
+/* Bytes of resident leaves and the interior nodes above them past the
+ * budget, without a lock: changed leaves, which only a checkpoint lets go
+ * (the dirty budget, fs.c, counts them), and clean ones the next trim
+ * drops. */
 uint64_t extcache_over(struct extent_cache *xc);
 
 /*

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "extcache.h"
+#include "extcompact.h"
 #include "extent.h"
 
 #define EXT_FAN 512u
@@ -29,6 +30,28 @@
  * a fault that found nothing): a hole without a node, never faulted. */
 #define EXT_EMPTY ((void *)1)
 
+/*
+ * A leaf slot may also hold a changed leaf kept compact (extcompact.h)
+ * while nobody uses it: its pointer with bit 1 set.  Only the evictor
+ * makes one (under xc->mu, with the leaf's range locked), and it is read
+ * and replaced only under xc->mu after checking the slot still holds it
+ * (extcache_expand, extcache_compact_read, extcache_leaf_take): users find
+ * it under their range lock, but users of the same leaf under shared range
+ * locks may expand it, and the evictor may drop it once clean, without
+ * their lock.
+ */
+#define EXT_COMPACT_TAG ((uintptr_t)2)
+
+static inline bool ext_is_compact(const void *p)
+{
+	return ((uintptr_t)p & EXT_COMPACT_TAG) != 0;
+}
+
+static inline struct ext_compact *ext_compact_of(void *p)
+{
+	return (struct ext_compact *)((uintptr_t)p & ~EXT_COMPACT_TAG);
+}
+
 struct ext_leaf {
 	struct extent_ent e[EXT_FAN];
 	struct extent_map *m;
@@ -36,7 +59,7 @@ struct ext_leaf {
 	uint64_t base;			/* first block of its span */
 	_Atomic uint64_t stamp;		/* epoch of its last change; 0: as read */
 	atomic_bool ref;		/* used since the evictor last looked */
-	struct ext_leaf *lnext, *lprev;	/* the cache's list, under xc->mu */
+	struct ext_link link;		/* the cache's list, under xc->mu */
 };
 
 /*
@@ -59,7 +82,11 @@ struct ext_inner {
 struct extent_cache {
 	pthread_mutex_t mu;		/* leaf: the list */
 	struct extent_src src;
-	struct ext_leaf *head, *tail;	/* oldest first */
+	struct ext_list full;		/* full leaves (struct ext_leaf) */
+	struct ext_list small;		/* compact leaves (struct ext_compact) */
+	bool compact;			/* keep unused changed leaves compact */
+	_Atomic uint64_t compacts, compact_bytes;	/* resident compact leaves */
+	_Atomic uint64_t compactions, expansions, compact_drops;
 	_Atomic uint64_t budget;	/* bytes of leaves kept at most (clean ones go) */
 	_Atomic uint64_t leaves, faults, empty_faults, evictions, fault_errors;
 	_Atomic uint64_t inner;		/* interior nodes of lazy maps (ext_inner) */
@@ -93,10 +120,18 @@ bool extcache_src_same(struct extent_cache *xc, uint64_t ino, uint64_t stamp);
 /* A leaf now in its slot: counted and listed; then clean leaves over the
  * budget go (never @l itself). */
 void extcache_leaf_in(struct extent_cache *xc, struct ext_leaf *l);
-/* Under xc->mu, the leaf in *slot (if any) unlisted and *slot set to
- * @repl: the leaf for the caller to free, or what the slot held (NULL:
- * evicted meanwhile, EXT_EMPTY). */
+/* Under xc->mu, the leaf in *slot (if any, full or compact) unlisted and
+ * *slot set to @repl: the leaf for the caller to free (a compact one
+ * tagged), or what the slot held (NULL: evicted meanwhile, EXT_EMPTY). */
 void *extcache_leaf_take(struct extent_cache *xc, void **slot, void *repl);
+/* The compact leaf @tagged found in *slot (by a user holding its range
+ * lock) made a full leaf again, in its place: 0 (also when the slot no
+ * longer holds it: look again) or -ENOMEM. */
+int extcache_expand(struct extent_cache *xc, void **slot, void *tagged);
+/* Its entries copied to @out (EXT_FAN of them): 0, or 1 when the slot no
+ * longer holds it (look again). */
+int extcache_compact_read(struct extent_cache *xc, void **slot, void *tagged,
+			  struct extent_ent *out);
 
 /* ---- shared by extent.c and extent_lazy.c ---- */
 
@@ -166,11 +201,17 @@ static inline void inner_free(struct extent_cache *xc, void *node)
 	free(node);
 }
 
+/* Bytes of the leaves, full and compact. */
+static inline uint64_t extcache_leaf_bytes(struct extent_cache *xc)
+{
+	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) +
+	       atomic_load(&xc->compact_bytes);
+}
+
 /* Bytes the budget counts: the leaves and the interior nodes above them. */
 static inline uint64_t extcache_bytes(struct extent_cache *xc)
 {
-	return atomic_load(&xc->leaves) * sizeof(struct ext_leaf) +
-	       atomic_load(&xc->inner) * sizeof(struct ext_inner);
+	return extcache_leaf_bytes(xc) + atomic_load(&xc->inner) * sizeof(struct ext_inner);
 }
 
 /* extent_lazy.c: the operations of a map with xc set. */

@@ -22,6 +22,10 @@
  *
  * The tiny leaf (blocks below EXTENT_TINY_FBLK) is a plain array as in
  * extent.c, read in like a leaf but never evicted.
+ *
+ * A leaf slot may hold a compact leaf (extent_i.h): users that need the
+ * entries (lookups, sets, a clear of part of it) expand it in place, walks
+ * read a copy of it, a clear of all of it drops its runs.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -293,6 +297,8 @@ static int get_leaf(struct extent_map *m, uint64_t fblk, bool create, struct ext
 			if (!create)
 				return 1;
 			ret = unempty(m, p, lvl, b, top);
+		} else if (ext_is_compact(node)) {
+			ret = extcache_expand(m->xc, p, node);
 		} else if (!node) {
 			ret = lvl ? install_interior(m, p) : fault(m, p, b, top);
 		} else if (lvl) {
@@ -430,6 +436,16 @@ static int clear_whole_leaf(struct clr *c, void **p, uint64_t base, uint64_t hi)
 	}
 	if (l == EXT_EMPTY)
 		return 0;
+	if (ext_is_compact(l)) {	/* out of the cache now: its runs */
+		struct ext_compact *cp = ext_compact_of(l);
+
+		for (uint32_t r = 0; r < cp->nruns; r++) {
+			ext_drop_run(&c->d, cp->r[r].phys, cp->r[r].n);
+			c->cleared += cp->r[r].n;
+		}
+		free(cp);
+		return 0;
+	}
 	if (!l) {	/* not resident (evicted meanwhile): the tree's */
 		int ret = src_drop(c, base, hi);
 
@@ -461,6 +477,12 @@ static int clear_node(struct clr *c, void **p, int lvl, uint64_t base, uint64_t 
 		return clear_whole_leaf(c, p, base, base + span);
 	if (!lvl) {
 		/* Cut at an edge: read in (the caller's range lock keeps it). */
+		while (ext_is_compact(node)) {
+			ret = extcache_expand(c->m->xc, p, node);
+			if (ret)
+				return ret;
+			node = ext_load(p);
+		}
 		if (!node) {
 			ret = fault(c->m, p, base, c->top);
 			node = ext_load(p);
@@ -557,6 +579,7 @@ struct lzv {
 	void *ctx;
 	uint64_t found;
 	uint64_t qlo, qhi;		/* resident piece not yet passed on */
+	struct extent_ent *copy;	/* EXT_FAN: a compact leaf's entries */
 };
 
 static int lzv_flush(struct lzv *v)
@@ -581,9 +604,29 @@ static int lzv_nonres(struct lzv *v, uint64_t lo, uint64_t hi)
 	return r;
 }
 
-static int lzv_node(struct lzv *v, void *node, int lvl, uint64_t base, uint64_t from,
+/* The slot @p, a leaf's, holds the compact leaf @node: its entries to
+ * the leaf callback; *moved when the slot no longer held it. */
+static int lzv_compact(struct lzv *v, void **p, void *node, uint64_t base, uint64_t from,
+		       uint64_t to, bool *moved)
+{
+	*moved = false;
+	if (!v->copy) {
+		v->copy = malloc(EXT_FAN * sizeof(*v->copy));
+		if (!v->copy)
+			return -ENOMEM;
+	}
+	/* Expanded or dropped meanwhile: what the slot holds now. */
+	if (extcache_compact_read(v->m->xc, p, node, v->copy)) {
+		*moved = true;
+		return 0;
+	}
+	return v->leaf(v, v->copy, base, from, to);
+}
+
+static int lzv_node(struct lzv *v, void **p, int lvl, uint64_t base, uint64_t from,
 		    uint64_t to)
 {
+	void *node = ext_load(p);
 	int r;
 
 	if (!node)
@@ -593,6 +636,12 @@ static int lzv_node(struct lzv *v, void *node, int lvl, uint64_t base, uint64_t 
 		return r;
 	if (node == EXT_EMPTY)
 		return v->empty ? v->empty(v, from, to) : 0;
+	if (ext_is_compact(node)) {
+		bool moved;
+
+		r = lzv_compact(v, p, node, base, from, to, &moved);
+		return moved ? lzv_node(v, p, lvl, base, from, to) : r;
+	}
 	if (!lvl)
 		return v->leaf(v, node, base, from, to);
 
@@ -602,7 +651,7 @@ static int lzv_node(struct lzv *v, void *node, int lvl, uint64_t base, uint64_t 
 	for (uint64_t i = (from - base) / cs; i <= (to - 1 - base) / cs; i++) {
 		uint64_t cb = base + i * cs;
 
-		r = lzv_node(v, ext_load(&slots[i]), lvl - 1, cb, from > cb ? from : cb,
+		r = lzv_node(v, &slots[i], lvl - 1, cb, from > cb ? from : cb,
 			     to < cb + cs ? to : cb + cs);
 		if (r)
 			return r;
@@ -610,7 +659,7 @@ static int lzv_node(struct lzv *v, void *node, int lvl, uint64_t base, uint64_t 
 	return 0;
 }
 
-static int lzv_map(struct lzv *v, uint64_t from, uint64_t to)
+static int lzv_map_(struct lzv *v, uint64_t from, uint64_t to)
 {
 	struct extent_map *m = v->m;
 	int r = 0;
@@ -620,17 +669,26 @@ static int lzv_map(struct lzv *v, uint64_t from, uint64_t to)
 	if (from >= to)
 		return 0;
 	if (from < EXTENT_TINY_FBLK)
-		r = lzv_node(v, ext_load(&m->tiny), 0, 0, from,
+		r = lzv_node(v, &m->tiny, 0, 0, from,
 			     to < EXTENT_TINY_FBLK ? to : EXTENT_TINY_FBLK);
 	if (from < EXTENT_TINY_FBLK)
 		from = EXTENT_TINY_FBLK;
 	if (!r && from < EXTENT_LOW_FBLK && from < to)
-		r = lzv_node(v, ext_load(&m->root), EXT_TOP_LOW, 0, from,
+		r = lzv_node(v, &m->root, EXT_TOP_LOW, 0, from,
 			     to < EXTENT_LOW_FBLK ? to : EXTENT_LOW_FBLK);
 	if (!r && to > EXTENT_LOW_FBLK)
-		r = lzv_node(v, ext_load(&m->high), EXT_TOP_HIGH, 0,
+		r = lzv_node(v, &m->high, EXT_TOP_HIGH, 0,
 			     from > EXTENT_LOW_FBLK ? from : EXTENT_LOW_FBLK, to);
 	return r ? r : lzv_flush(v);
+}
+
+static int lzv_map(struct lzv *v, uint64_t from, uint64_t to)
+{
+	int r = lzv_map_(v, from, to);
+
+	free(v->copy);
+	v->copy = NULL;
+	return r;
 }
 
 /* walk */

@@ -105,6 +105,7 @@ struct tfs {
 	 * inodes of a v2 mount together; v2_lazy: inodes fault in (a mount),
 	 * not all loaded (fsck's offline load). */
 	uint64_t cache_bytes;
+	bool compact_dirty;		/* -o compact_dirty (tfs.h) */
 	bool v2_lazy;
 	/* Format v2: the budget and list of the files' map leaves
 	 * (extcache.h), set up with the trees, freed after the inodes. */

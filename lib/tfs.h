@@ -58,6 +58,11 @@ struct tfs_opts {
 	 * format v2 mount (0: 256 MiB; at least 4 MiB); version 1 keeps all
 	 * metadata in memory and ignores it. */
 	uint64_t cache_bytes;
+	/* Format v2: changed map leaves nobody uses are kept compact until
+	 * their checkpoint (extcache.c), so random writes fill the dirty
+	 * budget later: fewer checkpoint bytes, a longer log to replay after
+	 * a crash. */
+	bool compact_dirty;
 	/* Format 1 is deprecated.  The tools (daemon, fsck) set v1_optin to
 	 * how their user opts in ("-o format=1"): a format 1 image is then
 	 * refused, one line naming it and the opt-in, unless v1 is set, and
