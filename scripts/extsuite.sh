@@ -22,7 +22,7 @@
 #              which tests: XFSTESTS_ARGS (default "-g quick"), less those
 #              in scripts/xfstests.exclude (each with its reason); after
 #              each, fsck -n of both file systems; the scratch one made
-#              anew for each (of XFSTESTS_SIZE, default 3G, or the size a
+#              anew whenever a test makes it (of XFSTESTS_SIZE, default 3G, or the size a
 #              test asks for).  About an hour; not in the default set: name
 #              it.
 # Usage: scripts/extsuite.sh [pjdfstest|fsx|fsstress|crash|xfstests]...
