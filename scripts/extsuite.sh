@@ -20,13 +20,16 @@
 #              pair of image files, in a private mount namespace (its df
 #              stats every mount and hangs on other sessions' busy ones);
 #              which tests: XFSTESTS_ARGS (default "-g quick"), less those
-#              in scripts/xfstests.exclude (each with its reason).  About
-#              an hour; not in the default set: name it.
+#              in scripts/xfstests.exclude (each with its reason); after
+#              each, fsck -n of both file systems; the scratch one made
+#              anew whenever a test makes it (of XFSTESTS_SIZE, default 3G, or the size a
+#              test asks for).  About an hour; not in the default set: name
+#              it.
 # Usage: scripts/extsuite.sh [pjdfstest|fsx|fsstress|crash|xfstests]...
 # (default: pjdfstest fsx fsstress crash)
 # Environment: EXT_WORK, EXT_OPS (fsx operations per run, default 100000),
 # EXT_ROUNDS (crash rounds, default 4), PJDFSTEST_GIT, XFSTESTS_GIT (where to
-# clone from), XFSTESTS_ARGS.  Build dependencies: autoconf automake
+# clone from), XFSTESTS_ARGS, XFSTESTS_SIZE.  Build dependencies: autoconf automake
 # libaio-dev liburing-dev uuid-dev xfslibs-dev (fsstress includes xfs/xfs.h),
 # perl's prove; for xfstests also libacl1-dev libattr1-dev attr acl
 # libtool-bin gawk bc libcap-dev xfsprogs.
@@ -248,6 +251,76 @@ get_xfstests() {
 	grep -q 'fuse.twinfs' "$rc" ||
 		sed -i "s|-e 's/fuse.glusterfs/glusterfs/'|& -e 's/^fuse\\.twinfs\$/fuse/'|" "$rc"
 	grep -q 'fuse.twinfs' "$rc" || { echo "extsuite: could not patch $rc" >&2; return 1; }
+	# It checks no FSTYP=fuse file system after a test: for twinfs,
+	# _check_twinfs_fs (appended) unmounts, runs fsck.fuse (the wrapper
+	# run_xfstests puts first in PATH) and mounts again.  Its generic
+	# check cannot: it looks the mount up by type "fuse", not fuse.twinfs.
+	if ! grep -q '^_check_twinfs_fs()' "$rc"; then
+		# shellcheck disable=SC2016  # sed writes shell code into common/rc
+		sed -i \
+			-e '/^_check_test_fs()/,/^}/s|# no way to check consistency for fuse|[ "$FUSE_SUBTYP" != .twinfs ] \|\| _check_twinfs_fs $TEST_DEV|' \
+			-e '/^_check_dev_fs()/,/^}/s|# no way to check consistency for fuse|[ "$FUSE_SUBTYP" != .twinfs ] \|\| _check_twinfs_fs $device|' \
+			"$rc"
+		cat >>"$rc" <<-'EOF'
+
+			# Added by twinfs's scripts/extsuite.sh: unmount, fsck.fuse -n, mount again.
+			_check_twinfs_fs()
+			{
+				local dev=$1 mnt ok=0
+				mnt=$(findmnt -rncv -S "$dev" -o TARGET | head -1)
+				[ -n "$mnt" ] && _unmount "$mnt"
+				if ! fsck.fuse -n "$dev" >$tmp.fsck 2>&1; then
+					_log_err "_check_twinfs_fs: filesystem on $dev is inconsistent"
+					cat $tmp.fsck >>$seqres.full
+					ok=1
+				fi
+				rm -f $tmp.fsck
+				[ -n "$mnt" ] && { _mount -t fuse.twinfs $MOUNT_OPTIONS "$dev" "$mnt" || ok=1; }
+				return $ok
+			}
+		EOF
+	fi
+	[[ $(grep -c '_check_twinfs_fs \$' "$rc") == 2 ]] ||
+		{ echo "extsuite: could not patch the fsck into $rc" >&2; return 1; }
+	# Nor can it make an FSTYP=fuse file system: _scratch_mkfs empties the
+	# old one and _scratch_mkfs_sized (the ENOSPC tests) is not run.  For
+	# twinfs both make new scratch images (_twinfs_mkfs, appended): of
+	# the size asked, or of XFSTESTS_SIZE.
+	if ! grep -q '^_twinfs_mkfs()' "$rc"; then
+		# shellcheck disable=SC2016  # sed writes shell code into common/rc
+		sed -i \
+			-e '/^_scratch_mkfs()/,/^}/{/^\tnfs\*|afs|cifs|/i\
+\tfuse)\
+\t\t[ "$FUSE_SUBTYP" = .twinfs ] \&\& { _twinfs_mkfs; return $?; }\
+\t\t_scratch_cleanup_files\
+\t\treturn $?\
+\t\t;;
+}' \
+			-e '/^_try_scratch_mkfs_sized()/,/^}/{/^\t\*)$/i\
+\tfuse)\
+\t\t[ "$FUSE_SUBTYP" = .twinfs ] \&\& { _twinfs_mkfs $fssize; return $?; }\
+\t\t_notrun "Filesystem $FSTYP not supported in _scratch_mkfs_sized"\
+\t\t;;
+}' \
+			"$rc"
+		cat >>"$rc" <<-'EOF'
+
+			# Added by twinfs's scripts/extsuite.sh: new scratch images of
+			# $1 bytes (default $TWINFS_SCRATCH_SIZE), once no daemon has them.
+			_twinfs_mkfs()
+			{
+				local size=${1:-$TWINFS_SCRATCH_SIZE} devs=${SCRATCH_DEV//:/ } d
+				_scratch_unmount 2>/dev/null
+				for _ in $(seq 300); do fuser -s $devs 2>/dev/null || break; sleep 0.1; done
+				for d in $devs; do
+					rm -f "$d" && truncate -s "$size" "$d" || return 1
+				done
+				mkfs.twinfs $devs
+			}
+		EOF
+	fi
+	[[ $(grep -c '_twinfs_mkfs' "$rc") == 3 ]] ||
+		{ echo "extsuite: could not patch the mkfs into $rc" >&2; return 1; }
 	[[ -x $W/xfstests/src/fsync-tester ]] && return 0
 	(cd "$W/xfstests" && make -j2) >"$LOGS/build-xfstests.log" 2>&1 ||
 		{ echo "extsuite: xfstests build failed, see $LOGS/build-xfstests.log" >&2; return 1; }
@@ -257,16 +330,31 @@ run_xfstests() {
 	get_xfstests
 	mkdir -p "$x/bin" "$x/test" "$x/scratch"
 	ln -sf "$B/twinfs" "$x/bin/twinfs"
+	ln -sf "$B/mkfs.twinfs" "$x/bin/mkfs.twinfs"
+	# fsck -t fuse [-n] A.img:B.img, after each test: once the daemon that
+	# the unmount stopped has let go of the images (it writes its clean
+	# checkpoint after umount returns), fsck.twinfs -n on both; its exit
+	# status, one line a check, in xfstests-fsck.log.
+	cat >"$x/bin/fsck.fuse" <<-EOF
+		#!/bin/bash
+		dev=\${!#}
+		for _ in \$(seq 300); do fuser -s \${dev//:/ } 2>/dev/null || break; sleep 0.1; done
+		"$B/fsck.twinfs" -n \${dev//:/ }; rc=\$?
+		echo "\$rc \$dev" >>"$LOGS/xfstests-fsck.log"
+		exit \$rc
+	EOF
+	chmod +x "$x/bin/fsck.fuse"
 	truncate -s "${XFSTESTS_SIZE:-3G}" "$x/ta.img" "$x/tb.img" "$x/sa.img" "$x/sb.img"
 	"$B/mkfs.twinfs" "$x/ta.img" "$x/tb.img" >/dev/null
 	"$B/mkfs.twinfs" "$x/sa.img" "$x/sb.img" >/dev/null
+	: >"$LOGS/xfstests-fsck.log"
 	t0=$SECONDS
 	# shellcheck disable=SC2086,SC2016  # args are ./check's words; the
 	# namespace's shell expands its own variables
-	X=$x XW=$W/xfstests XEXCL=$REPO/scripts/xfstests.exclude \
+	X=$x XW=$W/xfstests XEXCL=$REPO/scripts/xfstests.exclude XSIZE=${XFSTESTS_SIZE:-3G} \
 		unshare -m --propagation private bash -c '
 		mount --bind "$X/bin" /usr/local/sbin || exit 2
-		export FSTYP=fuse FUSE_SUBTYP=.twinfs
+		export FSTYP=fuse FUSE_SUBTYP=.twinfs TWINFS_SCRATCH_SIZE=$XSIZE
 		export TEST_DEV=$X/ta.img:$X/tb.img TEST_DIR=$X/test
 		export SCRATCH_DEV=$X/sa.img:$X/sb.img SCRATCH_MNT=$X/scratch
 		export TEST_FS_MOUNT_OPTS="-o allow_other" MOUNT_OPTIONS="-o allow_other"
@@ -280,11 +368,12 @@ run_xfstests() {
 	grep -q '^Failures: ' "$log" && bad="$(grep -E '^(Failures|Failed)' "$log" | tr '\n' ' ')"
 	for _ in $(seq 300); do fuser -s "$x/ta.img" "$x/sa.img" 2>/dev/null || break; sleep 0.1; done
 	"$B/fsck.twinfs" -n "$x/ta.img" "$x/tb.img" >>"$log" 2>&1 || bad+=" fsck of the test file system"
-	local what=$args n
+	local what=$args n fscks
+	fscks="$(wc -l <"$LOGS/xfstests-fsck.log") fsck -n after tests, $(grep -vc '^0 ' "$LOGS/xfstests-fsck.log" || true) not clean"
 	n=$(wc -w <<<"$args")
 	((n <= 4)) || what="$n tests"
 	bad=${bad/Failed*of*tests/}
-	result "xfstests ./check $what, $((SECONDS - t0)) s: $(grep -E '^(Passed all|Failed [0-9]+ of)' "$log" | tail -1)" "$log" "$bad"
+	result "xfstests ./check $what, $((SECONDS - t0)) s: $(grep -E '^(Passed all|Failed [0-9]+ of)' "$log" | tail -1); $fscks" "$log" "$bad"
 	rm -rf "$x"
 }
 
