@@ -280,9 +280,11 @@ static void compact_out(struct extent_cache *xc, struct ext_compact *c)
 /*
  * Under xc->mu: compact leaves whose checkpoint committed go (the tree
  * holds what they say), oldest first, while over the budget; changed ones
- * end a bounded look, and go to the end in a @full sweep.  No range lock is needed: nobody reads a compact leaf
- * but under xc->mu, after checking its slot (extent_i.h); a user who
- * finds the slot NULL reads the tree, as after an eviction.
+ * end a bounded look, and go to the end in a @full sweep.  The leaf's
+ * range lock is tried first, as try_evict does: a holder of it may rely
+ * on what is resident staying so (a checkpoint that cleared a range of
+ * the tree and then walks the map over it would read a dropped leaf back
+ * from the cleared tree: holes); a leaf someone is inside goes to the end.
  */
 static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
 {
@@ -300,9 +302,21 @@ static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
 			clist_tail(xc, c);
 			continue;
 		}
+		struct rangelock *rl = c->m->rl;
+		struct rl_range r;
+
+		if (rl && !rl_trylock(rl, &r, c->base, c->base + EXT_FAN, true)) {
+			if (&c->link == xc->small.tail)
+				break;
+			cunlist(xc, c);
+			clist_tail(xc, c);
+			continue;
+		}
 		__atomic_store_n(c->slot, NULL, __ATOMIC_RELEASE);
 		compact_out(xc, c);
 		atomic_fetch_add(&xc->compact_drops, 1);
+		if (rl)
+			rl_unlock(rl, &r);
 		(void)inner_evict(c->m, c->slot, c->base);
 		free(c);
 	}
@@ -383,10 +397,14 @@ void extcache_trim(struct extent_cache *xc)
 
 uint64_t extcache_over(struct extent_cache *xc)
 {
-	/* The interior nodes too: a compact leaf keeps its level-1 node
-	 * (4 KiB) until its checkpoint, and one write a GiB apart over a
-	 * sparse span made them most of what was held (v2rssspan). */
-	uint64_t bytes = extcache_bytes(xc);
+	/* The interior nodes above compact leaves too: one keeps its level-1
+	 * node (4 KiB) until its checkpoint, and one write a GiB apart over a
+	 * sparse span made them most of what was held (v2rssspan).  No more
+	 * than one per compact leaf: the others (levels 2 and up, nodes of
+	 * hole lookups) no checkpoint frees, and counting them would make
+	 * writers wait for checkpoints that cannot help. */
+	uint64_t inner = atomic_load(&xc->inner), nc = atomic_load(&xc->compacts);
+	uint64_t bytes = extcache_leaf_bytes(xc) + (inner < nc ? inner : nc) * sizeof(struct ext_inner);
 	uint64_t budget = atomic_load(&xc->budget);
 
 	return bytes > budget ? bytes - budget : 0;
@@ -409,7 +427,7 @@ static void (*leaf_in_locked(struct extent_cache *xc, struct ext_leaf *l))(void 
 	if (over_budget(xc))
 		trim_locked(xc, l, SCAN_MAX, false);
 	/* Still twice over: changed leaves, which only a checkpoint frees. */
-	if (extcache_bytes(xc) > 2 * atomic_load(&xc->budget) && xc->pressure &&
+	if (extcache_over(xc) > atomic_load(&xc->budget) && xc->pressure &&
 	    !atomic_exchange(&xc->pressure_sent, true))
 		return xc->pressure;
 	return NULL;
