@@ -335,6 +335,13 @@ measure() {
 	# What the mount after the crash checkpointed: the log's changes
 	# since the last checkpoint (v1: all the metadata, every time).
 	read -r mck mcb < <(stats checkpoints_total checkpoint_written_bytes_total)
+	# SCALE_CRASH_STATUS=PREFIX: where that mount's time went (status:
+	# mount.replay_ns, ckpt_write_ns...; stats: node cache misses) kept
+	# in PREFIX.STEP.{status,stats}.
+	if [ -n "${SCALE_CRASH_STATUS:-}" ]; then
+		"$CTL" raw "$MNT" status >"$SCALE_CRASH_STATUS.$step.status" || true
+		"$CTL" stats "$MNT" >"$SCALE_CRASH_STATUS.$step.stats" || true
+	fi
 	stop_daemon
 	umnt=$UMOUNT_S
 	start_daemon "${IMGS[@]}"
