@@ -19,6 +19,9 @@
 # daemon, the mount after it (replays the log), a clean unmount (its final
 # checkpoint), the mount after that, its RSS, and a cold find of the tree.
 # Writes <out>.md (tables), <out>.png (RSS against size) and <out>.tsv.
+# SCALE_CRASH_STATUS=PREFIX in the environment keeps what the mount after
+# kill -9 spent (status: mount.replay_ns, ckpt_write_ns; stats: node and
+# map caches) in PREFIX.STEP.status and PREFIX.STEP.stats.
 #
 #   bench/scale.sh [--sizes 64G,256G,1T,4T] [--files 100k,1M,10M]
 #                  [--only sparse,files] [--dir /var/tmp] [--overwrite 16G]
@@ -75,7 +78,7 @@ while [ $# -gt 0 ]; do
 	--out) OUTP=$2; shift 2 ;;
 	--build) BUILD=$2; shift 2 ;;
 	--quick) SIZES=1G,2G; FILES=2k,5k; OVERWRITE=16M; CHUNK=1k; FILESIMG=2G; shift ;;
-	-h|--help) sed -n '3,38p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,41p' "$0"; exit 0 ;;
 	*) echo "bench/scale.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -335,6 +338,11 @@ measure() {
 	# What the mount after the crash checkpointed: the log's changes
 	# since the last checkpoint (v1: all the metadata, every time).
 	read -r mck mcb < <(stats checkpoints_total checkpoint_written_bytes_total)
+	# Where that mount's time went (SCALE_CRASH_STATUS, see the top).
+	if [ -n "${SCALE_CRASH_STATUS:-}" ]; then
+		"$CTL" raw "$MNT" status >"$SCALE_CRASH_STATUS.$step.status" || true
+		"$CTL" stats "$MNT" >"$SCALE_CRASH_STATUS.$step.stats" || true
+	fi
 	stop_daemon
 	umnt=$UMOUNT_S
 	start_daemon "${IMGS[@]}"

@@ -125,6 +125,7 @@ struct cfg {
 	char *space_reserve;
 	char *direct_writers;
 	char *cache;
+	char *ckpt_log;
 	char *format;		/* -o format=1: a (deprecated) format 1 image mounts */
 	char *event_cmd;
 	char *event_timeout;
@@ -156,6 +157,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("space_reserve=%s", space_reserve, 0),
 	CFG_OPT("direct_writers=%s", direct_writers, 0),
 	CFG_OPT("cache=%s", cache, 0),
+	CFG_OPT("ckpt_log=%s", ckpt_log, 0),
 	CFG_OPT("compact_dirty", compact_dirty, 1),
 	CFG_OPT("format=%s", format, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
@@ -284,6 +286,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o compact_dirty       format v2: keep changed map leaves compact until\n"
 		"                           their checkpoint (fewer checkpoint bytes under\n"
 		"                           random writes; a longer log to replay after a crash)\n"
+		"    -o ckpt_log=SIZE       checkpoint once the log since the last one passes\n"
+		"                           SIZE (default: half the log): bounds the replay of\n"
+		"                           the mount after a crash\n"
 		"    -o format=1            mount a format 1 file system (deprecated: to copy\n"
 		"                           its files to a new one); format=2 is the default\n"
 		"    -o threads=N           max worker threads, 1..%u (default %u)\n"
@@ -588,6 +593,7 @@ struct startup {
 	struct fuse_cmdline_opts cmd;
 	unsigned threads, commit_ms, bufs, event_timeout;
 	uint64_t cache_bytes;	/* -o cache= (0: the default) */
+	uint64_t ckpt_log_bytes;	/* -o ckpt_log= (0: half the log) */
 	const char *devs[DEVS_MAX];
 	int ndevs;
 	char *devlist;		/* the device list as given, for messages */
@@ -669,6 +675,12 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 			"or 1G\n", cfg->cache);
 		return 2;
 	}
+	if (cfg->ckpt_log && (ctl_parse_size(cfg->ckpt_log, &s->ckpt_log_bytes) < 0 ||
+			      s->ckpt_log_bytes < (1ull << 20))) {
+		fprintf(stderr, "twinfs: ckpt_log=%s: expected a size of at least 1M, such as "
+			"32M\n", cfg->ckpt_log);
+		return 2;
+	}
 	if (cfg->format && strcmp(cfg->format, "1") && strcmp(cfg->format, "2")) {
 		fprintf(stderr, "twinfs: format=%s: expected 1 or 2\n", cfg->format);
 		return 2;
@@ -697,6 +709,7 @@ static void free_cfg(struct cfg *cfg)
 	free(cfg->event_timeout);
 	free(cfg->transport);
 	free(cfg->cache);
+	free(cfg->ckpt_log);
 }
 
 /* Fork: the parent waits for the child's startup line and exits with
@@ -751,6 +764,7 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.mountpoint = s->mnt;
 	to.event_timeout_s = s->event_timeout;
 	to.cache_bytes = s->cache_bytes;
+	to.ckpt_log_bytes = s->ckpt_log_bytes;
 	to.compact_dirty = s->cfg.compact_dirty;
 	to.v1_optin = "-o format=1";
 	to.v1 = s->cfg.format && !strcmp(s->cfg.format, "1");

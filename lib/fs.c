@@ -253,9 +253,13 @@ int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 		.on_room = fs_dirty_gate,
 		.ctx = fs,
 	};
+	int ret;
 
 	fs_log_geom(fs, &g);
-	return log_open(&fs->mirror, &g, pos, seq, &cbs, &fs->log);
+	ret = log_open(&fs->mirror, &g, pos, seq, &cbs, &fs->log);
+	if (ret == 0)
+		log_set_ckpt_blocks(fs->log, fs->ckpt_log_bytes / TFS_BLOCK_SIZE);
+	return ret;
 }
 
 /*

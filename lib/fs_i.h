@@ -106,6 +106,7 @@ struct tfs {
 	 * not all loaded (fsck's offline load). */
 	uint64_t cache_bytes;
 	bool compact_dirty;		/* -o compact_dirty (tfs.h) */
+	uint64_t ckpt_log_bytes;	/* -o ckpt_log= (tfs.h) */
 	bool v2_lazy;
 	/* Format v2: the budget and list of the files' map leaves
 	 * (extcache.h), set up with the trees, freed after the inodes. */

@@ -59,6 +59,10 @@ struct log {
 	size_t max_payload;			/* bytes per chunk, excl. header */
 	size_t cap;				/* bytes of each chunk buffer */
 	uint64_t slack;				/* blocks kept free by log_wait_space */
+	/* Past this many blocks since the head a checkpoint is asked for
+	 * (on_pressure): half the region, or less (log_set_ckpt_blocks), as
+	 * the mount after a crash replays all of them.  Under mu. */
+	uint64_t ckpt_after;
 	struct log_cbs cbs;
 
 	/* Serializes on_durable calls so they are seen in increasing order. */
@@ -238,7 +242,7 @@ static int commit_round(struct log *l)
 			l->spare = b;
 		else
 			cb_free(b);
-		pressure = used_locked(l) > l->nblocks / 2;
+		pressure = used_locked(l) > l->ckpt_after;
 	} else {
 		ret = -EIO;
 		l->st.errors++;
@@ -453,6 +457,14 @@ void log_set_head(struct log *l, uint64_t pos, uint64_t seq)
 	pthread_mutex_unlock(&l->mu);
 }
 
+void log_set_ckpt_blocks(struct log *l, uint64_t blocks)
+{
+	pthread_mutex_lock(&l->mu);
+	if (blocks && blocks < l->nblocks / 2)
+		l->ckpt_after = blocks;
+	pthread_mutex_unlock(&l->mu);
+}
+
 uint64_t log_used_blocks(struct log *l)
 {
 	uint64_t v;
@@ -496,6 +508,7 @@ int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t 
 	l->slack = g->nblocks / 8 > 512 ? g->nblocks / 8 : 512;
 	if (l->slack > g->nblocks / 4)	/* small (test) regions */
 		l->slack = g->nblocks / 4;
+	l->ckpt_after = g->nblocks / 2;
 	if (cbs)
 		l->cbs = *cbs;
 	l->head_pos = g->head_pos;

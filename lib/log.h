@@ -227,6 +227,10 @@ void log_set_head(struct log *l, uint64_t pos, uint64_t seq);
 /* Blocks in use between the durable head and the write position, plus the
  * blocks the not yet written chunks will take. */
 uint64_t log_used_blocks(struct log *l);
+/* Ask for a checkpoint (on_pressure) once more than @blocks are in use,
+ * not only past half the region: the mount after a crash replays them
+ * all, so this bounds its replay.  0, or half the region or more: half. */
+void log_set_ckpt_blocks(struct log *l, uint64_t blocks);
 
 /* Counters (monotonic since log_open), for tests and twinfs-ctl stats. */
 struct log_stats {

@@ -63,6 +63,10 @@ struct tfs_opts {
 	 * budget later: fewer checkpoint bytes, a longer log to replay after
 	 * a crash. */
 	bool compact_dirty;
+	/* -o ckpt_log=: a checkpoint is asked for once the log since the
+	 * last one passes this many bytes, which bounds the replay of the
+	 * mount after a crash (0: half the log region, as always). */
+	uint64_t ckpt_log_bytes;
 	/* Format 1 is deprecated.  The tools (daemon, fsck) set v1_optin to
 	 * how their user opts in ("-o format=1"): a format 1 image is then
 	 * refused, one line naming it and the opt-in, unless v1 is set, and

@@ -884,6 +884,42 @@ static void test_wait_space(void **state)
 	env_close(&e);
 }
 
+/* log_set_ckpt_blocks: a checkpoint is asked for (on_pressure) once the
+ * log passes the cap, long before half the region; 0 or a cap past half
+ * leaves it at half. */
+static void test_ckpt_cap(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g;
+	struct space_ctx c = { 0 };
+	struct log_cbs cbs = { .on_durable = on_durable, .on_pressure = on_pressure, .ctx = &c };
+	uint64_t id = 1, bseq, bpos;
+
+	(void)state;
+	env_open(&e, 128);
+	g = geom(&e, 8, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, &cbs, &l), 0);
+	log_set_ckpt_blocks(l, 0);		/* no cap: half the region */
+	log_set_ckpt_blocks(l, 1000);		/* past half: half */
+	while (log_used_blocks(l) <= 64)
+		write_ids(l, id, id + 1, 10000), id++;	/* 3 blocks each */
+	assert_true(log_used_blocks(l) <= 67);
+	assert_int_equal(atomic_load(&c.pressure), 1);	/* only past half */
+
+	assert_int_equal(log_barrier(l, &bseq, &bpos), 0);
+	log_set_head(l, bpos, bseq + 1);
+	atomic_store(&c.pressure, 0);
+	log_set_ckpt_blocks(l, 12);
+	while (log_used_blocks(l) <= 12) {
+		assert_int_equal(atomic_load(&c.pressure), 0);
+		write_ids(l, id, id + 1, 10000), id++;
+	}
+	assert_int_equal(atomic_load(&c.pressure), 1);	/* asked right past 12 */
+	log_close(l);
+	env_close(&e);
+}
+
 /* ---- failed commits ---- */
 
 struct cw_arg {
@@ -1023,6 +1059,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_at_zero),
 		cmocka_unit_test(test_barrier),
 		cmocka_unit_test(test_wait_space),
+		cmocka_unit_test(test_ckpt_cap),
 		cmocka_unit_test(test_commit_error),
 		cmocka_unit_test(test_reserve),
 		cmocka_unit_test(test_replay_reads),
