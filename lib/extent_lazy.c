@@ -580,6 +580,7 @@ struct lzv {
 	uint64_t found;
 	uint64_t qlo, qhi;		/* resident piece not yet passed on */
 	struct extent_ent *copy;	/* EXT_FAN: a compact leaf's entries */
+	bool shape_only;		/* leaf ignores the entries (resident) */
 };
 
 static int lzv_flush(struct lzv *v)
@@ -610,6 +611,10 @@ static int lzv_compact(struct lzv *v, void **p, void *node, uint64_t base, uint6
 		       uint64_t to, bool *moved)
 {
 	*moved = false;
+	/* Resident either way, compact or expanded, and the caller's range
+	 * lock keeps it from being dropped (trim_compact tries it): no copy. */
+	if (v->shape_only)
+		return v->leaf(v, NULL, base, from, to);
 	if (!v->copy) {
 		v->copy = malloc(EXT_FAN * sizeof(*v->copy));
 		if (!v->copy)
@@ -842,7 +847,7 @@ int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piec
 		   void *ctx)
 {
 	struct lzv v = { .m = m, .leaf = piece_leaf, .empty = piece_span, .nonres = piece_nonres,
-			 .piece = cb, .ctx = ctx };
+			 .piece = cb, .ctx = ctx, .shape_only = true };
 	int r = lzv_map(&v, from, to);
 
 	return r ? r : v.qhi > v.qlo ? cb(ctx, v.qlo, v.qhi) : 0;
