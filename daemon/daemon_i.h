@@ -187,12 +187,21 @@ double tfsd_attr_timeout(struct tfsd *d);
 /* A GETATTR carrying @df's handle: true when space.c took the request
  * (it replies, possibly later from a thread of its own). */
 bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df);
-/* A direct write or (@alloc) an allocation of @len at @off while low: 0
- * (admitted: call tfsd_space_done with the same arguments when it has completed),
- * 1 (not low: nothing to call) or -ENOSPC.  An allocation adds few tree
- * items whatever its length: it takes no node room here. */
-int tfsd_space_admit(struct tfsd *d, uint64_t off, uint64_t len, bool alloc);
-void tfsd_space_done(struct tfsd *d, uint64_t off, uint64_t len, bool alloc);
+/* What a direct write or an allocation admitted while low holds of the
+ * free space (data) and the node room (node) until it has completed. */
+struct tfsd_space_hold {
+	uint64_t data, node;
+};
+/* A direct write or (@alloc) an allocation of @len at @off in @f while
+ * low: 0 (admitted: call tfsd_space_done with @h when it has completed), 1
+ * (not low: nothing to call) or -ENOSPC.  It counts the blocks the map says
+ * it takes (none for a write into fallocated, never written blocks; without
+ * @f all of @len).  An
+ * allocation adds few tree items whatever its length: it takes no node
+ * room here. */
+int tfsd_space_admit(struct tfsd *d, struct tfs_file *f, uint64_t off, uint64_t len, bool alloc,
+		     struct tfsd_space_hold *h);
+void tfsd_space_done(struct tfsd *d, const struct tfsd_space_hold *h);
 /* @df is being released. */
 void tfsd_space_release(struct tfsd *d, struct tfsd_file *df);
 /* Spawn fn(arg) on a detached thread counted in slow_n; false if it

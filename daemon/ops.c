@@ -829,6 +829,7 @@ struct direct_write {
 	off_t off;
 	uint64_t len;
 	bool admitted;
+	struct tfsd_space_hold hold;
 };
 
 static void direct_write_done(void *arg, ssize_t n)
@@ -837,7 +838,7 @@ static void direct_write_done(void *arg, ssize_t n)
 	struct tfsd *d = req_d(w->req);
 
 	if (w->admitted)
-		tfsd_space_done(d, (uint64_t)w->off, w->len, false);
+		tfsd_space_done(d, &w->hold);
 	if (n > 0 && tfsd_dio_check(d, w->ino))
 		tfsd_reply_write_inval(w->req, w->ino, w->off, (size_t)n);
 	else
@@ -852,6 +853,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	struct tfsd_file *df = fi_file(fi);
 	size_t len = fuse_buf_size(in);
 	struct direct_write *w = NULL;
+	struct tfsd_space_hold hold;
 	bool admitted = false;
 	ssize_t n = 0;
 
@@ -863,7 +865,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	 * own write(2) and may still get ENOSPC. */
 	if (df->direct) {
 		/* 0 admitted, 1 not low or writeback, -ENOSPC */
-		n = fi->writepage ? 1 : tfsd_space_admit(d, (uint64_t)off, len, false);
+		n = fi->writepage ? 1 : tfsd_space_admit(d, df->f, (uint64_t)off, len, false, &hold);
 		admitted = n == 0;
 		if (n > 0)
 			n = 0;
@@ -880,7 +882,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		n = -ENOMEM;
 	if (n < 0) {
 		if (admitted)
-			tfsd_space_done(d, (uint64_t)off, len, false);
+			tfsd_space_done(d, &hold);
 		reply_err(req, n);
 		return;
 	}
@@ -889,7 +891,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	 * fi->flags carries O_DSYNC/O_SYNC (also from RWF_DSYNC/RWF_SYNC). */
 	if (w) {
 		*w = (struct direct_write){ .req = req, .ino = ino, .off = off, .len = len,
-					    .admitted = admitted };
+					    .admitted = admitted, .hold = hold };
 		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, direct_write_done, w);
 	} else {
 		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, write_done, req);
@@ -900,12 +902,16 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			 struct fuse_file_info *fi)
 {
 	struct tfsd *d = req_d(req);
+	struct tfsd_space_hold hold;
 	int ret = 1, err;
 
 	tfsd_space_check(d);
 	/* Allocating modes take space the low-space gate promised away. */
 	if (!(mode & FALLOC_FL_PUNCH_HOLE) && len > 0)
-		ret = tfsd_space_admit(d, (uint64_t)off, (uint64_t)len, true);
+		/* Zero range punches what is there (freed only once durable)
+		 * and allocates the whole range again: all of it counts. */
+		ret = tfsd_space_admit(d, (mode & FALLOC_FL_ZERO_RANGE) ? NULL : fi_file(fi)->f,
+				       (uint64_t)off, (uint64_t)len, true, &hold);
 	if (ret < 0) {
 		reply_err(req, ret);
 		return;
@@ -915,7 +921,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	err = privs_write_kill(req, ino);
 	reply_err(req, err < 0 ? err : tfs_fallocate(fi_file(fi)->f, mode, off, len));
 	if (ret == 0)
-		tfsd_space_done(d, (uint64_t)off, (uint64_t)len, true);
+		tfsd_space_done(d, &hold);
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,

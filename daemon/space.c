@@ -601,18 +601,17 @@ bool tfsd_space_gate(fuse_req_t req, fuse_ino_t ino, struct tfsd_file *df)
 	return true;
 }
 
-/* Admits @len bytes at @off (of node room too unless @alloc) if what the
- * grants and the writes in flight leave covers them: ROOM_*. */
-static int admit_now(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
+/* Admits @h's bytes if what the grants and the writes in flight leave
+ * covers them: ROOM_*. */
+static int admit_now(struct tfsd *d, const struct tfsd_space_hold *h)
 {
-	uint64_t node = alloc ? 0 : node_cost(off, len);
 	int room;
 
 	pthread_mutex_lock(&d->space_mu);
-	room = room_for(d, 0, len, node);
+	room = room_for(d, 0, h->data, h->node);
 	if (room == ROOM_OK) {
-		d->space_pending += len;
-		d->space_pending_node += node;
+		d->space_pending += h->data;
+		d->space_pending_node += h->node;
 	}
 	pthread_mutex_unlock(&d->space_mu);
 	return room;
@@ -624,13 +623,28 @@ static int admit_now(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
  * commit (at most commit_ms later) would show free space in statfs that
  * this write was refused.  Other writers may defer more meanwhile: a few
  * rounds, then the answer stands.
+ *
+ * The data it counts is what the file's map says the write or allocation
+ * takes (tfs_space_need), not its length: a write into fallocated space is
+ * written in place and a fallocate over blocks already there takes none,
+ * so both still work on a full file system, as fallocate promised
+ * (xfstests generic/274).  The map may change before the write places its
+ * blocks (another writer fills the same fallocated blocks first): then the
+ * allocator itself answers ENOSPC to this write(2), nothing acknowledged
+ * is lost.  Without @f, the whole length counts.
  */
-int tfsd_space_admit(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
+int tfsd_space_admit(struct tfsd *d, struct tfs_file *f, uint64_t off, uint64_t len, bool alloc,
+		     struct tfsd_space_hold *h)
 {
+	*h = (struct tfsd_space_hold){ 0 };
 	if (!atomic_load_explicit(&d->space_low, memory_order_relaxed))
 		return 1;
+	if (!f || tfs_space_need(f, (off_t)off, len, alloc, &h->data))
+		/* Not known: the most it may take, partial edge blocks too. */
+		h->data = alloc ? len : len + 2 * 4096;
+	h->node = alloc ? 0 : node_cost(off, len);
 	for (int round = 0;; round++) {
-		int room = admit_now(d, off, len, alloc);
+		int room = admit_now(d, h);
 
 		if (room == ROOM_OK)
 			return 0;
@@ -642,11 +656,11 @@ int tfsd_space_admit(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
 	}
 }
 
-void tfsd_space_done(struct tfsd *d, uint64_t off, uint64_t len, bool alloc)
+void tfsd_space_done(struct tfsd *d, const struct tfsd_space_hold *h)
 {
 	pthread_mutex_lock(&d->space_mu);
-	d->space_pending -= len;
-	d->space_pending_node -= alloc ? 0 : node_cost(off, len);
+	d->space_pending -= h->data;
+	d->space_pending_node -= h->node;
 	pthread_mutex_unlock(&d->space_mu);
 }
 

@@ -696,6 +696,43 @@ static uint64_t count_holes(struct tfs_inode *ip, uint64_t fb, uint64_t fe)
 	return need;
 }
 
+static int count_unwritten(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+			   const struct extent_ent *ents)
+{
+	(void)fblk;
+	(void)ents;
+	if (phys & EXTENT_UNWRITTEN)
+		*(uint64_t *)ctx += n;
+	return 0;
+}
+
+int tfs_space_need(struct tfs_file *f, off_t off, uint64_t len, bool alloc, uint64_t *bytes)
+{
+	struct tfs_inode *ip = f->ip;
+	uint64_t fb, fe, n = 0;
+	struct rl_range r;
+	int ret = 0;
+
+	*bytes = 0;
+	if (off < 0 || len == 0 || (uint64_t)off + len < (uint64_t)off ||
+	    (uint64_t)off + len > MAX_BYTES)
+		return -EINVAL;
+	fb = (uint64_t)off / BS;
+	fe = file_div_up((uint64_t)off + len, BS);
+	rl_lock(inode_rl(ip), &r, fb, fe, false);
+	if (alloc)
+		n = count_holes(ip, fb, fe);
+	else
+		ret = inode_extent_walk(ip, fb, fe, count_unwritten, &n);
+	rl_unlock(inode_rl(ip), &r);
+	if (ret)
+		return ret;
+	/* A write takes a new block for every block it touches but the
+	 * fallocated, never written ones, which it writes in place. */
+	*bytes = (alloc ? n : fe - fb - n) * BS;
+	return 0;
+}
+
 /* -ENOSPC unless @need data blocks are free (after a commit released the
  * deferred frees, if it takes that). */
 static int space_check(struct tfs *fs, uint64_t need)

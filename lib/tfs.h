@@ -273,6 +273,12 @@ int tfs_syncfs(struct tfs *fs);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE,
  * FALLOC_FL_ZERO_RANGE with or without FALLOC_FL_KEEP_SIZE. */
 int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len);
+/* The free space a write (or, with @alloc, a fallocate) of @len bytes at
+ * @off would take as the map stands now, in *@bytes: a write takes a new
+ * block for each block it touches (copy-on-write) but those fallocated and
+ * never written, a fallocate one for each hole.  0, -EINVAL, or the map
+ * lookup's error.  Locks the range shared for the look. */
+int tfs_space_need(struct tfs_file *f, off_t off, uint64_t len, bool alloc, uint64_t *bytes);
 /* SEEK_DATA / SEEK_HOLE (and SEEK_SET/CUR/END trivially). */
 off_t tfs_lseek(struct tfs_file *f, off_t off, int whence);
 /* Shares whole aligned blocks (reflink), copies the unaligned edges. */
