@@ -527,15 +527,18 @@ static int gate_decide(struct tfsd *d, const struct gate_job *g)
 		room = room_for(d, g->ino, SPACE_GRANT, TFS_NODE_WRITE_ROOM);
 		if (room == ROOM_OK)
 			break;
-		/* The node room the changes noted since the last checkpoint
-		 * hold comes back with the next one (on this thread of its
-		 * own, the wait stalls no other request). */
-		if (room == ROOM_DATA_SHORT || round == SPACE_RECLAIM_ROUNDS) {
+		if (round == SPACE_RECLAIM_ROUNDS) {
 			ret = -ENOSPC;
 			goto out;
 		}
+		/* Blocks a delete freed come back with the next log commit
+		 * (xfstests generic/371: a file deleted and made again beside
+		 * a writer got ENOSPC with 60 MiB waiting for one), the node
+		 * room the changes noted since the last checkpoint hold with
+		 * the next checkpoint (on this thread of its own, the wait
+		 * stalls no other request). */
 		pthread_mutex_unlock(&d->space_mu);
-		room = tfs_node_reclaim(d->fs);
+		room = room == ROOM_DATA_SHORT ? tfs_reclaim_deferred(d->fs) : tfs_node_reclaim(d->fs);
 		pthread_mutex_lock(&d->space_mu);
 		if (room != 1) {
 			ret = -ENOSPC;
