@@ -110,6 +110,7 @@ struct cfg {
 	char *fault;
 	int degraded;
 	int rescue;
+	int norecovery;
 	int writethrough;
 	int writeback_cache;
 	int nodiscard;
@@ -140,6 +141,7 @@ enum { KEY_HELP, KEY_VERSION };
 static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("degraded", degraded, 1),
 	CFG_OPT("rescue", rescue, 1),
+	CFG_OPT("norecovery", norecovery, 1),
 	CFG_OPT("backend=%s", backend, 0),
 	CFG_OPT("fault=%s", fault, 0),
 	CFG_OPT("writethrough", writethrough, 1),
@@ -260,6 +262,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o degraded            mount with a device missing\n"
 		"    -o rescue              metadata damaged on every device: mount read-only\n"
 		"                           what can be recovered (writes nothing)\n"
+		"    -o norecovery          mount read-only without replaying the metadata\n"
+		"                           log: as the last checkpoint left it (writes nothing)\n"
 		"    -o backend=NAME        device I/O: auto (default), uring, aio, file\n"
 		"    -o fault=SPEC          inject device faults (testing)\n"
 		"    -o writethrough        every open is direct I/O with parallel writes\n"
@@ -614,7 +618,7 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 		goto out_usage;
 	/* Before fuse_parse_cmdline, which adds subtype=<program name>
 	 * unless it sees a subtype or fsname. */
-	if (cfg->devs && add_fixed_opts(args, cfg->devs, cfg->rescue) < 0)
+	if (cfg->devs && add_fixed_opts(args, cfg->devs, cfg->rescue || cfg->norecovery) < 0)
 		return 1;
 	if (fuse_parse_cmdline(args, &s->cmd) < 0)
 		goto out_usage;
@@ -754,7 +758,10 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.backend = s->cfg.backend;
 	to.fault = s->cfg.fault;
 	to.degraded = s->cfg.degraded;
-	to.rescue = s->cfg.rescue;
+	/* norecovery is a rescue mount (read-only, nothing written) that
+	 * does not replay the log. */
+	to.rescue = s->cfg.rescue || s->cfg.norecovery;
+	to.norecovery = s->cfg.norecovery;
 	to.nodiscard = s->cfg.nodiscard;
 	to.commit_ms = s->commit_ms;
 	to.bounce_bufs = s->bufs;

@@ -907,6 +907,11 @@ static int mount_verdict(struct tfs *fs, const struct tfs_opts *o, const char *n
 		tfs_log(LOG_WARNING, "RESCUE MOUNT, READ-ONLY: %s: %s; what the metadata still "
 			"reaches is mounted, recent changes may be missing; copy it off, then "
 			"run fsck.twinfs", name0, fs->damage);
+	} else if (o->rescue && o->norecovery && !o->offline) {
+		tfs_log(LOG_WARNING, "norecovery: %s mounted read-only as its last checkpoint "
+			"left it (generation %llu): the metadata log is not replayed, changes "
+			"made after that checkpoint are not shown", name0,
+			(unsigned long long)fs->sb.generation);
 	} else if (o->rescue && !o->offline) {
 		tfs_log(LOG_WARNING, "rescue mount, read-only: no damaged metadata found on %s",
 			name0);
@@ -1073,8 +1078,14 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	ret = mount_ckpt_load(fs, name0, err, errlen);
 	if (ret == 0 && fs->v2 && !o->offline)
 		ret = mount_alloc_trees(fs, name0, err, errlen);
-	if (ret == 0)
+	if (ret == 0 && o->norecovery && fs->rescue) {
+		/* Nothing is appended to a rescue mount's log: where it
+		 * would start does not matter beyond being valid. */
+		end_pos = fs->sb.log_head_pos;
+		next_seq = fs->sb.log_head_seq;
+	} else if (ret == 0) {
 		ret = mount_replay(fs, name0, &end_pos, &next_seq, err, errlen);
+	}
 	if (ret == 0)
 		ret = mount_verdict(fs, o, name0, err, errlen);
 	if (ret < 0)

@@ -46,6 +46,12 @@ struct tfs_opts {
 	 * read-only what can be recovered instead of refusing; nothing is
 	 * written to the devices (opened O_RDONLY). */
 	bool rescue;
+	/* With rescue: the metadata log is not replayed (-o norecovery, as
+	 * XFS's): read-only, the tree as the last checkpoint left it; what
+	 * changed after it is not shown, and a block it names that a later
+	 * change freed and reused fails its checksum (EIO), never reads as
+	 * other data. */
+	bool norecovery;
 	/* Called once, on an I/O or background thread, when no device can
 	 * take writes any more (tfs_unusable turns true); must not block. */
 	void (*on_unusable)(void *ctx);
