@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: file space management (lib/file.c) on two mirrored image files: truncate shrinking and growing (tail zeroed copy-on-write, remount), fallocate (unwritten reservations used in place, ENOSPC, ranges over one 64 MiB piece), hole punching and SEEK_DATA/SEEK_HOLE. */
+/* Description: file space management (lib/file.c) on two mirrored image files: truncate shrinking and growing (tail zeroed copy-on-write, remount), fallocate (unwritten reservations used in place, ENOSPC, ranges over one 64 MiB piece, the space a write or fallocate would take), hole punching and SEEK_DATA/SEEK_HOLE. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -204,12 +204,58 @@ static void test_fallocate_large(void **state)
 	env_fini(&e);
 }
 
+/* tfs_space_need: what the low-space admission counts.  A write takes a
+ * block for every block it touches (copy-on-write) but the fallocated,
+ * never written ones; a fallocate one for every hole. */
+static void test_space_need(void **state)
+{
+	uint8_t b[2 * BS];
+	struct tfs_file *f;
+	uint64_t need;
+	struct env e;
+
+	env_init(&e, "file", 128ull * MiB);
+	f = mkfile(&e, "need");
+	memset(b, 0x33, sizeof(b));
+	pwrite_ok(f, b, 2 * BS, 0);				/* blocks 0, 1 written */
+	assert_int_equal(tfs_fallocate(f, FALLOC_FL_KEEP_SIZE, 4 * BS, 4 * BS), 0);	/* 4..7 */
+	/* Holes. */
+	assert_int_equal(tfs_space_need(f, 10 * BS, 3 * BS, false, &need), 0);
+	assert_int_equal(need, 3 * BS);
+	assert_int_equal(tfs_space_need(f, 10 * BS, 3 * BS, true, &need), 0);
+	assert_int_equal(need, 3 * BS);
+	/* Written blocks: a write copies them, a fallocate leaves them. */
+	assert_int_equal(tfs_space_need(f, 0, 2 * BS, false, &need), 0);
+	assert_int_equal(need, 2 * BS);
+	assert_int_equal(tfs_space_need(f, 0, 2 * BS, true, &need), 0);
+	assert_int_equal(need, 0);
+	/* Fallocated, never written: nothing either way, partial blocks too. */
+	assert_int_equal(tfs_space_need(f, 4 * BS + 100, 3 * BS, false, &need), 0);
+	assert_int_equal(need, 0);
+	assert_int_equal(tfs_space_need(f, 4 * BS, 4 * BS, true, &need), 0);
+	assert_int_equal(need, 0);
+	/* Mixed: blocks 1 (written), 2, 3 (holes), 4 (unwritten). */
+	assert_int_equal(tfs_space_need(f, BS + 1, 3 * BS, false, &need), 0);
+	assert_int_equal(need, 3 * BS);
+	assert_int_equal(tfs_space_need(f, BS + 1, 3 * BS, true, &need), 0);
+	assert_int_equal(need, 2 * BS);
+	/* Once written, a fallocated block is copied on the next write. */
+	pwrite_ok(f, b, BS, 5 * BS);
+	assert_int_equal(tfs_space_need(f, 4 * BS, 4 * BS, false, &need), 0);
+	assert_int_equal(need, BS);
+	assert_int_equal(tfs_space_need(f, -1, BS, false, &need), -EINVAL);
+	assert_int_equal(tfs_space_need(f, 0, 0, false, &need), -EINVAL);
+	tfs_release(f);
+	env_fini(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_truncate, teardown),
 		cmocka_unit_test_teardown(test_fallocate_seek, teardown),
 		cmocka_unit_test_teardown(test_fallocate_large, teardown),
+		cmocka_unit_test_teardown(test_space_need, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
