@@ -30,7 +30,8 @@ int env_mount(struct env *e)
 {
 	const char *devs[2] = { e->img[0], e->img[1] };
 	struct tfs_opts o = { .devs = devs, .ndevs = 2, .backend = e->backend,
-			      .commit_ms = e->commit_ms, .fault = e->fault };
+			      .commit_ms = e->commit_ms, .fault = e->fault,
+			      .compact_dirty = e->compact_dirty };
 	char err[256] = "";
 	int ret = tfs_mount(&o, &e->fs, err, sizeof(err));
 
@@ -85,8 +86,13 @@ static bool backend_usable(const char *backend)
  * a mount that fails for any other reason fails the test. */
 int env_init(struct env *e, const char *backend, uint64_t size)
 {
+	return env_init_fmt(e, backend, size, false);
+}
+
+int env_init_fmt(struct env *e, const char *backend, uint64_t size, bool v2)
+{
 	const char *devs[2];
-	struct tfs_format_opts fo = { .label = "t", .backend = "file" };
+	struct tfs_format_opts fo = { .label = "t", .backend = "file", .v2 = v2 };
 	char err[256] = "";
 	int ret;
 

@@ -23,6 +23,7 @@ struct env {
 	const char *backend;
 	unsigned commit_ms;	/* 0: the default background commit */
 	const char *fault;	/* dev_fault_parse() spec, or NULL */
+	bool compact_dirty;	/* -o compact_dirty (from the next env_mount) */
 	struct tfs *fs;
 	struct tfs_cred cred;
 };
@@ -38,6 +39,8 @@ void env_remount(struct env *e);
 /* Make, format and mount two images of @size bytes on @backend: 0, or 1
  * when the backend is not available here (skip). */
 int env_init(struct env *e, const char *backend, uint64_t size);
+/* The same in format v2 (@v2) or v1 (env_init's). */
+int env_init_fmt(struct env *e, const char *backend, uint64_t size, bool v2);
 void env_fini(struct env *e);
 /* cmocka teardown of every test: abandons live_fs, removes the images. */
 int teardown(void **state);
