@@ -53,6 +53,24 @@ if [[ -z ${H_OWN_NS:-} ]]; then
 	echo "note: unshare -m failed: the test's mounts are visible to other mount namespaces"
 fi
 
+# The other way round: this namespace began as a copy of every mount there
+# was, and each copy keeps its file system alive while the test runs: a
+# twinfs mounted outside (a user's, a benchmark's) would go on being served
+# by its daemon after its own unmount there, and a loop device under a
+# btrfs or XFS mount (bench/run.sh) would stay busy.  Drop our copies of
+# those: umount -l here changes this namespace only.  Never the one that
+# holds the binaries under test.
+h_drop_foreign_mounts() {
+	local src mnt fstype rest
+	while read -r src mnt fstype rest; do
+		[[ $fstype == fuse.twinfs || $src == /dev/loop* ]] || continue
+		mnt=$(printf '%b' "$mnt")
+		[[ $mnt != / && ${TWINFS:-/} != "$mnt"/* ]] || continue
+		umount -l "$mnt" 2>/dev/null || true
+	done < <(tac /proc/self/mounts)
+}
+[[ ${H_OWN_NS:-} != 1 ]] || h_drop_foreign_mounts
+
 case ${TWINFS_FORMAT:-v2} in
 v1 | v2) ;;
 *)
