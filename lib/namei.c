@@ -402,6 +402,29 @@ static int add_acl(struct meta_tx *tx, uint64_t ino, const char *name, const voi
 	return meta_tx_add(tx, &r);
 }
 
+/* ns_begin for a create, which takes the umask or the parent's default
+ * ACL (*mode, *ai: logged with the inode, so never a file with the masked
+ * mode but not its ACL) and reserves the node slots of both. */
+static int create_begin(struct tfs *fs, uint64_t parent, mode_t *mode, size_t tlen,
+			const struct tfs_cred *c, struct acl_inherit *ai, struct fs_resv *resv)
+{
+	uint64_t slots = FS_NS_CREATE + FS_NS_SYMLINK_CHUNK * v2_symlink_chunks(tlen);
+	uint32_t imode = (uint32_t)*mode;
+	int ret = acl_inherit(fs, parent, &imode, c ? c->umask : 0, ai);
+
+	if (ret)
+		return ret;
+	*mode = (mode_t)imode;
+	if (ai->access)
+		slots += meta_v2_xattr_slots(NULL, strlen(ACL_XATTR_ACCESS), ai->alen);
+	if (ai->dflt)
+		slots += meta_v2_xattr_slots(NULL, strlen(ACL_XATTR_DEFAULT), ai->dlen);
+	ret = ns_begin(fs, true, slots, resv);
+	if (ret)
+		acl_inherit_free(ai);
+	return ret;
+}
+
 int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		 dev_t rdev, const char *target, const struct tfs_cred *c,
 		 struct tfs_inode **ipp)
@@ -432,26 +455,11 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		if (tlen > LOG_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
-	/* The umask, or the parent's default ACL, logged with the inode:
-	 * never a file with the masked mode but not its ACL. */
 	struct acl_inherit ai;
-	uint32_t imode = (uint32_t)mode;
 
-	ret = acl_inherit(fs, parent, &imode, c ? c->umask : 0, &ai);
+	ret = create_begin(fs, parent, &mode, tlen, c, &ai, &resv);
 	if (ret)
 		return ret;
-	mode = (mode_t)imode;
-	uint64_t slots = FS_NS_CREATE + FS_NS_SYMLINK_CHUNK * v2_symlink_chunks(tlen);
-
-	if (ai.access)
-		slots += meta_v2_xattr_slots(NULL, strlen(ACL_XATTR_ACCESS), ai.alen);
-	if (ai.dflt)
-		slots += meta_v2_xattr_slots(NULL, strlen(ACL_XATTR_DEFAULT), ai.dlen);
-	ret = ns_begin(fs, true, slots, &resv);
-	if (ret) {
-		acl_inherit_free(&ai);
-		return ret;
-	}
 
 	struct tfs_inode *pip = NULL;
 	struct meta_tx tx;
