@@ -137,26 +137,30 @@ int acl_equiv_mode(const void *val, size_t size, uint32_t *mode)
 	return extended;
 }
 
-void acl_chmod(void *val, size_t size, uint32_t mode)
+/* The entry the group class's bits go to: the mask if there is one, else
+ * the owning group (a valid ACL has it); SIZE_MAX in neither. */
+static size_t group_class(const void *val, size_t size)
 {
 	size_t group = SIZE_MAX;
 
 	for (size_t i = 0; i < acl_count(size); i++) {
-		switch (tag(val, i)) {
-		case TAG_USER_OBJ:
-			set_perm(val, i, (uint16_t)(mode >> 6));
-			break;
-		case TAG_GROUP_OBJ:
-			if (group == SIZE_MAX)
-				group = i;
-			break;
-		case TAG_MASK:
+		if (tag(val, i) == TAG_MASK)
+			return i;
+		if (tag(val, i) == TAG_GROUP_OBJ)
 			group = i;
-			break;
-		case TAG_OTHER:
+	}
+	return group;
+}
+
+void acl_chmod(void *val, size_t size, uint32_t mode)
+{
+	size_t group = group_class(val, size);
+
+	for (size_t i = 0; i < acl_count(size); i++) {
+		if (tag(val, i) == TAG_USER_OBJ)
+			set_perm(val, i, (uint16_t)(mode >> 6));
+		else if (tag(val, i) == TAG_OTHER)
 			set_perm(val, i, (uint16_t)mode);
-			break;
-		}
 	}
 	if (group != SIZE_MAX)
 		set_perm(val, group, (uint16_t)(mode >> 3));
@@ -164,8 +168,8 @@ void acl_chmod(void *val, size_t size, uint32_t mode)
 
 int acl_create_masq(void *val, size_t size, uint32_t *mode)
 {
+	size_t group = group_class(val, size);
 	uint32_t m = *mode;
-	size_t group = SIZE_MAX;
 	int extended = 0;
 
 	for (size_t i = 0; i < acl_count(size); i++) {
@@ -183,14 +187,8 @@ int acl_create_masq(void *val, size_t size, uint32_t *mode)
 			m &= p | ~0007u;
 			break;
 		case TAG_GROUP_OBJ:
-			if (group == SIZE_MAX)
-				group = i;
 			break;
-		case TAG_MASK:
-			group = i;
-			extended = 1;
-			break;
-		default:
+		default:	/* named entries, the mask */
 			extended = 1;
 		}
 	}
