@@ -103,7 +103,7 @@ static void *job_run(void *arg)
 
 static int open_file(struct tfs *fs, const char *name, struct tfs_file **f)
 {
-	struct tfs_cred c = { 0, 0 };
+	struct tfs_cred c = { .uid = 0, .gid = 0 };
 	struct stat st;
 
 	return tfs_create(fs, TFS_ROOT_INO, name, 0644, O_RDWR, &c, &st, f);

@@ -61,6 +61,9 @@ struct tfsd {
 	 * direct and their writes go behind (ops.c big_writer); 0: off. */
 	uint64_t direct_writers;
 	bool writeback_cache;		/* want FUSE_CAP_WRITEBACK_CACHE */
+	/* -o acl (default): want FUSE_CAP_POSIX_ACL and FUSE_CAP_DONT_MASK;
+	 * cleared at init if the kernel does not offer both. */
+	bool acl;
 	bool uring;			/* TFSD_TRANSPORT_URING: start furing.c after INIT */
 	struct tfsd_uring *_Atomic ur;	/* furing.c, once started */
 
@@ -258,6 +261,10 @@ void tlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  * truncate by it (0 for root and for the kernel's own writeback). */
 bool privs_unprivileged(fuse_req_t req);
 mode_t privs_kill_bits(fuse_req_t req, const struct stat *st);
+/* Setting an access ACL clears S_ISGID of a file in group @gid for this
+ * requester (the kernel's posix_acl_update_mode; FUSE leaves it to us
+ * without FUSE_SETXATTR_EXT, which libfuse 3.14 cannot ask for). */
+bool privs_acl_kill_sgid(fuse_req_t req, gid_t gid);
 /* Adjust a SETATTR (attr, *to_set) on a file now @cur so that it clears
  * what the kernel's rules clear for the requester. */
 void privs_setattr(fuse_req_t req, const struct stat *cur, struct stat *attr, int *to_set);

@@ -114,6 +114,7 @@ struct cfg {
 	int writethrough;
 	int writeback_cache;
 	int nodiscard;
+	int noacl;
 	int nokillpriv;
 	int compact_dirty;
 	int uring;
@@ -149,6 +150,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("no_writeback_cache", writeback_cache, 0),
 	CFG_OPT("discard", nodiscard, 0),
 	CFG_OPT("nodiscard", nodiscard, 1),
+	CFG_OPT("acl", noacl, 0),
+	CFG_OPT("noacl", noacl, 1),
 	CFG_OPT("killpriv_v2", nokillpriv, 0),
 	CFG_OPT("nokillpriv_v2", nokillpriv, 1),
 	CFG_OPT("uring", uring, 1),
@@ -271,6 +274,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o no_writeback_cache  write through the page cache, one request per write\n"
 		"    -o discard             discard freed blocks on every device (default)\n"
 		"    -o nodiscard           keep freed blocks allocated (twinfs-ctl trim frees them)\n"
+		"    -o acl                 POSIX ACLs (default): setfacl/getfacl, default ACLs\n"
+		"                           inherited at create\n"
+		"    -o noacl               no POSIX ACLs (system.posix_acl_* is EOPNOTSUPP)\n"
 		"    -o nokillpriv_v2       do not ask for FUSE_HANDLE_KILLPRIV_V2: the kernel\n"
 		"                           clears suid/sgid/capabilities, asking for\n"
 		"                           security.capability before every write(2)\n"
@@ -661,6 +667,7 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 	 * data, and a writeback cache would only make the kernel keep its own
 	 * mtime, which direct writes do not advance. */
 	d->writeback_cache = cfg->writeback_cache && !cfg->writethrough;
+	d->acl = !cfg->noacl;
 	if (cfg->space_reserve && (ctl_parse_size(cfg->space_reserve, &d->space_reserve_opt) < 0 ||
 				   !d->space_reserve_opt)) {
 		fprintf(stderr, "twinfs: space_reserve=%s: expected a size such as 64M or 1G\n",
@@ -763,6 +770,7 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.rescue = s->cfg.rescue || s->cfg.norecovery;
 	to.norecovery = s->cfg.norecovery;
 	to.nodiscard = s->cfg.nodiscard;
+	to.acl = !s->cfg.noacl;
 	to.commit_ms = s->commit_ms;
 	to.bounce_bufs = s->bufs;
 	to.on_unusable = tfsd_space_dead;

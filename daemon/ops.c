@@ -48,11 +48,14 @@ static struct tfsd_file *fi_file(const struct fuse_file_info *fi)
 	return (struct tfsd_file *)(uintptr_t)fi->fh;
 }
 
+/* With ACLs the kernel leaves the umask to us (FUSE_DONT_MASK): a default
+ * ACL replaces it.  Without, it has applied it already. */
 static struct tfs_cred req_cred(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 
-	return (struct tfs_cred){ .uid = c->uid, .gid = c->gid };
+	return (struct tfs_cred){ .uid = c->uid, .gid = c->gid,
+				  .umask = req_d(req)->acl ? c->umask : 0 };
 }
 
 /* gen: tfs_fh_gen's, so file handles (name_to_handle_at, NFS export) of
@@ -207,7 +210,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * writes, fallocate, truncate and chown, which privs.c completes;
 	 * direct writes: privs_write_kill. */
 	want(conn, FUSE_CAP_HANDLE_KILLPRIV, false);
-	want(conn, FUSE_CAP_POSIX_ACL, false);
+	/* POSIX ACLs: the kernel enforces and caches them and hands us the
+	 * mode, chmod and inheritance (acl.h); the umask too, since a default
+	 * ACL replaces it: both or neither. */
+	if (d->acl && (conn->capable & (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) !=
+		      (FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)) {
+		tlog(LOG_WARNING, "kernel does not offer POSIX ACLs; mounted without (noacl)");
+		d->acl = false;
+		tfs_set_acl(d->fs, false);
+	}
+	want(conn, FUSE_CAP_POSIX_ACL, d->acl);
+	want(conn, FUSE_CAP_DONT_MASK, d->acl);
 	want(conn, FUSE_CAP_WRITEBACK_CACHE, d->writeback_cache);
 	/* With writeback_cache the kernel trusts its own size and mtime, so
 	 * auto_inval_data only costs a GETATTR before every read; and that

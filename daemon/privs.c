@@ -85,6 +85,11 @@ bool privs_unprivileged(fuse_req_t req)
 	return c->uid != 0 && c->pid != 0;
 }
 
+bool privs_acl_kill_sgid(fuse_req_t req, gid_t gid)
+{
+	return privs_unprivileged(req) && req_in_group(req, gid) <= 0;
+}
+
 mode_t privs_kill_bits(fuse_req_t req, const struct stat *st)
 {
 	mode_t kill;

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/statvfs.h>
 
 #include <fuse_lowlevel.h>
@@ -36,6 +37,13 @@ void tfsd_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
+	struct stat st;
+
+	flags &= ~TFS_XATTR_KILL_SGID;	/* ours alone to set */
+	if (!strcmp(name, "system.posix_acl_access") &&
+	    tfs_getattr(req_fs(req), ino, &st) == 0 && (st.st_mode & S_ISGID) &&
+	    privs_acl_kill_sgid(req, st.st_gid))
+		flags |= TFS_XATTR_KILL_SGID;
 	reply_err(req, tfs_setxattr(req_fs(req), ino, name, value, size, flags));
 }
 

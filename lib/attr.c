@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "acl.h"
 #include "fs_i.h"
 
 /* The size part of a setattr: 0 or -errno. */
@@ -37,7 +38,8 @@ static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in
 {
 	struct meta_tx tx;
 	uint64_t seq;
-	struct log_rec r;
+	struct log_rec r, xr;
+	uint8_t aclbuf[ACL_XATTR_MAX];
 	int64_t now = fs_ts_ns(fs_now());
 	int ret;
 
@@ -63,6 +65,12 @@ static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in
 		li->mtime_ns = now;	/* truncate(2) always sets mtime */
 	li->ctime_ns = (to_set & TFS_SET_CTIME) ? fs_ts_ns(in->st_ctim) : now;
 	ret = meta_tx_add(&tx, &r);
+	/* posix_acl_chmod: the access ACL follows, in the same transaction. */
+	if (!ret && (to_set & TFS_SET_MODE) && fs->acl) {
+		acl_chmod_rec(ip, li->mode, aclbuf, &xr);
+		if (xr.type)
+			ret = meta_tx_add(&tx, &xr);
+	}
 	if (!ret)
 		ret = meta_tx_commit(fs, &tx, &seq);
 	/* Writes begun before this one publish without their mtime: the
@@ -74,6 +82,22 @@ static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in
 	inode_unlock(ip);
 	meta_tx_free(&tx);
 	return ret;
+}
+
+/* Format v2: the node slots a chmod's rewrite of @ip's access ACL (same
+ * size) takes at worst: those of its xattrs, plus 1 for the rounding. */
+static uint64_t acl_slots(struct tfs *fs, struct tfs_inode *ip, int to_set)
+{
+	uint64_t slots = 0;
+
+	if (!fs->v2 || !fs->acl || !(to_set & TFS_SET_MODE))
+		return 0;
+	inode_lock(ip);
+	for (const struct xattr *x = inode_xattrs(ip); x; x = x->next)
+		if (!strcmp(x->name, ACL_XATTR_ACCESS))
+			slots = meta_v2_xattr_slots(ip, 0, 0) + 1;
+	inode_unlock(ip);
+	return slots;
 }
 
 int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
@@ -98,9 +122,11 @@ int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
 		ret = set_size(fs, ip, in, to_set);
 		if (!ret && fs->log)
 			ret = log_wait_space(fs->log);
-		/* Its INODE item, until noted (never refused: it adds nothing). */
+		/* Its INODE item, until noted (never refused: it adds nothing);
+		 * and a chmod's rewrite of the access ACL. */
 		if (!ret && fs->log)
-			ret = fs_node_reserve_slots(fs, false, FS_NS_INODE, &resv);
+			ret = fs_node_reserve_slots(fs, false, FS_NS_INODE + acl_slots(fs, ip, to_set),
+						    &resv);
 		if (!ret)
 			ret = set_attrs(fs, ip, in, to_set, out);
 		fs_node_release(fs, &resv);

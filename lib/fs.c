@@ -739,6 +739,11 @@ const char *tfs_backend_name(struct tfs *fs)
 	return dev_backend_name(fs->be);
 }
 
+void tfs_set_acl(struct tfs *fs, bool on)
+{
+	fs->acl = on;
+}
+
 /*
  * Format v2: room in the node area (see fs_i.h).  A checkpoint writes every
  * node it changes to a new slot and frees the old one only once its

@@ -106,6 +106,9 @@ struct tfs {
 	 * not all loaded (fsck's offline load). */
 	uint64_t cache_bytes;
 	bool compact_dirty;		/* -o compact_dirty (tfs.h) */
+	/* POSIX ACLs kept with the mode (acl.h; tfs_opts' acl, tfs_set_acl):
+	 * set before the first request, read-only after. */
+	bool acl;
 	uint64_t ckpt_log_bytes;	/* -o ckpt_log= (tfs.h) */
 	bool v2_lazy;
 	/* Format v2: the budget and list of the files' map leaves
@@ -473,6 +476,24 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen);
 int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		 dev_t rdev, const char *target, const struct tfs_cred *c,
 		 struct tfs_inode **ipp);
+
+/* ---- POSIX ACLs kept with the mode (xattr.c, acl.h) ---- */
+/* What a create in @parent inherits: with fs->acl and a default ACL
+ * there, *mode's permission bits narrowed by it, the new access ACL (if
+ * the mode does not say it all) and, for a directory, the default ACL
+ * (values to log with the new inode, NULL if none); else *mode less
+ * @umask.  Free with acl_inherit_free.  0 or -errno. */
+struct acl_inherit {
+	void *access, *dflt;
+	uint32_t alen, dlen;
+};
+int acl_inherit(struct tfs *fs, uint64_t parent, uint32_t *mode, mode_t umask,
+		struct acl_inherit *ai);
+void acl_inherit_free(struct acl_inherit *ai);
+/* chmod to @mode of @ip with an access ACL: into *r (type LR_XATTR_SET,
+ * its value in @buf of ACL_XATTR_MAX bytes) the ACL's new value; type 0
+ * if there is none or it does not change.  Caller holds the inode lock. */
+void acl_chmod_rec(struct tfs_inode *ip, uint32_t mode, void *buf, struct log_rec *r);
 
 /* ---- files (file.c) ---- */
 /* Truncate/extend to size; caller holds nothing; takes the inode exclusively. */

@@ -1057,6 +1057,7 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->cache_bytes = o->cache_bytes;
 	fs->compact_dirty = o->compact_dirty;
+	fs->acl = o->acl;
 	fs->ckpt_log_bytes = o->ckpt_log_bytes;
 	fs->v2_lazy = !o->offline;	/* fsck checks everything: it loads it all */
 	ret = mount_open_devs(o, opened, err, errlen);

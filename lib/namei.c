@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "dir.h"
 #include "fs_i.h"
 #include "v2item.h"
@@ -387,6 +388,43 @@ ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 
 /* ---- creating ---- */
 
+/* An ACL a new inode inherits, in its create's transaction. */
+static int add_acl(struct meta_tx *tx, uint64_t ino, const char *name, const void *val,
+		   uint32_t len)
+{
+	struct log_rec r = { .type = LR_XATTR_SET };
+
+	r.xattr.ino = ino;
+	r.xattr.namelen = (uint16_t)strlen(name);
+	r.xattr.name = name;
+	r.xattr.vallen = len;
+	r.xattr.val = val;
+	return meta_tx_add(tx, &r);
+}
+
+/* ns_begin for a create, which takes the umask or the parent's default
+ * ACL (*mode, *ai: logged with the inode, so never a file with the masked
+ * mode but not its ACL) and reserves the node slots of both. */
+static int create_begin(struct tfs *fs, uint64_t parent, mode_t *mode, size_t tlen,
+			const struct tfs_cred *c, struct acl_inherit *ai, struct fs_resv *resv)
+{
+	uint64_t slots = FS_NS_CREATE + FS_NS_SYMLINK_CHUNK * v2_symlink_chunks(tlen);
+	uint32_t imode = (uint32_t)*mode;
+	int ret = acl_inherit(fs, parent, &imode, c ? c->umask : 0, ai);
+
+	if (ret)
+		return ret;
+	*mode = (mode_t)imode;
+	if (ai->access)
+		slots += meta_v2_xattr_slots(NULL, strlen(ACL_XATTR_ACCESS), ai->alen);
+	if (ai->dflt)
+		slots += meta_v2_xattr_slots(NULL, strlen(ACL_XATTR_DEFAULT), ai->dlen);
+	ret = ns_begin(fs, true, slots, resv);
+	if (ret)
+		acl_inherit_free(ai);
+	return ret;
+}
+
 int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		 dev_t rdev, const char *target, const struct tfs_cred *c,
 		 struct tfs_inode **ipp)
@@ -417,8 +455,9 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		if (tlen > LOG_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
-	ret = ns_begin(fs, true, FS_NS_CREATE + FS_NS_SYMLINK_CHUNK * v2_symlink_chunks(tlen),
-		       &resv);
+	struct acl_inherit ai;
+
+	ret = create_begin(fs, parent, &mode, tlen, c, &ai, &resv);
 	if (ret)
 		return ret;
 
@@ -470,6 +509,10 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	li->target_len = (uint32_t)tlen;
 
 	ret = meta_tx_add(&tx, &r);
+	if (!ret && ai.access)
+		ret = add_acl(&tx, ino, ACL_XATTR_ACCESS, ai.access, ai.alen);
+	if (!ret && ai.dflt)
+		ret = add_acl(&tx, ino, ACL_XATTR_DEFAULT, ai.dflt, ai.dlen);
 	if (!ret)
 		ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), name, len, ino);
 	touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
@@ -495,6 +538,7 @@ out:
 	ns_end(fs, &resv);
 	inode_put(fs, pip);
 	meta_tx_free(&tx);
+	acl_inherit_free(&ai);
 	return ret;
 }
 

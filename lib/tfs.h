@@ -69,6 +69,12 @@ struct tfs_opts {
 	 * budget later: fewer checkpoint bytes, a longer log to replay after
 	 * a crash. */
 	bool compact_dirty;
+	/* POSIX ACLs (-o acl, the default; acl.h): the xattrs
+	 * system.posix_acl_access and _default are kept, the mode follows
+	 * the access ACL, chmod changes it, creates inherit the parent's
+	 * default ACL or apply tfs_cred's umask.  Off: both names are
+	 * EOPNOTSUPP and the umask is the caller's business. */
+	bool acl;
 	/* -o ckpt_log=: a checkpoint is asked for once the log since the
 	 * last one passes this many bytes, which bounds the replay of the
 	 * mount after a crash (0: half the log region, as always). */
@@ -116,6 +122,9 @@ int tfs_unmount(struct tfs *fs);
 void tfs_abandon(struct tfs *fs);
 
 const char *tfs_backend_name(struct tfs *fs);
+/* Turn ACLs off after mount, before the first request: the daemon's
+ * FUSE init when the kernel does not offer FUSE_POSIX_ACL. */
+void tfs_set_acl(struct tfs *fs, bool on);
 /* The log's counters since mount (struct log_stats in log.h): what
  * twinfs-ctl status reports, for the benchmark (bench/micro.c). */
 struct log_stats;
@@ -132,6 +141,9 @@ void tfs_note_release_deferred(struct tfs *fs);
 struct tfs_cred {
 	uid_t uid;
 	gid_t gid;
+	/* Applied at create when ACLs are on and the parent has no default
+	 * ACL (FUSE_DONT_MASK: the kernel leaves it to us); else 0. */
+	mode_t umask;
 };
 
 /* Bits for tfs_setattr's to_set. */
@@ -331,7 +343,10 @@ bool tfs_unusable(struct tfs *fs);
 int tfs_checkpoint(struct tfs *fs);
 
 /* ---- xattrs ---- */
-/* flags: XATTR_CREATE / XATTR_REPLACE. */
+/* flags: XATTR_CREATE / XATTR_REPLACE, and TFS_XATTR_KILL_SGID with
+ * an access ACL set by a caller neither in the file's group nor with
+ * CAP_FSETID (the kernel's posix_acl_update_mode clears S_ISGID then). */
+#define TFS_XATTR_KILL_SGID	0x100
 int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val,
 		 size_t size, int flags);
 /* size 0: return the value's size.  -ENODATA, -ERANGE. */

@@ -6,14 +6,18 @@
  * inode's new ctime.  Names are 1..255 bytes, values up to 64 KiB, as on
  * Linux (the kernel checks permissions; we check the namespace).  Per
  * inode, the name list must fit XATTR_LIST_MAX and the values together
- * XATTR_VALUES_MAX (see xattr_room).
+ * XATTR_VALUES_MAX (see xattr_room).  POSIX ACLs (fs->acl) are two
+ * xattrs of the system namespace whose access one moves the mode with it,
+ * in the same transaction (acl.h).
  */
 #include <errno.h>
 #include <linux/limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "acl.h"
 #include "fs_i.h"
 #include "v2dirty.h"
 
@@ -61,18 +65,22 @@ static int xattr_room(struct tfs_inode *ip, const struct xattr *old, size_t name
 	return names > XATTR_LIST_MAX || vals > XATTR_VALUES_MAX ? -ENOSPC : 0;
 }
 
-/* One xattr change and the inode's ctime; caller holds the inode lock. */
-static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *xr)
+/* One xattr change (or none: @xr NULL), the inode's ctime and its mode
+ * @mode (an access ACL's); caller holds the inode lock. */
+static int xattr_commit(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *xr,
+			uint32_t mode)
 {
 	struct meta_tx tx;
 	struct log_rec r;
 	uint64_t seq;
-	int ret;
+	int ret = 0;
 
 	meta_tx_init(&tx);
 	fs_iencode(ip, &r);
 	r.inode.ctime_ns = fs_ts_ns(fs_now());
-	ret = meta_tx_add(&tx, xr);
+	r.inode.mode = mode;
+	if (xr)
+		ret = meta_tx_add(&tx, xr);
 	if (!ret)
 		ret = meta_tx_add(&tx, &r);
 	if (!ret)
@@ -109,6 +117,61 @@ static int xattr_begin(struct tfs *fs, bool grow, struct tfs_inode *ip, size_t n
 	return fs_node_reserve_slots(fs, grow, slots + FS_NS_INODE, r);
 }
 
+/*
+ * An ACL name's checks (the kernel made them already; lib callers are
+ * held to them too).  Without fs->acl both names are EOPNOTSUPP: storing
+ * an ACL as a plain xattr would leave the mode unchanged while cp -a,
+ * tar and rsync believe they set it (they fall back to chmod then).
+ */
+static int acl_check(struct tfs *fs, struct tfs_inode *ip, const char *name,
+		     const void *val, size_t size)
+{
+	uint32_t mode;
+
+	if (!fs->acl)
+		return -EOPNOTSUPP;
+	if (acl_valid(val, size))
+		return -EINVAL;
+	inode_lock(ip);
+	mode = inode_mode(ip);
+	inode_unlock(ip);
+	if (S_ISLNK(mode))
+		return -EOPNOTSUPP;
+	/* set_posix_acl's rule: only directories have a default ACL */
+	if (!strcmp(name, ACL_XATTR_DEFAULT) && !S_ISDIR(mode))
+		return -EACCES;
+	return 0;
+}
+
+/*
+ * The record that sets @name to @val; with an access ACL, *mode takes its
+ * permission bits (and loses S_ISGID on TFS_XATTR_KILL_SGID) and an ACL
+ * the mode says all of is not kept: the record deletes a stored one, or
+ * there is none (the result's type 0).  Caller holds the inode lock.
+ */
+static struct log_rec set_rec(struct tfs_inode *ip, uint64_t ino, const char *name,
+			      size_t len, const void *val, size_t size, int flags,
+			      uint32_t *mode)
+{
+	struct log_rec r = { .type = LR_XATTR_SET };
+
+	r.xattr.ino = ino;
+	r.xattr.namelen = (uint16_t)len;
+	r.xattr.name = name;
+	r.xattr.vallen = (uint32_t)size;
+	r.xattr.val = size ? val : "";
+	if (strcmp(name, ACL_XATTR_ACCESS))
+		return r;
+	if (flags & TFS_XATTR_KILL_SGID)
+		*mode &= ~(uint32_t)S_ISGID;
+	if (!acl_equiv_mode(val, size, mode)) {
+		r.type = xfind(ip, name, len) ? LR_XATTR_DEL : 0;
+		r.xattr.vallen = 0;
+		r.xattr.val = NULL;
+	}
+	return r;
+}
+
 static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const char *name,
 		       const void *val, size_t size, int flags)
 {
@@ -116,21 +179,22 @@ static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const
 	size_t len;
 	int ret;
 
-	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE | TFS_XATTR_KILL_SGID))
 		return -EINVAL;
 	ret = check_xname(name, &len);
 	if (ret)
 		return ret;
-	/* POSIX ACLs are not supported: storing one as a plain xattr would
-	 * leave the mode unchanged while cp -a, tar and rsync believe they
-	 * set it (they fall back to chmod on EOPNOTSUPP). */
-	if (!strncmp(name, "system.posix_acl_", 17))
+	if (acl_name(name)) {
+		ret = acl_check(fs, ip, name, val, size);
+		if (ret)
+			return ret;
+	} else if (strncmp(name, "user.", 5) && strncmp(name, "trusted.", 8) &&
+		   strncmp(name, "security.", 9)) {
+		/* FUSE hands us every name; a local file system knows only
+		 * these namespaces and refuses the rest ("foo.bar",
+		 * "system.x"). */
 		return -EOPNOTSUPP;
-	/* FUSE hands us every name; a local file system knows only these
-	 * namespaces and refuses the rest ("foo.bar", "system.x"). */
-	if (strncmp(name, "user.", 5) && strncmp(name, "trusted.", 8) &&
-	    strncmp(name, "security.", 9))
-		return -EOPNOTSUPP;
+	}
 	if (size > LOG_XATTR_VAL_MAX)
 		return -E2BIG;
 	ret = xattr_begin(fs, true, ip, len, size, &resv);
@@ -144,13 +208,10 @@ static int setxattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino, const
 	} else if (!x && (flags & XATTR_REPLACE)) {
 		ret = -ENODATA;
 	} else if ((ret = xattr_room(ip, x, len, size)) == 0) {
-		struct log_rec r = { .type = LR_XATTR_SET };
-		r.xattr.ino = ino;
-		r.xattr.namelen = (uint16_t)len;
-		r.xattr.name = name;
-		r.xattr.vallen = (uint32_t)size;
-		r.xattr.val = size ? val : "";
-		ret = xattr_commit(fs, ip, &r);
+		uint32_t mode = inode_mode(ip);
+		struct log_rec r = set_rec(ip, ino, name, len, val, size, flags, &mode);
+
+		ret = xattr_commit(fs, ip, r.type ? &r : NULL, mode);
 	}
 	inode_unlock(ip);
 	fs_node_release(fs, &resv);	/* noted, or failed */
@@ -301,7 +362,7 @@ static int removexattr_ip(struct tfs *fs, struct tfs_inode *ip, uint64_t ino,
 		r.xattr.ino = ino;
 		r.xattr.namelen = (uint16_t)len;
 		r.xattr.name = name;
-		ret = xattr_commit(fs, ip, &r);
+		ret = xattr_commit(fs, ip, &r, inode_mode(ip));
 	}
 	inode_unlock(ip);
 	fs_node_release(fs, &resv);
@@ -318,4 +379,83 @@ int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name)
 	ret = removexattr_ip(fs, ip, ino, name);
 	inode_put(fs, ip);
 	return ret;
+}
+
+/* ---- ACLs with the mode (fs_i.h) ---- */
+
+static const struct xattr *xfind_name(struct tfs_inode *ip, const char *name)
+{
+	return xfind(ip, name, strlen(name));
+}
+
+void acl_inherit_free(struct acl_inherit *ai)
+{
+	free(ai->access);
+	free(ai->dflt);
+	ai->access = ai->dflt = NULL;
+}
+
+/* posix_acl_create: the parent's default ACL, read before the create
+ * takes ns_lock (a default ACL set meanwhile is as if set after). */
+int acl_inherit(struct tfs *fs, uint64_t parent, uint32_t *mode, mode_t umask,
+		struct acl_inherit *ai)
+{
+	struct tfs_inode *pip;
+	const struct xattr *x;
+	int ret = 0;
+
+	memset(ai, 0, sizeof(*ai));
+	if (fs->acl && !S_ISLNK(*mode) && inode_get(fs, parent, &pip) == 0) {
+		inode_lock(pip);
+		x = S_ISDIR(inode_mode(pip)) ? xfind_name(pip, ACL_XATTR_DEFAULT) : NULL;
+		if (x && !acl_valid(x->val, x->vallen)) {
+			ai->dflt = malloc(x->vallen);
+			ai->access = malloc(x->vallen);
+			if (ai->dflt && ai->access) {
+				memcpy(ai->dflt, x->val, x->vallen);
+				memcpy(ai->access, x->val, x->vallen);
+				ai->alen = ai->dlen = x->vallen;
+			} else {
+				ret = -ENOMEM;
+			}
+		}
+		inode_unlock(pip);
+		inode_put(fs, pip);
+	}
+	if (ret || !ai->dflt) {
+		acl_inherit_free(ai);
+		if (!S_ISLNK(*mode))
+			*mode &= ~(uint32_t)(umask & 0777);
+		return ret;
+	}
+	if (!acl_create_masq(ai->access, ai->alen, mode)) {
+		free(ai->access);
+		ai->access = NULL;
+		ai->alen = 0;
+	}
+	if (!S_ISDIR(*mode)) {
+		free(ai->dflt);
+		ai->dflt = NULL;
+		ai->dlen = 0;
+	}
+	return 0;
+}
+
+void acl_chmod_rec(struct tfs_inode *ip, uint32_t mode, void *buf, struct log_rec *r)
+{
+	const struct xattr *x = xfind_name(ip, ACL_XATTR_ACCESS);
+
+	memset(r, 0, sizeof(*r));
+	if (!x || acl_valid(x->val, x->vallen))
+		return;
+	memcpy(buf, x->val, x->vallen);
+	acl_chmod(buf, x->vallen, mode);
+	if (!memcmp(buf, x->val, x->vallen))
+		return;
+	r->type = LR_XATTR_SET;
+	r->xattr.ino = inode_ino(ip);
+	r->xattr.namelen = (uint16_t)strlen(ACL_XATTR_ACCESS);
+	r->xattr.name = ACL_XATTR_ACCESS;
+	r->xattr.vallen = x->vallen;
+	r->xattr.val = buf;
 }

@@ -129,7 +129,7 @@ struct opinfo {
 static struct opinfo *ops;
 static size_t nops;
 static struct tfs *wfs;
-static const struct tfs_cred cred = { 0, 0 };
+static const struct tfs_cred cred = { .uid = 0, .gid = 0 };
 
 static size_t jlen(void)
 {

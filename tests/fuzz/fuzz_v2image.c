@@ -54,7 +54,7 @@ static uint8_t sb_orig[BS];
 static struct tnode nodes[MAXNODES];
 static unsigned nnodes;
 static FILE *devnull;
-static const struct tfs_cred cred = { 0, 0 };
+static const struct tfs_cred cred = { .uid = 0, .gid = 0 };
 
 static void base_files(struct tfs *fs)
 {

@@ -31,7 +31,7 @@
 #define PER_NODE_KIND 2
 #define PER_ITEM_KIND 3
 
-static const struct tfs_cred cred = { 0, 0 };
+static const struct tfs_cred cred = { .uid = 0, .gid = 0 };
 
 static void die(const char *what, int err)
 {

@@ -96,7 +96,7 @@ static void check_fixed(const char *want)
 static uint64_t put_file(struct tfs *fs, uint64_t parent, const char *name, size_t len,
 			 unsigned seed)
 {
-	struct tfs_cred c = { getuid(), getgid() };
+	struct tfs_cred c = { .uid = getuid(), .gid = getgid() };
 	struct tfs_file *f = NULL;
 	struct stat st;
 	uint8_t *buf = malloc(len ? len : 1);
@@ -134,7 +134,7 @@ static void check_file(struct tfs *fs, uint64_t parent, const char *name, size_t
  * /sym, /d/clone sharing f1's blocks (reflink). */
 static void populate(struct tfs *fs, uint64_t *f1, uint64_t *f2)
 {
-	struct tfs_cred c = { getuid(), getgid() };
+	struct tfs_cred c = { .uid = getuid(), .gid = getgid() };
 	struct tfs_file *in = NULL, *outf = NULL;
 	struct stat st;
 	uint64_t d;
@@ -327,7 +327,7 @@ static void keep_log(int level, const char *msg)
  * kernel may still hold a reference) or never were. */
 static void test_open_unlinked(void **state)
 {
-	struct tfs_cred c = { getuid(), getgid() };
+	struct tfs_cred c = { .uid = getuid(), .gid = getgid() };
 	enum { NF = 300 };
 	struct tfs_file **f = calloc(NF, sizeof(*f));
 	uint8_t buf[4096];

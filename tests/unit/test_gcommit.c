@@ -183,7 +183,7 @@ static void group_commit_durable(bool async)
 	struct tfs_format_opts fo = { .label = "g", .backend = "file" };
 	struct writer w[NT];
 	struct log_stats s0, s1;
-	struct tfs_cred c = { 0, 0 };
+	struct tfs_cred c = { .uid = 0, .gid = 0 };
 	struct tfs_file *f;
 	struct stat st;
 	struct tfs *fs;

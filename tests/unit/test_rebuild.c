@@ -81,7 +81,7 @@ static struct tfs *mount_devs(const char *a, const char *b, bool degraded, const
 
 static int put_file_ret(struct tfs *fs, const char *name, size_t len, unsigned seed)
 {
-	struct tfs_cred c = { getuid(), getgid() };
+	struct tfs_cred c = { .uid = getuid(), .gid = getgid() };
 	struct tfs_file *f = NULL;
 	struct stat st;
 	uint8_t *buf = malloc(len);

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * acl: the POSIX ACL rules the file system applies itself under
+ * FUSE_POSIX_ACL (the kernel checks permissions and ownership, validates
+ * what it passes, but leaves the mode, chmod and inheritance to us).
+ * Same semantics as the kernel's fs/posix_acl.c, written for the xattr
+ * form (see acl.h).  Every function but acl_valid expects a valid value.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "acl.h"
+
+#define ACL_VERSION	2
+#define ACL_HDR		4
+#define ACL_ENT		8
+
+enum {
+	TAG_USER_OBJ = 0x01, TAG_USER = 0x02, TAG_GROUP_OBJ = 0x04,
+	TAG_GROUP = 0x08, TAG_MASK = 0x10, TAG_OTHER = 0x20,
+};
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) | (uint32_t)get16(p + 2) << 16;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static size_t acl_count(size_t size)
+{
+	return (size - ACL_HDR) / ACL_ENT;
+}
+
+static uint16_t tag(const void *val, size_t i)
+{
+	return get16((const uint8_t *)val + ACL_HDR + i * ACL_ENT);
+}
+
+static uint16_t perm(const void *val, size_t i)
+{
+	return get16((const uint8_t *)val + ACL_HDR + i * ACL_ENT + 2) & 7;
+}
+
+static void set_perm(void *val, size_t i, uint16_t p)
+{
+	put16((uint8_t *)val + ACL_HDR + i * ACL_ENT + 2, p & 7);
+}
+
+bool acl_name(const char *name)
+{
+	return !strcmp(name, ACL_XATTR_ACCESS) || !strcmp(name, ACL_XATTR_DEFAULT);
+}
+
+/* posix_acl_valid: one each of USER_OBJ, GROUP_OBJ, OTHER; named entries
+ * in increasing id order; a MASK exactly when there are named entries;
+ * tags in order. */
+int acl_valid(const void *val, size_t size)
+{
+	const uint8_t *p = val;
+	unsigned seen = 0, named = 0;
+	uint16_t last = 0;
+	uint32_t last_id = 0;
+
+	if (size < ACL_HDR || (size - ACL_HDR) % ACL_ENT || size > ACL_XATTR_MAX ||
+	    get32(p) != ACL_VERSION)
+		return -EINVAL;
+	for (size_t i = 0; i < acl_count(size); i++) {
+		uint16_t t = tag(val, i), pm = get16(p + ACL_HDR + i * ACL_ENT + 2);
+		uint32_t id = get32(p + ACL_HDR + i * ACL_ENT + 4);
+
+		if (pm & ~7u || t < last)
+			return -EINVAL;
+		switch (t) {
+		case TAG_USER:
+		case TAG_GROUP:
+			if (t == last && id <= last_id)
+				return -EINVAL;
+			last_id = id;
+			named++;
+			break;
+		case TAG_USER_OBJ:
+		case TAG_GROUP_OBJ:
+		case TAG_MASK:
+		case TAG_OTHER:
+			if (seen & t)
+				return -EINVAL;
+			break;
+		default:
+			return -EINVAL;
+		}
+		seen |= t;
+		last = t;
+	}
+	if ((seen & (TAG_USER_OBJ | TAG_GROUP_OBJ | TAG_OTHER)) !=
+	    (TAG_USER_OBJ | TAG_GROUP_OBJ | TAG_OTHER))
+		return -EINVAL;
+	if (named && !(seen & TAG_MASK))
+		return -EINVAL;
+	return 0;
+}
+
+int acl_equiv_mode(const void *val, size_t size, uint32_t *mode)
+{
+	uint32_t m = 0;
+	int extended = 0;
+
+	for (size_t i = 0; i < acl_count(size); i++) {
+		switch (tag(val, i)) {
+		case TAG_USER_OBJ:
+			m |= (uint32_t)perm(val, i) << 6;
+			break;
+		case TAG_GROUP_OBJ:
+			m |= (uint32_t)perm(val, i) << 3;
+			break;
+		case TAG_OTHER:
+			m |= perm(val, i);
+			break;
+		case TAG_MASK:	/* after GROUP_OBJ: it wins */
+			m = (m & ~070u) | (uint32_t)perm(val, i) << 3;
+			extended = 1;
+			break;
+		default:
+			extended = 1;
+		}
+	}
+	*mode = (*mode & ~0777u) | m;
+	return extended;
+}
+
+/* The entry the group class's bits go to: the mask if there is one, else
+ * the owning group (a valid ACL has it); SIZE_MAX in neither. */
+static size_t group_class(const void *val, size_t size)
+{
+	size_t group = SIZE_MAX;
+
+	for (size_t i = 0; i < acl_count(size); i++) {
+		if (tag(val, i) == TAG_MASK)
+			return i;
+		if (tag(val, i) == TAG_GROUP_OBJ)
+			group = i;
+	}
+	return group;
+}
+
+void acl_chmod(void *val, size_t size, uint32_t mode)
+{
+	size_t group = group_class(val, size);
+
+	for (size_t i = 0; i < acl_count(size); i++) {
+		if (tag(val, i) == TAG_USER_OBJ)
+			set_perm(val, i, (uint16_t)(mode >> 6));
+		else if (tag(val, i) == TAG_OTHER)
+			set_perm(val, i, (uint16_t)mode);
+	}
+	if (group != SIZE_MAX)
+		set_perm(val, group, (uint16_t)(mode >> 3));
+}
+
+int acl_create_masq(void *val, size_t size, uint32_t *mode)
+{
+	size_t group = group_class(val, size);
+	uint32_t m = *mode;
+	int extended = 0;
+
+	for (size_t i = 0; i < acl_count(size); i++) {
+		uint16_t p = perm(val, i);
+
+		switch (tag(val, i)) {
+		case TAG_USER_OBJ:
+			p &= (uint16_t)(m >> 6);
+			set_perm(val, i, p);
+			m &= (uint32_t)p << 6 | ~0700u;
+			break;
+		case TAG_OTHER:
+			p &= (uint16_t)m;
+			set_perm(val, i, p);
+			m &= p | ~0007u;
+			break;
+		case TAG_GROUP_OBJ:
+			break;
+		default:	/* named entries, the mask */
+			extended = 1;
+		}
+	}
+	if (group != SIZE_MAX) {
+		uint16_t p = perm(val, group) & (uint16_t)(m >> 3);
+
+		set_perm(val, group, p);
+		m &= (uint32_t)p << 3 | ~0070u;
+	}
+	*mode = (*mode & ~0777u) | (m & 0777u);
+	return extended;
+}

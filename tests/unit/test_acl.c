@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Description: POSIX ACLs: acl.c's rules (valid, equiv_mode, chmod, create_masq) against the kernel's fs/posix_acl.c, and the file system keeping mode and ACL in step (set, chmod, inheritance, umask, sgid) live and after a crash replay, on format 1 and 2; off, both names are EOPNOTSUPP. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "acl.h"
+#include "testlib.h"
+
+#define IMG_SIZE (64ull << 20)
+#define NIMG 2
+#define ROOT TFS_ROOT_INO
+
+enum { UO = 0x01, U = 0x02, GO = 0x04, G = 0x08, MASK = 0x10, OTH = 0x20 };
+
+struct ent {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+
+/* The xattr form of @n entries into @buf; its size. */
+static size_t mk(uint8_t *buf, const struct ent *e, size_t n)
+{
+	buf[0] = 2;
+	buf[1] = buf[2] = buf[3] = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p = buf + 4 + 8 * i;
+
+		p[0] = (uint8_t)e[i].tag;
+		p[1] = (uint8_t)(e[i].tag >> 8);
+		p[2] = (uint8_t)e[i].perm;
+		p[3] = 0;
+		memcpy(p + 4, &e[i].id, 4);	/* little-endian host */
+	}
+	return 4 + 8 * n;
+}
+
+static uint16_t perm_of(const uint8_t *buf, size_t size, uint16_t tag)
+{
+	for (size_t off = 4; off < size; off += 8)
+		if (buf[off] == tag)
+			return buf[off + 2];
+	return 0xffff;
+}
+
+static const struct ent named[] = {
+	{ UO, 7, ~0u }, { U, 6, 1000 }, { GO, 5, ~0u }, { MASK, 6, ~0u }, { OTH, 4, ~0u },
+};
+
+static void test_valid(void **state)
+{
+	uint8_t b[128];
+	size_t n = mk(b, named, 5);
+
+	assert_int_equal(acl_valid(b, n), 0);
+	assert_int_equal(acl_valid(b, n - 1), -EINVAL);		/* torn entry */
+	/* Named entry without a mask. */
+	const struct ent nomask[] = { { UO, 7, ~0u }, { U, 6, 1 }, { GO, 5, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, nomask, 4)), -EINVAL);
+	/* Out of order. */
+	const struct ent order[] = { { GO, 5, ~0u }, { UO, 7, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, order, 3)), -EINVAL);
+	/* Same named user twice. */
+	const struct ent dup[] = { { UO, 7, ~0u }, { U, 6, 1 }, { U, 6, 1 }, { GO, 5, ~0u },
+				   { MASK, 6, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, dup, 6)), -EINVAL);
+	/* No other. */
+	assert_int_equal(acl_valid(b, mk(b, named, 4)), -EINVAL);
+	n = mk(b, named, 5);
+	b[0] = 1;					/* version */
+	assert_int_equal(acl_valid(b, n), -EINVAL);
+}
+
+static void test_rules(void **state)
+{
+	uint8_t b[128];
+	size_t n = mk(b, named, 5);
+	uint32_t mode = S_IFREG | S_ISGID | 0;
+
+	/* The mask, not the owning group, gives the group bits. */
+	assert_int_equal(acl_equiv_mode(b, n, &mode), 1);
+	assert_int_equal(mode, S_IFREG | S_ISGID | 0764);
+	const struct ent min[] = { { UO, 6, ~0u }, { GO, 4, ~0u }, { OTH, 0, ~0u } };
+	size_t m = mk(b, min, 3);
+	mode = S_IFREG | 0777;
+	assert_int_equal(acl_equiv_mode(b, m, &mode), 0);
+	assert_int_equal(mode, S_IFREG | 0640);
+
+	/* chmod: owner, mask (group_obj kept), other. */
+	n = mk(b, named, 5);
+	acl_chmod(b, n, 0510);
+	assert_int_equal(perm_of(b, n, UO), 5);
+	assert_int_equal(perm_of(b, n, MASK), 1);
+	assert_int_equal(perm_of(b, n, GO), 5);
+	assert_int_equal(perm_of(b, n, U), 6);
+	assert_int_equal(perm_of(b, n, OTH), 0);
+	m = mk(b, min, 3);
+	acl_chmod(b, m, 0705);
+	assert_int_equal(perm_of(b, m, GO), 0);
+
+	/* create_masq: the default ACL narrowed by the create mode 0640. */
+	n = mk(b, named, 5);
+	mode = S_IFREG | 0640;
+	assert_int_equal(acl_create_masq(b, n, &mode), 1);
+	assert_int_equal(mode, S_IFREG | 0640);
+	assert_int_equal(perm_of(b, n, UO), 6);
+	assert_int_equal(perm_of(b, n, MASK), 4);
+	assert_int_equal(perm_of(b, n, GO), 5);	/* under a mask: untouched */
+	assert_int_equal(perm_of(b, n, OTH), 0);
+	const struct ent dmin[] = { { UO, 7, ~0u }, { GO, 5, ~0u }, { OTH, 1, ~0u } };
+	m = mk(b, dmin, 3);
+	mode = S_IFDIR | 0777;
+	assert_int_equal(acl_create_masq(b, m, &mode), 0);
+	assert_int_equal(mode, S_IFDIR | 0751);
+}
+
+/* ---- the file system ---- */
+
+static char img[NIMG][TL_PATH_MAX];
+static const char *devs[NIMG];
+
+static int setup(void **state)
+{
+	tl_mk_images(img, devs, NIMG, "tfs_acl", IMG_SIZE);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	tl_rm_images(img, NIMG);
+	return 0;
+}
+
+static struct tfs *mnt(bool v1, bool acl)
+{
+	struct tfs_opts o;
+
+	tl_mount_opts(&o, devs, NIMG);
+	o.backend = "file";
+	o.v1 = v1;
+	o.acl = acl;
+	return tl_mount(&o);
+}
+
+static uint32_t mode_of(struct tfs *fs, uint64_t ino)
+{
+	struct stat st;
+
+	assert_int_equal(tfs_getattr(fs, ino, &st), 0);
+	return st.st_mode;
+}
+
+static void run_fs(bool v1)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = !v1 };
+	char err[256];
+	uint8_t b[128], got[128];
+	struct tfs_cred cr = { .uid = 1, .gid = 2, .umask = 027 };
+	struct stat st;
+	uint64_t f, d, sub, g;
+
+	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
+	struct tfs *fs = mnt(v1, true);
+
+	/* A named-user ACL: the mask becomes the group bits, sgid kept. */
+	assert_int_equal(tfs_mknod(fs, ROOT, "f", S_IFREG | S_ISGID | 0777, 0, &cr, &st), 0);
+	f = st.st_ino;
+	assert_int_equal(st.st_mode, S_IFREG | S_ISGID | 0750);	/* umask 027 */
+	size_t n = mk(b, named, 5);
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, n, 0), 0);
+	assert_int_equal(mode_of(fs, f), S_IFREG | S_ISGID | 0764);
+	assert_int_equal(tfs_getxattr(fs, f, ACL_XATTR_ACCESS, got, sizeof(got)), (ssize_t)n);
+	/* chmod moves owner, mask and other. */
+	struct stat in = { .st_mode = S_ISGID | 0640 };
+	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_MODE, NULL, &st), 0);
+	assert_int_equal(tfs_getxattr(fs, f, ACL_XATTR_ACCESS, got, sizeof(got)), (ssize_t)n);
+	assert_int_equal(perm_of(got, n, MASK), 4);
+	assert_int_equal(perm_of(got, n, OTH), 0);
+	/* Set by an outsider: sgid goes. */
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, n, TFS_XATTR_KILL_SGID), 0);
+	assert_int_equal(mode_of(fs, f), S_IFREG | 0764);
+	/* An ACL the mode says all of: only the mode, the stored one goes. */
+	const struct ent min[] = { { UO, 6, ~0u }, { GO, 0, ~0u }, { OTH, 0, ~0u } };
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, mk(b, min, 3), 0), 0);
+	assert_int_equal(mode_of(fs, f), S_IFREG | 0600);
+	assert_int_equal(tfs_getxattr(fs, f, ACL_XATTR_ACCESS, got, sizeof(got)), -ENODATA);
+	/* Bad values, default ACLs on files. */
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, 7, 0), -EINVAL);
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_DEFAULT, b, mk(b, named, 5), 0), -EACCES);
+
+	/* Inheritance: the default ACL, masked by the create mode, no umask. */
+	assert_int_equal(tfs_mkdir(fs, ROOT, "d", 0755, &cr, &st), 0);
+	d = st.st_ino;
+	n = mk(b, named, 5);
+	assert_int_equal(tfs_setxattr(fs, d, ACL_XATTR_DEFAULT, b, n, 0), 0);
+	assert_int_equal(tfs_mknod(fs, d, "g", S_IFREG | 0666, 0, &cr, &st), 0);
+	g = st.st_ino;
+	assert_int_equal(st.st_mode, S_IFREG | 0664);
+	assert_int_equal(tfs_getxattr(fs, g, ACL_XATTR_ACCESS, got, sizeof(got)), (ssize_t)n);
+	assert_int_equal(perm_of(got, n, MASK), 6);
+	assert_int_equal(tfs_getxattr(fs, g, ACL_XATTR_DEFAULT, got, sizeof(got)), -ENODATA);
+	assert_int_equal(tfs_mkdir(fs, d, "sub", 0700, &cr, &st), 0);
+	sub = st.st_ino;
+	assert_int_equal(st.st_mode, S_IFDIR | 0700);
+	assert_int_equal(tfs_getxattr(fs, sub, ACL_XATTR_DEFAULT, got, sizeof(got)), (ssize_t)n);
+	assert_memory_equal(got, b, n);
+	assert_int_equal(tfs_getxattr(fs, sub, ACL_XATTR_ACCESS, got, sizeof(got)), (ssize_t)n);
+	assert_int_equal(perm_of(got, n, MASK), 0);
+
+	/* A crash after the commit: the replay gives the same. */
+	assert_int_equal(tfs_syncfs(fs), 0);
+	tfs_abandon(fs);
+	fs = mnt(v1, true);
+	assert_int_equal(mode_of(fs, f), S_IFREG | 0600);
+	assert_int_equal(mode_of(fs, g), S_IFREG | 0664);
+	assert_int_equal(mode_of(fs, sub), S_IFDIR | 0700);
+	assert_int_equal(tfs_getxattr(fs, g, ACL_XATTR_ACCESS, got, sizeof(got)), (ssize_t)n);
+	assert_int_equal(tfs_getxattr(fs, sub, ACL_XATTR_DEFAULT, got, sizeof(got)), (ssize_t)n);
+	assert_memory_equal(got, b, n);
+	assert_int_equal(tfs_unmount(fs), 0);
+
+	/* Off: both names refused, the umask still the caller's. */
+	fs = mnt(v1, false);
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, n, 0), -EOPNOTSUPP);
+	assert_int_equal(tfs_setxattr(fs, d, ACL_XATTR_DEFAULT, b, n, 0), -EOPNOTSUPP);
+	assert_int_equal(tfs_mknod(fs, d, "h", S_IFREG | 0666, 0, &cr, &st), 0);
+	assert_int_equal(st.st_mode, S_IFREG | 0640);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+static void test_fs_v2(void **state)
+{
+	run_fs(false);
+}
+
+static void test_fs_v1(void **state)
+{
+	run_fs(true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_valid),
+		cmocka_unit_test(test_rules),
+		cmocka_unit_test_setup_teardown(test_fs_v2, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fs_v1, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
