@@ -795,7 +795,7 @@ static int start_session(struct startup *s, struct tfsd *d, struct fuse_session 
 		fuse_remove_signal_handlers(se);
 		return -1;
 	}
-	ret = tfsd_io_install(se);
+	ret = tfsd_io_install(d, se);
 	if (ret < 0)
 		tlog(LOG_WARNING, "cannot install the /dev/fuse I/O hooks (%s): shared mmap of "
 		     "direct-I/O opens will fail with ENODEV", strerror(-ret));
