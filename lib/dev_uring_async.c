@@ -224,14 +224,6 @@ static void *ua_main(void *arg)
 			/* Unexpected: the SQEs stay queued and go in with the
 			 * next call; do not spin on the error meanwhile. */
 			usleep(1000);
-		/* Awake until the next ua_issue, which takes whatever is
-		 * queued meanwhile before this thread waits again: batches
-		 * submitted while it reaps and runs done() need no eventfd
-		 * write (a system call for the submitter, and one more turn
-		 * and wakeup here). */
-		pthread_mutex_lock(&a->mu);
-		a->sleeping = false;
-		pthread_mutex_unlock(&a->mu);
 		io_uring_for_each_cqe(&a->ring, head, cqe) {
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
 			struct dev_io *io;
