@@ -88,6 +88,7 @@ struct tfsd {
 	 * one worker that may read /dev/fuse (a thread-local says who). */
 	sem_t rd_tok;
 	bool rd_tok_on;			/* set up; otherwise every worker reads */
+	bool no_readtoken;		/* -o noreadtoken: do not set it up */
 	_Atomic uint64_t init_unique;
 	bool init_mmap, init_killpriv;	/* offered; written before init_unique */
 	/* The kernel's INIT is 7.33 or later: its WRITE requests say whether the

@@ -202,7 +202,7 @@ int tfsd_io_install(struct tfsd *d, struct fuse_session *se)
 
 	if (sem_init(&d->rd_tok, 0, 1) < 0)
 		return -errno;
-	d->rd_tok_on = true;
+	d->rd_tok_on = !d->no_readtoken;
 	rd_d = d;
 	tfs_set_block_hook(reader_block_hook);
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
