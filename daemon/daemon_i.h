@@ -10,6 +10,7 @@
 #define TWINFS_DAEMON_I_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -86,6 +87,11 @@ struct tfsd {
 	 * init_unique is its request id while its reply is still to be
 	 * patched; dio_mmap says the kernel took FUSE_DIRECT_IO_ALLOW_MMAP. */
 	_Atomic bool init_done;
+	/* fuseio.c: the reader token, a binary semaphore: its holder is the
+	 * one worker that may read /dev/fuse (a thread-local says who). */
+	sem_t rd_tok;
+	bool rd_tok_on;			/* set up; otherwise every worker reads */
+	bool no_readtoken;		/* -o noreadtoken: do not set it up */
 	_Atomic uint64_t init_unique;
 	bool init_mmap, init_killpriv;	/* offered; written before init_unique */
 	/* The kernel's INIT is 7.33 or later: its WRITE requests say whether the
@@ -152,7 +158,10 @@ int tfsd_file_drop(struct tfsd *d, struct tfsd_file *df);
 /* fuseio.c: our own read/writev on the session's /dev/fuse fd, so the
  * INIT reply asks for FUSE_DIRECT_IO_ALLOW_MMAP (shared mmap of direct-I/O
  * opens).  Call after fuse_session_mount, before the loop.  0 or -errno. */
-int tfsd_io_install(struct fuse_session *se);
+int tfsd_io_install(struct tfsd *d, struct fuse_session *se);
+/* Before a worker waits: hand the /dev/fuse reader token on if it holds
+ * it, so the other workers keep reading requests (fuseio.c). */
+void tfsd_reader_yield(struct tfsd *d);
 /* Called by the transport with each raw request before libfuse parses it
  * (libfuse 3.14 drops the kill flags); libfuse then runs the op on the same
  * thread.  tfsd_req_kill: 1 if the request says its sender lacks

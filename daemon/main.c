@@ -116,6 +116,7 @@ struct cfg {
 	int nodiscard;
 	int noacl;
 	int nokillpriv;
+	int noreadtoken;
 	int compact_dirty;
 	int uring;
 	char *transport;
@@ -154,6 +155,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("noacl", noacl, 1),
 	CFG_OPT("killpriv_v2", nokillpriv, 0),
 	CFG_OPT("nokillpriv_v2", nokillpriv, 1),
+	CFG_OPT("readtoken", noreadtoken, 0),
+	CFG_OPT("noreadtoken", noreadtoken, 1),
 	CFG_OPT("uring", uring, 1),
 	CFG_OPT("transport=%s", transport, 0),
 	CFG_OPT("commit=%s", commit_ms, 0),
@@ -280,6 +283,8 @@ static void usage(FILE *out, const char *prog)
 		"    -o nokillpriv_v2       do not ask for FUSE_HANDLE_KILLPRIV_V2: the kernel\n"
 		"                           clears suid/sgid/capabilities, asking for\n"
 		"                           security.capability before every write(2)\n"
+		"    -o noreadtoken         every worker reads /dev/fuse at once (default: one\n"
+		"                           at a time, kept across READs; README \"Reads\")\n"
 		"    -o transport=NAME      how requests arrive: dev (default: read/write on\n"
 		"                           /dev/fuse), uring (FUSE-over-io_uring, kernel 6.14+\n"
 		"                           with /sys/module/fuse/parameters/enable_uring set),\n"
@@ -659,6 +664,7 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 	log_debug = s->cmd.debug;
 	d->writethrough = cfg->writethrough;
 	d->no_killpriv = cfg->nokillpriv;
+	d->no_readtoken = cfg->noreadtoken;
 	if (pick_transport(d, cfg) < 0)
 		return 2;
 	if (d->uring == TFSD_TRANSPORT_URING && tfsd_uring_check(false) < 0)
@@ -810,7 +816,7 @@ static int start_session(struct startup *s, struct tfsd *d, struct fuse_session 
 		fuse_remove_signal_handlers(se);
 		return -1;
 	}
-	ret = tfsd_io_install(se);
+	ret = tfsd_io_install(d, se);
 	if (ret < 0)
 		tlog(LOG_WARNING, "cannot install the /dev/fuse I/O hooks (%s): shared mmap of "
 		     "direct-I/O opens will fail with ENODEV", strerror(-ret));

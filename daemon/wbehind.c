@@ -210,8 +210,10 @@ int tfsd_wb_wait(struct tfsd *d, uint64_t ino, bool take_err)
 			  !atomic_load(&d->wb_chain_n[chain_of(ino)])))
 		return 0;
 	pthread_mutex_lock(&d->wb_mu);
-	while ((e = find(d, ino)) && e->n)
+	while ((e = find(d, ino)) && e->n) {
+		tfsd_reader_yield(d);
 		pthread_cond_wait(&d->wb_cv, &d->wb_mu);
+	}
 	if (e && take_err) {
 		err = e->err;
 		unlink_ent(d, e);

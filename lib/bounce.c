@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 
 #include "bounce.h"
+#include "tfs.h"
 
 #define BOUNCE_ALIGN 4096u
 
@@ -156,8 +157,10 @@ void *bounce_get(struct bounce_pool *p)
 	void *buf;
 
 	pthread_mutex_lock(&p->lock);
-	while (!(buf = take(p)))
+	while (!(buf = take(p))) {
+		tfs_may_block();
 		pthread_cond_wait(&p->nonempty, &p->lock);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return buf;
 }

@@ -21,6 +21,7 @@
 #include "dev.h"
 
 #include "dev_i.h"
+#include "tfs.h"
 #include "tlog.h"
 
 /* How long dev_open waits for a lock a dying daemon still holds. */
@@ -286,6 +287,7 @@ int dev_submit(struct dev_backend *be, struct dev_io *ios, unsigned n)
 		return ret;
 	for (unsigned i = 0; i < n && i < DEV_MAX; i++)
 		seen[i] = ios[i].op == DEV_FLUSH ? atomic_load(&ios[i].dev->wr_done) : 0;
+	tfs_may_block();
 	ret = be->ops->submit(be, ios, n);
 	dev_note_done(ios, n);
 	for (unsigned i = 0; i < n && i < DEV_MAX; i++)

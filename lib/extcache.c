@@ -18,6 +18,7 @@
 #include "extent_i.h"
 #include "memtrim.h"
 #include "rangelock.h"
+#include "tfs.h"
 
 /* Leaves looked at per eviction pass: dirty ones are passed over, so a
  * cache full of them costs a bounded scan, not one of all of them. */
@@ -573,8 +574,10 @@ uint64_t extcache_src_begin(struct extent_cache *xc, uint64_t ino)
 	if (changing)
 		return 0;
 	pthread_mutex_lock(&xc->chg_mu);
-	while (xc->chg_active[s])
+	while (xc->chg_active[s]) {
+		tfs_may_block();
 		pthread_cond_wait(&xc->chg_cv, &xc->chg_mu);
+	}
 	stamp = atomic_load(&xc->chg_gen[s]);
 	pthread_mutex_unlock(&xc->chg_mu);
 	return stamp;

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 
 #include "rangelock.h"
+#include "tfs.h"
 
 #define RL_SHIFT 9u			/* bucket: 512 blocks, 2 MiB */
 #define RL_SPAN (1ull << RL_SHIFT)	/* longest range hashed by start */
@@ -208,6 +209,7 @@ void rl_lock(struct rangelock *rl, struct rl_range *r, uint64_t start, uint64_t 
 	if (blocked(rl, r)) {
 		pthread_cond_t cv;
 
+		tfs_may_block();
 		pthread_cond_init(&cv, NULL);
 		r->wake = &cv;
 		rl->nwait++;

@@ -136,6 +136,17 @@ void tfs_note_setattr_wait(struct tfs *fs);
  * (stats: write_behind.releases_deferred). */
 void tfs_note_release_deferred(struct tfs *fs);
 
+/*
+ * Called (on the calling thread) just before lib makes it wait: for a
+ * range lock, a bounce buffer, a synchronous device I/O, another
+ * thread's extent-map change.  The daemon hands its /dev/fuse reader
+ * token on there (daemon/fuseio.c), so a READ that waits never keeps the
+ * other workers from taking requests.  Set once, before serving; the
+ * hook must not block.  tfs_may_block is lib's call of it.
+ */
+void tfs_set_block_hook(void (*fn)(void));
+void tfs_may_block(void);
+
 /* ---- namespace ---- */
 
 struct tfs_cred {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: range locks: disjoint writers run together, overlapping writers exclude, readers share, FIFO keeps writers from starving. */
+/* Description: range locks: disjoint writers run together, overlapping writers exclude, readers share, FIFO keeps writers from starving, a wait calls the block hook. */
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -9,9 +9,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "rangelock.h"
+#include "tfs.h"
 
 #define NT 4
 
@@ -314,6 +316,64 @@ static void test_fifo_indexed(void **state)
 	run_fifo(true);
 }
 
+/* ---- a locker that must wait says so first (tfs_set_block_hook) ---- */
+
+static _Atomic unsigned hook_calls;
+
+static void count_hook(void)
+{
+	atomic_fetch_add(&hook_calls, 1);
+}
+
+struct hook_arg {
+	struct rangelock *rl;
+	_Atomic bool got;
+};
+
+static void *hook_thread(void *p)
+{
+	struct hook_arg *a = p;
+	struct rl_range r;
+
+	rl_lock(a->rl, &r, 0, 10, false);
+	atomic_store(&a->got, true);
+	rl_unlock(a->rl, &r);
+	return NULL;
+}
+
+/* The daemon hands its /dev/fuse reader token on in the hook: a reader
+ * that waits for a writer without calling it would keep every other
+ * request unread for as long as the writer holds its range. */
+static void test_wait_calls_hook(void **state)
+{
+	struct rangelock rl;
+	struct rl_range w, r;
+	struct hook_arg a = { .rl = &rl };
+	pthread_t th;
+
+	(void)state;
+	rl_init(&rl);
+	tfs_set_block_hook(count_hook);
+	/* Granted at once: no call. */
+	rl_lock(&rl, &r, 0, 10, false);
+	rl_unlock(&rl, &r);
+	assert_int_equal(atomic_load(&hook_calls), 0);
+
+	rl_lock(&rl, &w, 5, 6, true);
+	assert_int_equal(pthread_create(&th, NULL, hook_thread, &a), 0);
+	for (unsigned i = 0; i < 2000 && atomic_load(&hook_calls) == 0; i++)
+		usleep(1000);
+	/* Called before the wait, and the reader is still waiting. */
+	assert_int_equal(atomic_load(&hook_calls), 1);
+	assert_false(atomic_load(&a.got));
+	rl_unlock(&rl, &w);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(atomic_load(&a.got));
+	assert_int_equal(atomic_load(&hook_calls), 1);
+	tfs_set_block_hook(NULL);
+	rl_destroy(&rl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_overlap_excludes_indexed),
 		cmocka_unit_test(test_fifo),
 		cmocka_unit_test(test_fifo_indexed),
+		cmocka_unit_test(test_wait_calls_hook),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
