@@ -65,8 +65,10 @@ static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in
 		li->mtime_ns = now;	/* truncate(2) always sets mtime */
 	li->ctime_ns = (to_set & TFS_SET_CTIME) ? fs_ts_ns(in->st_ctim) : now;
 	ret = meta_tx_add(&tx, &r);
-	/* posix_acl_chmod: the access ACL follows, in the same transaction. */
-	if (!ret && (to_set & TFS_SET_MODE) && fs->acl) {
+	/* posix_acl_chmod: the access ACL follows, in the same transaction,
+	 * with ACLs off too: a mount with them on enforces what is stored,
+	 * and must not find an ACL granting what a chmod took away. */
+	if (!ret && (to_set & TFS_SET_MODE)) {
 		acl_chmod_rec(ip, li->mode, aclbuf, &xr);
 		if (xr.type)
 			ret = meta_tx_add(&tx, &xr);
@@ -90,7 +92,7 @@ static uint64_t acl_slots(struct tfs *fs, struct tfs_inode *ip, int to_set)
 {
 	uint64_t slots = 0;
 
-	if (!fs->v2 || !fs->acl || !(to_set & TFS_SET_MODE))
+	if (!fs->v2 || !(to_set & TFS_SET_MODE))
 		return 0;
 	inode_lock(ip);
 	for (const struct xattr *x = inode_xattrs(ip); x; x = x->next)
