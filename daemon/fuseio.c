@@ -128,7 +128,11 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		rd_held = true;
 	}
 	n = read(fd, buf, len);
-	if (n < (ssize_t)sizeof(*in) || in->opcode != FUSE_READ)
+	/* Any request but a READ may wait; so may tfsd_note_request when it
+	 * has write-behind jobs to reap (a release it finishes may delete an
+	 * unlinked file: ns_lock, log space). */
+	if (n < (ssize_t)sizeof(*in) || in->opcode != FUSE_READ ||
+	    atomic_load_explicit(&d->wb_reap_n, memory_order_relaxed))
 		tfsd_reader_yield(d);
 	if (n > 0)
 		tfsd_note_request(d, buf, (size_t)n);

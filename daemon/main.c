@@ -116,7 +116,7 @@ struct cfg {
 	int nodiscard;
 	int noacl;
 	int nokillpriv;
-	int noreadtoken;
+	int readtoken;
 	int compact_dirty;
 	int uring;
 	char *transport;
@@ -155,8 +155,8 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("noacl", noacl, 1),
 	CFG_OPT("killpriv_v2", nokillpriv, 0),
 	CFG_OPT("nokillpriv_v2", nokillpriv, 1),
-	CFG_OPT("readtoken", noreadtoken, 0),
-	CFG_OPT("noreadtoken", noreadtoken, 1),
+	CFG_OPT("readtoken", readtoken, 1),
+	CFG_OPT("noreadtoken", readtoken, 0),
 	CFG_OPT("uring", uring, 1),
 	CFG_OPT("transport=%s", transport, 0),
 	CFG_OPT("commit=%s", commit_ms, 0),
@@ -283,8 +283,9 @@ static void usage(FILE *out, const char *prog)
 		"    -o nokillpriv_v2       do not ask for FUSE_HANDLE_KILLPRIV_V2: the kernel\n"
 		"                           clears suid/sgid/capabilities, asking for\n"
 		"                           security.capability before every write(2)\n"
-		"    -o noreadtoken         every worker reads /dev/fuse at once (default: one\n"
-		"                           at a time, kept across READs; README \"Reads\")\n"
+		"    -o readtoken           one worker at a time reads /dev/fuse, kept across\n"
+		"                           READs (off by default; README \"Reads\")\n"
+		"    -o noreadtoken         every worker reads /dev/fuse at once (default)\n"
 		"    -o transport=NAME      how requests arrive: dev (default: read/write on\n"
 		"                           /dev/fuse), uring (FUSE-over-io_uring, kernel 6.14+\n"
 		"                           with /sys/module/fuse/parameters/enable_uring set),\n"
@@ -561,8 +562,11 @@ static void detach_stdio(void)
 		tlog(LOG_WARNING, "chdir /: %s", strerror(errno));
 }
 
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd, unsigned threads)
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd, unsigned threads,
+		 bool readtoken)
 {
+	unsigned idle = cmd->max_idle_threads != UINT_MAX ? cmd->max_idle_threads : threads;
+
 	struct fuse_loop_config *lc;
 	int ret;
 
@@ -574,9 +578,17 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd, u
 	/* One /dev/fuse fd per worker: no contention on a single read. */
 	fuse_loop_cfg_set_clone_fd(lc, 1);
 	fuse_loop_cfg_set_max_threads(lc, threads);
-	/* Keep idle workers: creating threads per burst costs more. */
-	fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads != UINT_MAX ?
-				       cmd->max_idle_threads : threads);
+	/* Keep idle workers: creating threads per burst costs more.  With
+	 * the reader token every worker stays: libfuse ends a worker beyond
+	 * max_idle_threads when it comes back from a request, and one that
+	 * kept the token after a READ would take it along (a review hung a
+	 * mount so with max_idle_threads=1). */
+	if (readtoken && idle < threads) {
+		tlog(LOG_WARNING, "max_idle_threads=%u raised to threads=%u: readtoken keeps every "
+		     "worker", idle, threads);
+		idle = threads;
+	}
+	fuse_loop_cfg_set_idle_threads(lc, idle);
 	ret = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return ret;
@@ -664,7 +676,7 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 	log_debug = s->cmd.debug;
 	d->writethrough = cfg->writethrough;
 	d->no_killpriv = cfg->nokillpriv;
-	d->no_readtoken = cfg->noreadtoken;
+	d->no_readtoken = !cfg->readtoken;
 	if (pick_transport(d, cfg) < 0)
 		return 2;
 	if (d->uring == TFSD_TRANSPORT_URING && tfsd_uring_check(false) < 0)
@@ -832,7 +844,7 @@ static int start_session(struct startup *s, struct tfsd *d, struct fuse_session 
 /* Serve until unmounted or signalled; the exit code. */
 static int run_session(struct startup *s, struct tfsd *d, struct fuse_session *se)
 {
-	int loop_ret = serve(se, &s->cmd, s->threads);
+	int loop_ret = serve(se, &s->cmd, s->threads, s->cfg.readtoken);
 
 	/* Writes still completing reply through the session: let them
 	 * finish before it goes away. */

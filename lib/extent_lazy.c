@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "extent_i.h"
+#include "tfs.h"
 
 #define TINY_BYTES (EXTENT_TINY_FBLK * sizeof(struct extent_ent))
 
@@ -170,6 +171,9 @@ static int fault(struct extent_map *m, void **p, uint64_t base, int top)
 	void *expected = NULL;
 	int ret;
 
+	/* The tree read may wait out a checkpoint's commit (the tree lock):
+	 * a /dev/fuse reader hands its turn on first. */
+	tfs_may_block();
 	f.ents = calloc(1, size);
 	if (!f.ents)
 		return -ENOMEM;
