@@ -176,9 +176,6 @@ int bt_trans_freed(struct btree *t, uint64_t **freed, size_t *n);
 int bt_prefetch(struct btree *t, const struct bkey *keys, size_t nkeys, size_t max);
 /* The same for the leaves holding keys in [lo, hi]. */
 int bt_prefetch_range(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t max);
-/* The same for the @n ranges [lo[i], hi[i]], sorted and not overlapping. */
-int bt_prefetch_ranges(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t n,
-		       size_t max);
 
 /*
  * Iteration.  After bt_iter_init(start), next returns the first item >=

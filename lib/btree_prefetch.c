@@ -288,9 +288,3 @@ int bt_prefetch_range(struct btree *t, const struct bkey *lo, const struct bkey 
 {
 	return prefetch(t, lo, hi, 1, max);
 }
-
-int bt_prefetch_ranges(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t n,
-		       size_t max)
-{
-	return prefetch(t, lo, hi, n, max);
-}

@@ -846,14 +846,13 @@ static int put_one(struct tfs *fs, struct ckpt_v2 *v, const struct v2d_ino *e, u
 	if (ret == 0)
 		ret = ckpt_v2_put_names(fs, t, ip, e, buf);
 	for (size_t i = 0; ret == 0 && reg && i < e->next; i++) {
-		struct ckpt_v2_putcount pc = { 0, 0, 0 };
+		struct ckpt_v2_putcount pc = { 0, 0 };
 		int64_t d;
 
 		ret = ckpt_v2_put_extents(t, av, ip->ino, &ip->map, e->ext[i].from,
 					  e->ext[i].to, &d, &pc);
 		atomic_fetch_add(&fs->ckpt_ext_kept, pc.kept);
 		atomic_fetch_add(&fs->ckpt_ext_rewritten, pc.rewritten);
-		atomic_fetch_add(&fs->ckpt_ext_prefetched, pc.prefetched);
 		mapped = d < 0 && (uint64_t)-d > mapped ? 0 : mapped + (uint64_t)d;
 		/* A part commit inside one file's ranges: its INODE item
 		 * first, so the tree committed has its mapped count right. */

@@ -81,7 +81,6 @@ void ckpt_v2_free(struct tfs *fs);
  * rewritten. */
 struct ckpt_v2_putcount {
 	uint64_t kept, rewritten;
-	uint64_t prefetched;		/* tree leaves read ahead */
 };
 int ckpt_v2_put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 			struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,

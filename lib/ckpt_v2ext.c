@@ -33,19 +33,10 @@ struct put_ext {
 	bool all;			/* rewrite every block (no compare) */
 	uint64_t kept, rewritten;	/* mapped blocks left, blocks written */
 	struct extent_ent *tw, *mw;	/* PUT_WIN blocks: the tree's, the map's */
-	/* read-ahead of the pieces' leaves (pf_window) */
-	uint64_t to;			/* of the whole range */
-	uint64_t pf_end;		/* pieces before it were read ahead */
-	struct bkey *pf_lo, *pf_hi;	/* PF_PIECES each */
-	size_t pf_n;
-	uint64_t prefetched;		/* leaves read ahead */
 };
 
 /* Blocks compared at a time. */
 #define PUT_WIN 1024u
-
-/* Pieces whose leaves are read ahead together (pf_window). */
-#define PF_PIECES 64u
 
 /* Blocks an item's cut or delete unmapped lose their reference. */
 static void put_drop(void *ctx, uint64_t phys, uint64_t n)
@@ -168,40 +159,6 @@ static bool same(const struct put_ext *p, uint32_t i)
 	return p->tw[i].phys == p->mw[i].phys && p->tw[i].csum == p->mw[i].csum;
 }
 
-static int pf_collect(void *ctx, uint64_t from, uint64_t to)
-{
-	struct put_ext *p = ctx;
-
-	p->pf_lo[p->pf_n] = (struct bkey){ p->ino, V2_EXTENT, from };
-	p->pf_hi[p->pf_n] = (struct bkey){ p->ino, V2_EXTENT, to - 1 };
-	p->pf_end = to;
-	return ++p->pf_n == PF_PIECES;
-}
-
-/*
- * The tree leaves of the next PF_PIECES pieces from @from, read ahead
- * several at once (bt_prefetch_ranges) before put_piece compares and
- * rewrites them one after the other: after random writes over a large
- * file nearly every piece is a leaf of its own that the node cache no
- * longer holds, and the mount's checkpoint after kill -9 waited for 7,000
- * such reads one at a time (3.2 s of its 5.4 s at 256 GiB).  Best effort:
- * the pieces are found again by the walk that uses them (a piece that
- * changed meanwhile is only a read wasted), and a read that fails here is
- * done again, verified, by the lookup that needs it.
- */
-static void pf_window(struct put_ext *p, uint64_t from)
-{
-	int n;
-
-	p->pf_n = 0;
-	p->pf_end = p->to;
-	if (extent_resident(p->map, from, p->to, pf_collect, p) < 0 || !p->pf_n)
-		return;
-	n = bt_prefetch_ranges(p->t, p->pf_lo, p->pf_hi, p->pf_n, 2 * PF_PIECES);
-	if (n > 0)
-		p->prefetched += (uint64_t)n;
-}
-
 /* One part of the range the map holds in memory: compared with the tree's
  * items a window at a time, and only the maximal runs of blocks that
  * differ rewritten (put_range), so unchanged blocks keep their items and
@@ -215,8 +172,6 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 	uint64_t ds = from, de = from;	/* blocks that differ, not yet written */
 	int ret = 0;
 
-	if (p->pf_lo && from >= p->pf_end)
-		pf_window(p, from);
 	if (p->all)
 		return put_range(p, from, to);
 	for (uint64_t f = from; ret == 0 && f < to;) {
@@ -265,13 +220,8 @@ static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 	p.mw = malloc(PUT_WIN * sizeof(*p.mw));
 	if (!p.csums || !p.tw || !p.mw)
 		ret = -ENOMEM;
-	p.to = to;
-	/* No memory for the read-ahead: the lookups read one at a time. */
-	p.pf_lo = malloc(2 * PF_PIECES * sizeof(*p.pf_lo));
-	p.pf_hi = p.pf_lo ? p.pf_lo + PF_PIECES : NULL;
 	if (ret == 0)
 		ret = extent_resident(map, from, to, put_piece, &p);
-	free(p.pf_lo);
 	free(p.csums);
 	free(p.tw);
 	free(p.mw);
@@ -279,7 +229,6 @@ static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 	if (pc) {
 		pc->kept += p.kept;
 		pc->rewritten += p.rewritten;
-		pc->prefetched += p.prefetched;
 	}
 	return ret;
 }

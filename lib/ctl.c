@@ -256,7 +256,6 @@ static void dirty_json(struct tfs *fs, struct jbuf *j)
 	 * (mapped as the map maps them) and rewrote (ckpt_v2ext.c). */
 	jb_u64(j, "checkpoint_extent_blocks_kept", atomic_load(&fs->ckpt_ext_kept));
 	jb_u64(j, "checkpoint_extent_blocks_rewritten", atomic_load(&fs->ckpt_ext_rewritten));
-	jb_u64(j, "checkpoint_extent_leaves_prefetched", atomic_load(&fs->ckpt_ext_prefetched));
 	/* Notes lost for want of memory, and the checkpoints that rebuilt
 	 * their set from the log because of them (v2dirty.h). */
 	jb_u64(j, "lost_notes", fs->v2dirty ? v2d_fails(fs->v2dirty) : 0);

@@ -166,7 +166,6 @@ struct tfs {
 	/* Blocks of changed ranges a checkpoint compared with their EXTENT
 	 * items: mapped ones left as they were, ones rewritten (ckpt_v2ext.c). */
 	_Atomic uint64_t ckpt_ext_kept, ckpt_ext_rewritten;
-	_Atomic uint64_t ckpt_ext_prefetched;	/* their tree leaves read ahead */
 	/* fs_node_gate: waits for a checkpoint, creates refused (ENOSPC). */
 	_Atomic uint64_t node_gate_waits, node_gate_enospc;
 	/* Node slots reserved by changes the gate admitted and that are not

@@ -228,74 +228,10 @@ static void test_model(void **state)
 	result_free(&m);
 }
 
-/* The tree's runs against the map, block by block. */
-static int same_as_map(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
-		       const struct extent_ent *ents)
-{
-	struct extent_map *m = ctx;
-
-	(void)phys;
-	for (uint32_t i = 0; i < n; i++) {
-		struct extent_ent e;
-
-		extent_get(m, fblk + i, &e);
-		assert_int_equal(e.phys, ents[i].phys);
-		assert_int_equal(e.csum, ents[i].csum);
-	}
-	return 0;
-}
-
-/* A checkpoint that rewrites items in many leaves the node cache no longer
- * holds reads them ahead, several at once (pc.prefetched), and writes
- * what the map says. */
-static void test_prefetch(void **state)
-{
-	const uint64_t K = 20000, GAP = 64;
-	struct alloc_v2 *av = (struct alloc_v2 *)&nextphys;	/* only passed to the stub */
-	struct ckpt_v2_putcount c = { 0, 0, 0 };
-	struct extent_map map = { 0 };
-	struct broot root = { 0 };
-	uint64_t reads, csum;
-	struct env e;
-	int64_t d;
-
-	(void)state;
-	refd = calloc(NPHYS, sizeof(*refd));
-	assert_non_null(refd);
-	extent_init(&map);
-	env_open(&e, 8 * BNODE_SIZE);
-	for (uint64_t i = 0; i < K; i++) {
-		csum = rnd() | 1;
-		assert_int_equal(extent_set(&map, i * GAP, 1, 1 + 2 * i, &csum, NULL, NULL), 0);
-	}
-	assert_int_equal(bt_begin(&e.t, 1), 0);
-	assert_int_equal(ckpt_v2_put_extents(&e.t, av, INO, &map, 0, EXTENT_MAX_FBLK, &d, &c), 0);
-	commit_release(&e.t, &root);
-	for (uint64_t i = 0; i < K; i++) {
-		csum = rnd() | 1;
-		assert_int_equal(extent_set(&map, i * GAP, 1, 2 * K + 1 + i, &csum, NULL, NULL), 0);
-	}
-	memset(&c, 0, sizeof(c));
-	reads = e.ms.reads;
-	assert_int_equal(bt_begin(&e.t, 2), 0);
-	assert_int_equal(ckpt_v2_put_extents(&e.t, av, INO, &map, 0, EXTENT_MAX_FBLK, &d, &c), 0);
-	commit_release(&e.t, &root);
-	printf("ckpt_v2ext prefetch: %llu node reads, %llu leaves read ahead\n",
-	       (unsigned long long)(e.ms.reads - reads), (unsigned long long)c.prefetched);
-	assert_true(c.prefetched >= 20);
-	assert_int_equal(c.rewritten, K);
-	assert_int_equal(v2ext_walk(&e.t, INO, 0, EXTENT_MAX_FBLK, same_as_map, &map), 0);
-	extent_destroy(&map, NULL, NULL);
-	env_close(&e);
-	free(refd);
-	refd = NULL;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model),
-		cmocka_unit_test(test_prefetch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
