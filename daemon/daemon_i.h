@@ -214,6 +214,11 @@ struct tfsd_space_hold {
 int tfsd_space_admit(struct tfsd *d, struct tfs_file *f, uint64_t off, uint64_t len, bool alloc,
 		     struct tfsd_space_hold *h);
 void tfsd_space_done(struct tfsd *d, const struct tfsd_space_hold *h);
+/* fallocate of [off, off + len) in @f admitted as a whole while low: done
+ * in pieces admitted each, so what a piece allocated does not count twice
+ * (it shows in the free space); the size changes (without KEEP_SIZE) with
+ * the last piece.  0 or -errno. */
+int tfsd_space_fallocate(struct tfsd *d, struct tfs_file *f, int mode, off_t off, off_t len);
 /* @df is being released. */
 void tfsd_space_release(struct tfsd *d, struct tfsd_file *df);
 /* Spawn fn(arg) on a detached thread counted in slow_n; false if it

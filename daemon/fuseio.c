@@ -32,7 +32,8 @@
  * call them (it already reads without splice: ops.c turns splice off, the
  * write path wants memory buffers for its one copy).
  *
- * The reader token: one worker at a time reads /dev/fuse.  Each worker
+ * The reader token (-o readtoken, off by default): one worker at a time
+ * reads /dev/fuse.  Each worker
  * reads its own clone of the fd, but all clones share the connection's
  * one input queue, which wakes its longest-sleeping reader for each
  * request: at 4 KiB O_DIRECT reads every worker in turn slept and was
@@ -109,8 +110,7 @@ void tfsd_reader_yield(struct tfsd *d)
 /* tfs_set_block_hook: lib is about to make this thread wait. */
 static void reader_block_hook(void)
 {
-	if (rd_held)
-		tfsd_reader_yield(rd_d);
+	tfsd_reader_yield(rd_d);
 }
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
@@ -208,6 +208,8 @@ int tfsd_io_install(struct tfsd *d, struct fuse_session *se)
 		return -errno;
 	d->rd_tok_on = !d->no_readtoken;
 	rd_d = d;
-	tfs_set_block_hook(reader_block_hook);
+	/* Off (the default), lib's waits call no hook at all. */
+	if (d->rd_tok_on)
+		tfs_set_block_hook(reader_block_hook);
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }

@@ -911,39 +911,6 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	}
 }
 
-/* An allocation while the mount is low on space goes in pieces this long,
- * each admitted on its own: what a piece has allocated shows in the free
- * space, and would count twice if the whole allocation stayed pending
- * until it ended (an 80 MiB fallocate on a 256 MiB file system refused
- * other writers 80 MiB it had already taken: xfstests generic/371). */
-#define FALLOC_LOW_PIECE ((off_t)4 << 20)
-
-/* Allocate [off, off + len) in @f piece by piece, each admitted while the
- * mount is low; the size changes (without KEEP_SIZE) with the last piece. */
-static int fallocate_pieces(struct tfsd *d, struct tfs_file *f, int mode, off_t off, off_t len)
-{
-	off_t end = off + len;
-	int ret = 0;
-
-	while (off < end && !ret) {
-		off_t n = FALLOC_LOW_PIECE - off % FALLOC_LOW_PIECE;
-		struct tfsd_space_hold hold;
-		int adm;
-
-		if (n > end - off)
-			n = end - off;
-		adm = tfsd_space_admit(d, (mode & FALLOC_FL_ZERO_RANGE) ? NULL : f, (uint64_t)off,
-				       (uint64_t)n, true, &hold);
-		if (adm < 0)
-			return adm;
-		ret = tfs_fallocate(f, off + n < end ? mode | FALLOC_FL_KEEP_SIZE : mode, off, n);
-		if (adm == 0)
-			tfsd_space_done(d, &hold);
-		off += n;
-	}
-	return ret;
-}
-
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
@@ -972,7 +939,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	if (err < 0)
 		reply_err(req, err);
 	else if (ret == 0 && off <= INT64_MAX - len)
-		reply_err(req, fallocate_pieces(d, f, mode, off, len));
+		reply_err(req, tfsd_space_fallocate(d, f, mode, off, len));
 	else
 		reply_err(req, tfs_fallocate(f, mode, off, len));
 }

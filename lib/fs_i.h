@@ -477,6 +477,11 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		 dev_t rdev, const char *target, const struct tfs_cred *c,
 		 struct tfs_inode **ipp);
 
+/* The LR_XATTR_SET record that sets @name (@namelen bytes) of inode @ino
+ * to @val (xattr.c). */
+struct log_rec xattr_set_rec(uint64_t ino, const char *name, size_t namelen, const void *val,
+			     size_t size);
+
 /* ---- POSIX ACLs kept with the mode (xattr.c, acl.h) ---- */
 /* What a create in @parent inherits: with fs->acl and a default ACL
  * there, *mode's permission bits narrowed by it, the new access ACL (if

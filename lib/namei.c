@@ -392,13 +392,8 @@ ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size)
 static int add_acl(struct meta_tx *tx, uint64_t ino, const char *name, const void *val,
 		   uint32_t len)
 {
-	struct log_rec r = { .type = LR_XATTR_SET };
+	struct log_rec r = xattr_set_rec(ino, name, strlen(name), val, len);
 
-	r.xattr.ino = ino;
-	r.xattr.namelen = (uint16_t)strlen(name);
-	r.xattr.name = name;
-	r.xattr.vallen = len;
-	r.xattr.val = val;
 	return meta_tx_add(tx, &r);
 }
 

@@ -143,6 +143,19 @@ static int acl_check(struct tfs *fs, struct tfs_inode *ip, const char *name,
 	return 0;
 }
 
+struct log_rec xattr_set_rec(uint64_t ino, const char *name, size_t namelen, const void *val,
+			     size_t size)
+{
+	struct log_rec r = { .type = LR_XATTR_SET };
+
+	r.xattr.ino = ino;
+	r.xattr.namelen = (uint16_t)namelen;
+	r.xattr.name = name;
+	r.xattr.vallen = (uint32_t)size;
+	r.xattr.val = size ? val : "";
+	return r;
+}
+
 /*
  * The record that sets @name to @val; with an access ACL, *mode takes its
  * permission bits (and loses S_ISGID on TFS_XATTR_KILL_SGID) and an ACL
@@ -153,13 +166,8 @@ static struct log_rec set_rec(struct tfs_inode *ip, uint64_t ino, const char *na
 			      size_t len, const void *val, size_t size, int flags,
 			      uint32_t *mode)
 {
-	struct log_rec r = { .type = LR_XATTR_SET };
+	struct log_rec r = xattr_set_rec(ino, name, len, val, size);
 
-	r.xattr.ino = ino;
-	r.xattr.namelen = (uint16_t)len;
-	r.xattr.name = name;
-	r.xattr.vallen = (uint32_t)size;
-	r.xattr.val = size ? val : "";
 	if (strcmp(name, ACL_XATTR_ACCESS))
 		return r;
 	if (flags & TFS_XATTR_KILL_SGID)
@@ -452,10 +460,6 @@ void acl_chmod_rec(struct tfs_inode *ip, uint32_t mode, void *buf, struct log_re
 	acl_chmod(buf, x->vallen, mode);
 	if (!memcmp(buf, x->val, x->vallen))
 		return;
-	r->type = LR_XATTR_SET;
-	r->xattr.ino = inode_ino(ip);
-	r->xattr.namelen = (uint16_t)strlen(ACL_XATTR_ACCESS);
-	r->xattr.name = ACL_XATTR_ACCESS;
-	r->xattr.vallen = x->vallen;
-	r->xattr.val = buf;
+	*r = xattr_set_rec(inode_ino(ip), ACL_XATTR_ACCESS, strlen(ACL_XATTR_ACCESS), buf,
+			   x->vallen);
 }
