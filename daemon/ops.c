@@ -438,7 +438,9 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	reply_err(req, tfs_rename(req_fs(req), parent, name, newparent, newname, flags));
+	struct tfs_cred c = req_cred(req);
+
+	reply_err(req, tfs_rename_cred(req_fs(req), parent, name, newparent, newname, flags, &c));
 }
 
 /* ---- open, create, release ---- */
@@ -684,7 +686,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	tfsd_space_check(d);
-	ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c, &st, &df->f);
+	if (tfsd_req_tmpfile() && !strcmp(name, "/"))	/* O_TMPFILE (fuseio.c) */
+		ret = tfs_tmpfile(d->fs, parent, mode, open_flags(d, fi->flags), &c, &st, &df->f);
+	else
+		ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c,
+				 &st, &df->f);
 	if (ret < 0) {
 		free(df);
 		reply_err(req, ret);

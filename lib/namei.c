@@ -420,36 +420,84 @@ static int create_begin(struct tfs *fs, uint64_t parent, mode_t *mode, size_t tl
 	return ret;
 }
 
-int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
-		 dev_t rdev, const char *target, const struct tfs_cred *c,
-		 struct tfs_inode **ipp)
+/* The LR_INODE record of a new inode under @pip (its number allocated
+ * here): owned by @c (root without), the group of a setgid @pip (BSD
+ * semantics, and a subdirectory inherits the bit), one name (a directory
+ * two) or none (@orphan: O_TMPFILE). */
+static uint64_t new_inode_rec(struct tfs *fs, struct tfs_inode *pip, mode_t mode, dev_t rdev,
+			      const char *target, size_t tlen, const struct tfs_cred *c,
+			      bool orphan, int64_t now, struct log_rec *r)
 {
-	struct fs_resv resv;
-	size_t len, tlen = 0;
-	int ret = check_name(name, &len);
+	struct log_inode *li = &r->inode;
+
+	*r = (struct log_rec){ .type = LR_INODE };
+	li->ino = fs_ialloc(fs);
+	li->uid = c ? c->uid : 0;
+	li->gid = c ? c->gid : 0;
+	if (inode_mode(pip) & S_ISGID) {
+		li->gid = inode_gid(pip);
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	li->mode = (uint32_t)mode;
+	li->nlink = orphan ? 0 : S_ISDIR(mode) ? 2 : 1;
+	li->parent = S_ISDIR(mode) ? inode_ino(pip) : 0;
+	li->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? (uint64_t)rdev : 0;
+	li->size = tlen;
+	li->gen = atomic_fetch_add(&gen_counter, 1);
+	li->atime_ns = li->mtime_ns = li->ctime_ns = li->btime_ns = now;
+	li->target = target;
+	li->target_len = (uint32_t)tlen;
+	return li->ino;
+}
+
+/* The checks of a new name and its mode; *tlen gets a symlink's length. */
+static int create_args(const char *name, mode_t *mode, const char *target, size_t *tlen)
+{
+	size_t len;
+	int ret = name ? check_name(name, &len) : 0;
 
 	if (ret)
 		return ret;
-	if (is_dot(name, len) || is_dotdot(name, len))
+	if (name && (is_dot(name, len) || is_dotdot(name, len)))
 		return -EEXIST;
-	if (!(mode & S_IFMT))
-		mode |= S_IFREG;
-	switch (mode & S_IFMT) {
+	if (!(*mode & S_IFMT))
+		*mode |= S_IFREG;
+	switch (*mode & S_IFMT) {
 	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO:
 	case S_IFSOCK: case S_IFCHR: case S_IFBLK:
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (S_ISLNK(mode)) {
+	if (!name && !S_ISREG(*mode))
+		return -EINVAL;
+	*tlen = 0;
+	if (S_ISLNK(*mode)) {
 		if (!target)
 			return -EINVAL;
-		tlen = strlen(target);
-		if (!tlen)
+		*tlen = strlen(target);
+		if (!*tlen)
 			return -ENOENT;
-		if (tlen > LOG_SYMLINK_MAX)
+		if (*tlen > LOG_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
+	return 0;
+}
+
+/* @name NULL: an O_TMPFILE inode, with no name and no link (an orphan from
+ * the start: the mount after a crash deletes it unless a link named it),
+ * which leaves @parent unchanged. */
+int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+		 dev_t rdev, const char *target, const struct tfs_cred *c,
+		 struct tfs_inode **ipp)
+{
+	struct fs_resv resv;
+	size_t len = name ? strlen(name) : 0, tlen;
+	int ret = create_args(name, &mode, target, &tlen);
+
+	if (ret)
+		return ret;
 	struct acl_inherit ai;
 
 	ret = create_begin(fs, parent, &mode, tlen, c, &ai, &resv);
@@ -471,7 +519,7 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		ret = -ENOENT;
 		goto out;
 	}
-	if (!dir_lookup(inode_dir(pip), name, len, &ino)) {
+	if (name && !dir_lookup(inode_dir(pip), name, len, &ino)) {
 		ret = -EEXIST;
 		goto out;
 	}
@@ -481,36 +529,19 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	}
 
 	int64_t now = fs_ts_ns(fs_now());
-	struct log_rec r = { .type = LR_INODE };
-	struct log_inode *li = &r.inode;
+	struct log_rec r;
 
-	ino = fs_ialloc(fs);
-	li->ino = ino;
-	li->uid = c ? c->uid : 0;
-	li->gid = c ? c->gid : 0;
-	if (inode_mode(pip) & S_ISGID) {	/* BSD group semantics, inherited by subdirs */
-		li->gid = inode_gid(pip);
-		if (S_ISDIR(mode))
-			mode |= S_ISGID;
-	}
-	li->mode = (uint32_t)mode;
-	li->nlink = S_ISDIR(mode) ? 2 : 1;
-	li->parent = S_ISDIR(mode) ? inode_ino(pip) : 0;
-	li->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? (uint64_t)rdev : 0;
-	li->size = tlen;
-	li->gen = atomic_fetch_add(&gen_counter, 1);
-	li->atime_ns = li->mtime_ns = li->ctime_ns = li->btime_ns = now;
-	li->target = target;
-	li->target_len = (uint32_t)tlen;
-
+	ino = new_inode_rec(fs, pip, mode, rdev, target, tlen, c, !name, now, &r);
 	ret = meta_tx_add(&tx, &r);
 	if (!ret && ai.access)
 		ret = add_acl(&tx, ino, ACL_XATTR_ACCESS, ai.access, ai.alen);
 	if (!ret && ai.dflt)
 		ret = add_acl(&tx, ino, ACL_XATTR_DEFAULT, ai.dflt, ai.dlen);
-	if (!ret)
-		ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), name, len, ino);
-	touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
+	if (name) {
+		if (!ret)
+			ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), name, len, ino);
+		touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
+	}
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
@@ -618,6 +649,26 @@ int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, i
 	return ret;
 }
 
+/* O_TMPFILE: a regular file with no name, opened (namei_create's orphan);
+ * link(2) may name it later (the kernel sends that link only for a file
+ * opened without O_EXCL, I_LINKABLE). */
+int tfs_tmpfile(struct tfs *fs, uint64_t parent, mode_t mode, int flags,
+		const struct tfs_cred *c, struct stat *st, struct tfs_file **f)
+{
+	struct tfs_inode *ip;
+	int ret = namei_create(fs, parent, NULL, S_IFREG | (mode & 07777), 0, NULL, c, &ip);
+
+	if (ret)
+		return ret;
+	ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
+	if (!ret)
+		stat_inode(ip, st);
+	else
+		tfs_forget(fs, inode_ino(ip), 1);	/* no name, no user: deleted */
+	inode_put(fs, ip);
+	return ret;
+}
+
 int tfs_mkdir(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	      const struct tfs_cred *c, struct stat *st)
 {
@@ -662,7 +713,10 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 		goto out;
 	}
 	lock_inodes(fs, &ls, pip, NULL, ip, NULL);
-	if (inode_nlink(pip) == 0 || inode_nlink(ip) == 0) {
+	/* An inode without a name may get one: the kernel refuses the link of
+	 * an unlinked file (ENOENT) unless it is an O_TMPFILE one (I_LINKABLE),
+	 * and an inode the kernel holds is not deleted under us (ns_lock). */
+	if (inode_nlink(pip) == 0) {
 		ret = -ENOENT;
 		goto out;
 	}
@@ -817,8 +871,8 @@ static int rename_check_args(struct rename_op *r)
 {
 	int ret;
 
-	if ((r->flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
-	    (r->exchange && (r->flags & RENAME_NOREPLACE)))
+	if ((r->flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) ||
+	    (r->exchange && (r->flags & (RENAME_NOREPLACE | RENAME_WHITEOUT))))
 		return -EINVAL;
 	ret = check_name(r->name, &r->len);
 	if (!ret)
@@ -936,9 +990,30 @@ static int rename_changes(const struct rename_op *r, struct meta_tx *tx, struct 
 	return ret;
 }
 
+/* RENAME_WHITEOUT (overlayfs's upper layer): in the same transaction the
+ * old name becomes a whiteout, a character device 0:0 of mode 0 owned by
+ * @c, as the kernel's own file systems make it (shmem_whiteout). */
+static int rename_whiteout(struct tfs *fs, const struct rename_op *r,
+			   const struct tfs_cred *c, struct meta_tx *tx)
+{
+	struct log_rec wr;
+	uint64_t ino = new_inode_rec(fs, r->p1, S_IFCHR, 0, NULL, 0, c, false,
+				     fs_ts_ns(fs_now()), &wr);
+	int ret = meta_tx_add(tx, &wr);
+
+	return ret ? ret : add_dent(tx, LR_DENT_SET, inode_ino(r->p1), r->name, r->len, ino);
+}
+
 int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
 	       const char *newname, unsigned flags)
 {
+	return tfs_rename_cred(fs, parent, name, newparent, newname, flags, NULL);
+}
+
+int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, const struct tfs_cred *c)
+{
+	bool whiteout = flags & RENAME_WHITEOUT;
 	struct rename_op r = { .name = name, .newname = newname, .flags = flags,
 			       .exchange = flags & RENAME_EXCHANGE };
 	struct meta_tx tx;
@@ -950,7 +1025,7 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 	ret = rename_check_args(&r);
 	if (ret)
 		return ret;
-	ret = ns_begin(fs, false, FS_NS_RENAME, &resv);
+	ret = ns_begin(fs, whiteout, FS_NS_RENAME + (whiteout ? FS_NS_CREATE : 0), &resv);
 	if (ret)
 		return ret;
 	meta_tx_init(&tx);
@@ -970,6 +1045,8 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 		goto out;
 	}
 	ret = rename_changes(&r, &tx, &v);
+	if (!ret && whiteout)
+		ret = rename_whiteout(fs, &r, c, &tx);
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)

@@ -200,9 +200,13 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 	     struct stat *st);
 int tfs_unlink(struct tfs *fs, uint64_t parent, const char *name);
 int tfs_rmdir(struct tfs *fs, uint64_t parent, const char *name);
-/* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE (others: -EINVAL). */
+/* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT (others:
+ * -EINVAL); the whiteout left at the old name is @c's (root's with
+ * tfs_rename). */
 int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
 	       const char *newname, unsigned flags);
+int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, const struct tfs_cred *c);
 /* Returns the target length; copies at most size bytes (no NUL). */
 ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size);
 
@@ -240,6 +244,10 @@ int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f);
  * regular file is opened (and truncated with O_TRUNC). */
 int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
 	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f);
+/* O_TMPFILE: a new regular file with no name, opened; deleted at its last
+ * release (or by the mount after a crash) unless tfs_link named it. */
+int tfs_tmpfile(struct tfs *fs, uint64_t parent, mode_t mode, int flags,
+		const struct tfs_cred *c, struct stat *st, struct tfs_file **f);
 int tfs_release(struct tfs_file *f);
 uint64_t tfs_file_ino(const struct tfs_file *f);
 

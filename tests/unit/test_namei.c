@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: namespace semantics (create/lookup/unlink/rmdir/rename/link/symlink/readdir/xattr/setattr) live, after remount and after a crash replay. */
+/* Description: namespace semantics (create/lookup/unlink/rmdir/rename/link/symlink/readdir/xattr/setattr, O_TMPFILE, RENAME_WHITEOUT) live, after remount and after a crash replay. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1053,6 +1053,59 @@ static void test_handles(void **state)
 	assert_int_equal(tfs_unmount(fs), 0);
 }
 
+/* O_TMPFILE: a file with no name and no link, deleted at its last release
+ * unless tfs_link named it; RENAME_WHITEOUT leaves a character device 0:0
+ * of mode 0, the caller's, at the old name, kept over a remount. */
+static void test_tmpfile_whiteout(void **state)
+{
+	struct tfs *fs = fresh();
+	struct tfs_file *f;
+	struct stat st;
+	uint64_t d = mk(fs, ROOT, "d", S_IFDIR | 0755);
+	uint64_t file = mk(fs, ROOT, "file", S_IFREG | 0644);
+
+	assert_int_equal(tfs_getattr(fs, d, &st), 0);
+	int64_t mt = ns_of(st.st_mtim);
+	assert_int_equal(tfs_tmpfile(fs, d, 0640, O_RDWR, &cr, &st, &f), 0);
+	uint64_t t1 = st.st_ino;
+	assert_int_equal(st.st_mode, S_IFREG | 0640);
+	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(st.st_uid, cr.uid);
+	assert_int_equal(tfs_getattr(fs, d, &st), 0);
+	assert_int_equal(ns_of(st.st_mtim), mt);	/* no name: the directory is as it was */
+	assert_int_equal(tfs_link(fs, t1, d, "named", &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	tfs_forget(fs, t1, 1);			/* the link's lookup */
+	assert_int_equal(tfs_release(f), 0);
+	tfs_forget(fs, t1, 1);			/* the tmpfile's */
+	assert_true(inode_exists(fs, t1));
+	assert_int_equal(ino_of(fs, d, "named"), t1);
+
+	assert_int_equal(tfs_tmpfile(fs, d, 0600, O_RDWR, &cr, &st, &f), 0);
+	uint64_t t2 = st.st_ino;
+	assert_int_equal(tfs_release(f), 0);
+	tfs_forget(fs, t2, 1);
+	assert_false(inode_exists(fs, t2));
+	assert_int_equal(tfs_tmpfile(fs, file, 0600, O_RDWR, &cr, &st, &f), -ENOTDIR);
+
+	const struct tfs_cred wc = { .uid = 42, .gid = 43 };
+
+	assert_int_equal(tfs_rename_cred(fs, d, "named", d, "moved",
+					 RENAME_WHITEOUT | RENAME_EXCHANGE, &wc), -EINVAL);
+	assert_int_equal(tfs_rename_cred(fs, d, "named", d, "moved", RENAME_WHITEOUT, &wc), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(ino_of(fs, d, "moved"), t1);
+		assert_int_equal(lk(fs, d, "named", &st), 0);
+		assert_int_equal(st.st_mode, S_IFCHR);
+		assert_int_equal(st.st_rdev, 0);
+		assert_int_equal(st.st_uid, wc.uid);
+		assert_int_equal(st.st_nlink, 1);
+		assert_int_equal(tfs_unmount(fs), 0);
+		fs = mount2();
+	}
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
 static void test_persist_unmount(void **state)
 {
 	run_persist(P_UNMOUNT);
@@ -1081,6 +1134,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handles, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tmpfile_whiteout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_unmount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persist_crash_ckpt, setup, teardown),
