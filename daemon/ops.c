@@ -132,7 +132,8 @@ static void file_link(struct tfsd *d, struct tfsd_file *df, uint64_t ino, int fl
 	df->direct = df->behind || open_is_direct(d, flags) ||
 		     ((flags & O_ACCMODE) != O_RDONLY && tfsd_space_open_direct(d));
 	df->cached_w = !df->direct && (flags & O_ACCMODE) != O_RDONLY;
-	df->counted = !df->direct && !(flags & O_DIRECTORY);
+	/* Not an opendir; an O_TMPFILE open (O_DIRECTORY is part of it) is a file's. */
+	df->counted = !df->direct && (!(flags & O_DIRECTORY) || (flags & O_TMPFILE) == O_TMPFILE);
 	if (df->counted)
 		atomic_fetch_add(&d->cached_opens[cached_slot(ino)], 1);
 	df->next = d->files.next;
