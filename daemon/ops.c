@@ -451,10 +451,13 @@ static int open_flags(const struct tfsd *d, int flags)
 {
 	if (d->writeback_cache) {
 		/* The page cache may read to fill pages of a write-only open,
-		 * and the kernel picks append offsets itself. */
+		 * and the kernel picks append offsets itself (lib still wants
+		 * to know of it: an append-only file opens for writing only
+		 * with O_APPEND). */
 		if ((flags & O_ACCMODE) == O_WRONLY)
 			flags = (flags & ~O_ACCMODE) | O_RDWR;
-		flags &= ~O_APPEND;
+		if (flags & O_APPEND)
+			flags = (flags & ~O_APPEND) | TFS_O_APPEND_ASKED;
 	}
 	return flags;
 }

@@ -519,6 +519,10 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		ret = -ENOENT;
 		goto out;
 	}
+	/* chattr +i refuses new names; +a takes them, and O_TMPFILE adds none */
+	ret = name ? inode_may_change(pip, false) : 0;
+	if (ret)
+		goto out;
 	if (name && !dir_lookup(inode_dir(pip), name, len, &ino)) {
 		ret = -EEXIST;
 		goto out;
@@ -720,6 +724,11 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 		ret = -ENOENT;
 		goto out;
 	}
+	ret = inode_may_change(pip, false);
+	if (!ret)
+		ret = inode_may_change(ip, true);
+	if (ret)
+		goto out;
 	if (!dir_lookup(inode_dir(pip), newname, len, &other)) {
 		ret = -EEXIST;
 		goto out;
@@ -801,6 +810,11 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		goto out;
 	}
 	lock_inodes(fs, &ls, pip, NULL, cip, NULL);
+	ret = inode_may_change(pip, true);
+	if (!ret)
+		ret = inode_may_change(cip, true);
+	if (ret)
+		goto out;
 
 	int64_t now = fs_ts_ns(fs_now());
 	struct log_inode *li = ichange(&v, cip);
@@ -946,6 +960,22 @@ static int rename_check(struct tfs *fs, const struct rename_op *r)
 	return 0;
 }
 
+/* chattr's +i and +a (inodes locked): neither inode may move or be
+ * replaced, nor a name leave a directory that has either flag; an
+ * append-only directory takes the new name. */
+static int rename_flags_ok(const struct rename_op *r)
+{
+	int ret = inode_may_change(r->p1, true);
+
+	if (!ret)
+		ret = inode_may_change(r->p2, r->c2 != NULL);
+	if (!ret)
+		ret = inode_may_change(r->c1, true);
+	if (!ret && r->c2)
+		ret = inode_may_change(r->c2, true);
+	return ret;
+}
+
 /* The directory entries and inode changes of the rename, into @tx and @v
  * (inodes locked).  0 or -errno. */
 static int rename_changes(const struct rename_op *r, struct meta_tx *tx, struct ichanges *v)
@@ -1039,6 +1069,9 @@ int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t 
 		ret = -ENOENT;
 		goto out;
 	}
+	ret = rename_flags_ok(&r);
+	if (ret)
+		goto out;
 	if (r.p1 != r.p2 && inode_dir(r.c1) && !(r.exchange && inode_dir(r.c2)) &&
 	    inode_nlink(r.p2) >= TFS_LINK_MAX) {
 		ret = -EMLINK;
