@@ -131,6 +131,14 @@ static int64_t xflags_to_fl(uint32_t x)
 	return x ? -1 : (int64_t)fl;
 }
 
+/* The flags changed the ctime, which the kernel does not know: drop its
+ * cached attributes (not the pages) so the next stat asks. */
+static void fileattr_set_done(struct tfsd *d, fuse_ino_t ino, int ret)
+{
+	if (ret == 0)
+		fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
+}
+
 /*
  * chattr and lsattr (FS_IOC_GETFLAGS/SETFLAGS: an int, 4 bytes through
  * FUSE whatever the command's size says) and xfs_io's chattr and lsattr
@@ -174,6 +182,7 @@ static bool fileattr(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, const voi
 		}
 		memcpy(&fl, in, sizeof(fl));
 		ret = tfs_setflags(d->fs, ino, fl);
+		fileattr_set_done(d, ino, ret);
 		fuse_reply_ioctl(req, ret < 0 ? ret : 0, NULL, 0);
 		return true;
 	case (unsigned int)FS_IOC_FSSETXATTR:
@@ -188,6 +197,7 @@ static bool fileattr(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, const voi
 			ret = -EOPNOTSUPP;
 		else
 			ret = tfs_setflags(d->fs, ino, (uint32_t)nfl);
+		fileattr_set_done(d, ino, ret);
 		fuse_reply_ioctl(req, ret < 0 ? ret : 0, NULL, 0);
 		return true;
 	}

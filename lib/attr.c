@@ -102,17 +102,23 @@ static uint64_t acl_slots(struct tfs *fs, struct tfs_inode *ip, int to_set)
 	return slots;
 }
 
-/* What chattr's +i and +a refuse of a setattr: every change of an
- * immutable inode; of an append-only one all but its times (ext4 refuses
- * explicit times too, but a FUSE server cannot tell them from the times
- * the kernel's writeback cache sends after an append). */
+/*
+ * What chattr's +i and +a refuse of a setattr: every change of an
+ * immutable inode; of an append-only one mode, owner, size and times set
+ * to a given value (utime(2) with times; "now" is allowed).  Through FUSE
+ * the last is told by an atime given without "now": the kernel's
+ * writeback cache sends the mtime and ctime it kept after an append with
+ * no atime, which an utimensat() of the mtime alone looks like, so that
+ * one goes through.
+ */
 static int setattr_allowed(struct tfs_inode *ip, int to_set)
 {
+	bool explicit_time = (to_set & TFS_SET_ATIME) && !(to_set & TFS_SET_ATIME_NOW);
 	int ret;
 
 	inode_lock(ip);
-	ret = inode_may_change(ip, to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID |
-					     TFS_SET_SIZE));
+	ret = inode_may_change(ip, explicit_time ||
+			       (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID | TFS_SET_SIZE)));
 	inode_unlock(ip);
 	return ret;
 }

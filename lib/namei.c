@@ -189,6 +189,19 @@ static void unlock_inodes(struct lockset *ls)
 	ls->n = 0;
 }
 
+/* inode_may_change with @ip's own lock: for the checks that come before
+ * an operation takes its locks, where the kernel's own file systems make
+ * them (may_delete: EPERM before ENOTEMPTY, EISDIR and the like). */
+static int may_change(struct tfs_inode *ip, bool append)
+{
+	int ret;
+
+	inode_lock(ip);
+	ret = inode_may_change(ip, append);
+	inode_unlock(ip);
+	return ret;
+}
+
 /* ---- building transactions ---- */
 
 /* The new state of up to four inodes, one LR_INODE each (a state record
@@ -796,6 +809,11 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		ret = -EUCLEAN;
 		goto out;
 	}
+	ret = may_change(pip, true);		/* chattr +i, +a */
+	if (!ret)
+		ret = may_change(cip, true);
+	if (ret)
+		goto out;
 	if (isdir && !inode_dir(cip)) {
 		ret = -ENOTDIR;
 		goto out;
@@ -809,11 +827,6 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		goto out;
 	}
 	lock_inodes(fs, &ls, pip, NULL, cip, NULL);
-	ret = inode_may_change(pip, true);
-	if (!ret)
-		ret = inode_may_change(cip, true);
-	if (ret)
-		goto out;
 
 	int64_t now = fs_ts_ns(fs_now());
 	struct log_inode *li = ichange(&v, cip);
@@ -959,19 +972,19 @@ static int rename_check(struct tfs *fs, const struct rename_op *r)
 	return 0;
 }
 
-/* chattr's +i and +a (inodes locked): neither inode may move or be
- * replaced, nor a name leave a directory that has either flag; an
- * append-only directory takes the new name. */
+/* chattr's +i and +a: neither inode may move or be replaced, nor a name
+ * leave a directory that has either flag; an append-only directory takes
+ * the new name. */
 static int rename_flags_ok(const struct rename_op *r)
 {
-	int ret = inode_may_change(r->p1, true);
+	int ret = may_change(r->p1, true);
 
 	if (!ret)
-		ret = inode_may_change(r->p2, r->c2 != NULL);
+		ret = may_change(r->p2, r->c2 != NULL);
 	if (!ret)
-		ret = inode_may_change(r->c1, true);
+		ret = may_change(r->c1, true);
 	if (!ret && r->c2)
-		ret = inode_may_change(r->c2, true);
+		ret = may_change(r->c2, true);
 	return ret;
 }
 
@@ -1060,6 +1073,8 @@ int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t 
 	meta_tx_init(&tx);
 	ret = rename_resolve(fs, &r, parent, newparent);
 	if (!ret)
+		ret = rename_flags_ok(&r);
+	if (!ret)
 		ret = rename_check(fs, &r);
 	if (ret)
 		goto out;
@@ -1068,9 +1083,6 @@ int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t 
 		ret = -ENOENT;
 		goto out;
 	}
-	ret = rename_flags_ok(&r);
-	if (ret)
-		goto out;
 	if (r.p1 != r.p2 && inode_dir(r.c1) && !(r.exchange && inode_dir(r.c2)) &&
 	    inode_nlink(r.p2) >= TFS_LINK_MAX) {
 		ret = -EMLINK;
