@@ -67,10 +67,37 @@ static void test_valid(void **state)
 	/* Out of order. */
 	const struct ent order[] = { { GO, 5, ~0u }, { UO, 7, ~0u }, { OTH, 4, ~0u } };
 	assert_int_equal(acl_valid(b, mk(b, order, 3)), -EINVAL);
-	/* Same named user twice. */
+	/* Named ids out of order or repeated: the kernel's posix_acl_valid
+	 * accepts them (a raw setxattr on tmpfs, kernel 6.18, takes users
+	 * 2000, 1000 and 1000, 1000 and reads them back as written), so
+	 * FUSE passes them on and they must be stored. */
 	const struct ent dup[] = { { UO, 7, ~0u }, { U, 6, 1 }, { U, 6, 1 }, { GO, 5, ~0u },
 				   { MASK, 6, ~0u }, { OTH, 4, ~0u } };
-	assert_int_equal(acl_valid(b, mk(b, dup, 6)), -EINVAL);
+	assert_int_equal(acl_valid(b, mk(b, dup, 6)), 0);
+	const struct ent unsorted[] = { { UO, 7, ~0u }, { U, 6, 2000 }, { U, 6, 1000 },
+					{ GO, 5, ~0u }, { G, 4, 9 }, { G, 4, 3 },
+					{ MASK, 6, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, unsorted, 8)), 0);
+	/* What it does check: a mask without named entries is fine; a
+	 * named user after the owning group, two masks, an entry after
+	 * OTHER, permissions beyond rwx, an unknown tag are not. */
+	const struct ent maskonly[] = { { UO, 7, ~0u }, { GO, 5, ~0u }, { MASK, 6, ~0u },
+					{ OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, maskonly, 4)), 0);
+	const struct ent late[] = { { UO, 7, ~0u }, { GO, 5, ~0u }, { U, 6, 1 },
+				    { MASK, 6, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, late, 5)), -EINVAL);
+	const struct ent masks[] = { { UO, 7, ~0u }, { GO, 5, ~0u }, { MASK, 6, ~0u },
+				     { MASK, 6, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, masks, 5)), -EINVAL);
+	const struct ent after[] = { { UO, 7, ~0u }, { GO, 5, ~0u }, { OTH, 4, ~0u },
+				     { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, after, 4)), -EINVAL);
+	const struct ent rwx8[] = { { UO, 8, ~0u }, { GO, 5, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, rwx8, 3)), -EINVAL);
+	const struct ent badtag[] = { { UO, 7, ~0u }, { 0x40, 5, ~0u }, { OTH, 4, ~0u } };
+	assert_int_equal(acl_valid(b, mk(b, badtag, 3)), -EINVAL);
+	assert_int_equal(acl_valid(b, 4), -EINVAL);		/* no entries */
 	/* No other. */
 	assert_int_equal(acl_valid(b, mk(b, named, 4)), -EINVAL);
 	n = mk(b, named, 5);
@@ -186,6 +213,17 @@ static void run_fs(bool v1)
 	/* Set by an outsider: sgid goes. */
 	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, n, TFS_XATTR_KILL_SGID), 0);
 	assert_int_equal(mode_of(fs, f), S_IFREG | 0764);
+	/* Ids unsorted and repeated, as the kernel lets through: stored
+	 * and read back byte for byte, the mode from its mask. */
+	const struct ent unsorted[] = { { UO, 7, ~0u }, { U, 6, 2000 }, { U, 4, 1000 },
+					{ U, 4, 1000 }, { GO, 5, ~0u }, { MASK, 5, ~0u },
+					{ OTH, 0, ~0u } };
+	uint8_t u[128];
+	size_t un = mk(u, unsorted, 7);
+	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, u, un, 0), 0);
+	assert_int_equal(mode_of(fs, f), S_IFREG | 0750);
+	assert_int_equal(tfs_getxattr(fs, f, ACL_XATTR_ACCESS, got, sizeof(got)), (ssize_t)un);
+	assert_memory_equal(got, u, un);
 	/* An ACL the mode says all of: only the mode, the stored one goes. */
 	const struct ent min[] = { { UO, 6, ~0u }, { GO, 0, ~0u }, { OTH, 0, ~0u } };
 	assert_int_equal(tfs_setxattr(fs, f, ACL_XATTR_ACCESS, b, mk(b, min, 3), 0), 0);
