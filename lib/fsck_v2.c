@@ -592,6 +592,7 @@ static int log_rec_note(void *ctx, const struct log_rec *r)
 
 	ls->n++;
 	v2data_note(ls->v, r);
+	v2acl_note(ls->v, r);
 	return 0;
 }
 
@@ -775,6 +776,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	v2m_check(&v);
 	node_copies(&v);
 	check_log(&v);
+	v2acl_report(&v);
 	v2data_check(&v);
 	v2stale_finish(&v);
 	finish(&v);

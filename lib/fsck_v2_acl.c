@@ -31,7 +31,9 @@
  *
  * Each problem is one line (fsck_meta_problem: not explained by a crash,
  * so -p leaves it to -y); the repairs are recorded here and made by
- * v2acl_apply in the repair transaction, after fsck_v2_meta.c's.
+ * v2acl_apply in the repair transaction, after fsck_v2_meta.c's.  The mode
+ * check waits for the log after the checkpoint (v2acl_report): an inode
+ * the log changes is left to the replay.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -61,14 +63,25 @@ struct arep {
 	bool drop;		/* remove the xattr; else its entries from the mode */
 };
 
+/* An access ACL out of step with its inode's mode, reported after the
+ * log is read (v2acl_report) unless the log changes the inode. */
+struct amis {
+	uint64_t ino;
+	uint32_t mode, acl_mode;
+	bool logged;
+};
+
 struct v2acl {
 	uint64_t ino;		/* the inode walked (0: none) */
 	uint32_t mode;
 	struct aval a[NACL];
 	struct arep *rep;
 	size_t nrep, crep;
+	struct amis *mis;	/* ascending ino: the walk's order */
+	size_t nmis, cmis;
 	bool oom;
 	uint64_t seen;		/* ACL xattrs checked */
+	uint64_t logged;	/* mismatches the log after the checkpoint settles */
 };
 
 static int which_acl(const char *name, uint16_t namelen)
@@ -85,22 +98,32 @@ static const char *kind(uint32_t mode)
 	       S_ISLNK(mode) ? "symlink" : "special file";
 }
 
-static void record(struct v2ck *v, int which, bool drop)
+/* Room for one more element in *p (n used of *cap); false on ENOMEM. */
+static bool grow(void *pp, size_t *cap, size_t n, size_t size)
+{
+	void **p = pp;
+	size_t nc = *cap ? *cap * 2 : 16;
+	void *nv;
+
+	if (n < *cap)
+		return true;
+	nv = realloc(*p, nc * size);
+	if (!nv)
+		return false;
+	*p = nv;
+	*cap = nc;
+	return true;
+}
+
+static void record(struct v2ck *v, uint64_t ino, int which, bool drop)
 {
 	struct v2acl *s = v->acl;
 
-	if (s->nrep == s->crep) {
-		size_t nc = s->crep ? s->crep * 2 : 16;
-		struct arep *n = realloc(s->rep, nc * sizeof(*n));
-
-		if (!n) {
-			s->oom = true;
-			return;
-		}
-		s->rep = n;
-		s->crep = nc;
+	if (!grow(&s->rep, &s->crep, s->nrep, sizeof(*s->rep))) {
+		s->oom = true;
+		return;
 	}
-	s->rep[s->nrep++] = (struct arep){ .ino = s->ino, .which = (uint8_t)which, .drop = drop };
+	s->rep[s->nrep++] = (struct arep){ .ino = ino, .which = (uint8_t)which, .drop = drop };
 }
 
 /* The checks of the module comment on one gathered value. */
@@ -118,18 +141,18 @@ static void check_one(struct v2ck *v, int which)
 	if (why) {
 		fsck_meta_problem(v->c, false, "%s inode %llu: %s does not decode (%s): removing "
 				  "it", kind(s->mode), ino, acl_xname[which], why);
-		record(v, which, true);
+		record(v, s->ino, which, true);
 	} else if (S_ISLNK(s->mode) || (which == DEF && !S_ISDIR(s->mode))) {
 		fsck_meta_problem(v->c, false, "%s inode %llu: %s on a %s (%s): removing it",
 				  kind(s->mode), ino, acl_xname[which], kind(s->mode),
 				  S_ISLNK(s->mode) ? "symlinks have no ACLs" :
 				  "only directories have a default ACL");
-		record(v, which, true);
+		record(v, s->ino, which, true);
 	} else if (which == ACC && (acl_equiv_mode(a->buf, a->len, &m), m != s->mode)) {
-		fsck_meta_problem(v->c, false, "%s inode %llu: mode %04o but its access ACL gives "
-				  "%04o (owner, group class, other): setting the ACL from the "
-				  "mode", kind(s->mode), ino, s->mode & 07777u, m & 07777u);
-		record(v, which, false);
+		if (grow(&s->mis, &s->cmis, s->nmis, sizeof(*s->mis)))
+			s->mis[s->nmis++] = (struct amis){ s->ino, s->mode, m, false };
+		else
+			s->oom = true;
 	}
 }
 
@@ -219,10 +242,74 @@ void v2acl_end(struct v2ck *v)
 	if (!v->acl)
 		return;
 	end_inode(v);
-	if (v->acl->oom)
-		fsck_hard_problem(v->c, "out of memory: some ACL repairs not recorded");
-	if (v->c->o->verbose)
-		fsck_say(v->c, "ACLs: %llu checked", (unsigned long long)v->acl->seen);
+}
+
+static int mis_cmp(const void *key, const void *elt)
+{
+	uint64_t ino = *(const uint64_t *)key, e = ((const struct amis *)elt)->ino;
+
+	return ino < e ? -1 : ino > e;
+}
+
+void v2acl_note(struct v2ck *v, const struct log_rec *r)
+{
+	struct v2acl *s = v->acl;
+	struct amis *e;
+	uint64_t ino;
+
+	if (!s || !s->nmis)
+		return;
+	switch (r->type) {
+	case LR_INODE:
+		ino = r->inode.ino;
+		break;
+	case LR_INODE_DEL:
+		ino = r->del.ino;
+		break;
+	case LR_XATTR_SET:
+	case LR_XATTR_DEL:
+		ino = r->xattr.ino;
+		break;
+	default:
+		return;
+	}
+	e = bsearch(&ino, s->mis, s->nmis, sizeof(*s->mis), mis_cmp);
+	if (e)
+		e->logged = true;
+}
+
+/*
+ * The checkpoint writes an inode's INODE item from memory as it is when it
+ * gets there, but its XATTR items only when its set of changes names them
+ * (ckpt_v2.c put_one): a chmod landing between the set's take and the
+ * write leaves the new mode beside the old ACL in the tree, and its
+ * records (the inode and the ACL together) in the log after the
+ * checkpoint, which mount replays.  So a mismatch is only reported for an
+ * inode the log does not change.
+ */
+void v2acl_report(struct v2ck *v)
+{
+	struct v2acl *s = v->acl;
+
+	for (size_t i = 0; s && i < s->nmis; i++) {
+		const struct amis *e = &s->mis[i];
+
+		if (e->logged) {
+			s->logged++;
+			continue;
+		}
+		fsck_meta_problem(v->c, false, "%s inode %llu: mode %04o but its access ACL gives "
+				  "%04o (owner, group class, other): setting the ACL from the "
+				  "mode", kind(e->mode), (unsigned long long)e->ino,
+				  e->mode & 07777u, e->acl_mode & 07777u);
+		record(v, e->ino, ACC, false);
+	}
+	if (s && s->oom)
+		fsck_hard_problem(v->c, "out of memory: the ACL checks are incomplete");
+	if (s && v->c->o->verbose)
+		fsck_say(v->c, "ACLs: %llu checked, %llu out of step with the mode where the log "
+			 "after the checkpoint changes the inode", (unsigned long long)s->seen,
+			 (unsigned long long)s->logged);
 }
 
 bool v2acl_pending(const struct v2ck *v)
@@ -235,6 +322,7 @@ void v2acl_free(struct v2ck *v)
 	if (!v->acl)
 		return;
 	free(v->acl->rep);
+	free(v->acl->mis);
 	free(v->acl);
 	v->acl = NULL;
 }

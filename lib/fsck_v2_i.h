@@ -96,6 +96,11 @@ int v2m_apply(struct v2ck *v, struct btree *t);
 void v2acl_item(struct v2ck *v, const struct bkey *k, const void *val, unsigned len);
 /* After the walk: the last inode's. */
 void v2acl_end(struct v2ck *v);
+/* A record of the log after the checkpoint (check_log's replay). */
+void v2acl_note(struct v2ck *v, const struct log_rec *r);
+/* After check_log: the access ACLs out of step with the mode of an inode
+ * the log does not change, reported and their repairs recorded. */
+void v2acl_report(struct v2ck *v);
 bool v2acl_pending(const struct v2ck *v);
 /* The recorded repairs through @t (v2m_apply calls it last).  0 or -errno. */
 int v2acl_apply(struct v2ck *v, struct btree *t);
