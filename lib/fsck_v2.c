@@ -204,6 +204,8 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 		ret = -ENOMEM;
 	if (ret == 0)
 		ret = v2m_init(v);
+	if (ret == 0)
+		ret = v2acl_init(v);
 	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v };
 	if (ret < 0) {
 		fsck_say(c, "cannot set up the node store: %s", strerror(-ret));

@@ -135,7 +135,7 @@ static void check_one(struct v2ck *v, int which)
 	const char *why;
 	uint32_t m = s->mode;
 
-	v->acl->seen++;
+	s->seen++;
 	why = a->big ? "larger than 4096 bytes" :
 	      a->have != a->len ? "chunks of its value are missing" : acl_invalid(a->buf, a->len);
 	if (why) {
@@ -161,10 +161,11 @@ static void end_inode(struct v2ck *v)
 {
 	struct v2acl *s = v->acl;
 
-	for (int i = 0; i < NACL; i++)
+	for (int i = 0; i < NACL; i++) {
 		if (s->a[i].present)
 			check_one(v, i);
-	memset(s->a, 0, sizeof(s->a));
+		s->a[i].present = false;	/* not the buffer: once per inode */
+	}
 	s->ino = 0;
 }
 
@@ -179,11 +180,16 @@ static void xattr_item(struct v2acl *s, const struct bkey *k, const void *val, u
 	while (v2_xattr_next(val, len, &pos, &x) == 1) {
 		if ((i = which_acl(x.name, x.namelen)) < 0)
 			continue;
-		s->a[i] = (struct aval){ .present = true, .len = x.vallen, .vid = x.vid,
-					 .big = x.vallen > ACL_XATTR_MAX };
-		if (!x.vid && !s->a[i].big) {
-			memcpy(s->a[i].buf, x.val, x.vallen);
-			s->a[i].have = x.vallen;
+		struct aval *a = &s->a[i];
+
+		a->present = true;
+		a->len = x.vallen;
+		a->vid = x.vid;
+		a->big = x.vallen > ACL_XATTR_MAX;
+		a->have = 0;
+		if (!x.vid && !a->big) {
+			memcpy(a->buf, x.val, x.vallen);
+			a->have = x.vallen;
 		}
 	}
 }
@@ -211,13 +217,6 @@ void v2acl_item(struct v2ck *v, const struct bkey *k, const void *val, unsigned 
 	struct v2acl *s = v->acl;
 	struct log_inode in;
 
-	if (!s) {
-		if (!(s = v->acl = calloc(1, sizeof(*s)))) {
-			fsck_hard_problem(v->c, "out of memory: ACLs not checked");
-			v->acl = NULL;
-			return;
-		}
-	}
 	switch (k->type) {
 	case V2_INODE:
 		end_inode(v);
@@ -237,10 +236,14 @@ void v2acl_item(struct v2ck *v, const struct bkey *k, const void *val, unsigned 
 	}
 }
 
+int v2acl_init(struct v2ck *v)
+{
+	v->acl = calloc(1, sizeof(*v->acl));
+	return v->acl ? 0 : -ENOMEM;
+}
+
 void v2acl_end(struct v2ck *v)
 {
-	if (!v->acl)
-		return;
 	end_inode(v);
 }
 
@@ -257,7 +260,7 @@ void v2acl_note(struct v2ck *v, const struct log_rec *r)
 	struct amis *e;
 	uint64_t ino;
 
-	if (!s || !s->nmis)
+	if (!s->nmis)
 		return;
 	switch (r->type) {
 	case LR_INODE:
@@ -291,7 +294,7 @@ void v2acl_report(struct v2ck *v)
 {
 	struct v2acl *s = v->acl;
 
-	for (size_t i = 0; s && i < s->nmis; i++) {
+	for (size_t i = 0; i < s->nmis; i++) {
 		const struct amis *e = &s->mis[i];
 
 		if (e->logged) {
@@ -304,9 +307,9 @@ void v2acl_report(struct v2ck *v)
 				  e->mode & 07777u, e->acl_mode & 07777u);
 		record(v, e->ino, ACC, false);
 	}
-	if (s && s->oom)
+	if (s->oom)
 		fsck_hard_problem(v->c, "out of memory: the ACL checks are incomplete");
-	if (s && v->c->o->verbose)
+	if (v->c->o->verbose)
 		fsck_say(v->c, "ACLs: %llu checked, %llu out of step with the mode where the log "
 			 "after the checkpoint changes the inode", (unsigned long long)s->seen,
 			 (unsigned long long)s->logged);
@@ -429,7 +432,7 @@ static int apply_one(struct v2ck *v, struct btree *t, const struct arep *r)
 
 int v2acl_apply(struct v2ck *v, struct btree *t)
 {
-	for (size_t i = 0; v->acl && i < v->acl->nrep; i++) {
+	for (size_t i = 0; i < v->acl->nrep; i++) {
 		int ret = apply_one(v, t, &v->acl->rep[i]);
 
 		if (ret) {

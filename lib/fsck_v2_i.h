@@ -54,7 +54,7 @@ struct v2ck {
 	uint64_t inodes;		/* INODE items once repaired: the superblock's */
 	struct fspace *fs;		/* open after check_free_space (NULL: damaged) */
 	struct v2meta *meta;
-	struct v2acl *acl;		/* fsck_v2_acl.c (NULL until an item) */
+	struct v2acl *acl;		/* fsck_v2_acl.c */
 	uint64_t shared_items;		/* REFCOUNT items: blocks shared by reflinks */
 	/* What the log after the checkpoint changes (fsck_v2_data.c). */
 	struct v2touch *touch;
@@ -90,6 +90,8 @@ bool v2m_pending(const struct v2ck *v);
 int v2m_apply(struct v2ck *v, struct btree *t);
 
 /* ---- fsck_v2_acl.c ---- */
+/* 0 or -ENOMEM. */
+int v2acl_init(struct v2ck *v);
 /* Every INODE, XATTR and XCHUNK item of the inodes tree that decoded, in
  * walk order: the ACL xattrs of each inode checked once its items are
  * all seen, each problem reported and its repair recorded. */
