@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "acl.h"
+#include "aclent.h"
 #include "ckpt_v2.h"
 #include "fsck.h"
 #include "testlib.h"
@@ -22,38 +23,6 @@
 #define IMG_SIZE (64ull << 20)
 #define NIMG 2
 #define ROOT TFS_ROOT_INO
-
-enum { UO = 0x01, U = 0x02, GO = 0x04, G = 0x08, MASK = 0x10, OTH = 0x20 };
-
-struct ent {
-	uint16_t tag, perm;
-	uint32_t id;
-};
-
-/* The xattr form of @n entries into @buf; its size. */
-static size_t mk(uint8_t *buf, const struct ent *e, size_t n)
-{
-	buf[0] = 2;
-	buf[1] = buf[2] = buf[3] = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint8_t *p = buf + 4 + 8 * i;
-
-		p[0] = (uint8_t)e[i].tag;
-		p[1] = (uint8_t)(e[i].tag >> 8);
-		p[2] = (uint8_t)e[i].perm;
-		p[3] = 0;
-		memcpy(p + 4, &e[i].id, 4);	/* little-endian host */
-	}
-	return 4 + 8 * n;
-}
-
-static uint16_t perm_of(const uint8_t *buf, size_t size, uint16_t tag)
-{
-	for (size_t off = 4; off < size; off += 8)
-		if (buf[off] == tag)
-			return buf[off + 2];
-	return 0xffff;
-}
 
 static const struct ent named[] = {
 	{ UO, 7, ~0u }, { U, 6, 1000 }, { GO, 5, ~0u }, { MASK, 6, ~0u }, { OTH, 4, ~0u },
@@ -296,23 +265,15 @@ static void test_fs_v1(void **state)
 	run_fs(true);
 }
 
-/* fsck -n of the images: its exit code; the report on stderr with
- * TFS_TEST_VERBOSE. */
+/* fsck -n of the images: its exit code (the report on stderr if not 0). */
 static int fsck_n(void)
 {
-	struct fsck_opts o = { .devs = devs, .ndevs = NIMG, .mode = FSCK_CHECK,
-			       .backend = "file" };
-	char *buf = NULL;
-	size_t len = 0;
-	int rc;
+	char *out;
+	int rc = tl_fsck(devs, NIMG, FSCK_CHECK, "file", &out);
 
-	o.out = open_memstream(&buf, &len);
-	assert_non_null(o.out);
-	rc = fsck_run(&o, NULL);
-	fclose(o.out);
-	if (getenv("TFS_TEST_VERBOSE") || rc)
-		fprintf(stderr, "--- fsck -n -> %d\n%s", rc, buf);
-	free(buf);
+	if (rc)
+		fprintf(stderr, "--- fsck -n -> %d\n%s", rc, out);
+	free(out);
 	return rc;
 }
 

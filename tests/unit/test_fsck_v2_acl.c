@@ -13,16 +13,10 @@
 #include <cmocka.h>
 
 #include "acl.h"
+#include "aclent.h"
 #include "format_v2.h"
 #include "testlib.h"
 #include "v2img.h"
-
-enum { UO = 0x01, U = 0x02, GO = 0x04, G = 0x08, MASK = 0x10, OTH = 0x20 };
-
-struct ent {
-	uint16_t tag, perm;
-	uint32_t id;
-};
 
 static int setup(void **state)
 {
@@ -35,23 +29,6 @@ static int teardown(void **state)
 	(void)state;
 	v2img_teardown();
 	return 0;
-}
-
-/* The xattr form of @n entries; its size. */
-static size_t mk(uint8_t *buf, const struct ent *e, size_t n)
-{
-	memset(buf, 0, 4);
-	buf[0] = 2;
-	for (size_t i = 0; i < n; i++) {
-		uint8_t *p = buf + 4 + 8 * i;
-
-		p[0] = (uint8_t)e[i].tag;
-		p[1] = (uint8_t)(e[i].tag >> 8);
-		p[2] = (uint8_t)e[i].perm;
-		p[3] = 0;
-		memcpy(p + 4, &e[i].id, 4);	/* little-endian host */
-	}
-	return 4 + 8 * n;
 }
 
 /* Owner rwx, user 1000 rw, users 900 and 900 again (ids unsorted and
@@ -180,14 +157,6 @@ static long get_xattr(uint64_t ino, const char *name, uint8_t *out)
 	bt_close(&t);
 	img_close(&x2);
 	return ret ? ret : (long)x.vallen;
-}
-
-static uint16_t perm_of(const uint8_t *buf, size_t size, uint16_t tag)
-{
-	for (size_t off = 4; off < size; off += 8)
-		if (buf[off] == tag)
-			return buf[off + 2];
-	return 0xffff;
 }
 
 static void test_clean(void **state)
