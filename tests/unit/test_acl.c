@@ -43,7 +43,7 @@ static void test_valid(void **state)
 	assert_int_equal(acl_valid(b, mk(b, order, 3)), -EINVAL);
 	/* Named ids out of order or repeated: the kernel's posix_acl_valid
 	 * accepts them (a raw setxattr on tmpfs, kernel 6.18, takes users
-	 * 2000, 1000 and 1000, 1000 and reads them back as written), so
+	 * 2000, 1000 and 1000, 1000 and reads them back in that order), so
 	 * FUSE passes them on and they must be stored. */
 	const struct ent dup[] = { { UO, 7, ~0u }, { U, 6, 1 }, { U, 6, 1 }, { GO, 5, ~0u },
 				   { MASK, 6, ~0u }, { OTH, 4, ~0u } };
