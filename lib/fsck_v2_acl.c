@@ -353,18 +353,20 @@ static int chunks(struct btree *t, uint64_t ino, uint64_t vid, uint32_t len, voi
 	return ret;
 }
 
+#define MAX_XCHUNKS 17	/* v2_xchunk_count(LOG_XATTR_VAL_MAX): 64 KiB in 4000s */
+
 /* Every XCHUNK item of value @vid of @ino, whatever its count (a removed
  * value's, whose length may be wrong). */
 static int drop_chunks(struct btree *t, uint64_t ino, uint64_t vid)
 {
-	struct bkey keys[17], start = v2_key_xchunk(ino, vid, 0), k;
+	struct bkey keys[MAX_XCHUNKS], start = v2_key_xchunk(ino, vid, 0), k;
 	struct bt_iter it;
 	const void *val;
 	unsigned len, n = 0;
 	int ret;
 
 	ret = bt_iter_init(&it, t, &start);
-	while (ret == 0 && n < 17 && (ret = bt_iter_next(&it, &k, &val, &len)) == 0 &&
+	while (ret == 0 && n < MAX_XCHUNKS && (ret = bt_iter_next(&it, &k, &val, &len)) == 0 &&
 	       k.id == ino && k.type == V2_XCHUNK && k.off >> 16 == vid)
 		keys[n++] = k;
 	bt_iter_free(&it);
