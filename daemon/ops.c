@@ -337,6 +337,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		tfsd_wb_wait(d, ino, false);
 		behind = false;
 	}
+	/* privs_setattr decides by this group and mode, read outside the
+	 * inode lock: the kernel sends every SETATTR (chmod, chown,
+	 * truncate) and ACL set under the inode's i_rwsem, so none of them
+	 * changes either before tfs_setattr (see tfsd_op_setxattr). */
 	ret = tfs_getattr(d->fs, ino, &st);
 
 	if (ret == 0) {

@@ -190,8 +190,17 @@ int privs_write_kill(fuse_req_t req, fuse_ino_t ino)
 	kill = privs_kill_bits(req, &st);
 	if (!kill)
 		return 0;
-	st.st_mode &= ~kill;
-	ret = tfs_setattr(fs, ino, &st, TFS_SET_MODE, NULL, &out);
+	/*
+	 * Only the bits, cleared from the mode the inode has under its lock:
+	 * an async direct write reaches us after the kernel dropped the
+	 * inode's i_rwsem (fuse_direct_IO returns -EIOCBQUEUED with the
+	 * WRITE still queued), so a chmod can land between the getattr above
+	 * and this; writing back st's whole mode would undo it.  The decision
+	 * itself used st: a chmod in between that sets g+x leaves sgid to
+	 * that chmod's own rules, as if the write came first.
+	 */
+	st.st_mode = kill;
+	ret = tfs_setattr(fs, ino, &st, TFS_SET_KILL, NULL, &out);
 	/* The kernel caches the old mode: make it ask again (a negative
 	 * offset drops the attributes only, so no page lock is taken). */
 	if (ret == 0)

@@ -34,6 +34,18 @@ void tfsd_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- xattrs ---- */
 
+/*
+ * Setting an access ACL clears S_ISGID by the file's group, read here
+ * before lib takes the inode lock.  It cannot race with a chown: the
+ * kernel sends this SETXATTR under the inode's i_rwsem (vfs_set_acl takes
+ * inode_lock around ->set_acl, and fuse_set_acl waits for our reply), and
+ * a chown's SETATTR is sent under the same lock (chown_common), as is a
+ * chmod's (chmod_common).  So no request that changes the group or the
+ * mode of this inode is between our getattr and the set; the daemon
+ * changes the group on no other path.  What can land meanwhile is a
+ * write's kill (privs_write_kill, async direct writes run without
+ * i_rwsem), which only clears bits: clearing sgid after it is the same.
+ */
 void tfsd_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {

@@ -61,52 +61,77 @@ bool acl_name(const char *name)
 	return !strcmp(name, ACL_XATTR_ACCESS) || !strcmp(name, ACL_XATTR_DEFAULT);
 }
 
-/* posix_acl_valid: one each of USER_OBJ, GROUP_OBJ, OTHER; named entries
- * in increasing id order; a MASK exactly when there are named entries;
- * tags in order. */
-int acl_valid(const void *val, size_t size)
+/*
+ * posix_acl_valid (fs/posix_acl.c), as its states: USER_OBJ, any USER,
+ * GROUP_OBJ, any GROUP, a MASK (required when there are named entries),
+ * OTHER, and nothing after.  Like the kernel it checks neither the order
+ * nor the uniqueness of the named entries' ids: a setxattr of users 2000,
+ * 1000, 1000 is accepted on tmpfs and ext4 and read back as written (only
+ * the ids of the other entries come back as ACL_UNDEFINED_ID), so FUSE
+ * passes such a value on and it must be stored as is.
+ */
+const char *acl_invalid(const void *val, size_t size)
 {
+	enum { S_USER_OBJ, S_USER, S_GROUP, S_OTHER, S_END } state = S_USER_OBJ;
 	const uint8_t *p = val;
-	unsigned seen = 0, named = 0;
-	uint16_t last = 0;
-	uint32_t last_id = 0;
+	bool named = false;
 
-	if (size < ACL_HDR || (size - ACL_HDR) % ACL_ENT || size > ACL_XATTR_MAX ||
-	    get32(p) != ACL_VERSION)
-		return -EINVAL;
+	if (size < ACL_HDR || (size - ACL_HDR) % ACL_ENT)
+		return "its size is not a header and whole 8-byte entries";
+	if (size > ACL_XATTR_MAX)
+		return "larger than 4096 bytes";
+	if (get32(p) != ACL_VERSION)
+		return "not a version 2 ACL";
 	for (size_t i = 0; i < acl_count(size); i++) {
-		uint16_t t = tag(val, i), pm = get16(p + ACL_HDR + i * ACL_ENT + 2);
-		uint32_t id = get32(p + ACL_HDR + i * ACL_ENT + 4);
+		uint16_t t = tag(val, i);
 
-		if (pm & ~7u || t < last)
-			return -EINVAL;
+		if (get16(p + ACL_HDR + i * ACL_ENT + 2) & ~7u)
+			return "an entry has permission bits beyond rwx";
 		switch (t) {
+		case TAG_USER_OBJ:
+			if (state != S_USER_OBJ)
+				goto order;
+			state = S_USER;
+			break;
 		case TAG_USER:
 		case TAG_GROUP:
-			if (t == last && id <= last_id)
-				return -EINVAL;
-			last_id = id;
-			named++;
+			if (state != (t == TAG_USER ? S_USER : S_GROUP))
+				goto order;
+			named = true;
 			break;
-		case TAG_USER_OBJ:
 		case TAG_GROUP_OBJ:
+			if (state != S_USER)
+				goto order;
+			state = S_GROUP;
+			break;
 		case TAG_MASK:
+			if (state != S_GROUP)
+				goto order;
+			state = S_OTHER;
+			break;
 		case TAG_OTHER:
-			if (seen & t)
-				return -EINVAL;
+			if (state == S_GROUP && named)
+				return "named entries without a MASK entry";
+			if (state != S_OTHER && state != S_GROUP)
+				goto order;
+			state = S_END;
 			break;
 		default:
-			return -EINVAL;
+			return "an entry has an unknown tag";
 		}
-		seen |= t;
-		last = t;
 	}
-	if ((seen & (TAG_USER_OBJ | TAG_GROUP_OBJ | TAG_OTHER)) !=
-	    (TAG_USER_OBJ | TAG_GROUP_OBJ | TAG_OTHER))
-		return -EINVAL;
-	if (named && !(seen & TAG_MASK))
-		return -EINVAL;
-	return 0;
+	if (state != S_END)
+		return state == S_USER_OBJ ? "no USER_OBJ entry" : state == S_USER ?
+		       "no GROUP_OBJ entry" : "no OTHER entry";
+	return NULL;
+order:
+	return "entries missing, repeated or out of order (USER_OBJ, USER..., GROUP_OBJ, "
+	       "GROUP..., MASK, OTHER)";
+}
+
+int acl_valid(const void *val, size_t size)
+{
+	return acl_invalid(val, size) ? -EINVAL : 0;
 }
 
 int acl_equiv_mode(const void *val, size_t size, uint32_t *mode)

@@ -22,9 +22,12 @@
 
 /* 1 for either ACL name, 0 for any other. */
 bool acl_name(const char *name);
-/* 0 if @val is a well-formed ACL (what posix_acl_valid accepts, ids
+/* 0 if @val is a well-formed ACL (what the kernel's posix_acl_valid
+ * accepts: named entries' ids in any order, repeated or not; ids
  * unchecked), else -EINVAL. */
 int acl_valid(const void *val, size_t size);
+/* NULL if acl_valid accepts @val, else why not (a phrase, for fsck). */
+const char *acl_invalid(const void *val, size_t size);
 /* The permission bits of *mode set from a valid access ACL (the group
  * bits from its MASK if present); 1 if the ACL says more than the mode
  * (named entries or a mask) and must be kept, 0 if the mode says it all. */

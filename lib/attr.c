@@ -49,6 +49,8 @@ static int set_attrs(struct tfs *fs, struct tfs_inode *ip, const struct stat *in
 	struct log_inode *li = &r.inode;
 	if (to_set & TFS_SET_MODE)
 		li->mode = (inode_mode(ip) & S_IFMT) | (in->st_mode & 07777);
+	else if (to_set & TFS_SET_KILL)
+		li->mode &= ~(uint32_t)(in->st_mode & (S_ISUID | S_ISGID));
 	if (to_set & TFS_SET_UID)
 		li->uid = in->st_uid;
 	if (to_set & TFS_SET_GID)

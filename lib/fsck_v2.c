@@ -26,8 +26,9 @@
  *     recording store reads the pointers of each node the first time it
  *     reads it);
  *   - what the items mean together (fsck_v2_meta.c): names, link counts,
- *     orphans, extents against the refcount and free-space trees.  Its
- *     repairs are committed here (commit_repairs) as a checkpoint would;
+ *     orphans, extents against the refcount and free-space trees; and the
+ *     POSIX ACL xattrs against the mode (fsck_v2_acl.c).  Their repairs
+ *     are committed here (commit_repairs) as a checkpoint would;
  *   - the metadata log after the checkpoint, read as mount replays it
  *     (check_log);
  *   - every data block's copies against the EXTENT items' checksums,
@@ -203,6 +204,8 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 		ret = -ENOMEM;
 	if (ret == 0)
 		ret = v2m_init(v);
+	if (ret == 0)
+		ret = v2acl_init(v);
 	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v };
 	if (ret < 0) {
 		fsck_say(c, "cannot set up the node store: %s", strerror(-ret));
@@ -229,6 +232,7 @@ static void v2_close(struct v2ck *v)
 	if (v->cache)
 		bcache_destroy(v->cache);
 	v2m_free(v);
+	v2acl_free(v);
 	v2data_free(v);
 	v2stale_free(v);
 	bstore_mirror_destroy(&v->s);
@@ -322,6 +326,9 @@ static void check_item(struct v2ck *v, uint64_t owner, const struct bkey *k, con
 	else if (owner == V2_TREE_INODES && k->type != V2_ORPHAN)	/* key id 0 */
 		check_owned(v, k, len);
 	v2m_item(v, owner, k, val, len);
+	if (owner == V2_TREE_INODES &&
+	    (k->type == V2_INODE || k->type == V2_XATTR || k->type == V2_XCHUNK))
+		v2acl_item(v, k, val, len);
 }
 
 /* One tree: structure, then every item. */
@@ -587,6 +594,7 @@ static int log_rec_note(void *ctx, const struct log_rec *r)
 
 	ls->n++;
 	v2data_note(ls->v, r);
+	v2acl_note(ls->v, r);
 	return 0;
 }
 
@@ -760,6 +768,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	for (uint64_t owner = 1; owner <= V2_NTREES; owner++)
 		check_tree(&v, owner);
 	end_inode(&v);
+	v2acl_end(&v);
 	if (v.bad_items > V2_FSCK_MAX_ITEM_LINES)
 		fsck_say(c, "... %u bad items in all", v.bad_items);
 	if (!v.root_seen && !v.tree_bad[V2_TREE_INODES])
@@ -769,6 +778,7 @@ int fsck_v2_run(struct fck *c, const char *const *usable, unsigned nusable,
 	v2m_check(&v);
 	node_copies(&v);
 	check_log(&v);
+	v2acl_report(&v);
 	v2data_check(&v);
 	v2stale_finish(&v);
 	finish(&v);

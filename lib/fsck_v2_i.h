@@ -26,6 +26,7 @@
 struct v2meta;
 struct v2touch;
 struct v2lmap;
+struct v2acl;
 
 struct v2ck {
 	struct fck *c;
@@ -53,6 +54,7 @@ struct v2ck {
 	uint64_t inodes;		/* INODE items once repaired: the superblock's */
 	struct fspace *fs;		/* open after check_free_space (NULL: damaged) */
 	struct v2meta *meta;
+	struct v2acl *acl;		/* fsck_v2_acl.c */
 	uint64_t shared_items;		/* REFCOUNT items: blocks shared by reflinks */
 	/* What the log after the checkpoint changes (fsck_v2_data.c). */
 	struct v2touch *touch;
@@ -86,6 +88,25 @@ bool v2m_pending(const struct v2ck *v);
 /* Apply the recorded repairs: items through @t (a transaction open on the
  * inodes tree), data runs through v->fs.  0 or -errno. */
 int v2m_apply(struct v2ck *v, struct btree *t);
+
+/* ---- fsck_v2_acl.c ---- */
+/* 0 or -ENOMEM. */
+int v2acl_init(struct v2ck *v);
+/* Every INODE, XATTR and XCHUNK item of the inodes tree that decoded, in
+ * walk order: the ACL xattrs of each inode checked once its items are
+ * all seen, each problem reported and its repair recorded. */
+void v2acl_item(struct v2ck *v, const struct bkey *k, const void *val, unsigned len);
+/* After the walk: the last inode's. */
+void v2acl_end(struct v2ck *v);
+/* A record of the log after the checkpoint (check_log's replay). */
+void v2acl_note(struct v2ck *v, const struct log_rec *r);
+/* After check_log: the access ACLs out of step with the mode of an inode
+ * the log does not change, reported and their repairs recorded. */
+void v2acl_report(struct v2ck *v);
+bool v2acl_pending(const struct v2ck *v);
+/* The recorded repairs through @t (v2m_apply calls it last).  0 or -errno. */
+int v2acl_apply(struct v2ck *v, struct btree *t);
+void v2acl_free(struct v2ck *v);
 
 /* ---- fsck_v2_stale.c ---- */
 /* After mirror_init in v2_open: the stale devices (c->stale) join the

@@ -161,7 +161,7 @@ void v2m_free(struct v2ck *v)
 
 bool v2m_pending(const struct v2ck *v)
 {
-	return v->meta && v->meta->nact;
+	return (v->meta && v->meta->nact) || v2acl_pending(v);
 }
 
 static void record(struct v2ck *v, struct act a)
@@ -1188,5 +1188,5 @@ int v2m_apply(struct v2ck *v, struct btree *t)
 			return ret;
 		}
 	}
-	return 0;
+	return v2acl_apply(v, t);
 }

@@ -167,6 +167,10 @@ struct tfs_cred {
 #define TFS_SET_ATIME_NOW	(1 << 6)
 #define TFS_SET_MTIME_NOW	(1 << 7)
 #define TFS_SET_CTIME		(1 << 8)
+/* Clear in->st_mode's S_ISUID and S_ISGID from the mode the inode has
+ * under its lock (a write's or truncate's kill), instead of setting a
+ * whole mode read before, which would undo a chmod landing in between. */
+#define TFS_SET_KILL		(1 << 9)
 
 /*
  * Inode flags (chattr, lsattr: FS_IOC_GETFLAGS/SETFLAGS), the bits of

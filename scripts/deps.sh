@@ -11,8 +11,8 @@ pkgs=(
 	libfuse3-dev liburing-dev libxxhash-dev libaio-dev libcmocka-dev
 	# run and test
 	fuse3 e2fsprogs sqlite3
-	# setfacl/getfacl (tests/integration/acl.sh)
-	acl
+	# setfacl/getfacl (tests/integration/acl.sh), setfattr/getfattr (acl.sh, chattr.sh)
+	acl attr
 	# a slow daemon's stacks in a failing test's log (harness.sh h_stacks)
 	gdb
 	# benchmarks, sandboxed tests, comparison file systems, fuzzing

@@ -8,7 +8,9 @@
 # instead of the umask; without one the umask applies; setting an ACL moves
 # the mode; the ACLs and modes survive kill -9 after fsync and a remount,
 # and fsck finds the images clean.  With -o noacl setfacl is refused and
-# the umask applies as before.
+# the umask applies as before.  A raw setxattr of an ACL whose named ids
+# are unsorted and repeated (the kernel accepts it) reads back the same,
+# and fsck -v says it checked the ACLs.
 source "$(dirname "$0")/harness.sh"
 source "$(dirname "$0")/userlib.sh"
 
@@ -73,6 +75,23 @@ u_denied "$B" "B reads after setfacl -b" "Permission denied" cat "$M/f"
 u_ok "$A" "setfacl --set u::rwx,g::r,o::-" setfacl --set u::rwx,g::r,o::- "$M/f"
 expect_mode "$M/f" "-rwxr-----" "a minimal ACL sets the mode"
 
+# A raw value the kernel's posix_acl_valid accepts with named users out of
+# id order and repeated (as tmpfs and ext4 do): stored and read back as
+# the kernel hands it on (the object entries' ids as ACL_UNDEFINED_ID).
+# USER_OBJ rw, users 2000 r and 1000 r twice, GROUP_OBJ r, MASK r, OTHER
+# none: mode 0640.
+hx() { printf '%02x%02x%02x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)); }
+ent() { printf '%s%s' "$(hx $(($1 | $2 << 16)))" "$(hx "$3")"; }
+raw=0x02000000$(ent 1 6 4294967295)$(ent 2 4 2000)$(ent 2 4 1000)$(ent 2 4 1000)
+raw+=$(ent 4 4 4294967295)$(ent 16 4 4294967295)$(ent 32 0 4294967295)
+touch "$M/raw" || h_fail "touch raw"
+setfattr -n system.posix_acl_access -v "$raw" "$M/raw" ||
+	h_fail "setfattr of an ACL with unsorted, repeated ids (the kernel accepts it)"
+got=$(getfattr -e hex -n system.posix_acl_access "$M/raw" 2>/dev/null |
+	sed -n 's/^system.posix_acl_access=//p')
+[[ $got == "$raw" ]] || h_fail "raw ACL read back as $got, set $raw"
+expect_mode "$M/raw" "-rw-r-----" "the raw ACL's mode"
+
 # ---- default ACLs ---------------------------------------------------------------
 h_log "default ACL inherited, create modes masked, no umask"
 u_ok "$A" "mkdir D" mkdir "$M/D"
@@ -128,7 +147,12 @@ h_remount
 diff "$T/before" "$T/after2" >&2 || h_fail "ACLs or modes changed across a remount"
 h_umount
 h_need_fsck
-h_fsck 0 -n "${IMGS[@]}"
+h_fsck 0 -n -v "${IMGS[@]}"
+# fsck read the ACLs (fsck_v2_acl.c) and found them valid and in step.
+if [[ $(h_format) == v2 ]]; then
+	grep -qE '^ACLs: [1-9][0-9]* checked' <<<"$FOUT" ||
+		h_fail "fsck -v checked no ACLs: $(grep -i acl <<<"$FOUT")"
+fi
 
 # ---- noacl ------------------------------------------------------------------------
 h_log "-o noacl: no ACLs, the kernel's umask"

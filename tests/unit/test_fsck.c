@@ -56,24 +56,7 @@ static struct tfs *format_mount(void)
 /* Runs fsck; *out (if not NULL) gets the report, to free. */
 static int run_fsck(int mode, char **out)
 {
-	struct fsck_opts o = {
-		.devs = devs, .ndevs = NIMG, .mode = mode, .backend = tl_backend(),
-	};
-	char *buf = NULL;
-	size_t len = 0;
-	int rc;
-
-	o.out = open_memstream(&buf, &len);
-	assert_non_null(o.out);
-	rc = fsck_run(&o, NULL);
-	fclose(o.out);
-	if (getenv("TFS_TEST_VERBOSE"))
-		fprintf(stderr, "--- fsck mode %d -> %d\n%s", mode, rc, buf);
-	if (out)
-		*out = buf;
-	else
-		free(buf);
-	return rc;
+	return tl_fsck(devs, NIMG, mode, tl_backend(), out);
 }
 
 /* -n finds @want (exit 4), -y fixes (exit 1), then -n and -y are clean. */

@@ -739,6 +739,16 @@ static void test_setattr(void **state)
 	in.st_mode = S_IFDIR | 04711;	/* type bits are ignored */
 	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_MODE, NULL, &st), 0);
 	assert_int_equal(st.st_mode, S_IFREG | 04711);
+	/* A write's kill (TFS_SET_KILL) decided on the mode read before a
+	 * chmod landed: the bits go from the chmod's mode, which stays
+	 * (setting the stale mode minus suid, 0711, would undo the chmod). */
+	struct stat chm = { .st_mode = 06750 };
+	assert_int_equal(tfs_setattr(fs, f, &chm, TFS_SET_MODE, NULL, &st), 0);
+	in.st_mode = S_ISUID | 0777;	/* only suid/sgid count */
+	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_KILL, NULL, &st), 0);
+	assert_int_equal(st.st_mode, S_IFREG | 02750);
+	in.st_mode = 04711;
+	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_MODE, NULL, &st), 0);
 	in.st_uid = 77;
 	in.st_gid = 88;
 	assert_int_equal(tfs_setattr(fs, f, &in, TFS_SET_UID | TFS_SET_GID, NULL, &st), 0);

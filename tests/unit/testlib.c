@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "fsck.h"
 #include "testlib.h"
 
 const char *tl_backend(void)
@@ -87,4 +88,26 @@ void tl_pattern(uint8_t *p, size_t len, unsigned seed)
 {
 	for (size_t i = 0; i < len; i++)
 		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 12));
+}
+
+int tl_fsck(const char *const *devs, unsigned n, int mode, const char *backend, char **out)
+{
+	struct fsck_opts o = {
+		.devs = devs, .ndevs = n, .mode = mode, .backend = backend,
+	};
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	o.out = open_memstream(&buf, &len);
+	assert_non_null(o.out);
+	rc = fsck_run(&o, NULL);
+	fclose(o.out);
+	if (getenv("TFS_TEST_VERBOSE"))
+		fprintf(stderr, "--- fsck mode %d -> %d\n%s", mode, rc, buf);
+	if (out)
+		*out = buf;
+	else
+		free(buf);
+	return rc;
 }

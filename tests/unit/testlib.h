@@ -35,6 +35,11 @@ void tl_mount_opts(struct tfs_opts *o, const char *const *devs, unsigned n);
 /* Mount that must succeed; prints the error line if it does not. */
 struct tfs *tl_mount(const struct tfs_opts *o);
 
+/* fsck.twinfs in @mode (enum fsck_mode) on @devs with @backend: its exit
+ * code; *out (if not NULL) gets the report, to free.  The report goes to
+ * stderr too with TFS_TEST_VERBOSE. */
+int tl_fsck(const char *const *devs, unsigned n, int mode, const char *backend, char **out);
+
 /* The data pattern of test files: byte i of seed s, never all zero. */
 void tl_pattern(uint8_t *p, size_t len, unsigned seed);
 

@@ -38,21 +38,7 @@ void v2img_teardown(void)
 
 int v2img_fsck(int mode, char **out)
 {
-	struct fsck_opts o = {
-		.devs = devs, .ndevs = V2IMG_N, .mode = mode, .backend = "file",
-	};
-	char *buf = NULL;
-	size_t len = 0;
-	int rc;
-
-	o.out = open_memstream(&buf, &len);
-	assert_non_null(o.out);
-	rc = fsck_run(&o, NULL);
-	fclose(o.out);
-	if (getenv("TFS_TEST_VERBOSE"))
-		fprintf(stderr, "--- fsck mode %d -> %d\n%s", mode, rc, buf);
-	*out = buf;
-	return rc;
+	return tl_fsck(devs, V2IMG_N, mode, "file", out);
 }
 
 void v2img_expect_mode(int mode, int rc, const char *want)
