@@ -883,7 +883,15 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	struct tfsd_space_hold hold;
 	bool admitted = false;
 	ssize_t n = 0;
+	/* The WRITE's flags are the file's now (fcntl may have taken
+	 * O_APPEND away since the open); a writeback's are none: its pages
+	 * go where they are, also through an O_APPEND open's handle. */
+	int wflags = fi->flags & (O_DSYNC | O_SYNC);
 
+	if (fi->writepage)
+		wflags |= TFS_W_CACHED;
+	else if (!(fi->flags & O_APPEND))
+		wflags |= TFS_W_AT_OFFSET;
 	tfsd_space_check(d);
 	/* A write from the page cache (writeback) stores what the kernel
 	 * has acknowledged already: never refused here, also when it comes
@@ -902,7 +910,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	if (n == 0)
 		n = privs_write_kill(req, ino);
 	if (n == 0 && !admitted &&
-	    tfsd_write_behind(req, ino, df, write_fill, in, off, len, fi->flags))
+	    tfsd_write_behind(req, ino, df, write_fill, in, off, len, wflags))
 		return;
 	/* Only a write answered from its completion carries a direct_write. */
 	if (n == 0 && df->direct && !(w = malloc(sizeof(*w))))
@@ -919,9 +927,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	if (w) {
 		*w = (struct direct_write){ .req = req, .ino = ino, .off = off, .len = len,
 					    .admitted = admitted, .hold = hold };
-		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, direct_write_done, w);
+		tfs_write_async(df->f, off, len, write_fill, in, wflags, direct_write_done, w);
 	} else {
-		tfs_write_async(df->f, off, len, write_fill, in, fi->flags, write_done, req);
+		tfs_write_async(df->f, off, len, write_fill, in, wflags, write_done, req);
 	}
 }
 

@@ -175,7 +175,7 @@ static int inode_fill(struct tfs *fs, struct tfs_inode *ip, const struct log_ino
 	ip->uid = li->uid;
 	ip->gid = li->gid;
 	ip->nlink = li->nlink;
-	ip->flags = li->flags;
+	__atomic_store_n(&ip->flags, li->flags, __ATOMIC_RELAXED);	/* inode_flags_relaxed */
 	ip->rdev = li->rdev;
 	ip->gen = li->gen;
 	ip->parent = li->parent;

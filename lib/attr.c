@@ -108,14 +108,17 @@ static uint64_t acl_slots(struct tfs *fs, struct tfs_inode *ip, int to_set)
  * What chattr's +i and +a refuse of a setattr: every change of an
  * immutable inode; of an append-only one mode, owner, size and times set
  * to a given value (utime(2) with times; "now" is allowed).  Through FUSE
- * the last is told by an atime given without "now": the kernel's
- * writeback cache sends the mtime and ctime it kept after an append with
- * no atime, which an utimensat() of the mtime alone looks like, so that
- * one goes through.
+ * the last is told by an atime in the request: the kernel's writeback
+ * cache sends the mtime and ctime it kept after an append with no atime,
+ * which an utimensat() of the mtime alone (atime UTIME_OMIT) looks like,
+ * so that one goes through; with an atime, given or "now", a given mtime
+ * is the caller's.
  */
 static int setattr_allowed(struct tfs_inode *ip, int to_set)
 {
-	bool explicit_time = (to_set & TFS_SET_ATIME) && !(to_set & TFS_SET_ATIME_NOW);
+	bool atime = to_set & (TFS_SET_ATIME | TFS_SET_ATIME_NOW);
+	bool explicit_time = ((to_set & TFS_SET_ATIME) && !(to_set & TFS_SET_ATIME_NOW)) ||
+			     (atime && (to_set & TFS_SET_MTIME) && !(to_set & TFS_SET_MTIME_NOW));
 	int ret;
 
 	inode_lock(ip);

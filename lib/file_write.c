@@ -79,6 +79,8 @@ struct wjob {
 	size_t len;
 	bool dsync;
 	bool fua;			/* the data as FUA writes (dsync, or the hint) */
+	bool append;			/* at EOF: an O_APPEND open's write(2) */
+	bool writeback;			/* TFS_W_CACHED: the kernel's page cache */
 	int ret;
 	uint64_t seq;
 	uint32_t mtime_gen;		/* the inode's when the write began (stage 1) */
@@ -131,6 +133,26 @@ static void wjob_put(struct wjob *j)
 
 /* ---- 1. enter ---- */
 
+/*
+ * chattr's flags, under the write's range lock: an immutable file takes no
+ * write, an append-only one none below its end.  The kernel cannot refuse
+ * for us (FUSE has no way to give it S_IMMUTABLE or S_APPEND), so this is
+ * where a write through an open made before the flag, a shared mapping of
+ * an O_DIRECT open or an O_APPEND taken away by fcntl is stopped.  Not a
+ * writeback of the page cache: that stores what the kernel acknowledged
+ * already (perhaps before the flag), and a refusal would lose it.
+ */
+static int w_flags_ok(const struct wjob *j, uint64_t off)
+{
+	uint32_t fl = inode_flags_relaxed(j->ip);
+
+	if (j->writeback || !(fl & (TFS_FL_IMMUTABLE | TFS_FL_APPEND)))
+		return 0;
+	if ((fl & TFS_FL_IMMUTABLE) || off < file_isize(j->ip))
+		return -EPERM;
+	return 0;
+}
+
 /* 0: locked (j->r), j->buf held, j->off is where the write goes (EOF for
  * O_APPEND); 1: len is 0, nothing held; -errno: nothing held. */
 static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
@@ -166,8 +188,8 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 	t0 = prof_begin();
 	/* Log space, and on format v2 room for the extent items: refused now
 	 * rather than found missing by a checkpoint after the write was answered. */
-	chunks = (f->flags & O_APPEND) ? file_div_up(len, FS_RESV_CHUNK) + 1
-					: fs_resv_chunks((uint64_t)off, len);
+	chunks = j->append ? file_div_up(len, FS_RESV_CHUNK) + 1
+			   : fs_resv_chunks((uint64_t)off, len);
 	ret = fs_data_reserve(fs, true, chunks, chunks, &j->resv);
 	prof_end(PROF_LOGSPACE, t0);
 	if (ret)
@@ -175,11 +197,11 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 
 	t0 = prof_begin();
 	uoff = (uint64_t)off;
-	excl = (f->flags & O_APPEND) || uoff + len > file_isize(ip);
+	excl = j->append || uoff + len > file_isize(ip);
 	for (;;) {
 		if (excl) {
 			rl_lock(inode_rl(ip), &j->r, 0, RL_EOF, true);
-			if (f->flags & O_APPEND)
+			if (j->append)
 				uoff = file_isize(ip);
 			break;
 		}
@@ -191,9 +213,10 @@ static int w_enter(struct wjob *j, struct tfs_file *f, off_t off)
 		excl = true;
 	}
 	prof_end(PROF_RANGELOCK, t0);
-	if (uoff + len > MAX_BYTES) {
+	ret = uoff + len > MAX_BYTES ? -EFBIG : w_flags_ok(j, uoff);
+	if (ret) {
 		rl_unlock(inode_rl(ip), &j->r);
-		return -EFBIG;
+		return ret;
 	}
 	j->locked = true;
 	j->off = uoff;
@@ -532,11 +555,15 @@ void tfs_file_synced(struct tfs_file *f)
 }
 
 /* The durability a write asks for: O_DSYNC/O_SYNC (of the call or the
- * open), and whether its data goes FUA. */
+ * open), and whether its data goes FUA; whether it goes at EOF (the open's
+ * O_APPEND, unless the call says where: TFS_W_AT_OFFSET) and whether it is
+ * the page cache's (TFS_W_CACHED). */
 static void w_sync_flags(struct wjob *j, struct tfs_file *f, int flags)
 {
 	j->dsync = ((flags | f->flags) & (O_DSYNC | O_SYNC)) != 0;
 	j->fua = file_fua_hint(f, j->len) || j->dsync;
+	j->writeback = (flags & TFS_W_CACHED) != 0;
+	j->append = (f->flags & O_APPEND) && !(flags & (TFS_W_AT_OFFSET | TFS_W_CACHED));
 }
 
 ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,

@@ -494,6 +494,13 @@ uint32_t inode_flags(const struct tfs_inode *ip)
 	return ip->flags;
 }
 
+/* For a check without the inode's lock (a write's, under its range lock):
+ * apply.c stores the flags with an atomic store. */
+uint32_t inode_flags_relaxed(const struct tfs_inode *ip)
+{
+	return __atomic_load_n(&ip->flags, __ATOMIC_RELAXED);
+}
+
 int inode_may_change(const struct tfs_inode *ip, bool append)
 {
 	uint32_t fl = ip->flags;

@@ -531,8 +531,9 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		ret = -ENOENT;
 		goto out;
 	}
-	/* chattr +i refuses new names; +a takes them, and O_TMPFILE adds none */
-	ret = name ? inode_may_change(pip, false) : 0;
+	/* chattr +i refuses new names, and O_TMPFILE in it (the kernel's
+	 * inode_permission of the directory for writing); +a takes them */
+	ret = inode_may_change(pip, false);
 	if (ret)
 		goto out;
 	if (name && !dir_lookup(inode_dir(pip), name, len, &ino)) {

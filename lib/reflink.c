@@ -246,7 +246,12 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 	}
 
 	ssize = file_isize(src);
-	if (soff >= ssize)
+	/* chattr (see file_write.c's w_flags_ok): no copy into an immutable
+	 * file, nor below an append-only one's end. */
+	if ((inode_flags_relaxed(dst) & TFS_FL_IMMUTABLE) ||
+	    ((inode_flags_relaxed(dst) & TFS_FL_APPEND) && doff < file_isize(dst)))
+		ret = -EPERM;
+	if (ret || soff >= ssize)
 		len = 0;
 	else if (len > ssize - soff)
 		len = ssize - soff;

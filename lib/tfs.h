@@ -296,6 +296,13 @@ ssize_t tfs_pread(struct tfs_file *f, void *dst, size_t len, off_t off);
 typedef int (*tfs_fill_fn)(void *ctx, void *dst, size_t len);
 ssize_t tfs_write(struct tfs_file *f, off_t off, size_t len, tfs_fill_fn fill, void *ctx,
 		  int flags);
+/* More flags of a write, beside O_DSYNC/O_SYNC.  TFS_W_AT_OFFSET: at off
+ * even through an O_APPEND open (the caller's O_APPEND is off now: fcntl
+ * F_SETFL).  TFS_W_CACHED: the page cache's writeback, which stores what
+ * the kernel acknowledged already: at off, and not refused for chattr's
+ * flags.  Outside the O_* bits. */
+#define TFS_W_AT_OFFSET		0x10000000
+#define TFS_W_CACHED		0x20000000
 
 /*
  * tfs_write without a blocked thread: everything up to the device writes

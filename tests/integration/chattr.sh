@@ -94,6 +94,14 @@ else
 	echo "chattr: the unprivileged part skipped: no setpriv"
 fi
 h_umount
+
+# The writes only the daemon can refuse, and O_APPEND opens' placed writes,
+# on the default mount and under -o writethrough (every open direct).
+for mode in default writethrough; do
+	h_mount "" "$([[ $mode == writethrough ]] && echo writethrough)"
+	python3 "$(dirname "$0")/chattr_writes.py" "$MNT" "$mode" || h_fail "chattr_writes.py $mode"
+	h_umount
+done
 h_need_fsck
 h_fsck 0 -n "${IMGS[@]}"
 echo "chattr: immutable and append-only kept and enforced, through kill -9 and remount"
