@@ -109,6 +109,12 @@ struct extent_cache {
 	unsigned chg_active[EXTCACHE_CHG_STRIPES];
 	_Atomic uint64_t chg_gen[EXTCACHE_CHG_STRIPES];
 	_Atomic uint64_t src_redone;
+	/* Pending extent records of the maps (extpend.h): the maps holding
+	 * some, listed under pend_mu (taken before a map's pend lock), and
+	 * their count and bytes against pend_max. */
+	pthread_mutex_t pend_mu;
+	struct ext_pend *pend_list;
+	_Atomic uint64_t pend_pieces, pend_bytes, pend_applied, pend_max;
 };
 
 /* Reads of the source for file @ino: _begin waits out a change under way
