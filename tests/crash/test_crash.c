@@ -36,6 +36,9 @@
  *
  * TWINFS_CRASH_LONG=1: every candidate state, more random subsets, more
  * operations and several seeds.  TWINFS_CRASH_SEED=N picks the first seed,
+ * --lazyreplay (the test crash_lazyreplay): the mounts that check a state
+ * keep the replayed extent records pending (-o lazyreplay, extpend.h) and
+ * apply them as their checkpoint writes them, before the tree is read.
  * TWINFS_CRASH_SEEDS=N how many.  TWINFS_CRASH_CACHE=MiB sets the node cache
  * of the workload and verification mounts (-o cache=; 4 is the smallest).
  */
@@ -72,6 +75,7 @@ static bool long_run;
 static bool fmt_v2;	/* format v2 (the default; --v1 or TWINFS_CRASH_FORMAT=v1: v1),
 			 * checkpoints forced often */
 static uint64_t cache_bytes;	/* TWINFS_CRASH_CACHE, 0: the default */
+static bool lazyreplay;		/* --lazyreplay: verification mounts with -o lazyreplay */
 static unsigned long total_states, total_discards, total_node_writes, total_node_wraps;
 
 /* ---- rng ---- */
@@ -613,6 +617,7 @@ static int mount_work(const char *const *devs, unsigned n, bool degraded, struct
 		.degraded = degraded, .commit_ms = 3600000,
 		.nodiscard = true,	/* leaves the work images as built */
 		.cache_bytes = cache_bytes,
+		.lazyreplay = lazyreplay,
 	};
 
 	return tfs_mount(&o, fs, err, errlen);
@@ -1029,6 +1034,8 @@ int main(int argc, char **argv)
 			fmt_v2 = false;
 		else if (!strcmp(argv[i], "--v2"))
 			fmt_v2 = true;
+		else if (!strcmp(argv[i], "--lazyreplay"))
+			lazyreplay = true;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	return cmocka_run_group_tests(tests, setup, teardown);
