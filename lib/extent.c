@@ -567,8 +567,17 @@ int extent_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_pie
 		return 0;
 	if (m->xc) {
 		/* A checkpoint writes what memory holds: the records pending
-		 * in the range go in first (their leaves become resident). */
-		int ret = extpend_apply(m, from, to);
+		 * in the range go in first (their leaves become resident).
+		 * They are in its set (the replay noted each), so they are
+		 * its epoch's changes (the one it took: one checkpoint at a
+		 * time), clean when it commits: stamped with the current
+		 * epoch, the leaves would stay to the next checkpoint. */
+		int ret;
+
+		if (m->pend)
+			extlz_stamp_as(atomic_load(&m->xc->epoch) - 1);
+		ret = extpend_apply(m, from, to);
+		extlz_stamp_as(0);
 
 		return ret ? ret : extlz_resident(m, from, to, cb, ctx);
 	}
