@@ -43,7 +43,7 @@ for name in sorted(os.listdir(mnt)):
             model[name] = bytearray(f.read())
 def fd_of(name):
     return os.open(os.path.join(mnt, name), os.O_RDWR | os.O_CREAT, 0o644)
-for step in range(600):
+for step in range(1000):
     op = rnd.randrange(20)
     name = "f%d" % rnd.randrange(6)
     if name not in model and op >= 3:
@@ -72,6 +72,10 @@ for step in range(600):
         if off < end:
             m[off:end] = bytes(end - off)
     elif op < 16:
+        # Rare: a truncate applies what is pending past its size during
+        # the replay, and the checkpoint's applying is what is tested.
+        if rnd.randrange(10):
+            continue
         m = model[name]
         size = rnd.randrange(0, 3200) * B + rnd.choice((0, 100))
         os.truncate(os.path.join(mnt, name), size)
