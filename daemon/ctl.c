@@ -2,8 +2,9 @@
 /*
  * ctl: the daemon end of the control channel (lib/ctl.h): the FUSE ioctl
  * handler for TWINFS_IOC_CTL on the mount's root directory, its
- * permission check, FITRIM (fstrim(8)) on any of its files, and the route that sends the lib's log lines to the
- * daemon's logger.
+ * permission check, FITRIM (fstrim(8)) on any of its files, chattr and
+ * lsattr's inode flags (fileattr), and the route that sends the lib's log
+ * lines to the daemon's logger.
  *
  * The ioctl is a "restricted" one (its size is encoded in the command), so
  * the kernel fetches sizeof(struct twinfs_ctl_msg) bytes from the caller
@@ -101,6 +102,108 @@ static void fitrim(fuse_req_t req, const void *in_buf, size_t in_bufsz, size_t o
 	fuse_reply_ioctl(req, 0, &r, sizeof(r));
 }
 
+/* The flags twinfs keeps (tfs.h TFS_FL_*) as xfs_io's FS_XFLAG_* bits. */
+static const struct { uint32_t fl, xfl; } xflag_map[] = {
+	{ TFS_FL_IMMUTABLE, FS_XFLAG_IMMUTABLE }, { TFS_FL_APPEND, FS_XFLAG_APPEND },
+	{ TFS_FL_NODUMP, FS_XFLAG_NODUMP }, { TFS_FL_NOATIME, FS_XFLAG_NOATIME },
+};
+
+static uint32_t fl_to_xflags(uint32_t fl)
+{
+	uint32_t x = 0;
+
+	for (size_t i = 0; i < sizeof(xflag_map) / sizeof(xflag_map[0]); i++)
+		if (fl & xflag_map[i].fl)
+			x |= xflag_map[i].xfl;
+	return x;
+}
+
+/* -1: an xflag twinfs does not keep. */
+static int64_t xflags_to_fl(uint32_t x)
+{
+	uint32_t fl = 0;
+
+	for (size_t i = 0; i < sizeof(xflag_map) / sizeof(xflag_map[0]); i++)
+		if (x & xflag_map[i].xfl) {
+			fl |= xflag_map[i].fl;
+			x &= ~xflag_map[i].xfl;
+		}
+	return x ? -1 : (int64_t)fl;
+}
+
+/* The flags changed the ctime, which the kernel does not know: drop its
+ * cached attributes (not the pages) so the next stat asks. */
+static void fileattr_set_done(struct tfsd *d, fuse_ino_t ino, int ret)
+{
+	if (ret == 0)
+		fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
+}
+
+/*
+ * chattr and lsattr (FS_IOC_GETFLAGS/SETFLAGS: an int, 4 bytes through
+ * FUSE whatever the command's size says) and xfs_io's chattr and lsattr
+ * (FS_IOC_FSGETXATTR/FSSETXATTR: struct fsxattr).  They reach us only
+ * from the kernel's fileattr code, which has checked that the caller owns
+ * the file and, to change immutable or append-only, has
+ * CAP_LINUX_IMMUTABLE.  lib keeps and enforces the flags (tfs.h).
+ */
+static bool fileattr(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, const void *in,
+		     size_t insz, size_t outsz)
+{
+	struct tfsd *d = fuse_req_userdata(req);
+	struct fsxattr fx;
+	uint32_t fl;
+	int64_t nfl;
+	int ret;
+
+	switch (cmd) {
+	case (unsigned int)FS_IOC_GETFLAGS:
+	case (unsigned int)FS_IOC_FSGETXATTR:
+		ret = tfs_getflags(d->fs, ino, &fl);
+		if (ret < 0) {
+			fuse_reply_err(req, -ret);
+		} else if (cmd == (unsigned int)FS_IOC_GETFLAGS) {
+			if (outsz < sizeof(fl))
+				fuse_reply_err(req, EINVAL);
+			else
+				fuse_reply_ioctl(req, 0, &fl, sizeof(fl));
+		} else if (outsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+		} else {
+			memset(&fx, 0, sizeof(fx));
+			fx.fsx_xflags = fl_to_xflags(fl);
+			fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+		}
+		return true;
+	case (unsigned int)FS_IOC_SETFLAGS:
+		if (!in || insz < sizeof(fl)) {
+			fuse_reply_err(req, EINVAL);
+			return true;
+		}
+		memcpy(&fl, in, sizeof(fl));
+		ret = tfs_setflags(d->fs, ino, fl);
+		fileattr_set_done(d, ino, ret);
+		fuse_reply_ioctl(req, ret < 0 ? ret : 0, NULL, 0);
+		return true;
+	case (unsigned int)FS_IOC_FSSETXATTR:
+		if (!in || insz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return true;
+		}
+		memcpy(&fx, in, sizeof(fx));
+		nfl = xflags_to_fl(fx.fsx_xflags);
+		/* No extent size hints, project ids or CoW sizes here. */
+		if (nfl < 0 || fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize)
+			ret = -EOPNOTSUPP;
+		else
+			ret = tfs_setflags(d->fs, ino, (uint32_t)nfl);
+		fileattr_set_done(d, ino, ret);
+		fuse_reply_ioctl(req, ret < 0 ? ret : 0, NULL, 0);
+		return true;
+	}
+	return false;
+}
+
 void tfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
 		size_t out_bufsz)
@@ -114,6 +217,8 @@ void tfsd_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		fitrim(req, in_buf, in_bufsz, out_bufsz);
 		return;
 	}
+	if (fileattr(req, ino, cmd, in_buf, in_bufsz, out_bufsz))
+		return;
 	/* Not ours, or not on the root: what any file system says to an
 	 * ioctl it does not know. */
 	if (cmd != (unsigned int)TWINFS_IOC_CTL || ino != FUSE_ROOT_ID) {

@@ -167,7 +167,9 @@ void tfsd_reader_yield(struct tfsd *d);
  * thread.  tfsd_req_kill: 1 if the request says its sender lacks
  * CAP_FSETID (kill suid/sgid), 0 if it says it has it, -1 if it says
  * nothing (privs.c then decides from the uid). */
-void tfsd_note_request(struct tfsd *d, const void *buf, size_t len);
+void tfsd_note_request(struct tfsd *d, void *buf, size_t len);
+/* The request this thread serves came as FUSE_TMPFILE (now a CREATE). */
+bool tfsd_req_tmpfile(void);
 int tfsd_req_kill(void);
 /* furing.c: FUSE over io_uring (-o uring).  tfsd_uring_check before
  * mounting: 0, or one line said and -errno when the kernel has it off.

@@ -75,9 +75,38 @@ int tfsd_req_kill(void)
  * writeback cache's WRITEs, from no writer, never); OPEN with O_TRUNC
  * only under FUSE_HANDLE_KILLPRIV_V2.
  */
-void tfsd_note_request(struct tfsd *d, const void *buf, size_t len)
+static _Thread_local bool req_tmpfile;
+
+bool tfsd_req_tmpfile(void)
 {
-	const struct fuse_in_header *in = buf;
+	return req_tmpfile;
+}
+
+/*
+ * O_TMPFILE arrives as FUSE_TMPFILE, which libfuse 3.14 does not know (it
+ * would answer ENOSYS, and the kernel then EOPNOTSUPP for good).  Its body
+ * is CREATE's (fuse_create_in, then the name, "/" for a tmpfile: the
+ * kernel's name of the unnamed dentry, never a real name) and so is its
+ * reply, so it goes to libfuse as a CREATE and op_create, told by this
+ * thread's flag and the name, makes a file without a name.
+ */
+static void note_tmpfile(struct fuse_in_header *in, size_t len)
+{
+	const char *name = (const char *)(in + 1) + sizeof(struct fuse_create_in);
+
+	req_tmpfile = false;
+	if (in->opcode != FUSE_TMPFILE)
+		return;
+	if (len >= sizeof(*in) + sizeof(struct fuse_create_in) + 2 &&
+	    name[0] == '/' && name[1] == '\0') {
+		in->opcode = FUSE_CREATE;
+		req_tmpfile = true;
+	}
+}
+
+void tfsd_note_request(struct tfsd *d, void *buf, size_t len)
+{
+	struct fuse_in_header *in = buf;
 	const void *arg = in + 1;
 
 	req_kill = -1;
@@ -85,6 +114,7 @@ void tfsd_note_request(struct tfsd *d, const void *buf, size_t len)
 	tfsd_wb_reap(d);
 	if (len < sizeof(*in))
 		return;
+	note_tmpfile(in, len);
 	if (in->opcode == FUSE_WRITE && d->init_kill_flags &&
 	    len >= sizeof(*in) + sizeof(struct fuse_write_in))
 		req_kill = !!(((const struct fuse_write_in *)arg)->write_flags &

@@ -132,7 +132,8 @@ static void file_link(struct tfsd *d, struct tfsd_file *df, uint64_t ino, int fl
 	df->direct = df->behind || open_is_direct(d, flags) ||
 		     ((flags & O_ACCMODE) != O_RDONLY && tfsd_space_open_direct(d));
 	df->cached_w = !df->direct && (flags & O_ACCMODE) != O_RDONLY;
-	df->counted = !df->direct && !(flags & O_DIRECTORY);
+	/* Not an opendir; an O_TMPFILE open (O_DIRECTORY is part of it) is a file's. */
+	df->counted = !df->direct && (!(flags & O_DIRECTORY) || (flags & O_TMPFILE) == O_TMPFILE);
 	if (df->counted)
 		atomic_fetch_add(&d->cached_opens[cached_slot(ino)], 1);
 	df->next = d->files.next;
@@ -438,7 +439,9 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	reply_err(req, tfs_rename(req_fs(req), parent, name, newparent, newname, flags));
+	struct tfs_cred c = req_cred(req);
+
+	reply_err(req, tfs_rename_cred(req_fs(req), parent, name, newparent, newname, flags, &c));
 }
 
 /* ---- open, create, release ---- */
@@ -448,10 +451,13 @@ static int open_flags(const struct tfsd *d, int flags)
 {
 	if (d->writeback_cache) {
 		/* The page cache may read to fill pages of a write-only open,
-		 * and the kernel picks append offsets itself. */
+		 * and the kernel picks append offsets itself (lib still wants
+		 * to know of it: an append-only file opens for writing only
+		 * with O_APPEND). */
 		if ((flags & O_ACCMODE) == O_WRONLY)
 			flags = (flags & ~O_ACCMODE) | O_RDWR;
-		flags &= ~O_APPEND;
+		if (flags & O_APPEND)
+			flags = (flags & ~O_APPEND) | TFS_O_APPEND_ASKED;
 	}
 	return flags;
 }
@@ -684,7 +690,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	tfsd_space_check(d);
-	ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c, &st, &df->f);
+	if (tfsd_req_tmpfile() && !strcmp(name, "/"))	/* O_TMPFILE (fuseio.c) */
+		ret = tfs_tmpfile(d->fs, parent, mode, open_flags(d, fi->flags), &c, &st, &df->f);
+	else
+		ret = tfs_create(d->fs, parent, name, mode, open_flags(d, fi->flags), &c,
+				 &st, &df->f);
 	if (ret < 0) {
 		free(df);
 		reply_err(req, ret);

@@ -102,6 +102,27 @@ static uint64_t acl_slots(struct tfs *fs, struct tfs_inode *ip, int to_set)
 	return slots;
 }
 
+/*
+ * What chattr's +i and +a refuse of a setattr: every change of an
+ * immutable inode; of an append-only one mode, owner, size and times set
+ * to a given value (utime(2) with times; "now" is allowed).  Through FUSE
+ * the last is told by an atime given without "now": the kernel's
+ * writeback cache sends the mtime and ctime it kept after an append with
+ * no atime, which an utimensat() of the mtime alone looks like, so that
+ * one goes through.
+ */
+static int setattr_allowed(struct tfs_inode *ip, int to_set)
+{
+	bool explicit_time = (to_set & TFS_SET_ATIME) && !(to_set & TFS_SET_ATIME_NOW);
+	int ret;
+
+	inode_lock(ip);
+	ret = inode_may_change(ip, explicit_time ||
+			       (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID | TFS_SET_SIZE)));
+	inode_unlock(ip);
+	return ret;
+}
+
 int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
 		struct tfs_file *f, struct stat *out)
 {
@@ -118,7 +139,7 @@ int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
 		}
 	} else if (fs->readonly) {
 		ret = -EROFS;
-	} else {
+	} else if (!(ret = setattr_allowed(ip, to_set))) {
 		struct fs_resv resv = { 0 };
 
 		ret = set_size(fs, ip, in, to_set);
@@ -133,6 +154,58 @@ int tfs_setattr(struct tfs *fs, uint64_t ino, const struct stat *in, int to_set,
 			ret = set_attrs(fs, ip, in, to_set, out);
 		fs_node_release(fs, &resv);
 	}
+	inode_put(fs, ip);
+	return ret;
+}
+
+int tfs_getflags(struct tfs *fs, uint64_t ino, uint32_t *flags)
+{
+	struct tfs_inode *ip;
+	int ret = inode_get(fs, ino, &ip);
+
+	if (ret)
+		return ret;
+	inode_lock(ip);
+	*flags = inode_flags(ip) & TFS_FL_KEPT;
+	inode_unlock(ip);
+	inode_put(fs, ip);
+	return 0;
+}
+
+/* The flags and ctime, one LR_INODE, as any attribute change. */
+int tfs_setflags(struct tfs *fs, uint64_t ino, uint32_t flags)
+{
+	struct fs_resv resv = { 0 };
+	struct tfs_inode *ip;
+	struct meta_tx tx;
+	struct log_rec r;
+	uint64_t seq;
+	int ret;
+
+	if (flags & ~TFS_FL_KEPT)
+		return -EOPNOTSUPP;
+	if (fs->readonly)
+		return -EROFS;
+	ret = inode_get(fs, ino, &ip);
+	if (ret)
+		return ret;
+	if (fs->log)
+		ret = log_wait_space(fs->log);
+	if (!ret && fs->log)
+		ret = fs_node_reserve_slots(fs, false, FS_NS_INODE, &resv);
+	if (!ret) {
+		meta_tx_init(&tx);
+		inode_lock(ip);
+		fs_iencode(ip, &r);
+		r.inode.flags = flags;
+		r.inode.ctime_ns = fs_ts_ns(fs_now());
+		ret = meta_tx_add(&tx, &r);
+		if (!ret)
+			ret = meta_tx_commit(fs, &tx, &seq);
+		inode_unlock(ip);
+		meta_tx_free(&tx);
+	}
+	fs_node_release(fs, &resv);
 	inode_put(fs, ip);
 	return ret;
 }

@@ -378,6 +378,16 @@ int file_open_ip(struct tfs *fs, struct tfs_inode *ip, int flags, struct tfs_fil
 		return -EINVAL;		/* the kernel opens device nodes and fifos itself */
 	if (fs->readonly && (file_writable(flags) || (flags & O_TRUNC)))
 		return -EROFS;
+	if (file_writable(flags) || (flags & O_TRUNC)) {
+		bool app = (flags & (O_APPEND | TFS_O_APPEND_ASKED)) && !(flags & O_TRUNC);
+
+		inode_lock(ip);
+		ret = inode_may_change(ip, !app);
+		inode_unlock(ip);
+		if (ret)
+			return ret;
+	}
+	flags &= ~TFS_O_APPEND_ASKED;
 
 	f = calloc(1, sizeof(*f));
 	if (!f)
@@ -881,6 +891,12 @@ int tfs_fallocate(struct tfs_file *f, int mode, off_t off, off_t len)
 		return -EBADF;
 	if (fs->readonly)
 		return -EROFS;
+	/* As vfs_fallocate: append-only takes a plain allocation only. */
+	inode_lock(ip);
+	ret = inode_may_change(ip, mode & ~FALLOC_FL_KEEP_SIZE);
+	inode_unlock(ip);
+	if (ret)
+		return ret;
 	start = (uint64_t)off;
 	end = start + (uint64_t)len;
 	if (end > MAX_BYTES || end < start) {

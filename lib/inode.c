@@ -494,6 +494,15 @@ uint32_t inode_flags(const struct tfs_inode *ip)
 	return ip->flags;
 }
 
+int inode_may_change(const struct tfs_inode *ip, bool append)
+{
+	uint32_t fl = ip->flags;
+
+	if ((fl & TFS_FL_IMMUTABLE) || (append && (fl & TFS_FL_APPEND)))
+		return -EPERM;
+	return 0;
+}
+
 uint64_t inode_rdev(const struct tfs_inode *ip)
 {
 	return ip->rdev;

@@ -88,6 +88,9 @@ uint32_t inode_nlink(const struct tfs_inode *ip);
 uint32_t inode_uid(const struct tfs_inode *ip);
 uint32_t inode_gid(const struct tfs_inode *ip);
 uint32_t inode_flags(const struct tfs_inode *ip);
+/* -EPERM when @ip (lock held) is immutable, or append-only and @append
+ * (what an append-only inode refuses too): chattr's +i and +a (tfs.h). */
+int inode_may_change(const struct tfs_inode *ip, bool append);
 uint64_t inode_rdev(const struct tfs_inode *ip);
 uint64_t inode_generation(const struct tfs_inode *ip);
 uint64_t inode_parent(const struct tfs_inode *ip);	/* directories: ".." */

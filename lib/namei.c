@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * namei: the namespace operations (lookup, create, link, unlink, rmdir,
- * rename, readdir, readlink, getattr, setattr).
+ * rename, readlink, getattr, setattr; readdir is in readdir.c).
  *
  * Every namespace change holds fs->ns_lock for the whole operation, so the
  * shape of the tree (directory contents, nlink, a directory's parent) is
@@ -17,7 +17,6 @@
  * once nothing references it; usually the kernel still does, and the delete
  * happens at its forget.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -188,6 +187,19 @@ static void unlock_inodes(struct lockset *ls)
 	for (unsigned i = ls->n; i-- > 0;)
 		inode_unlock(ls->ip[i]);
 	ls->n = 0;
+}
+
+/* inode_may_change with @ip's own lock: for the checks that come before
+ * an operation takes its locks, where the kernel's own file systems make
+ * them (may_delete: EPERM before ENOTEMPTY, EISDIR and the like). */
+static int may_change(struct tfs_inode *ip, bool append)
+{
+	int ret;
+
+	inode_lock(ip);
+	ret = inode_may_change(ip, append);
+	inode_unlock(ip);
+	return ret;
 }
 
 /* ---- building transactions ---- */
@@ -420,36 +432,84 @@ static int create_begin(struct tfs *fs, uint64_t parent, mode_t *mode, size_t tl
 	return ret;
 }
 
-int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
-		 dev_t rdev, const char *target, const struct tfs_cred *c,
-		 struct tfs_inode **ipp)
+/* The LR_INODE record of a new inode under @pip (its number allocated
+ * here): owned by @c (root without), the group of a setgid @pip (BSD
+ * semantics, and a subdirectory inherits the bit), one name (a directory
+ * two) or none (@orphan: O_TMPFILE). */
+static uint64_t new_inode_rec(struct tfs *fs, struct tfs_inode *pip, mode_t mode, dev_t rdev,
+			      const char *target, size_t tlen, const struct tfs_cred *c,
+			      bool orphan, int64_t now, struct log_rec *r)
 {
-	struct fs_resv resv;
-	size_t len, tlen = 0;
-	int ret = check_name(name, &len);
+	struct log_inode *li = &r->inode;
+
+	*r = (struct log_rec){ .type = LR_INODE };
+	li->ino = fs_ialloc(fs);
+	li->uid = c ? c->uid : 0;
+	li->gid = c ? c->gid : 0;
+	if (inode_mode(pip) & S_ISGID) {
+		li->gid = inode_gid(pip);
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	li->mode = (uint32_t)mode;
+	li->nlink = orphan ? 0 : S_ISDIR(mode) ? 2 : 1;
+	li->parent = S_ISDIR(mode) ? inode_ino(pip) : 0;
+	li->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? (uint64_t)rdev : 0;
+	li->size = tlen;
+	li->gen = atomic_fetch_add(&gen_counter, 1);
+	li->atime_ns = li->mtime_ns = li->ctime_ns = li->btime_ns = now;
+	li->target = target;
+	li->target_len = (uint32_t)tlen;
+	return li->ino;
+}
+
+/* The checks of a new name and its mode; *tlen gets a symlink's length. */
+static int create_args(const char *name, mode_t *mode, const char *target, size_t *tlen)
+{
+	size_t len;
+	int ret = name ? check_name(name, &len) : 0;
 
 	if (ret)
 		return ret;
-	if (is_dot(name, len) || is_dotdot(name, len))
+	if (name && (is_dot(name, len) || is_dotdot(name, len)))
 		return -EEXIST;
-	if (!(mode & S_IFMT))
-		mode |= S_IFREG;
-	switch (mode & S_IFMT) {
+	if (!(*mode & S_IFMT))
+		*mode |= S_IFREG;
+	switch (*mode & S_IFMT) {
 	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO:
 	case S_IFSOCK: case S_IFCHR: case S_IFBLK:
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (S_ISLNK(mode)) {
+	if (!name && !S_ISREG(*mode))
+		return -EINVAL;
+	*tlen = 0;
+	if (S_ISLNK(*mode)) {
 		if (!target)
 			return -EINVAL;
-		tlen = strlen(target);
-		if (!tlen)
+		*tlen = strlen(target);
+		if (!*tlen)
 			return -ENOENT;
-		if (tlen > LOG_SYMLINK_MAX)
+		if (*tlen > LOG_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
+	return 0;
+}
+
+/* @name NULL: an O_TMPFILE inode, with no name and no link (an orphan from
+ * the start: the mount after a crash deletes it unless a link named it),
+ * which leaves @parent unchanged. */
+int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
+		 dev_t rdev, const char *target, const struct tfs_cred *c,
+		 struct tfs_inode **ipp)
+{
+	struct fs_resv resv;
+	size_t len = name ? strlen(name) : 0, tlen;
+	int ret = create_args(name, &mode, target, &tlen);
+
+	if (ret)
+		return ret;
 	struct acl_inherit ai;
 
 	ret = create_begin(fs, parent, &mode, tlen, c, &ai, &resv);
@@ -471,7 +531,11 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 		ret = -ENOENT;
 		goto out;
 	}
-	if (!dir_lookup(inode_dir(pip), name, len, &ino)) {
+	/* chattr +i refuses new names; +a takes them, and O_TMPFILE adds none */
+	ret = name ? inode_may_change(pip, false) : 0;
+	if (ret)
+		goto out;
+	if (name && !dir_lookup(inode_dir(pip), name, len, &ino)) {
 		ret = -EEXIST;
 		goto out;
 	}
@@ -481,36 +545,19 @@ int namei_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	}
 
 	int64_t now = fs_ts_ns(fs_now());
-	struct log_rec r = { .type = LR_INODE };
-	struct log_inode *li = &r.inode;
+	struct log_rec r;
 
-	ino = fs_ialloc(fs);
-	li->ino = ino;
-	li->uid = c ? c->uid : 0;
-	li->gid = c ? c->gid : 0;
-	if (inode_mode(pip) & S_ISGID) {	/* BSD group semantics, inherited by subdirs */
-		li->gid = inode_gid(pip);
-		if (S_ISDIR(mode))
-			mode |= S_ISGID;
-	}
-	li->mode = (uint32_t)mode;
-	li->nlink = S_ISDIR(mode) ? 2 : 1;
-	li->parent = S_ISDIR(mode) ? inode_ino(pip) : 0;
-	li->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? (uint64_t)rdev : 0;
-	li->size = tlen;
-	li->gen = atomic_fetch_add(&gen_counter, 1);
-	li->atime_ns = li->mtime_ns = li->ctime_ns = li->btime_ns = now;
-	li->target = target;
-	li->target_len = (uint32_t)tlen;
-
+	ino = new_inode_rec(fs, pip, mode, rdev, target, tlen, c, !name, now, &r);
 	ret = meta_tx_add(&tx, &r);
 	if (!ret && ai.access)
 		ret = add_acl(&tx, ino, ACL_XATTR_ACCESS, ai.access, ai.alen);
 	if (!ret && ai.dflt)
 		ret = add_acl(&tx, ino, ACL_XATTR_DEFAULT, ai.dflt, ai.dlen);
-	if (!ret)
-		ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), name, len, ino);
-	touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
+	if (name) {
+		if (!ret)
+			ret = add_dent(&tx, LR_DENT_SET, inode_ino(pip), name, len, ino);
+		touch_dir(&v, pip, now, S_ISDIR(mode) ? 1 : 0);
+	}
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
@@ -618,6 +665,26 @@ int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, i
 	return ret;
 }
 
+/* O_TMPFILE: a regular file with no name, opened (namei_create's orphan);
+ * link(2) may name it later (the kernel sends that link only for a file
+ * opened without O_EXCL, I_LINKABLE). */
+int tfs_tmpfile(struct tfs *fs, uint64_t parent, mode_t mode, int flags,
+		const struct tfs_cred *c, struct stat *st, struct tfs_file **f)
+{
+	struct tfs_inode *ip;
+	int ret = namei_create(fs, parent, NULL, S_IFREG | (mode & 07777), 0, NULL, c, &ip);
+
+	if (ret)
+		return ret;
+	ret = file_open_ip(fs, ip, flags & ~O_TRUNC, f);
+	if (!ret)
+		stat_inode(ip, st);
+	else
+		tfs_forget(fs, inode_ino(ip), 1);	/* no name, no user: deleted */
+	inode_put(fs, ip);
+	return ret;
+}
+
 int tfs_mkdir(struct tfs *fs, uint64_t parent, const char *name, mode_t mode,
 	      const struct tfs_cred *c, struct stat *st)
 {
@@ -662,10 +729,18 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 		goto out;
 	}
 	lock_inodes(fs, &ls, pip, NULL, ip, NULL);
-	if (inode_nlink(pip) == 0 || inode_nlink(ip) == 0) {
+	/* An inode without a name may get one: the kernel refuses the link of
+	 * an unlinked file (ENOENT) unless it is an O_TMPFILE one (I_LINKABLE),
+	 * and an inode the kernel holds is not deleted under us (ns_lock). */
+	if (inode_nlink(pip) == 0) {
 		ret = -ENOENT;
 		goto out;
 	}
+	ret = inode_may_change(pip, false);
+	if (!ret)
+		ret = inode_may_change(ip, true);
+	if (ret)
+		goto out;
 	if (!dir_lookup(inode_dir(pip), newname, len, &other)) {
 		ret = -EEXIST;
 		goto out;
@@ -734,6 +809,11 @@ static int remove_name(struct tfs *fs, uint64_t parent, const char *name, bool i
 		ret = -EUCLEAN;
 		goto out;
 	}
+	ret = may_change(pip, true);		/* chattr +i, +a */
+	if (!ret)
+		ret = may_change(cip, true);
+	if (ret)
+		goto out;
 	if (isdir && !inode_dir(cip)) {
 		ret = -ENOTDIR;
 		goto out;
@@ -817,8 +897,8 @@ static int rename_check_args(struct rename_op *r)
 {
 	int ret;
 
-	if ((r->flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
-	    (r->exchange && (r->flags & RENAME_NOREPLACE)))
+	if ((r->flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) ||
+	    (r->exchange && (r->flags & (RENAME_NOREPLACE | RENAME_WHITEOUT))))
 		return -EINVAL;
 	ret = check_name(r->name, &r->len);
 	if (!ret)
@@ -892,6 +972,22 @@ static int rename_check(struct tfs *fs, const struct rename_op *r)
 	return 0;
 }
 
+/* chattr's +i and +a: neither inode may move or be replaced, nor a name
+ * leave a directory that has either flag; an append-only directory takes
+ * the new name. */
+static int rename_flags_ok(const struct rename_op *r)
+{
+	int ret = may_change(r->p1, true);
+
+	if (!ret)
+		ret = may_change(r->p2, r->c2 != NULL);
+	if (!ret)
+		ret = may_change(r->c1, true);
+	if (!ret && r->c2)
+		ret = may_change(r->c2, true);
+	return ret;
+}
+
 /* The directory entries and inode changes of the rename, into @tx and @v
  * (inodes locked).  0 or -errno. */
 static int rename_changes(const struct rename_op *r, struct meta_tx *tx, struct ichanges *v)
@@ -936,9 +1032,30 @@ static int rename_changes(const struct rename_op *r, struct meta_tx *tx, struct 
 	return ret;
 }
 
+/* RENAME_WHITEOUT (overlayfs's upper layer): in the same transaction the
+ * old name becomes a whiteout, a character device 0:0 of mode 0 owned by
+ * @c, as the kernel's own file systems make it (shmem_whiteout). */
+static int rename_whiteout(struct tfs *fs, const struct rename_op *r,
+			   const struct tfs_cred *c, struct meta_tx *tx)
+{
+	struct log_rec wr;
+	uint64_t ino = new_inode_rec(fs, r->p1, S_IFCHR, 0, NULL, 0, c, false,
+				     fs_ts_ns(fs_now()), &wr);
+	int ret = meta_tx_add(tx, &wr);
+
+	return ret ? ret : add_dent(tx, LR_DENT_SET, inode_ino(r->p1), r->name, r->len, ino);
+}
+
 int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
 	       const char *newname, unsigned flags)
 {
+	return tfs_rename_cred(fs, parent, name, newparent, newname, flags, NULL);
+}
+
+int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, const struct tfs_cred *c)
+{
+	bool whiteout = flags & RENAME_WHITEOUT;
 	struct rename_op r = { .name = name, .newname = newname, .flags = flags,
 			       .exchange = flags & RENAME_EXCHANGE };
 	struct meta_tx tx;
@@ -950,11 +1067,13 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 	ret = rename_check_args(&r);
 	if (ret)
 		return ret;
-	ret = ns_begin(fs, false, FS_NS_RENAME, &resv);
+	ret = ns_begin(fs, whiteout, FS_NS_RENAME + (whiteout ? FS_NS_CREATE : 0), &resv);
 	if (ret)
 		return ret;
 	meta_tx_init(&tx);
 	ret = rename_resolve(fs, &r, parent, newparent);
+	if (!ret)
+		ret = rename_flags_ok(&r);
 	if (!ret)
 		ret = rename_check(fs, &r);
 	if (ret)
@@ -970,6 +1089,8 @@ int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newpa
 		goto out;
 	}
 	ret = rename_changes(&r, &tx, &v);
+	if (!ret && whiteout)
+		ret = rename_whiteout(fs, &r, c, &tx);
 	if (!ret)
 		ret = ichanges_add(&tx, &v);
 	if (!ret)
@@ -983,137 +1104,4 @@ out:
 	rename_put(fs, &r);
 	meta_tx_free(&tx);
 	return ret > 0 ? 0 : ret;	/* 1: nothing to do */
-}
-
-/* ---- readdir ---- */
-
-/* Names a readdir looks ahead at, at a time: about what one FUSE reply of
- * 32 KiB holds with plus (some 200 names), and a little more; the next
- * batch when the listing gets there. */
-#define READDIR_PREFETCH 256
-
-/* Whether readdir reads @e's inode: plus hands out its attributes; a
- * plain readdir only the number and type, and the entry knows the type
- * when it came from a format v2 tree (a cold find lists a million names
- * without reading a million inodes). */
-static bool readdir_reads(const struct dir_ent *e, bool plus)
-{
-	return plus || e->dtype == DT_UNKNOWN;
-}
-
-int tfs_readdir_end(struct tfs *fs, uint64_t ino, uint64_t *end)
-{
-	struct tfs_inode *ip;
-	int ret = inode_get(fs, ino, &ip);
-
-	if (ret)
-		return ret;
-	inode_lock(ip);
-	if (inode_dir(ip))
-		*end = dir_end(inode_dir(ip));
-	else
-		ret = -ENOTDIR;
-	inode_unlock(ip);
-	inode_put(fs, ip);
-	return ret;
-}
-
-int tfs_readdir(struct tfs *fs, uint64_t ino, uint64_t off, bool plus,
-		tfs_dirfill_fn fill, void *ctx)
-{
-	return tfs_readdir_until(fs, ino, off, UINT64_MAX, plus, fill, ctx);
-}
-
-/* The inodes readdir will read of the next READDIR_PREFETCH names from
- * @cookie on, read ahead together: a cold listing would otherwise fault
- * them in one by one, waiting for a node read at every few dozen names.
- * Returns the cookie after the last name looked at. */
-static uint64_t readdir_prefetch(struct tfs *fs, const struct dir *d, uint64_t cookie,
-				 uint64_t end, bool plus)
-{
-	uint64_t inos[READDIR_PREFETCH];
-	struct dir_ent e;
-	size_t n = 0;
-
-	for (int i = 0; i < READDIR_PREFETCH && !dir_next(d, cookie, &e) && e.cookie < end; i++) {
-		if (readdir_reads(&e, plus))
-			inos[n++] = e.ino;
-		cookie = e.cookie + 1;
-	}
-	icache_prefetch(fs, inos, n);
-	return cookie;
-}
-
-int tfs_readdir_until(struct tfs *fs, uint64_t ino, uint64_t off, uint64_t end, bool plus,
-		      tfs_dirfill_fn fill, void *ctx)
-{
-	struct tfs_inode *ip;
-	struct stat st;
-	int ret = inode_get(fs, ino, &ip);
-
-	if (ret)
-		return ret;
-	inode_lock(ip);
-	if (!inode_dir(ip)) {
-		ret = -ENOTDIR;
-		goto out;
-	}
-	/* "." and "..": the kernel takes no reference for them, even with
-	 * plus, so only the inode number and type matter. */
-	if (off == 0) {
-		fs_istat(ip, &st);
-		if (fill(ctx, ".", &st, 1))
-			goto out;
-		off = 1;
-	}
-	if (off == 1) {
-		memset(&st, 0, sizeof(st));
-		st.st_ino = inode_ino(ip) == TFS_ROOT_INO ? TFS_ROOT_INO : inode_parent(ip);
-		st.st_mode = S_IFDIR;
-		if (fill(ctx, "..", &st, 2))
-			goto out;
-		off = 2;
-	}
-	for (uint64_t cookie = off, pf = off;;) {
-		struct dir_ent e;
-
-		if (cookie >= pf)
-			pf = readdir_prefetch(fs, inode_dir(ip), cookie, end, plus);
-		/* Cookies grow with every new name: stopping at end keeps a
-		 * renamed or new entry from coming round again in this pass. */
-		if (dir_next(inode_dir(ip), cookie, &e) || e.cookie >= end)
-			break;
-		cookie = e.cookie + 1;
-		struct tfs_inode *cip;
-		/* An inode that cannot be read is listed bare (tfs_dirfill_fn):
-		 * skipping its name would hide the damage. */
-		if (!readdir_reads(&e, plus) || inode_get(fs, e.ino, &cip)) {
-			memset(&st, 0, sizeof(st));
-			st.st_ino = e.ino;
-			st.st_mode = DTTOIF(e.dtype);
-			if (fill(ctx, e.name, &st, e.cookie + 1))
-				break;
-			continue;
-		}
-		if (cip == ip) {
-			inode_put(fs, cip);
-			continue;
-		}
-		/* Holding the directory keeps the entry's inode alive.  fill
-		 * runs without the entry's lock: it may ask for its
-		 * generation (tfs_fh_gen). */
-		inode_lock(cip);
-		fs_istat(cip, &st);
-		inode_unlock(cip);
-		bool stop = fill(ctx, e.name, &st, e.cookie + 1);
-		if (!stop && plus)
-			inode_lookup_add(cip, 1);
-		inode_put(fs, cip);
-		if (stop)
-			break;
-	}
-out:
-	inode_unlock(ip);
-	inode_put(fs, ip);
-	return ret;
 }

@@ -173,6 +173,33 @@ struct tfs_cred {
 #define TFS_SET_MTIME_NOW	(1 << 7)
 #define TFS_SET_CTIME		(1 << 8)
 
+/*
+ * Inode flags (chattr, lsattr: FS_IOC_GETFLAGS/SETFLAGS), the bits of
+ * <linux/fs.h> twinfs keeps.  The kernel enforces none of them on a FUSE
+ * inode (its i_flags stay empty), so lib does: an immutable inode cannot
+ * be opened for writing, truncated, fallocated, chmod/chown/utimes'd,
+ * linked, renamed, removed or have its xattrs changed, nor can names be
+ * added to or removed from an immutable directory; an append-only one is
+ * the same except that it opens for writing with O_APPEND, fallocates
+ * without punching or zeroing, takes new times, and a directory takes new
+ * names.  Nodump and noatime are kept for the programs that read them.
+ */
+#define TFS_FL_IMMUTABLE	0x00000010	/* FS_IMMUTABLE_FL */
+#define TFS_FL_APPEND		0x00000020	/* FS_APPEND_FL */
+#define TFS_FL_NODUMP		0x00000040	/* FS_NODUMP_FL */
+#define TFS_FL_NOATIME		0x00000080	/* FS_NOATIME_FL */
+#define TFS_FL_KEPT		(TFS_FL_IMMUTABLE | TFS_FL_APPEND | TFS_FL_NODUMP | TFS_FL_NOATIME)
+/* An open flag for tfs_open/tfs_create: the caller asked O_APPEND, which
+ * it does not pass (a FUSE daemon with the writeback cache strips it: the
+ * kernel places appends itself).  An append-only file needs one or the
+ * other to open for writing. */
+#define TFS_O_APPEND_ASKED	0x40000000
+int tfs_getflags(struct tfs *fs, uint64_t ino, uint32_t *flags);
+/* -EOPNOTSUPP for a bit outside TFS_FL_KEPT; the caller checked the
+ * capability (CAP_LINUX_IMMUTABLE for immutable and append-only: the
+ * kernel's fileattr code does before it asks a FUSE server). */
+int tfs_setflags(struct tfs *fs, uint64_t ino, uint32_t flags);
+
 /* lookup, mknod, mkdir, symlink, link, create and readdirplus add one
  * kernel reference (nlookup) to the inode they return; forget drops n. */
 int tfs_lookup(struct tfs *fs, uint64_t parent, const char *name, struct stat *st);
@@ -205,9 +232,13 @@ int tfs_link(struct tfs *fs, uint64_t ino, uint64_t newparent, const char *newna
 	     struct stat *st);
 int tfs_unlink(struct tfs *fs, uint64_t parent, const char *name);
 int tfs_rmdir(struct tfs *fs, uint64_t parent, const char *name);
-/* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE (others: -EINVAL). */
+/* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT (others:
+ * -EINVAL); the whiteout left at the old name is @c's (root's with
+ * tfs_rename). */
 int tfs_rename(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
 	       const char *newname, unsigned flags);
+int tfs_rename_cred(struct tfs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, const struct tfs_cred *c);
 /* Returns the target length; copies at most size bytes (no NUL). */
 ssize_t tfs_readlink(struct tfs *fs, uint64_t ino, char *buf, size_t size);
 
@@ -245,6 +276,10 @@ int tfs_open(struct tfs *fs, uint64_t ino, int flags, struct tfs_file **f);
  * regular file is opened (and truncated with O_TRUNC). */
 int tfs_create(struct tfs *fs, uint64_t parent, const char *name, mode_t mode, int flags,
 	       const struct tfs_cred *c, struct stat *st, struct tfs_file **f);
+/* O_TMPFILE: a new regular file with no name, opened; deleted at its last
+ * release (or by the mount after a crash) unless tfs_link named it. */
+int tfs_tmpfile(struct tfs *fs, uint64_t parent, mode_t mode, int flags,
+		const struct tfs_cred *c, struct stat *st, struct tfs_file **f);
 int tfs_release(struct tfs_file *f);
 uint64_t tfs_file_ino(const struct tfs_file *f);
 

@@ -234,7 +234,11 @@ int tfs_setxattr(struct tfs *fs, uint64_t ino, const char *name, const void *val
 
 	if (ret)
 		return ret;
-	ret = setxattr_ip(fs, ip, ino, name, val, size, flags);
+	inode_lock(ip);
+	ret = inode_may_change(ip, true);
+	inode_unlock(ip);
+	if (!ret)
+		ret = setxattr_ip(fs, ip, ino, name, val, size, flags);
 	inode_put(fs, ip);
 	return ret;
 }
@@ -384,7 +388,11 @@ int tfs_removexattr(struct tfs *fs, uint64_t ino, const char *name)
 
 	if (ret)
 		return ret;
-	ret = removexattr_ip(fs, ip, ino, name);
+	inode_lock(ip);
+	ret = inode_may_change(ip, true);
+	inode_unlock(ip);
+	if (!ret)
+		ret = removexattr_ip(fs, ip, ino, name);
 	inode_put(fs, ip);
 	return ret;
 }

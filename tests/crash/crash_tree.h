@@ -35,6 +35,7 @@ struct mnode {
 	uint32_t xl[NXA];
 	char target[24];
 	struct tfs_file *fh;
+	bool tmpfile;		/* made by tfs_tmpfile: link may name it */
 	uint64_t hash;
 	bool hash_ok;
 };

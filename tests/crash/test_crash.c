@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: crash exploration: a random workload runs on two mirrored images through the fault backend's crash journal; for every flush point (and before it), and for random block subsets of the unflushed writes chosen per device (mirrors diverge), the images are rebuilt, mounted and the tree must equal the model after some operation between the last durable one and the last started one, every block reading back intact. */
+/* Description: crash exploration: a random workload runs on two mirrored images through the fault backend's crash journal; for every flush point (and before it), and for random block subsets of the unflushed writes chosen per device (mirrors diverge), the images are rebuilt, mounted and the tree must equal the model after some operation between the last durable one and the last started one, every block reading back intact.  The operations include O_TMPFILE files, written unnamed and sometimes linked. */
 /*
  * How a crash state is built: base images (taken right after a syncfs) plus
  * journal writes.  For a cut C (a position in the journal) each device keeps
@@ -226,7 +226,21 @@ static bool do_op(char *desc, size_t dlen)
 		return true;
 	}
 	for (;;) {
-		switch (rndn(22)) {
+		switch (rndn(23)) {
+		case 22: {	/* O_TMPFILE: no name until a link gives it one */
+			struct tfs_file *f;
+			p = pick_node(T_DIR, true);
+			r = tfs_tmpfile(wfs, nodes[p].ino, 0600, O_RDWR, &cred, &st, &f);
+			assert_int_equal(r, 0);
+			tfs_forget(wfs, st.st_ino, 1);
+			n = node_new(T_FILE, st.st_ino);
+			assert_true(n > 0);
+			nodes[n].nlink = 0;
+			nodes[n].fh = f;
+			nodes[n].tmpfile = true;
+			snprintf(desc, dlen, "tmpfile %d in %d", n, p);
+			return false;
+		}
 		case 0: case 1: {	/* create */
 			struct tfs_file *f;
 			p = pick_node(T_DIR, true);
@@ -401,8 +415,13 @@ static bool do_op(char *desc, size_t dlen)
 				 nodes[n].fh ? " open" : "");
 			return false;
 		}
-		case 16: {	/* link */
-			n = pick_node(T_FILE, true);
+		case 16: {	/* link (of an unnamed tmpfile, when there is one, half the time) */
+			n = -1;
+			for (int i = 0; i < MAXN && rndn(2); i++)
+				if (nodes[i].live && nodes[i].tmpfile && nodes[i].nlink == 0)
+					n = i;
+			if (n < 0)
+				n = pick_node(T_FILE, true);
 			p = pick_node(T_DIR, true);
 			if (n < 0)
 				continue;
@@ -410,6 +429,7 @@ static bool do_op(char *desc, size_t dlen)
 			assert_int_equal(tfs_link(wfs, nodes[n].ino, nodes[p].ino, nm, &st), 0);
 			tfs_forget(wfs, st.st_ino, 1);
 			nodes[n].nlink++;
+			nodes[n].tmpfile = false;	/* the kernel's I_LINKABLE goes too */
 			assert_true(dent_new(p, nm, n) >= 0);
 			snprintf(desc, dlen, "link node %d as %s in %d", n, nm, p);
 			return false;
@@ -949,6 +969,10 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 	discard_flush(wfs);
 	dev_fault_record(wfs->be, false);
 	j = dev_fault_journal(wfs->be, &nj);
+	unsigned ntmp = 0;
+	for (size_t k = 1; k < nops; k++)
+		ntmp += !strncmp(ops[k].desc, "tmpfile", 7);
+	printf("crash: %u O_TMPFILE files among them\n", ntmp);
 
 	for (int d = 0; d < NDEV; d++) {
 		wfd[d] = open(work_p[d], O_RDWR);
