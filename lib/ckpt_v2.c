@@ -1043,6 +1043,10 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	fs->sb.ckpt_seq = seq;
 	fs->sb.log_head_pos = pos;
 	fs->sb.log_head_seq = seq + 1;
+	/* A continuation (-o lazyreplay) ends here: the head is in the
+	 * continued log or at its start, so the log from it is the live one. */
+	fs->sb.log_id = super_live_log_id(&fs->sb);
+	super_log_cont_clear(&fs->sb);
 	fs->sb.next_ino = atomic_load(&fs->next_ino);
 	fs->sb.inodes = v->inodes;
 	fs->sb.free_blocks = fspace_free_blocks(v->fsp);

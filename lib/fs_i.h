@@ -229,6 +229,11 @@ struct tfs {
 	 * (extpend.h), and those the mount's checkpoint found still pending
 	 * after its changes (applied then, and the checkpoint redone). */
 	uint64_t mount_replay_pending, mount_pend_late;
+	/* -o lazyreplay: the mount served without a checkpoint, the log going
+	 * on under a new log_id (mount.c's mount_continue); orphans the
+	 * mount reclaimed (a reason not to). */
+	bool mount_continued;
+	uint64_t mount_orphans;
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */

@@ -24,6 +24,7 @@
 #include "event.h"
 #include "extpend.h"
 #include "fs_i.h"
+#include "logcont.h"
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
@@ -56,16 +57,6 @@ static uint64_t mono_ns(void)
  * idle or not: the whole "fixed" part of issue 13's RSS budget. */
 #define FS_BOUNCE_KEPT 16u
 #define FS_SMALL_KEPT 64u
-
-/* Each mount writes its records under a new log_id, so chunks an earlier
- * mount left beyond the replay end can never be taken for ours.  A mount
- * writes none before its new superblock is durable, so one log_id is never
- * written by two mounts unless that superblock was lost (damage). */
-static int fs_new_log_id(struct tfs *fs)
-{
-	fs->sb.log_id = fs_next_log_id(fs, fs->sb.log_id);
-	return 0;
-}
 
 /* ---- mount ---- */
 
@@ -244,6 +235,7 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	ret = fs_reclaim_orphans(fs, &norph, &obytes, err, errlen);
 	if (ret < 0)
 		return ret;
+	fs->mount_orphans = norph;
 	if (norph)
 		tfs_log(LOG_NOTICE, "reclaimed %llu orphan inode%s (%llu bytes): files deleted "
 			"while still open when the file system was last stopped",
@@ -987,10 +979,17 @@ static int mount_rescue(struct tfs *fs, const struct tfs_opts *o, const char *na
 static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name0,
 		      uint64_t end_pos, uint64_t next_seq, char *err, size_t errlen)
 {
+	bool cont = logcont_may(fs, next_seq);
 	uint64_t t0;
 	int ret;
 
-	ret = fs_new_log_id(fs);
+	if (cont) {
+		/* the writer's log_id, for fs_log_open; committed below */
+		logcont_begin(fs, end_pos, next_seq);
+		ret = 0;
+	} else {
+		ret = logcont_new_log_id(fs);
+	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		return ret;
@@ -1021,12 +1020,17 @@ static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name
 	 * new chunks, and replay would drop committed (fsynced) records. */
 	fs->sb.state = SUPER_DIRTY;
 	t0 = mono_ns();
-	ret = ckpt_write(fs);
-	/* A record the replay kept pending that the checkpoint's changes did
-	 * not reach (ckpt_v2_write): applied, so the second one has it. */
-	if (ret == -EAGAIN)
+	if (cont) {
+		ret = logcont_commit(fs);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "%s: cannot write the superblock: %s", name0,
+				   strerror(-ret));
+			return ret;
+		}
+	} else {
 		ret = ckpt_write(fs);
-	fs->mount_ckpt_write_ns = mono_ns() - t0;
+	}
+	fs->mount_ckpt_write_ns = cont ? 0 : mono_ns() - t0;
 	if (ret < 0) {
 		/* ENOSPC: the changes replayed from the log need more node
 		 * slots than are free (README "When space runs out"). */
@@ -1179,7 +1183,7 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 			return ret;
 		}
 	}
-	ret = fs_new_log_id(fs);
+	ret = logcont_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		return ret;
