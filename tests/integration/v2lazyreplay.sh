@@ -14,6 +14,12 @@
 # shares).  With and without -o compact_dirty, and once with
 # TWINFS_ALLOC_CHECK=1 (the allocator, once the pending records are
 # applied, equals one built from every extent).
+# The mount after the crash serves before any checkpoint (part B: the log
+# continues under a new log_id, status says so and counts no checkpoint);
+# a second workload runs on it while records are still pending, kill -9
+# before its first checkpoint, and the mount after that replays both logs
+# (then writes its checkpoint: one continuation at most) and must show
+# every fsynced byte of both workloads.
 source "$(dirname "$0")/harness.sh"
 : "${CTL:?CTL must name twinfs-ctl}"
 h_need_fsck
@@ -22,24 +28,30 @@ h_setup 2 256M -O v2
 
 status_mount() {
 	"$CTL" raw "$MNT" status >"$T/status.json" || h_fail "twinfs-ctl raw status"
+	"$CTL" raw "$MNT" stats >"$T/stats.json" || h_fail "twinfs-ctl raw stats"
 	python3 -c 'import json,sys
 m = json.load(open(sys.argv[1]))["mount"]
-print(m["replay_pending"], m["pending_late"], m["replay_records"])' "$T/status.json"
+c = json.load(open(sys.argv[2]))["checkpoint"]
+print(m["replay_pending"], m["pending_late"], m["replay_records"], m["log_continued"],
+      m["log_cont_pending"], c["writes"], m["ckpt_write_ns"])' "$T/status.json" "$T/stats.json"
 }
 
-# workload SEED: the files' expected contents go to $T/expect/.
+# workload SEED [FROM]: the files' expected contents go to $T/expect/; the
+# model starts from the mount's files, or from $T/expect/ when FROM is
+# "expect" (reading the files would apply every pending record first).
 workload() {
-	python3 - "$MNT" "$T/expect" "$1" <<'PY'
+	python3 - "$MNT" "$T/expect" "$1" "${2:-mnt}" <<'PY'
 import ctypes, os, random, sys
 mnt, exp, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+src = exp if sys.argv[4] == "expect" else mnt
 rnd = random.Random(seed)
 libc = ctypes.CDLL(None, use_errno=True)
 B = 4096
 os.makedirs(exp, exist_ok=True)
 model = {}
-for name in sorted(os.listdir(mnt)):
+for name in sorted(os.listdir(src)):
     if name.startswith("f"):
-        with open(os.path.join(mnt, name), "rb") as f:
+        with open(os.path.join(src, name), "rb") as f:
             model[name] = bytearray(f.read())
 def fd_of(name):
     return os.open(os.path.join(mnt, name), os.O_RDWR | os.O_CREAT, 0o644)
@@ -136,13 +148,26 @@ compare() {
 	h_log "$1: $n files equal the model"
 }
 
+# lazy_mount OPTS WHAT [cont|ckpt]: cont (the default) the mount must
+# have served without a checkpoint; ckpt: it found a continuation pending
+# and wrote its checkpoint before serving.
 lazy_mount() {
-	local pending late records
+	local pending late records cont cpend writes wns
 	h_mount "" "$1"
-	read -r pending late records < <(status_mount)
-	h_log "$2: replayed $records records, $pending pieces pending, $late late"
+	read -r pending late records cont cpend writes wns < <(status_mount)
+	h_log "$2: replayed $records records, $pending pieces pending, $late late;" \
+		"log continued $cont (pending $cpend), $writes checkpoints, ${wns} ns in one"
 	((pending > 0)) || h_fail "$2: the replay kept no record pending (lazyreplay not used)"
 	((late == 0)) || h_fail "$2: $late pending pieces were left after the checkpoint's changes"
+	if [[ ${3:-cont} == cont ]]; then
+		((cont == 1 && cpend == 1 && writes == 0 && wns == 0)) ||
+			h_fail "$2: the mount wrote a checkpoint before serving (continued $cont," \
+				"pending $cpend, $writes checkpoints, $wns ns)"
+	else
+		((cont == 0 && writes >= 1 && wns > 0)) ||
+			h_fail "$2: a second crash before a checkpoint: the mount must write one" \
+				"(continued $cont, $writes checkpoints)"
+	fi
 }
 
 # Files the trees hold (their leaves read in by nobody after the crash).
@@ -167,9 +192,27 @@ for opts in "lazyreplay" "lazyreplay,compact_dirty" "lazyreplay,cache=8M"; do
 	workload "$round"
 	h_crash
 	lazy_mount "$base,$opts" "round $round ($opts), first mount"
-	compare "round $round, first mount"
+	# More on the continued log, over records still pending, fsynced;
+	# kill -9 before any checkpoint: both logs are replayed.
+	workload "$((round + 100))" expect
+	read -r _ _ _ _ cpend _ < <(status_mount)
+	# A small cache's dirty budget may checkpoint meanwhile (which ends
+	# the continuation); the default budget must not.
+	[[ $cpend == 1 || $opts == *cache=* ]] ||
+		h_fail "round $round: a checkpoint ended the continuation during the second workload"
 	h_crash
-	# The checkpoint of the mount holds it all now: replayed again from
+	if [[ $cpend == 1 ]]; then
+		# fsck reads both logs as mount does (nothing torn by kill -9)
+		h_fsck 0 -n "${IMGS[@]}"
+		grep -q "^0 errors found" <<<"$FOUT" ||
+			h_fail "round $round: fsck with the continuation pending: $FOUT"
+		lazy_mount "$base,$opts" "round $round ($opts), mount after the continued one" ckpt
+	else
+		lazy_mount "$base,$opts" "round $round ($opts), mount after a checkpoint" cont
+	fi
+	compare "round $round, both logs"
+	h_crash
+	# That mount's checkpoint holds it all now: replayed again from
 	# there (nothing pending is fine), the same content.
 	h_mount "" "$base,$opts"
 	compare "round $round, second mount"
@@ -191,4 +234,4 @@ compare "allocator check"
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
 grep -q "^0 errors found" <<<"$FOUT" || h_fail "allocator check: fsck: $FOUT"
-echo "v2lazyreplay: 4 kill -9 mounts with pending records, every file as the model, fsck clean"
+echo "v2lazyreplay: 7 kill -9 mounts with pending records (3 after a continued log), every file as the model, fsck clean"
