@@ -118,6 +118,7 @@ struct cfg {
 	int nokillpriv;
 	int readtoken;
 	int compact_dirty;
+	int lazyreplay;
 	int uring;
 	char *transport;
 	/* Numbers arrive as text and are checked by parse_num: "%u" would
@@ -167,6 +168,7 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("cache=%s", cache, 0),
 	CFG_OPT("ckpt_log=%s", ckpt_log, 0),
 	CFG_OPT("compact_dirty", compact_dirty, 1),
+	CFG_OPT("lazyreplay", lazyreplay, 1),
 	CFG_OPT("format=%s", format, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
 	CFG_OPT("event_timeout=%s", event_timeout, 0),
@@ -302,6 +304,10 @@ static void usage(FILE *out, const char *prog)
 		"    -o compact_dirty       format v2: keep changed map leaves compact until\n"
 		"                           their checkpoint (fewer checkpoint bytes under\n"
 		"                           random writes; a longer log to replay after a crash)\n"
+		"    -o lazyreplay          format v2: the mount after a crash keeps the\n"
+		"                           replayed extent records pending and serves at\n"
+		"                           once, the log continuing; the next checkpoint\n"
+		"                           applies them in key order as it writes them\n"
 		"    -o ckpt_log=SIZE       checkpoint once the log since the last one passes\n"
 		"                           SIZE (default: half the log): bounds the replay of\n"
 		"                           the mount after a crash\n"
@@ -799,6 +805,7 @@ static int mount_fs(struct startup *s, struct tfsd *d)
 	to.cache_bytes = s->cache_bytes;
 	to.ckpt_log_bytes = s->ckpt_log_bytes;
 	to.compact_dirty = s->cfg.compact_dirty;
+	to.lazyreplay = s->cfg.lazyreplay;
 	to.v1_optin = "-o format=1";
 	to.v1 = s->cfg.format && !strcmp(s->cfg.format, "1");
 	ret = tfs_mount(&to, &d->fs, err, sizeof(err));

@@ -21,6 +21,7 @@
 
 #include "bnode.h"
 #include "dir.h"
+#include "extpend.h"
 #include "fs_i.h"
 #include "inode_i.h"
 #include "tlog.h"
@@ -120,6 +121,33 @@ static int ext_set_counted(struct tfs *fs, struct tfs_inode *ip, const struct lo
 	ret = extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums, drop_put,
 			 fs->alloc);
 	return ret;
+}
+
+/* -o lazyreplay: the record kept pending on the file's map (extpend.h)
+ * instead of read into its leaves; a set's blocks are marked used now, the
+ * blocks it replaces are dropped when it is applied.  1: not kept (no room,
+ * a clear over many leaves), apply it now, which applies what is pending
+ * there first. */
+static int ext_pend(struct tfs *fs, struct tfs_inode *ip, const struct log_rec *r)
+{
+	int ret;
+
+	if (!fs->lazyreplay || !ip->map.xc)
+		return 1;
+	if (r->type == LR_EXT_CLEAR) {
+		if (r->clr.fblk >= EXTENT_MAX_FBLK || !r->clr.n)
+			return 1;
+		ret = extpend_add(&ip->map, r->clr.fblk, r->clr.n, 0, NULL, drop_put, fs->alloc);
+		return ret ? 1 : 0;
+	}
+	if (r->ext.fblk >= EXTENT_MAX_FBLK || r->ext.n > EXTENT_MAX_FBLK - r->ext.fblk ||
+	    !r->ext.n)
+		return 1;
+	ret = extpend_add(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums, drop_put,
+			  fs->alloc);
+	if (ret)
+		return 1;
+	return alloc_use(fs->alloc, EXTENT_PHYS(r->ext.phys), r->ext.n) ? -EUCLEAN : 0;
 }
 
 /* A record names an object that does not exist: fine during replay (a
@@ -492,11 +520,18 @@ int meta_apply(struct tfs *fs, const struct log_rec *r, struct meta_tx *drops)
 	case LR_DENT_DEL:
 		return apply_dent(fs, r, ip);
 	case LR_EXT_SET:
-		if (fs->replaying && fs->replay_alloc)
-			return ext_set_counted(fs, ip, r);
+		if (fs->replaying && fs->replay_alloc) {
+			ret = ext_pend(fs, ip, r);
+			return ret <= 0 ? ret : ext_set_counted(fs, ip, r);
+		}
 		return extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums,
 				  drop, drops);
 	case LR_EXT_CLEAR:
+		if (fs->replaying && fs->replay_alloc) {
+			ret = ext_pend(fs, ip, r);
+			if (ret <= 0)
+				return ret;
+		}
 		return extent_clear(&ip->map, r->clr.fblk, r->clr.n, drop, dctx);
 	case LR_XATTR_SET:
 		return apply_xattr_set(ip, r);

@@ -323,8 +323,13 @@ int ckpt_write(struct tfs *fs)
 	uint8_t *buf = NULL;
 	int ret;
 
-	if (fs->v2)
-		return ckpt_v2_write(fs);
+	if (fs->v2) {
+		ret = ckpt_v2_write(fs);
+		/* A record the mount's replay kept pending that the
+		 * checkpoint's changes did not reach (ckpt_v2_write): applied,
+		 * so the second one has it. */
+		return ret == -EAGAIN ? ckpt_v2_write(fs) : ret;
+	}
 	log_buf_init(&lb);
 	pthread_mutex_lock(&fs->ckpt_mu);
 

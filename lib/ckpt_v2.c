@@ -51,6 +51,7 @@
 #include "ckpt_v2.h"
 #include "dir.h"
 #include "extcache.h"
+#include "extpend.h"
 #include "fs_i.h"
 #include "fspace.h"
 #include "inode_i.h"
@@ -575,6 +576,9 @@ int ckpt_v2_load(struct tfs *fs)
 		return ret;
 	extcache_set_budget(fs->xc, cache / TFS_CACHE_INODE_SHARE);
 	extcache_set_compact(fs->xc, fs->compact_dirty);
+	/* -o lazyreplay: the replay's pending records are held to what the
+	 * map leaves may take, so at most doubling that budget. */
+	extpend_set_max(fs->xc, fs->lazyreplay ? cache / TFS_CACHE_INODE_SHARE : 0);
 	fs_dirty_setup(fs, cache, fs->v2->cache, node_base);
 	fs->v2->part_bytes = part_bytes(fs);
 	icache_enable(fs, v2_fill, v2_next_ino, fs->v2_lazy,
@@ -1039,6 +1043,10 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	fs->sb.ckpt_seq = seq;
 	fs->sb.log_head_pos = pos;
 	fs->sb.log_head_seq = seq + 1;
+	/* A continuation (-o lazyreplay) ends here: the head is in the
+	 * continued log or at its start, so the log from it is the live one. */
+	fs->sb.log_id = super_live_log_id(&fs->sb);
+	super_log_cont_clear(&fs->sb);
 	fs->sb.next_ino = atomic_load(&fs->next_ino);
 	fs->sb.inodes = v->inodes;
 	fs->sb.free_blocks = fspace_free_blocks(v->fsp);
@@ -1122,6 +1130,17 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = put_changes(fs, v, vec, n, gen);
 	if (ret)
 		goto give_back;
+	/* -o lazyreplay: every record the mount's replay kept pending is in
+	 * a range the set names (the replay noted each), so the changes above
+	 * applied them all.  One left would be lost with the log this
+	 * checkpoint frees: applied now, and this checkpoint is redone
+	 * (-EAGAIN) with the set given back. */
+	if (extpend_late(fs->xc, &fs->mount_pend_late)) {
+		abort_itree(v);
+		ret = extpend_apply_all(fs->xc);
+		ret = ret ? ret : -EAGAIN;
+		goto give_back;
+	}
 	gen = v->gen;		/* past the part commits */
 	v->last_gen = gen;
 	ret = commit_trees(fs, v, gen, seq, pos, w0);

@@ -325,6 +325,12 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_u64(j, "replay_log_blocks", fs->mount_replay_blocks);
 	jb_u64(j, "replay_prefetched", fs->mount_replay_prefetched);
 	jb_u64(j, "ckpt_write_ns", fs->mount_ckpt_write_ns);
+	jb_u64(j, "replay_pending", fs->mount_replay_pending);
+	jb_u64(j, "pending_late", fs->mount_pend_late);
+	/* -o lazyreplay: served without a checkpoint (the log continued);
+	 * whether that continuation is still pending, no checkpoint since. */
+	jb_u64(j, "log_continued", fs->mount_continued);
+	jb_u64(j, "log_cont_pending", super_log_cont(sb));
 	jb_obj_end(j);
 	devices_json(fs, sb, j);
 	jb_obj_begin(j, "scrub");

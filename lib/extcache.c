@@ -35,6 +35,7 @@ int extcache_create(const struct extent_src *src, uint64_t budget, struct extent
 		return -ENOMEM;
 	pthread_mutex_init(&xc->mu, NULL);
 	pthread_mutex_init(&xc->chg_mu, NULL);
+	pthread_mutex_init(&xc->pend_mu, NULL);
 	pthread_cond_init(&xc->chg_cv, NULL);
 	xc->src = *src;
 	atomic_init(&xc->budget, budget);
@@ -52,6 +53,7 @@ void extcache_destroy(struct extent_cache *xc)
 		return;
 	pthread_mutex_destroy(&xc->mu);
 	pthread_mutex_destroy(&xc->chg_mu);
+	pthread_mutex_destroy(&xc->pend_mu);
 	pthread_cond_destroy(&xc->chg_cv);
 	free(xc);
 }

@@ -37,6 +37,7 @@
 
 #include "extent.h"
 #include "extent_i.h"
+#include "extpend.h"
 
 #define LVL_BITS 9
 #define FAN (1u << LVL_BITS)
@@ -147,6 +148,7 @@ void extent_init(struct extent_map *m)
 	m->rl = NULL;
 	m->ino = 0;
 	m->dying = false;
+	m->pend = NULL;
 }
 
 void extent_init_lazy(struct extent_map *m, struct extent_cache *xc, uint64_t ino,
@@ -186,8 +188,11 @@ int extent_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
 		return -EFBIG;
 	if (!EXTENT_PHYS(phys))
 		return -EINVAL;
-	if (m->xc)
-		return extlz_set(m, fblk, n, phys, csums, drop, ctx);
+	if (m->xc) {
+		int ret = extpend_apply(m, fblk, fblk + n);
+
+		return ret ? ret : extlz_set(m, fblk, n, phys, csums, drop, ctx);
+	}
 
 	struct dropper d = { drop, ctx, 0, 0 };
 	const unsigned char *cs = csums;
@@ -305,8 +310,12 @@ int extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn
 {
 	if (fblk >= EXTENT_MAX_FBLK || !n)
 		return 0;
-	if (m->xc)
-		return extlz_clear(m, fblk, n, drop, ctx, false);
+	if (m->xc) {
+		int ret = extpend_apply(m, fblk, n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK
+									: fblk + n);
+
+		return ret ? ret : extlz_clear(m, fblk, n, drop, ctx, false);
+	}
 	uint64_t to = n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK : fblk + n;
 	struct dropper d = { drop, ctx, 0, 0 };
 	uint64_t cleared = 0;
@@ -333,8 +342,12 @@ int extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn
 
 void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx)
 {
-	if (m->xc)
+	if (m->xc) {
+		/* A file deleted drops its blocks as the records left them;
+		 * memory torn down (no drop) accounts nothing. */
+		(void)extpend_release(m, drop != NULL);
 		(void)extlz_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx, true);
+	}
 	else
 		extent_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx);
 	extent_init(m);
@@ -345,8 +358,17 @@ int extent_lookup(const struct extent_map *m, uint64_t fblk, struct extent_ent *
 	struct extent_ent *e = NULL;
 	unsigned room;
 
-	if (m->xc)
+	if (m->xc) {
+		int ret = fblk < EXTENT_MAX_FBLK ? extpend_apply((struct extent_map *)m, fblk,
+								   fblk + 1) : 0;
+
+		if (ret) {
+			out->phys = 0;
+			out->csum = 0;
+			return ret;
+		}
 		return extlz_lookup((struct extent_map *)m, fblk, out);
+	}
 	if (fblk < EXTENT_MAX_FBLK)
 		e = get_ent((struct extent_map *)m, fblk, 0, &room);
 	if (e) {
@@ -432,8 +454,11 @@ uint64_t extent_next_data(const struct extent_map *m, uint64_t fblk)
 {
 	uint64_t found = EXTENT_MAX_FBLK;
 
-	if (m->xc)
+	if (m->xc) {
+		if (extpend_apply((struct extent_map *)m, fblk, EXTENT_MAX_FBLK))
+			return fblk;	/* the lookup there fails too */
 		return extlz_next_data((struct extent_map *)m, fblk);
+	}
 	visit_map(m, fblk, EXTENT_MAX_FBLK, first_data, &found);
 	return found;
 }
@@ -467,8 +492,11 @@ uint64_t extent_next_hole(const struct extent_map *m, uint64_t fblk)
 
 	if (fblk >= EXTENT_MAX_FBLK)
 		return EXTENT_MAX_FBLK;
-	if (m->xc)
+	if (m->xc) {
+		if (extpend_apply((struct extent_map *)m, fblk, EXTENT_MAX_FBLK))
+			return fblk;
 		return extlz_next_hole((struct extent_map *)m, fblk);
+	}
 	if (fblk < EXTENT_TINY_FBLK) {
 		const struct extent_ent *tiny = load_ptr((void *const *)&m->tiny);
 
@@ -522,8 +550,11 @@ int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to, extent_r
 {
 	struct walk_arg w = { cb, ctx };
 
-	if (m->xc)
-		return extlz_walk((struct extent_map *)m, from, to, cb, ctx);
+	if (m->xc) {
+		int ret = extpend_apply((struct extent_map *)m, from, to);
+
+		return ret ? ret : extlz_walk((struct extent_map *)m, from, to, cb, ctx);
+	}
 	return visit_map(m, from, to, walk_leaf, &w);
 }
 
@@ -534,7 +565,21 @@ int extent_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_pie
 		to = EXTENT_MAX_FBLK;
 	if (from >= to)
 		return 0;
-	if (m->xc)
-		return extlz_resident(m, from, to, cb, ctx);
+	if (m->xc) {
+		/* A checkpoint writes what memory holds: the records pending
+		 * in the range go in first (their leaves become resident).
+		 * They are in its set (the replay noted each), so they are
+		 * its epoch's changes (the one it took: one checkpoint at a
+		 * time), clean when it commits: stamped with the current
+		 * epoch, the leaves would stay to the next checkpoint. */
+		int ret;
+
+		if (m->pend)
+			extlz_stamp_as(atomic_load(&m->xc->epoch) - 1);
+		ret = extpend_apply(m, from, to);
+		extlz_stamp_as(0);
+
+		return ret ? ret : extlz_resident(m, from, to, cb, ctx);
+	}
 	return cb(ctx, from, to);
 }

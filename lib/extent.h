@@ -40,6 +40,7 @@ struct extent_ent {
 };
 
 struct extent_cache;
+struct ext_pend;
 struct rangelock;
 
 struct extent_map {
@@ -55,6 +56,10 @@ struct extent_map {
 	uint64_t ino;		/* the file, for the source */
 	bool dying;		/* lazy: being destroyed, under xc->mu (the
 				 * evictor then frees no interior node) */
+	/* Lazy: extent records the mount's replay left pending (extpend.h),
+	 * applied by every entry below for the leaves it reaches; NULL: none
+	 * were ever kept. */
+	struct ext_pend *pend;
 };
 
 /* Called for each physical block a set/clear replaces; @n consecutive

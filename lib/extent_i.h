@@ -109,6 +109,12 @@ struct extent_cache {
 	unsigned chg_active[EXTCACHE_CHG_STRIPES];
 	_Atomic uint64_t chg_gen[EXTCACHE_CHG_STRIPES];
 	_Atomic uint64_t src_redone;
+	/* Pending extent records of the maps (extpend.h): the maps holding
+	 * some, listed under pend_mu (taken before a map's pend lock), and
+	 * their count and bytes against pend_max. */
+	pthread_mutex_t pend_mu;
+	struct ext_pend *pend_list;
+	_Atomic uint64_t pend_pieces, pend_bytes, pend_applied, pend_max;
 };
 
 /* Reads of the source for file @ino: _begin waits out a change under way
@@ -220,6 +226,11 @@ int extlz_set(struct extent_map *m, uint64_t fblk, uint32_t n, uint64_t phys,
 int extlz_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn drop, void *ctx,
 		bool destroy);
 int extlz_lookup(struct extent_map *m, uint64_t fblk, struct extent_ent *out);
+/* This thread's changes from now on stamped with @epoch (0: the current
+ * one again): a checkpoint applying pending records (extpend.h) to ranges
+ * it writes stamps them with its own epoch, so the leaves are clean once
+ * it commits, as leaves the replay changed are. */
+void extlz_stamp_as(uint64_t epoch);
 uint64_t extlz_next_data(struct extent_map *m, uint64_t fblk);
 uint64_t extlz_next_hole(struct extent_map *m, uint64_t fblk);
 int extlz_walk(struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb, void *ctx);

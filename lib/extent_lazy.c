@@ -52,9 +52,23 @@ static void clamp(int top, uint64_t *lo, uint64_t *hi)
 		*hi = *lo;
 }
 
+/* Nonzero: the epoch this thread's changes are stamped with instead of
+ * the current one (extlz_stamp_as). */
+static __thread uint64_t stamp_as;
+
+void extlz_stamp_as(uint64_t epoch)
+{
+	stamp_as = epoch;
+}
+
+static uint64_t stamp_epoch(struct extent_map *m)
+{
+	return stamp_as ? stamp_as : atomic_load(&m->xc->epoch);
+}
+
 static void stamp(struct extent_map *m, struct ext_leaf *l)
 {
-	uint64_t e = atomic_load(&m->xc->epoch), cur = atomic_load(&l->stamp);
+	uint64_t e = stamp_epoch(m), cur = atomic_load(&l->stamp);
 
 	while (cur < e && !atomic_compare_exchange_weak(&l->stamp, &cur, e))
 		;
@@ -62,7 +76,7 @@ static void stamp(struct extent_map *m, struct ext_leaf *l)
 
 static void stamp_inner(struct extent_map *m, struct ext_inner *n)
 {
-	uint64_t e = atomic_load(&m->xc->epoch), cur = atomic_load(&n->stamp);
+	uint64_t e = stamp_epoch(m), cur = atomic_load(&n->stamp);
 
 	while (cur < e && !atomic_compare_exchange_weak(&n->stamp, &cur, e))
 		;

@@ -235,14 +235,9 @@ int fs_alloc_create(struct tfs *fs)
 
 void fs_log_geom(const struct tfs *fs, struct log_geom *g)
 {
-	memset(g, 0, sizeof(*g));
-	g->start = fs->sb.log_start;
-	g->nblocks = fs->sb.log_blocks;
-	g->head_pos = fs->sb.log_head_pos;
-	g->head_seq = fs->sb.log_head_seq;
-	g->log_id = fs->sb.log_id;
-	g->next_log_id = fs_next_log_id(fs, fs->sb.log_id);
+	super_log_geom(&fs->sb, g);
 }
+
 
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 {
@@ -272,16 +267,9 @@ int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
  */
 uint64_t fs_next_log_id(const struct tfs *fs, uint64_t log_id)
 {
-	uint8_t b[24];
-	uint64_t id;
-
-	memcpy(b, fs->sb.fs_uuid, 16);
-	memcpy(b + 16, &log_id, 8);
-	id = csum_buf(b, sizeof(b), 0x6c6f675f6e657874ull);	/* "log_next" */
-	if (id == 0 || id == log_id)
-		id = ~log_id ? ~log_id : 1;
-	return id;
+	return super_next_log_id(&fs->sb, log_id);
 }
+
 
 /* Before opening: the exclusive lock dev_open takes would turn the second
  * open of one device into a vaguer EBUSY (or "in use by another twinfs

@@ -106,6 +106,7 @@ struct tfs {
 	 * not all loaded (fsck's offline load). */
 	uint64_t cache_bytes;
 	bool compact_dirty;		/* -o compact_dirty (tfs.h) */
+	bool lazyreplay;		/* -o lazyreplay (tfs.h): extpend.h */
 	/* POSIX ACLs kept with the mode (acl.h; tfs_opts' acl, tfs_set_acl):
 	 * set before the first request, read-only after. */
 	bool acl;
@@ -224,6 +225,15 @@ struct tfs {
 	uint64_t mount_ckpt_ns, mount_replay_ns, mount_ckpt_write_ns;
 	uint64_t mount_replay_records, mount_replay_blocks;
 	uint64_t mount_replay_prefetched;	/* keys read ahead (v2replaypf.h) */
+	/* -o lazyreplay: extent record pieces the replay left pending
+	 * (extpend.h), and those the mount's checkpoint found still pending
+	 * after its changes (applied then, and the checkpoint redone). */
+	uint64_t mount_replay_pending, mount_pend_late;
+	/* -o lazyreplay: the mount served without a checkpoint, the log going
+	 * on under a new log_id (mount.c's mount_continue); orphans the
+	 * mount reclaimed (a reason not to). */
+	bool mount_continued;
+	uint64_t mount_orphans;
 	bool readonly;
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */

@@ -705,24 +705,13 @@ static bool cut_log(struct v2ck *v, const struct log_geom *g, uint64_t next, boo
 static void check_log(struct v2ck *v)
 {
 	struct fck *c = v->c;
-	struct tfs *tmp = calloc(1, sizeof(*tmp));
-	struct log_geom g = {
-		.start = v->sb->log_start, .nblocks = v->sb->log_blocks,
-		.head_pos = v->sb->log_head_pos, .head_seq = v->sb->log_head_seq,
-		.log_id = v->sb->log_id,
-	};
+	struct log_geom g;
 	struct logscan ls = { .v = v };
 	uint64_t end = 0, next = 0;
 	int ret;
 
-	if (!tmp) {
-		fsck_hard_problem(c, "cannot check the metadata log: %s", strerror(ENOMEM));
-		v->log_unread = true;
-		return;
-	}
-	tmp->sb = *v->sb;	/* fs_next_log_id reads the uuid */
-	g.next_log_id = fs_next_log_id(tmp, v->sb->log_id);
-	free(tmp);
+	/* With a continuation (-o lazyreplay): both segments, as mount. */
+	super_log_geom(v->sb, &g);
 	ret = log_replay(&v->m, &g, log_rec_note, &ls, &end, &next);
 	v->lg = g;
 	v->log_end = end;

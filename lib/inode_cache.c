@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "dir.h"
+#include "extpend.h"
 #include "fs_i.h"
 #include "inode_i.h"
 #include "memtrim.h"
@@ -345,6 +346,10 @@ static bool evictable(struct tfs *fs, struct tfs_inode *ip, const struct tfs_ino
 		return false;
 	/* refs == 1: nobody holds it, so nobody changes nlink now. */
 	if (ip->nlink == 0)
+		return false;
+	/* Its map holds records the replay kept pending (extpend.h): only
+	 * memory has them until they are applied and checkpointed. */
+	if (extpend_any(&ip->map))
 		return false;
 	return !fs->v2dirty || v2d_state(fs->v2dirty, ip->ino) < 0;
 }

@@ -497,7 +497,7 @@ int log_open(struct mirror *m, const struct log_geom *g, uint64_t pos, uint64_t 
 	l->m = m;
 	l->start = g->start;
 	l->nblocks = g->nblocks;
-	l->log_id = g->log_id;
+	l->log_id = g->cont_seq ? g->cont_log_id : g->log_id;
 	/* A chunk is at most 1/16 of the region, so one full chunk plus the
 	 * tail it may skip at the end of the region fit in the slack. */
 	bytes = g->nblocks * TFS_BLOCK_SIZE / 16;
@@ -967,6 +967,8 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 {
 	struct rbuf r = { 0 };
 	struct lwin w = { 0 };
+	struct log_geom cg;		/* the continuation's, once reached */
+	const struct log_geom *cur = g;
 	uint64_t pos = g->head_pos, seq = g->head_seq;
 	struct { uint64_t at; unsigned bad, fixed; } prev = { 0 };	/* replay_count */
 	int ret = 0;
@@ -983,15 +985,31 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 		size_t payload;
 		unsigned bad;
 
-		ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last, &bad);
+		if (cur == g && g->cont_seq && seq == g->cont_seq) {
+			/* The old log ends here: the superblock says where. */
+			if (pos != g->cont_pos) {
+				ret = -EUCLEAN;
+				break;
+			}
+			cg = *g;
+			cg.log_id = g->cont_log_id;
+			cg.next_log_id = g->cont_next_log_id;
+			cg.cont_seq = 0;
+			cur = &cg;
+		}
+		ret = read_chunk(m, cur, &w, at, seq, &r, &payload, &nb, &last, &bad);
 		if (ret == -ENOENT && pos != 0) {
 			/* the chunk may not have fit before the end */
 			at = 0;
-			ret = read_chunk(m, g, &w, at, seq, &r, &payload, &nb, &last, &bad);
+			ret = read_chunk(m, cur, &w, at, seq, &r, &payload, &nb, &last, &bad);
 		}
 		if (ret == -ENOENT) {
-			/* The log ends here, unless it demonstrably went on. */
-			ret = log_went_on(m, g, pos, seq, &r);
+			/* The log ends here, unless it demonstrably went on.
+			 * Before the continuation it must not end: its chunks
+			 * were replayed once, by the mount that continued. */
+			ret = log_went_on(m, cur, pos, seq, &r);
+			if (ret == 0 && cur == g && g->cont_seq)
+				ret = -EBADMSG;
 			break;
 		}
 		if (ret)

@@ -126,6 +126,12 @@ struct log_geom {
 	/* The log_id a later mount continuing this log writes under
 	 * (fs_next_log_id); 0: unknown, no such evidence is looked for. */
 	uint64_t next_log_id;
+	/* A continuation (cont_seq nonzero; FORMAT.md "Log"): the log of
+	 * log_id ends where seq cont_seq would be, which must be at cont_pos;
+	 * from there it goes on under cont_log_id (then cont_next_log_id is
+	 * the later mount's, as next_log_id is log_id's).  The writer
+	 * (log_open) writes under cont_log_id. */
+	uint64_t cont_pos, cont_seq, cont_log_id, cont_next_log_id;
 };
 
 /*

@@ -22,7 +22,9 @@
 #include "ckpt_v2.h"
 #include "discard.h"
 #include "event.h"
+#include "extpend.h"
 #include "fs_i.h"
+#include "logcont.h"
 #include "rebuild.h"
 #include "scrub.h"
 #include "tlog.h"
@@ -56,16 +58,6 @@ static uint64_t mono_ns(void)
 #define FS_BOUNCE_KEPT 16u
 #define FS_SMALL_KEPT 64u
 
-/* Each mount writes its records under a new log_id, so chunks an earlier
- * mount left beyond the replay end can never be taken for ours.  A mount
- * writes none before its new superblock is durable, so one log_id is never
- * written by two mounts unless that superblock was lost (damage). */
-static int fs_new_log_id(struct tfs *fs)
-{
-	fs->sb.log_id = fs_next_log_id(fs, fs->sb.log_id);
-	return 0;
-}
-
 /* ---- mount ---- */
 
 struct apply_ctx {
@@ -97,7 +89,9 @@ static void replay_pre(void *ctx, const void *p, size_t len)
 
 	ac->fs->mount_replay_prefetched += v2pf_done(ac->pf);
 	v2pf_end(ac->pf);
-	ac->pf = ac->fs->v2 ? v2pf_begin(ckpt_v2_inodes(ac->fs), p, len) : NULL;
+	/* -o lazyreplay reads no leaf for the records: nothing to read ahead */
+	ac->pf = ac->fs->v2 && !ac->fs->lazyreplay ? v2pf_begin(ckpt_v2_inodes(ac->fs), p, len)
+						     : NULL;
 }
 
 struct use_ctx {
@@ -199,6 +193,15 @@ static int check_alloc(struct tfs *fs, char *err, size_t errlen)
 
 	if (!env || strcmp(env, "1") != 0)
 		return 0;
+	/* -o lazyreplay: the allocator holds the pending records' new blocks
+	 * but not yet the drops of what they replace; applied, the two
+	 * must agree. */
+	ret = extpend_apply_all(fs->xc);
+	if (ret < 0) {
+		tfs_seterr(err, errlen, "allocator check: applying the pending records: %s",
+			   strerror(-ret));
+		return ret;
+	}
 	ret = fs_alloc_make(fs, &full);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "out of memory");
@@ -232,6 +235,7 @@ static int mount_rebuild(struct tfs *fs, char *err, size_t errlen)
 	ret = fs_reclaim_orphans(fs, &norph, &obytes, err, errlen);
 	if (ret < 0)
 		return ret;
+	fs->mount_orphans = norph;
 	if (norph)
 		tfs_log(LOG_NOTICE, "reclaimed %llu orphan inode%s (%llu bytes): files deleted "
 			"while still open when the file system was last stopped",
@@ -871,6 +875,11 @@ static int mount_replay(struct tfs *fs, const char *name0, uint64_t *end_pos,
 	v2pf_end(ac.pf);
 	meta_tx_free(&ac.drops);
 	fs->mount_replay_ns = mono_ns() - t0;
+	if (fs->lazyreplay) {
+		uint64_t bytes, applied;
+
+		extpend_stats(fs->xc, &fs->mount_replay_pending, &bytes, &applied);
+	}
 	fs->mount_replay_blocks = (*end_pos + g.nblocks - g.head_pos) % g.nblocks;
 	if (ret == -EBADMSG) {
 		note_damage(fs, "metadata log chunk at block %llu (transaction %llu) is damaged "
@@ -970,10 +979,17 @@ static int mount_rescue(struct tfs *fs, const struct tfs_opts *o, const char *na
 static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name0,
 		      uint64_t end_pos, uint64_t next_seq, char *err, size_t errlen)
 {
+	bool cont = logcont_may(fs, next_seq);
 	uint64_t t0;
 	int ret;
 
-	ret = fs_new_log_id(fs);
+	if (cont) {
+		/* the writer's log_id, for fs_log_open; committed below */
+		logcont_begin(fs, end_pos, next_seq);
+		ret = 0;
+	} else {
+		ret = logcont_new_log_id(fs);
+	}
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		return ret;
@@ -1004,8 +1020,17 @@ static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name
 	 * new chunks, and replay would drop committed (fsynced) records. */
 	fs->sb.state = SUPER_DIRTY;
 	t0 = mono_ns();
-	ret = ckpt_write(fs);
-	fs->mount_ckpt_write_ns = mono_ns() - t0;
+	if (cont) {
+		ret = logcont_commit(fs);
+		if (ret < 0) {
+			tfs_seterr(err, errlen, "%s: cannot write the superblock: %s", name0,
+				   strerror(-ret));
+			return ret;
+		}
+	} else {
+		ret = ckpt_write(fs);
+	}
+	fs->mount_ckpt_write_ns = cont ? 0 : mono_ns() - t0;
 	if (ret < 0) {
 		/* ENOSPC: the changes replayed from the log need more node
 		 * slots than are free (README "When space runs out"). */
@@ -1057,6 +1082,8 @@ int tfs_mount(const struct tfs_opts *o, struct tfs **out, char *err, size_t errl
 	}
 	fs->cache_bytes = o->cache_bytes;
 	fs->compact_dirty = o->compact_dirty;
+	/* fsck (offline) applies everything as it loads it */
+	fs->lazyreplay = o->lazyreplay && !o->offline;
 	fs->acl = o->acl;
 	fs->ckpt_log_bytes = o->ckpt_log_bytes;
 	fs->v2_lazy = !o->offline;	/* fsck checks everything: it loads it all */
@@ -1156,7 +1183,7 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 			return ret;
 		}
 	}
-	ret = fs_new_log_id(fs);
+	ret = logcont_new_log_id(fs);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
 		return ret;

@@ -18,6 +18,7 @@
 
 #include "csum.h"
 #include "le.h"
+#include "log.h"
 #include "super.h"
 #include "tlog.h"
 
@@ -80,7 +81,10 @@ enum {
 	SB_OFF_GBLOCKS = 1248,		/* u64 */
 	SB_OFF_NODE_RESERVE = 1256,	/* u64 */
 	SB_OFF_INODES = 1264,		/* u64 */
-	SB_OFF_V2_END = 1272,		/* reserved zero up to the csum */
+	SB_OFF_CONT_POS = 1272,		/* u64, SUPER_INCOMPAT_V2_LOG_CONT */
+	SB_OFF_CONT_SEQ = 1280,		/* u64 */
+	SB_OFF_CONT_LOG_ID = 1288,	/* u64 */
+	SB_OFF_V2_END = 1296,		/* reserved zero up to the csum */
 	SB_OFF_CSUM = 4088,		/* u64 over bytes [0, 4088) */
 };
 
@@ -106,6 +110,9 @@ static void encode_v2(uint8_t *b, const struct super *sb)
 	le64_put(b + SB_OFF_GBLOCKS, sb->gblocks);
 	le64_put(b + SB_OFF_NODE_RESERVE, sb->node_reserve);
 	le64_put(b + SB_OFF_INODES, sb->inodes);
+	le64_put(b + SB_OFF_CONT_POS, sb->cont_pos);
+	le64_put(b + SB_OFF_CONT_SEQ, sb->cont_seq);
+	le64_put(b + SB_OFF_CONT_LOG_ID, sb->cont_log_id);
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		const struct broot *r = &sb->roots[i];
 		uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
@@ -127,6 +134,9 @@ static void decode_v2(const uint8_t *b, struct super *sb)
 	sb->gblocks = le64_get(b + SB_OFF_GBLOCKS);
 	sb->node_reserve = le64_get(b + SB_OFF_NODE_RESERVE);
 	sb->inodes = le64_get(b + SB_OFF_INODES);
+	sb->cont_pos = le64_get(b + SB_OFF_CONT_POS);
+	sb->cont_seq = le64_get(b + SB_OFF_CONT_SEQ);
+	sb->cont_log_id = le64_get(b + SB_OFF_CONT_LOG_ID);
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++) {
 		struct broot *r = &sb->roots[i];
 		const uint8_t *o = b + SB_OFF_ROOTS + SB_ROOT_SIZE * i;
@@ -399,6 +409,11 @@ static int check_v2(const uint8_t *b, const struct super *sb, char *why, size_t 
 		bad = "allocation group size not a nonzero multiple of 64 blocks";
 	else if (sb->node_reserve >= sb->node_blocks / BNODE_BLOCKS)
 		bad = "node reserve not below the node area's slots";
+	else if (!(sb->incompat & SUPER_INCOMPAT_V2_LOG_CONT) ?
+		 sb->cont_pos || sb->cont_seq || sb->cont_log_id :
+		 sb->cont_pos >= sb->log_blocks || sb->cont_seq < sb->log_head_seq ||
+		 !sb->cont_log_id || sb->cont_log_id == sb->log_id)
+		bad = "log continuation out of range";
 	for (unsigned i = 0; !bad && i < SUPER_V2_TREES; i++)
 		if (!root_ok(sb, &sb->roots[i], b + SB_OFF_ROOTS + SB_ROOT_SIZE * i))
 			bad = "tree root outside the node area";
@@ -612,4 +627,34 @@ int super_probe_dev(struct dev_backend *be, struct dev *d, const char *force_opt
 out:
 	free(buf);
 	return ret;
+}
+
+uint64_t super_next_log_id(const struct super *sb, uint64_t log_id)
+{
+	uint8_t b[24];
+	uint64_t id;
+
+	memcpy(b, sb->fs_uuid, 16);
+	memcpy(b + 16, &log_id, 8);
+	id = csum_buf(b, sizeof(b), 0x6c6f675f6e657874ull);	/* "log_next" */
+	if (id == 0 || id == log_id)
+		id = ~log_id ? ~log_id : 1;
+	return id;
+}
+
+void super_log_geom(const struct super *sb, struct log_geom *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->start = sb->log_start;
+	g->nblocks = sb->log_blocks;
+	g->head_pos = sb->log_head_pos;
+	g->head_seq = sb->log_head_seq;
+	g->log_id = sb->log_id;
+	g->next_log_id = super_next_log_id(sb, sb->log_id);
+	if (sb->incompat & SUPER_INCOMPAT_V2_LOG_CONT) {
+		g->cont_pos = sb->cont_pos;
+		g->cont_seq = sb->cont_seq;
+		g->cont_log_id = sb->cont_log_id;
+		g->cont_next_log_id = super_next_log_id(sb, sb->cont_log_id);
+	}
 }

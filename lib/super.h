@@ -35,7 +35,13 @@
  * version 2 image this twinfs makes has it; one without (made before it,
  * 96-byte INODE items) is refused. */
 #define SUPER_INCOMPAT_V2_MAPPED 0x1u
-#define SUPER_INCOMPAT_SUPP_V2 SUPER_INCOMPAT_V2_MAPPED
+/* Version 2, -o lazyreplay: the log goes on under a new log_id after a
+ * mount that served without writing a checkpoint (the cont_* fields);
+ * set by that mount's superblock commit, cleared by the next checkpoint.
+ * A twinfs that does not know it would end the replay at cont_pos and
+ * lose what the continuation holds: it refuses the image instead. */
+#define SUPER_INCOMPAT_V2_LOG_CONT 0x2u
+#define SUPER_INCOMPAT_SUPP_V2 (SUPER_INCOMPAT_V2_MAPPED | SUPER_INCOMPAT_V2_LOG_CONT)
 #define SUPER_RO_COMPAT_SUPP 0u
 #define SUPER_LOG_START 16
 #define SUPER_MIN_BLOCKS 16384		/* 64 MiB */
@@ -121,6 +127,11 @@ struct super {
 	 * inode count without a walk. */
 	uint64_t inodes;
 	struct broot roots[SUPER_V2_TREES];	/* tree id i + 1 (v2item.h) */
+	/* The log's continuation (SUPER_INCOMPAT_V2_LOG_CONT set; all zero
+	 * otherwise): the log of log_id from the head ends where transaction
+	 * cont_seq would be, at cont_pos; from there (or block 0, as any chunk
+	 * that does not fit) it goes on under cont_log_id. */
+	uint64_t cont_pos, cont_seq, cont_log_id;
 };
 
 enum { SUPER_RB_NONE = 0, SUPER_RB_RUNNING = 1 };
@@ -182,6 +193,16 @@ bool super_slot_older(const void *buf, unsigned slot, const struct super *cur);
  * the other and took writes the other lacks; bringing one up to date would
  * drop the other's changes, so mount and fsck refuse the pair.
  */
+/* The log @sb names (log.h), with its continuation if any
+ * (SUPER_INCOMPAT_V2_LOG_CONT) and the log_ids a later mount writes under
+ * (super_next_log_id): what mount and fsck replay. */
+struct log_geom;
+void super_log_geom(const struct super *sb, struct log_geom *g);
+/*
+ * The log_id the next mount after a superblock naming @log_id writes
+ * under (fs_next_log_id): derived from the uuid and @log_id.
+ */
+uint64_t super_next_log_id(const struct super *sb, uint64_t log_id);
 static inline bool super_split_brain(const struct super *nb, const struct super *sb)
 {
 	return sb->dev_index < nb->ndevs && sb->dev_index < DEV_MAX &&
@@ -199,6 +220,25 @@ int super_write_slot(struct dev_backend *be, struct dev *d, const struct super *
 static inline bool super_self_stale(const struct super *sb)
 {
 	return sb->dev_index < DEV_MAX && sb->dev_state[sb->dev_index];
+}
+
+/* The log a superblock with a continuation names goes on under cont_log_id
+ * (the live log's id); none any more once a checkpoint or a new log_id
+ * replaces it. */
+static inline bool super_log_cont(const struct super *sb)
+{
+	return sb->incompat & SUPER_INCOMPAT_V2_LOG_CONT;
+}
+
+static inline uint64_t super_live_log_id(const struct super *sb)
+{
+	return super_log_cont(sb) ? sb->cont_log_id : sb->log_id;
+}
+
+static inline void super_log_cont_clear(struct super *sb)
+{
+	sb->incompat &= ~SUPER_INCOMPAT_V2_LOG_CONT;
+	sb->cont_pos = sb->cont_seq = sb->cont_log_id = 0;
 }
 
 #endif

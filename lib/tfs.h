@@ -69,6 +69,11 @@ struct tfs_opts {
 	 * budget later: fewer checkpoint bytes, a longer log to replay after
 	 * a crash. */
 	bool compact_dirty;
+	/* Format v2 (-o lazyreplay): the mount's replay keeps the extent
+	 * records of files whose map leaves are not in memory pending
+	 * (extpend.h) instead of reading those leaves in one at a time; they
+	 * are applied in key order as the mount's checkpoint writes them. */
+	bool lazyreplay;
 	/* POSIX ACLs (-o acl, the default; acl.h): the xattrs
 	 * system.posix_acl_access and _default are kept, the mode follows
 	 * the access ACL, chmod changes it, creates inherit the parent's

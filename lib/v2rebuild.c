@@ -49,14 +49,11 @@ int v2rebuild_set(struct tfs *fs, struct v2dirty *d, struct v2d_set *set, struct
 		ret = log_commit(fs->log, UINT64_MAX);
 		target = log_durable_seq(fs->log);
 	}
-	/* The superblock's log (fs_log_geom without next_log_id: no newer
-	 * log is looked for, the live one is the newest). */
-	memset(&g, 0, sizeof(g));
-	g.start = fs->sb.log_start;
-	g.nblocks = fs->sb.log_blocks;
-	g.head_pos = fs->sb.log_head_pos;
-	g.head_seq = fs->sb.log_head_seq;
-	g.log_id = fs->sb.log_id;
+	/* The superblock's log, continuation included, without the next
+	 * log_ids: no newer log is looked for, the live one is the newest. */
+	super_log_geom(&fs->sb, &g);
+	g.next_log_id = 0;
+	g.cont_next_log_id = 0;
 	if (ret == 0)
 		ret = log_replay(&fs->mirror, &g, renote, &c, &end_pos, &next_seq);
 	/* Chunks after target may be in flight (torn, or not yet there):

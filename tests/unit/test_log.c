@@ -688,6 +688,69 @@ static void test_stale_log_id(void **state)
 	env_close(&e);
 }
 
+/* A continuation (-o lazyreplay, FORMAT.md "Log continuation"): the log
+ * of id 1 ends where the geometry says, the one of id 2 goes on from
+ * there, and chunks of id 1 past that end (a torn or stale tail, here
+ * with exactly the seqs expected next) are never read.  A writer opened
+ * with the geometry writes under id 2.  The old log ending before the
+ * continuation starts is damage; an end elsewhere than its position is
+ * corruption. */
+static void test_continuation(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g, c;
+	struct ids s = { 0 };
+	uint64_t end, next;
+	static const uint64_t want[] = { 1, 2, 3, 4, 5, 106, 107, 108 };
+
+	env_open(&e, 256);
+	g = geom(&e, 1, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, NULL, &l), 0);
+	write_ids(l, 1, 11, 100);		/* seqs 1..10 at positions 0..9 */
+	log_close(l);
+	/* an old log that ends (at seq 11, nothing after it) before the
+	 * continuation starts: damage */
+	c = g;
+	c.cont_pos = 12;
+	c.cont_seq = 13;
+	c.cont_log_id = 2;
+	s.n = 0;
+	assert_int_equal(log_replay(&e.m, &c, ids_cb, &s, &end, &next), -EBADMSG);
+	assert_int_equal(s.n, 10);
+	/* the mount after a crash replayed up to seq 5 (position 5) */
+	c.cont_pos = 5;
+	c.cont_seq = 6;
+	c.cont_log_id = 2;
+	c.cont_next_log_id = 77;
+	assert_int_equal(log_open(&e.m, &c, 5, 6, NULL, &l), 0);
+	write_ids(l, 106, 108, 100);		/* seqs 6, 7 at positions 5, 6 */
+	log_close(l);
+	s.n = 0;
+	assert_int_equal(log_replay(&e.m, &c, ids_cb, &s, &end, &next), 0);
+	assert_int_equal(s.n, 7);
+	assert_memory_equal(s.v, want, 7 * sizeof(want[0]));
+	assert_int_equal(end, 7);		/* old seq 8 sits there: not read */
+	assert_int_equal(next, 8);
+	/* a later writer with the same geometry: under id 2 */
+	assert_int_equal(log_open(&e.m, &c, end, next, NULL, &l), 0);
+	write_ids(l, 108, 109, 100);
+	log_close(l);
+	s.n = 0;
+	assert_int_equal(log_replay(&e.m, &c, ids_cb, &s, &end, &next), 0);
+	assert_int_equal(s.n, 8);
+	assert_memory_equal(s.v, want, 8 * sizeof(want[0]));
+	/* without the continuation the log of id 1 ends at 5: id 2 there,
+	 * its successor, is evidence of a newer superblock */
+	assert_int_equal(replay(&e, 1, 0, 1, &s, &end, &next), -ESTALE);
+	assert_int_equal(s.n, 5);
+	/* the old log's end must be where the superblock says */
+	c.cont_pos = 4;
+	assert_int_equal(log_replay(&e.m, &c, ids_cb, &s, &end, &next), -EUCLEAN);
+	free(s.v);
+	env_close(&e);
+}
+
 /* A chunk that does not fit before the end of the region goes to 0, and
  * replay finds it there. */
 static void test_chunk_at_zero(void **state)
@@ -1056,6 +1119,7 @@ int main(void)
 		cmocka_unit_test(test_wraparound),
 		cmocka_unit_test(test_torn_and_single_mirror),
 		cmocka_unit_test(test_stale_log_id),
+		cmocka_unit_test(test_continuation),
 		cmocka_unit_test(test_chunk_at_zero),
 		cmocka_unit_test(test_barrier),
 		cmocka_unit_test(test_wait_space),

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * extpend: pending extent records of lazy maps (extpend.h).  A map's
+ * pieces are one array in arrival order, each inside one leaf (the tiny
+ * leaf, or 512 blocks of a radix tree); the first apply of a range sorts
+ * it by leaf, stably, so the pieces of one leaf stay in log order and a
+ * range finds its leaves by binary search.  The pieces of all maps of a
+ * cache are counted there (bytes against the bound the mount sets), and
+ * the maps holding some are listed there, for the checkpoint's last look.
+ *
+ * Pieces are added only by the mount's replay (one thread); they are
+ * applied under the map's pend lock by whichever user of the map comes
+ * first, so two users of the same leaf (shared range locks) never apply a
+ * piece twice, and a user that found none in its range needs no lock:
+ * nothing is added after the replay.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extent_i.h"
+#include "extpend.h"
+
+struct pend_piece {
+	uint64_t fblk;
+	uint64_t phys;			/* 0: a clear */
+	uint64_t *csums;		/* n of them, or NULL */
+	uint64_t seq;			/* arrival: the order inside a leaf */
+	uint32_t n;
+	bool done;
+};
+
+struct ext_pend {
+	pthread_mutex_t mu;		/* below: taken before any lock of the map's leaves */
+	struct pend_piece *v;
+	size_t n, cap;
+	bool sorted;			/* v is in leaf order (then seq) */
+	_Atomic size_t left;		/* pieces not applied; read without mu */
+	extent_drop_fn drop;
+	void *dctx;
+	struct extent_map *m;
+	struct ext_pend *next, **pprev;	/* xc->pend_list, under xc->pend_mu */
+};
+
+/* A clear reaching more leaves than this is applied at once (a truncate
+ * covers the whole file: its pieces would be one a leaf). */
+#define PEND_CLEAR_LEAVES 16
+
+static uint64_t leaf_of(uint64_t f)
+{
+	return f < EXTENT_TINY_FBLK ? 0 : 1 + f / EXT_FAN;
+}
+
+static uint64_t leaf_end(uint64_t f)
+{
+	uint64_t e = f < EXTENT_TINY_FBLK ? EXTENT_TINY_FBLK : (f / EXT_FAN + 1) * EXT_FAN;
+
+	return e > EXTENT_MAX_FBLK ? EXTENT_MAX_FBLK : e;
+}
+
+static uint64_t piece_bytes(const struct pend_piece *pc)
+{
+	return sizeof(*pc) + (pc->csums ? (uint64_t)pc->n * sizeof(uint64_t) : 0);
+}
+
+struct same_ctx {
+	uint64_t fblk, phys;		/* the piece's mapping */
+	extent_drop_fn drop;
+	void *dctx;
+};
+
+/* A block the map already maps to the piece's block keeps its one
+ * reference (extent_set drops nothing there): the replay's alloc_use of it
+ * goes back. */
+static int same_run(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n,
+		    const struct extent_ent *ents)
+{
+	struct same_ctx *c = ctx;
+
+	(void)ents;
+	if (EXTENT_PHYS(phys) == c->phys + (fblk - c->fblk))
+		c->drop(c->dctx, EXTENT_PHYS(phys), n);
+	return 0;
+}
+
+/* One piece into the map: its leaf read in first (the lookup), so the
+ * walk and the set meet it in memory and a failure changes nothing. */
+static int apply_piece(struct ext_pend *p, struct pend_piece *pc)
+{
+	struct extent_map *m = p->m;
+	struct extent_cache *xc = m->xc;
+	int ret;
+
+	if (pc->phys) {
+		struct extent_ent e;
+		struct same_ctx c = { pc->fblk, EXTENT_PHYS(pc->phys), p->drop, p->dctx };
+
+		ret = extlz_lookup(m, pc->fblk, &e);
+		if (ret && ret != -ENOENT)
+			return ret;
+		ret = extlz_walk(m, pc->fblk, pc->fblk + pc->n, same_run, &c);
+		if (ret == 0)
+			ret = extlz_set(m, pc->fblk, pc->n, pc->phys, pc->csums, p->drop, p->dctx);
+	} else {
+		ret = extlz_clear(m, pc->fblk, pc->n, p->drop, p->dctx, false);
+	}
+	if (ret)
+		return ret;
+	atomic_fetch_sub(&xc->pend_bytes, piece_bytes(pc));
+	atomic_fetch_sub(&xc->pend_pieces, 1);
+	atomic_fetch_add(&xc->pend_applied, 1);
+	free(pc->csums);
+	pc->csums = NULL;
+	pc->done = true;
+	atomic_fetch_sub(&p->left, 1);
+	return 0;
+}
+
+static int by_leaf(const void *a, const void *b)
+{
+	const struct pend_piece *x = a, *y = b;
+	uint64_t lx = leaf_of(x->fblk), ly = leaf_of(y->fblk);
+
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Under p->mu: all applied, the array starts over. */
+static void reset_if_done(struct ext_pend *p)
+{
+	if (atomic_load(&p->left))
+		return;
+	p->n = 0;
+	p->sorted = false;
+}
+
+/* Under p->mu: the pieces of leaves [lo, hi] (leaf_of numbers), in leaf
+ * order. */
+static int apply_leaves(struct ext_pend *p, uint64_t lo, uint64_t hi)
+{
+	size_t a = 0, b;
+	int ret = 0;
+
+	if (!atomic_load(&p->left))
+		return 0;
+	if (!p->sorted) {
+		qsort(p->v, p->n, sizeof(*p->v), by_leaf);
+		p->sorted = true;
+	}
+	for (b = p->n; a < b;) {
+		size_t mid = a + (b - a) / 2;
+
+		if (leaf_of(p->v[mid].fblk) < lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	for (; a < p->n && leaf_of(p->v[a].fblk) <= hi; a++) {
+		if (p->v[a].done)
+			continue;
+		ret = apply_piece(p, &p->v[a]);
+		if (ret)
+			break;
+	}
+	reset_if_done(p);
+	return ret;
+}
+
+static struct ext_pend *pend_new(struct extent_map *m, extent_drop_fn drop, void *ctx)
+{
+	struct extent_cache *xc = m->xc;
+	struct ext_pend *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	pthread_mutex_init(&p->mu, NULL);
+	p->m = m;
+	p->drop = drop;
+	p->dctx = ctx;
+	pthread_mutex_lock(&xc->pend_mu);
+	p->next = xc->pend_list;
+	if (p->next)
+		p->next->pprev = &p->next;
+	p->pprev = &xc->pend_list;
+	xc->pend_list = p;
+	pthread_mutex_unlock(&xc->pend_mu);
+	return p;
+}
+
+/* Under p->mu: room for @k more pieces. */
+static int reserve(struct ext_pend *p, size_t k)
+{
+	if (p->n + k <= p->cap)
+		return 0;
+	size_t ncap = p->cap ? p->cap * 2 : 64;
+
+	while (ncap < p->n + k)
+		ncap *= 2;
+	void *nv = realloc(p->v, ncap * sizeof(*p->v));
+	if (!nv)
+		return -ENOMEM;
+	p->v = nv;
+	p->cap = ncap;
+	return 0;
+}
+
+int extpend_add(struct extent_map *m, uint64_t fblk, uint64_t n, uint64_t phys,
+		const void *csums, extent_drop_fn drop, void *ctx)
+{
+	struct extent_cache *xc = m->xc;
+	uint64_t to, leaves, bytes;
+	struct ext_pend *p;
+	size_t n0;
+	int ret = 0;
+
+	if (!xc || !n || fblk >= EXTENT_MAX_FBLK)
+		return -EINVAL;
+	to = n > EXTENT_MAX_FBLK - fblk ? EXTENT_MAX_FBLK : fblk + n;
+	leaves = leaf_of(to - 1) - leaf_of(fblk) + 1;
+	if (!phys && leaves > PEND_CLEAR_LEAVES)
+		return -E2BIG;
+	bytes = leaves * sizeof(struct pend_piece) + (phys ? (to - fblk) * sizeof(uint64_t) : 0);
+	if (atomic_load(&xc->pend_bytes) + bytes > atomic_load(&xc->pend_max))
+		return -ENOSPC;
+	p = m->pend;
+	if (!p) {
+		p = pend_new(m, drop, ctx);
+		if (!p)
+			return -ENOMEM;
+		m->pend = p;
+	}
+	pthread_mutex_lock(&p->mu);
+	/* Sorted by an apply during the replay (a deletion, a long clear):
+	 * what is left goes in now, so the array is in arrival order again. */
+	if (p->sorted) {
+		ret = apply_leaves(p, 0, UINT64_MAX);
+		reset_if_done(p);
+	}
+	n0 = p->n;
+	if (ret == 0)
+		ret = reserve(p, (size_t)leaves);
+	for (uint64_t f = fblk; ret == 0 && f < to;) {
+		uint64_t e = leaf_end(f) < to ? leaf_end(f) : to;
+		struct pend_piece *pc = &p->v[p->n];
+
+		*pc = (struct pend_piece){ .fblk = f, .phys = phys ? phys + (f - fblk) : 0,
+					   .seq = p->n, .n = (uint32_t)(e - f) };
+		if (phys && csums) {
+			pc->csums = malloc((e - f) * sizeof(uint64_t));
+			if (!pc->csums) {
+				ret = -ENOMEM;
+				break;
+			}
+			memcpy(pc->csums, (const unsigned char *)csums + (f - fblk) * sizeof(uint64_t),
+			       (e - f) * sizeof(uint64_t));
+		}
+		atomic_fetch_add(&xc->pend_bytes, piece_bytes(pc));
+		atomic_fetch_add(&xc->pend_pieces, 1);
+		atomic_fetch_add(&p->left, 1);
+		p->n++;
+		f = e;
+	}
+	/* A record half kept: its pieces go again (none was applied: the
+	 * array is in arrival order), the caller applies it at once. */
+	if (ret) {
+		while (p->n > n0) {
+			struct pend_piece *pc = &p->v[--p->n];
+
+			atomic_fetch_sub(&xc->pend_bytes, piece_bytes(pc));
+			atomic_fetch_sub(&xc->pend_pieces, 1);
+			atomic_fetch_sub(&p->left, 1);
+			free(pc->csums);
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return ret;
+}
+
+int extpend_apply(struct extent_map *m, uint64_t from, uint64_t to)
+{
+	struct ext_pend *p = m->pend;
+	int ret;
+
+	if (!p || !atomic_load(&p->left))
+		return 0;
+	if (to > EXTENT_MAX_FBLK)
+		to = EXTENT_MAX_FBLK;
+	if (from >= to)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	ret = apply_leaves(p, leaf_of(from), leaf_of(to - 1));
+	pthread_mutex_unlock(&p->mu);
+	return ret;
+}
+
+bool extpend_any(const struct extent_map *m)
+{
+	return m->pend && atomic_load(&m->pend->left);
+}
+
+int extpend_release(struct extent_map *m, bool apply)
+{
+	struct ext_pend *p = m->pend;
+	struct extent_cache *xc = m->xc;
+	int ret = 0;
+
+	if (!p)
+		return 0;
+	if (apply)
+		ret = extpend_apply(m, 0, EXTENT_MAX_FBLK);
+	pthread_mutex_lock(&xc->pend_mu);
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	pthread_mutex_unlock(&xc->pend_mu);
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->v[i].done)
+			continue;
+		atomic_fetch_sub(&xc->pend_bytes, piece_bytes(&p->v[i]));
+		atomic_fetch_sub(&xc->pend_pieces, 1);
+		free(p->v[i].csums);
+	}
+	free(p->v);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	m->pend = NULL;
+	return ret;
+}
+
+int extpend_apply_all(struct extent_cache *xc)
+{
+	int ret = 0;
+
+	if (!xc || !atomic_load(&xc->pend_pieces))
+		return 0;
+	pthread_mutex_lock(&xc->pend_mu);
+	for (struct ext_pend *p = xc->pend_list; p && ret == 0; p = p->next) {
+		pthread_mutex_lock(&p->mu);
+		ret = apply_leaves(p, 0, UINT64_MAX);
+		pthread_mutex_unlock(&p->mu);
+	}
+	pthread_mutex_unlock(&xc->pend_mu);
+	return ret;
+}
+
+bool extpend_late(struct extent_cache *xc, uint64_t *late)
+{
+	uint64_t n = xc ? atomic_load(&xc->pend_pieces) : 0;
+
+	*late += n;
+	return n != 0;
+}
+
+void extpend_stats(struct extent_cache *xc, uint64_t *pieces, uint64_t *bytes,
+		   uint64_t *applied)
+{
+	*pieces = xc ? atomic_load(&xc->pend_pieces) : 0;
+	*bytes = xc ? atomic_load(&xc->pend_bytes) : 0;
+	*applied = xc ? atomic_load(&xc->pend_applied) : 0;
+}
+
+void extpend_set_max(struct extent_cache *xc, uint64_t bytes)
+{
+	if (xc)
+		atomic_store(&xc->pend_max, bytes);
+}
