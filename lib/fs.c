@@ -238,7 +238,6 @@ void fs_log_geom(const struct tfs *fs, struct log_geom *g)
 	super_log_geom(&fs->sb, g);
 }
 
-
 int fs_log_open(struct tfs *fs, uint64_t pos, uint64_t seq)
 {
 	struct log_geom g;
@@ -269,7 +268,6 @@ uint64_t fs_next_log_id(const struct tfs *fs, uint64_t log_id)
 {
 	return super_next_log_id(&fs->sb, log_id);
 }
-
 
 /* Before opening: the exclusive lock dev_open takes would turn the second
  * open of one device into a vaguer EBUSY (or "in use by another twinfs

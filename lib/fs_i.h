@@ -230,7 +230,7 @@ struct tfs {
 	 * after its changes (applied then, and the checkpoint redone). */
 	uint64_t mount_replay_pending, mount_pend_late;
 	/* -o lazyreplay: the mount served without a checkpoint, the log going
-	 * on under a new log_id (mount.c's mount_continue); orphans the
+	 * on under a new log_id (logcont.c); orphans the
 	 * mount reclaimed (a reason not to). */
 	bool mount_continued;
 	uint64_t mount_orphans;

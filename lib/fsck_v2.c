@@ -483,6 +483,8 @@ static int rewrite_supers(struct v2ck *v, const struct super *base)
 	struct super sb = *base;
 	int ret = 0;
 
+	if (v->cont_cut)
+		super_log_cont_clear(&sb);
 	for (unsigned d = 0; d < sb.ndevs; d++) {
 		sb.stats[d].csum_err += atomic_load(&v->m.ctr[d].csum_err);
 		sb.stats[d].read_err += atomic_load(&v->m.ctr[d].read_err);
@@ -693,6 +695,12 @@ static bool cut_log(struct v2ck *v, const struct log_geom *g, uint64_t next, boo
 		c->meta_fixes--;
 		c->left++;
 	}
+	/* Cut inside the log a continued mount went on from (-o
+	 * lazyreplay): that log now ends before cont_seq, which a mount
+	 * refuses as damage, and the continuation's chunks are erased with
+	 * the rest; the superblocks finish() writes name the old log alone. */
+	if (ret == 0 && super_log_cont(v->sb) && next < v->sb->cont_seq)
+		v->cont_cut = true;
 	return ret == 0;
 }
 

@@ -69,6 +69,9 @@ struct v2ck {
 	struct log_geom lg;
 	uint64_t log_end, log_next;
 	bool log_ok;
+	/* -y cut the log before a continuation began (cut_log): the
+	 * superblocks it writes drop the continuation, whose log is gone. */
+	bool cont_cut;
 	void *stale_buf;		/* one node, for the stale copies */
 	unsigned synced;		/* stale devices brought up to date */
 };

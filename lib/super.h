@@ -187,12 +187,6 @@ int super_read_dev(struct dev_backend *be, struct dev *d, struct super *sb,
  * device).
  */
 bool super_slot_older(const void *buf, unsigned slot, const struct super *cur);
-/*
- * Split brain: the newest superblock @nb records @sb's device stale, and
- * @sb records @nb's device stale.  Each was mounted -o degraded without
- * the other and took writes the other lacks; bringing one up to date would
- * drop the other's changes, so mount and fsck refuse the pair.
- */
 /* The log @sb names (log.h), with its continuation if any
  * (SUPER_INCOMPAT_V2_LOG_CONT) and the log_ids a later mount writes under
  * (super_next_log_id): what mount and fsck replay. */
@@ -203,6 +197,12 @@ void super_log_geom(const struct super *sb, struct log_geom *g);
  * under (fs_next_log_id): derived from the uuid and @log_id.
  */
 uint64_t super_next_log_id(const struct super *sb, uint64_t log_id);
+/*
+ * Split brain: the newest superblock @nb records @sb's device stale, and
+ * @sb records @nb's device stale.  Each was mounted -o degraded without
+ * the other and took writes the other lacks; bringing one up to date would
+ * drop the other's changes, so mount and fsck refuse the pair.
+ */
 static inline bool super_split_brain(const struct super *nb, const struct super *sb)
 {
 	return sb->dev_index < nb->ndevs && sb->dev_index < DEV_MAX &&

@@ -234,4 +234,34 @@ compare "allocator check"
 h_umount
 h_fsck 0 -n "${IMGS[@]}"
 grep -q "^0 errors found" <<<"$FOUT" || h_fail "allocator check: fsck: $FOUT"
+# fsck -y of a continued log whose old part is damaged on every device
+# cuts the log there and drops the continuation with it (its chunks are
+# erased by the cut): the image mounts again.  Before, fsck said "1 fixed"
+# and wrote the continuation back, and every mount refused the old log's
+# early end as damage.
+# New files only: nothing freed, so no block the trees hold is written
+# again, and the files of the last checkpoint survive the cut whole.
+newfiles() {
+	python3 - "$MNT" "$1" <<'PY'
+import os, sys
+for i in range(8):
+    with open(os.path.join(sys.argv[1], "%s%d" % (sys.argv[2], i)), "wb") as f:
+        f.write(os.urandom(256 * 1024))
+        os.fsync(f.fileno())
+PY
+}
+h_mount "" "$base"
+newfiles cut
+h_crash
+lazy_mount "$base,lazyreplay" "damaged old log, first mount"
+newfiles cutb
+h_crash
+for img in "${IMGS[@]}"; do python3 "$(dirname "$0")/logflip.py" "$img"; done
+h_fsck 1 -y "${IMGS[@]}"
+h_fsck 0 -n "${IMGS[@]}"
+grep -q "^0 errors found" <<<"$FOUT" || h_fail "fsck -n after fsck -y cut a continued log: $FOUT"
+h_mount "" "$base"
+compare "after fsck -y cut a continued log"
+h_umount
+
 echo "v2lazyreplay: 7 kill -9 mounts with pending records (3 after a continued log), every file as the model, fsck clean"
