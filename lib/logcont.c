@@ -64,6 +64,15 @@ int logcont_commit(struct tfs *fs)
 {
 	int ret;
 
+	/* The old log, up to cont_seq, must be durable on the devices before
+	 * a superblock that names its end is: the replay may have rewritten
+	 * its last chunk onto devices that lacked it, and the crashed mount's
+	 * own writes may sit in a device's volatile cache (a kill -9 does not
+	 * lose them, a power cut would).  sbc_commit flushes only after the
+	 * superblocks, so a device that reorders could make the superblock
+	 * durable first, and a mount after a power cut there would find the
+	 * old log ending before cont_seq and refuse it as damage. */
+	mirror_flush(&fs->mirror);
 	pthread_mutex_lock(&fs->ckpt_mu);
 	ret = sbc_commit(fs);
 	pthread_mutex_unlock(&fs->ckpt_mu);
