@@ -985,6 +985,13 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 		size_t payload;
 		unsigned bad;
 
+		if (cur == g && g->cont_seq && seq > g->cont_seq) {
+			/* A chunk of the old log ran past where the superblock
+			 * says it ends: not the log the continuation was made
+			 * after (the mount that made it ended a chunk there). */
+			ret = -EUCLEAN;
+			break;
+		}
 		if (cur == g && g->cont_seq && seq == g->cont_seq) {
 			/* The old log ends here: the superblock says where. */
 			if (pos != g->cont_pos) {
