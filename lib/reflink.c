@@ -203,6 +203,7 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 	struct tfs_inode *src = in->ip, *dst = out->ip;
 	struct rl_range rs, rd;
 	uint64_t soff, doff, ssize, chunks;
+	uint32_t dflags;
 	struct fs_resv resv;
 	uint8_t *buf, *tmp = NULL;
 	size_t done = 0;
@@ -248,8 +249,8 @@ ssize_t tfs_copy_range(struct tfs_file *in, off_t off_in, struct tfs_file *out,
 	ssize = file_isize(src);
 	/* chattr (see file_write.c's w_flags_ok): no copy into an immutable
 	 * file, nor below an append-only one's end. */
-	if ((inode_flags_relaxed(dst) & TFS_FL_IMMUTABLE) ||
-	    ((inode_flags_relaxed(dst) & TFS_FL_APPEND) && doff < file_isize(dst)))
+	dflags = inode_flags_relaxed(dst);
+	if ((dflags & TFS_FL_IMMUTABLE) || ((dflags & TFS_FL_APPEND) && doff < file_isize(dst)))
 		ret = -EPERM;
 	if (ret || soff >= ssize)
 		len = 0;
