@@ -18,12 +18,11 @@
  * mount left beyond the replay end can never be taken for ours.  A mount
  * writes none before its new superblock is durable, so one log_id is never
  * written by two mounts unless that superblock was lost (damage). */
-int logcont_new_log_id(struct tfs *fs)
+void logcont_new_log_id(struct tfs *fs)
 {
 	/* After a continuation the newest log_id is the continuation's. */
 	fs->sb.log_id = fs_next_log_id(fs, super_live_log_id(&fs->sb));
 	super_log_cont_clear(&fs->sb);
-	return 0;
 }
 
 /*

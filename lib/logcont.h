@@ -20,7 +20,7 @@ struct tfs;
 /* A new log_id for this mount (or fsck -y's commit), after the newest one
  * the superblock names; any continuation is over (the checkpoint that
  * follows names the new log_id and head). */
-int logcont_new_log_id(struct tfs *fs);
+void logcont_new_log_id(struct tfs *fs);
 
 /* Whether the mount that replayed up to @next_seq may continue the log
  * instead of writing a checkpoint first. */

@@ -983,17 +983,10 @@ static int mount_live(struct tfs *fs, const struct tfs_opts *o, const char *name
 	uint64_t t0;
 	int ret;
 
-	if (cont) {
-		/* the writer's log_id, for fs_log_open; committed below */
+	if (cont)	/* the writer's log_id, for fs_log_open; committed below */
 		logcont_begin(fs, end_pos, next_seq);
-		ret = 0;
-	} else {
-		ret = logcont_new_log_id(fs);
-	}
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
-		return ret;
-	}
+	else
+		logcont_new_log_id(fs);
 	ret = fs_log_open(fs, end_pos, next_seq);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "%s: cannot open the metadata log: %s", name0,
@@ -1183,11 +1176,7 @@ int fs_offline_commit(struct tfs *fs, char *err, size_t errlen)
 			return ret;
 		}
 	}
-	ret = logcont_new_log_id(fs);
-	if (ret < 0) {
-		tfs_seterr(err, errlen, "getrandom: %s", strerror(-ret));
-		return ret;
-	}
+	logcont_new_log_id(fs);
 	ret = fs_log_open(fs, fs->replay_end_pos, fs->replay_next_seq);
 	if (ret < 0) {
 		tfs_seterr(err, errlen, "cannot open the metadata log: %s", strerror(-ret));
