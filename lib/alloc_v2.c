@@ -13,6 +13,7 @@
  * around them, whatever the size of the runs that stay shared.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ struct alloc_v2 {
 	 * transaction that made them is aborted. */
 	struct { uint64_t blk, n; int sign; } *jrn;
 	size_t njrn, capjrn;
+	_Atomic uint64_t jrn_bytes;	/* capjrn's, read by the dirty budget */
 	struct alloc_v2_stats st;
 };
 
@@ -378,6 +380,7 @@ static int jrn_push(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign)
 			return -ENOMEM;
 		v->jrn = nj;
 		v->capjrn = cap;
+		atomic_store(&v->jrn_bytes, cap * sizeof(*v->jrn));
 	}
 	v->jrn[v->njrn].blk = blk;
 	v->jrn[v->njrn].n = n;
@@ -416,9 +419,24 @@ int alloc_v2_ref(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign)
 	return ret;
 }
 
+/* A checkpoint's part may change a million references (24 bytes each); the
+ * array it grew goes with it, or its peak stays in the daemon for good. */
+#define JRN_KEEP 4096u
+
 void alloc_v2_refs_kept(struct alloc_v2 *v)
 {
 	v->njrn = 0;
+	if (v->capjrn > JRN_KEEP) {
+		free(v->jrn);
+		v->jrn = NULL;
+		v->capjrn = 0;
+		atomic_store(&v->jrn_bytes, 0);
+	}
+}
+
+uint64_t alloc_v2_mem_bytes(struct alloc_v2 *v)
+{
+	return atomic_load(&v->jrn_bytes);
 }
 
 void alloc_v2_refs_undo(struct alloc_v2 *v)

@@ -81,6 +81,8 @@ int alloc_v2_load_other(struct alloc_v2 *v, struct alloc *a);
  */
 int alloc_v2_ref(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign);
 void alloc_v2_refs_kept(struct alloc_v2 *v);
+/* Bytes the journal of reference changes holds (any thread, no lock). */
+uint64_t alloc_v2_mem_bytes(struct alloc_v2 *v);
 void alloc_v2_refs_undo(struct alloc_v2 *v);
 
 /* Compare the used maps and reference counts of @a and @b over [s, e):

@@ -120,6 +120,7 @@ void ckpt_v2_free(struct tfs *fs)
 	fs->dirty_nodes = NULL;		/* the cache goes below */
 	fs->v2acct = NULL;
 	fs->v2fsp = NULL;
+	fs->v2av = NULL;
 	if (v->av)
 		alloc_v2_destroy(v->av);
 	if (v->ca)
@@ -166,6 +167,9 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	fs->v2 = v;
 	v->inodes = sb->inodes;
 	fspace_sb_params(sb, &fp);
+	/* Clean group bitmaps kept: 8 MiB by default, out of the node
+	 * cache's budget as all of them (dbudget.c). */
+	fp.budget = node_cache / 16;
 	ret = v2d_init(&v->dirty);
 	if (ret)
 		return ret;
@@ -599,6 +603,7 @@ int ckpt_v2_load(struct tfs *fs)
 	fs->v2dirty = &fs->v2->dirty;
 	fs->v2acct = fs->v2->ca;
 	fs->v2fsp = fs->v2->fsp;
+	fs->v2av = fs->v2->av;
 	return 0;
 }
 

@@ -17,12 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_v2.h"
 #include "bcache.h"
 #include "ckpt_v2.h"
 #include "ctl.h"
 #include "discard.h"
 #include "extcache.h"
 #include "fs_i.h"
+#include "fspace.h"
 #include "json.h"
 #include "rebuild.h"
 #include "scrub.h"
@@ -123,6 +125,14 @@ static void sb_snapshot(struct tfs *fs, struct super *sb)
 	pthread_mutex_lock(&fs->ckpt_mu);
 	*sb = fs->sb;
 	pthread_mutex_unlock(&fs->ckpt_mu);
+}
+
+/* Format v2's checkpoint: free-space group bitmaps and its journal of
+ * reference changes (0 on v1). */
+static void ckpt_mem_json(struct tfs *fs, struct jbuf *j)
+{
+	jb_u64(j, "group_bitmap_bytes", fs->v2fsp ? fspace_loaded_bytes(fs->v2fsp) : 0);
+	jb_u64(j, "ref_journal_bytes", fs->v2av ? alloc_v2_mem_bytes(fs->v2av) : 0);
 }
 
 static void space_json(struct tfs *fs, struct jbuf *j)
@@ -379,6 +389,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	 * checkpoint accounting copy (0 on v1). */
 	jb_u64(j, "alloc_bitmap_bytes", alloc_bitmap_bytes(fs->alloc));
 	jb_u64(j, "accounting_bitmap_bytes", fs->v2acct ? alloc_bitmap_bytes(fs->v2acct) : 0);
+	ckpt_mem_json(fs, j);
 	jb_obj_end(j);
 	jb_obj_begin(j, "log");
 	tfs_log_stats(fs, &ls);

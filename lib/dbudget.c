@@ -42,9 +42,11 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "alloc_v2.h"
 #include "bcache.h"
 #include "extcache.h"
 #include "fs_i.h"
+#include "fspace.h"
 #include "inode.h"
 #include "v2dirty.h"
 
@@ -96,12 +98,17 @@ static void note_max(struct tfs *fs, uint64_t d)
 
 /* What grows with the file system outside the caches: the allocator's
  * bitmaps (4 KiB per 128 MiB chunk partly used, twice on v2: 11 MiB after
- * 11 GiB of random overwrites at 4 TiB).  The node cache gives it up as it
- * gives up what is dirty, so -o cache= bounds them too. */
+ * 11 GiB of random overwrites at 4 TiB), and the checkpoint's: the bitmaps
+ * of the free-space groups it changes (32 KiB per GiB touched: 28 MiB at
+ * 1 TiB under random 4k overwrites) and its journal of reference changes
+ * (24 bytes each, 25 MiB there).  The node cache gives them up as it gives
+ * up what is dirty, so -o cache= bounds them too. */
 static uint64_t outside_bytes(struct tfs *fs)
 {
 	return (fs->alloc ? alloc_bitmap_bytes(fs->alloc) : 0) +
-	       (fs->v2acct ? alloc_bitmap_bytes(fs->v2acct) : 0);
+	       (fs->v2acct ? alloc_bitmap_bytes(fs->v2acct) : 0) +
+	       (fs->v2fsp ? fspace_loaded_bytes(fs->v2fsp) : 0) +
+	       (fs->v2av ? alloc_v2_mem_bytes(fs->v2av) : 0);
 }
 
 static void fit_nodes(struct tfs *fs, uint64_t d)

@@ -52,6 +52,7 @@
 struct dir;		/* dir.h */
 struct bcache;		/* bcache.h */
 struct fspace;		/* fspace.h */
+struct alloc_v2;	/* alloc_v2.h */
 struct fs_resv;		/* below */
 
 /* Bounce buffer size: an unaligned TFS_IO_MAX write touches up to
@@ -101,6 +102,8 @@ struct tfs {
 	struct alloc *v2acct;
 	/* Its free space (node map), for discard.c; set with v2acct. */
 	struct fspace *v2fsp;
+	/* Its reference changes' journal, for the dirty budget; set with v2acct. */
+	struct alloc_v2 *v2av;
 	/* -o cache= (0: TFS_CACHE_DEFAULT): the node cache and the resident
 	 * inodes of a v2 mount together; v2_lazy: inodes fault in (a mount),
 	 * not all loaded (fsck's offline load). */

@@ -63,6 +63,16 @@ static void evict_some(struct fspace *fs, struct fs_group *self)
 	pthread_mutex_unlock(&fs->evict_mu);
 }
 
+void fs_groups_trim(struct fspace *fs)
+{
+	evict_some(fs, NULL);
+}
+
+uint64_t fspace_loaded_bytes(struct fspace *fs)
+{
+	return atomic_load(&fs->loaded_bytes);
+}
+
 /* Clear the bits of FREE item @k in @bm (group @gi); -EUCLEAN when the item
  * is not inside the group or overlaps another. */
 static int load_item(struct fspace *fs, uint64_t gi, uint64_t *bm, const struct bkey *k)

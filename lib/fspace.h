@@ -207,6 +207,10 @@ void fspace_commit_done(struct fspace *fs);
 void fspace_commit_abort(struct fspace *fs);
 
 void fspace_stats(struct fspace *fs, struct fspace_stats *st);
+/* Bytes of group bitmaps in memory (any thread, no lock).  The bitmaps of
+ * groups a checkpoint changed stay pinned until it is done; then
+ * fspace_commit_done evicts the clean ones past the budget. */
+uint64_t fspace_loaded_bytes(struct fspace *fs);
 /* Check every item of the committed-or-open tree against FORMAT.md: FREE
  * items inside one group, maximal (never touching), in a group with a
  * summary that counts them exactly; node map chunks inside the area and

@@ -125,6 +125,8 @@ static inline uint64_t fs_glen(const struct fspace *fs, uint64_t gi)
 
 /* fspace.c */
 int fs_group_load(struct fspace *fs, uint64_t gi);
+/* Evict clean, unpinned group bitmaps past the budget (fspace.c). */
+void fs_groups_trim(struct fspace *fs);
 /* fn(ctx, ...) for each item of the free-space tree in [start, end),
  * until it returns nonzero (that is returned). */
 int fs_tree_each(struct fspace *fs, const struct bkey *start, const struct bkey *end,

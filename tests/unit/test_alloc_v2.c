@@ -596,6 +596,34 @@ static void test_nomem(void **state)
 	slot_destroy(&s.ms);
 }
 
+/* The journal of reference changes goes with the transaction that grew
+ * it: a checkpoint part changing a million references left 25 MiB in the
+ * daemon for good. */
+static void test_journal_freed(void **state)
+{
+	struct st s = { .p = { .start = 2000, .end = 2000 + 100000, .gblocks = 4096,
+		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 64u << 10 } };
+	const uint64_t b0 = 2000;
+
+	(void)state;
+	slot_init(&s.ms, s.p.node_start, s.p.nslots);
+	st_open(&s);
+	assert_int_equal(alloc_v2_mem_bytes(s.v), 0);
+	for (uint64_t b = b0; b < b0 + 20000; b++)
+		assert_int_equal(alloc_v2_ref(s.v, b, 1, +1), 0);
+	assert_true(alloc_v2_mem_bytes(s.v) >= 20000 * 3 * sizeof(uint64_t));
+	alloc_v2_refs_kept(s.v);
+	assert_int_equal(alloc_v2_mem_bytes(s.v), 0);
+	/* and a journal grown again still undoes */
+	assert_int_equal(alloc_v2_ref(s.v, b0 + 30000, 5, +1), 0);
+	assert_int_equal(alloc_refs(s.a, b0 + 30002), 1);
+	alloc_v2_refs_undo(s.v);
+	assert_int_equal(alloc_refs(s.a, b0 + 30002), 0);
+	assert_int_equal(alloc_refs(s.a, b0 + 19999), 1);
+	st_close(&s);
+	slot_destroy(&s.ms);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -604,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_load_cost),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_nomem),
+		cmocka_unit_test(test_journal_freed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
