@@ -246,6 +246,8 @@ void dev_fault_clear(struct dev_backend *be);
 /*
  * Parse and add rules from a mount-option string:
  *   "dev=1,op=read,off=0,len=0,kind=error,err=5,count=-1;dev=0,..."
+ * A rule "record" starts the crash recording (dev_fault_record) instead,
+ * so a test sees a mount's own writes from its first.
  * Returns 0 or -EINVAL.
  */
 int dev_fault_parse(struct dev_backend *be, const char *spec);

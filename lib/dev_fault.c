@@ -443,6 +443,7 @@ int dev_fault_parse(struct dev_backend *be, const char *spec)
 	struct dev_fault_rule parsed[64];
 	unsigned nparsed = 0, i;
 	char *copy, *rule, *rsave = NULL;
+	bool record = false;
 	int ret = 0;
 
 	if (!is_fault(be))
@@ -457,6 +458,10 @@ int dev_fault_parse(struct dev_backend *be, const char *spec)
 		char *kv, *ksave = NULL;
 		bool any = false;
 
+		if (!strcmp(rule, "record")) {
+			record = true;
+			continue;
+		}
 		for (kv = strtok_r(rule, ",", &ksave); kv; kv = strtok_r(NULL, ",", &ksave)) {
 			char *eq = strchr(kv, '=');
 
@@ -480,6 +485,8 @@ int dev_fault_parse(struct dev_backend *be, const char *spec)
 	}
 	for (i = 0; i < nparsed && !ret; i++)
 		ret = dev_fault_add_rule(be, &parsed[i]);
+	if (!ret && record)
+		dev_fault_record(be, true);
 out:
 	free(copy);
 	return ret;

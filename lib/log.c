@@ -703,6 +703,39 @@ static unsigned replay_repair(struct mirror *m, const struct log_geom *g, uint64
 	return fixed;
 }
 
+/*
+ * The last chunk replayed (at @at, first seq @seq, of @g's log) verified on
+ * the first device tried; a crash may have cut its write on the devices
+ * read_chunk never tried.  A mount that continues the log (logcont.h)
+ * keeps this log as the journal of what it holds, so a device left
+ * without that chunk could not replay it alone (its copy is damage once
+ * the continuation names the log's end): every in-sync device's copy is
+ * compared with the good one and rewritten where it differs, before the
+ * mount's flush and superblock.  Returns the devices rewritten.
+ */
+static unsigned replay_repair_last(struct mirror *m, const struct log_geom *g, uint64_t at,
+				   uint64_t seq, struct rbuf *r)
+{
+	uint64_t nb, last;
+	unsigned fixed = 0, bad;
+	size_t payload;
+	uint8_t *cp;
+
+	if (m->no_repair || read_chunk(m, g, NULL, at, seq, r, &payload, &nb, &last, &bad) ||
+	    posix_memalign((void **)&cp, TFS_BLOCK_SIZE, nb * TFS_BLOCK_SIZE))
+		return 0;
+	for (unsigned d = 0; d < m->ndevs; d++) {
+		if (!m->devs[d] || atomic_load(&m->state[d]) != MDEV_OK ||
+		    (log_read(m, g, NULL, d, at, cp, nb) == 0 &&
+		     memcmp(cp, r->p, nb * TFS_BLOCK_SIZE) == 0))
+			continue;
+		if (!mirror_write_dev(m, d, g->start + at, r->p, (uint32_t)nb))
+			fixed |= 1u << d;
+	}
+	free(cp);
+	return fixed;
+}
+
 /* A later chunk verified: the chunk at @at was complete before it was
  * written, so its bad copies (@bad, bits as read_chunk's) were damage:
  * counted on their devices like a bad copy of a block (one per chunk),
@@ -970,7 +1003,8 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 	struct log_geom cg;		/* the continuation's, once reached */
 	const struct log_geom *cur = g;
 	uint64_t pos = g->head_pos, seq = g->head_seq;
-	struct { uint64_t at; unsigned bad, fixed; } prev = { 0 };	/* replay_count */
+	/* the last chunk read (replay_count, replay_repair_last) */
+	struct { const struct log_geom *g; uint64_t at, seq; unsigned bad, fixed; } prev = { 0 };
 	int ret = 0;
 
 	if (g->nblocks == 0 || pos >= g->nblocks)
@@ -1023,7 +1057,9 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 			break;
 		if (prev.bad)
 			replay_count(m, g, prev.at, prev.bad, prev.fixed);
+		prev.g = cur;
 		prev.at = at;
+		prev.seq = seq;
 		prev.bad = bad;
 		prev.fixed = bad ? replay_repair(m, g, at, &r, nb, bad) : 0;
 		if (pre)
@@ -1033,6 +1069,12 @@ int log_replay_pre(struct mirror *m, const struct log_geom *g, log_chunk_fn pre,
 			break;
 		pos = (at + nb) % g->nblocks;
 		seq = last + 1;
+	}
+	if (prev.g && (!ret || ret == -EBADMSG || ret == -ESTALE)) {
+		unsigned more = replay_repair_last(m, prev.g, prev.at, prev.seq, &r);
+
+		prev.bad |= more;
+		prev.fixed |= more;
 	}
 	free(r.p);
 	free(w.p);
