@@ -84,19 +84,23 @@ static int ms_read(void *ctx, const struct bptr *p, void *buf)
 	if (s->all_copies)
 		check_others(s, p, good, bad);
 	/* Same verified bytes over each bad copy (the good copy as read,
-	 * still folded: its nb blocks): safe, the node is not rewritten in
+	 * still folded, the whole slot): safe, the node is not rewritten in
 	 * place by anyone (copy-on-write). */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)
 		if (bad[d] && !mirror_write_dev(m, d, p->addr, buf,
-						bstore_copy_blocks(buf, s->store.short_nodes)))
+						bstore_repair_image(buf, s->store.short_nodes)))
 			mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
 	bnode_unfold(buf);
 	return 0;
 }
 
-unsigned bstore_copy_blocks(const void *buf, bool short_nodes)
+unsigned bstore_repair_image(void *buf, bool short_nodes)
 {
-	return short_nodes ? bnode_nb(buf) : BNODE_BLOCKS;
+	unsigned nb = short_nodes ? bnode_nb(buf) : BNODE_BLOCKS;
+
+	if (nb && nb < BNODE_BLOCKS)
+		memset((uint8_t *)buf + nb * BNODE_BLOCK, 0, (BNODE_BLOCKS - nb) * BNODE_BLOCK);
+	return BNODE_BLOCKS;
 }
 
 /* The bytes to write for the sealed node @buf: itself (whole nodes), or

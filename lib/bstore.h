@@ -81,9 +81,11 @@ struct bstore_mirror {
 
 int bstore_mirror_init(struct bstore_mirror *s, struct mirror *m, uint64_t start,
 		       uint64_t nslots);
-/* Blocks of a copy read from a slot that are the node's (nb, or the whole
- * slot for a whole node): what a repair writes. */
-unsigned bstore_copy_blocks(const void *buf, bool short_nodes);
+/* A good copy read from a slot made ready to repair bad ones: past a short
+ * node's nb blocks zeroed.  Returns the blocks a repair writes: the whole
+ * slot, so a latent error past nb (which fails every whole-slot read of
+ * that copy) is written over too. */
+unsigned bstore_repair_image(void *buf, bool short_nodes);
 void bstore_mirror_destroy(struct bstore_mirror *s);
 /* Mark an address in use (reopening a tree whose nodes are on disk). */
 int bstore_mirror_claim(struct bstore_mirror *s, uint64_t addr);

@@ -177,8 +177,6 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_obj_end(j);
 }
 
-/* Format v2: the node cache (bcache.h): misses are nodes read from the
- * devices. */
 static void u64_array(struct jbuf *j, const char *name, const uint64_t *v, unsigned n)
 {
 	jb_arr_begin(j, name);
@@ -210,6 +208,8 @@ static void btree_json(struct tfs *fs, struct jbuf *j)
 	jb_obj_end(j);
 }
 
+/* Format v2: the node cache (bcache.h): misses are nodes read from the
+ * devices. */
 static void node_cache_json(struct tfs *fs, struct jbuf *j)
 {
 	struct bcache_stats st;

@@ -93,7 +93,7 @@ void v2stale_node(struct v2ck *v, const struct bptr *p, const void *buf)
 		/* @buf is the node in memory: its on-disk image (folded, for
 		 * short nodes) is what goes onto the device. */
 		nb = bnode_fold(buf, v->stale_buf);
-		if (c->fix && nb && dev_pwrite(v->be, dev, v->stale_buf, (size_t)nb * TFS_BLOCK_SIZE,
+		if (c->fix && nb && dev_pwrite(v->be, dev, v->stale_buf, BNODE_SIZE,
 					       p->addr * TFS_BLOCK_SIZE) == 0)
 			c->res->dev[d].repaired++;
 		else

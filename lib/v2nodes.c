@@ -103,9 +103,9 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	}
 	if (first)
 		w->n.checked++;
-	/* The good copy as read (folded: its nb blocks) over the bad ones. */
+	/* The good copy as read (folded, the whole slot) over the bad ones. */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++) {
-		if (!bad[d] || copy_io(w, d, p->addr, out, bstore_copy_blocks(out, short_nodes)))
+		if (!bad[d] || copy_io(w, d, p->addr, out, bstore_repair_image(out, short_nodes)))
 			continue;
 		mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
 		w->n.repaired++;
