@@ -22,6 +22,9 @@
 # SCALE_CRASH_STATUS=PREFIX in the environment keeps what the mount after
 # kill -9 spent (status: mount.replay_ns, ckpt_write_ns; stats: node and
 # map caches) in PREFIX.STEP.status and PREFIX.STEP.stats.
+# SCALE_STATS=PREFIX keeps the daemon's stats (twinfs-ctl raw MNT stats:
+# the checkpoints' bytes, the btree's splits and nodes written by level)
+# after each step's workload, before the kill -9, in PREFIX.STEP.json.
 #
 #   bench/scale.sh [--sizes 64G,256G,1T,4T] [--files 100k,1M,10M]
 #                  [--only sparse,files] [--dir /var/tmp] [--overwrite 16G]
@@ -332,6 +335,9 @@ measure() {
 	read -r ck cb < <(stats checkpoints_total checkpoint_written_bytes_total)
 	lb=$(stat_plain log.chunk_blocks)
 	set -- "$@" "log_bytes=$(((lb - LB0) * 4096))"
+	if [ -n "${SCALE_STATS:-}" ]; then
+		"$CTL" raw "$MNT" stats >"$SCALE_STATS.$step.json" || true
+	fi
 	crash_daemon
 	start_daemon "${IMGS[@]}"
 	crash=$MOUNT_S

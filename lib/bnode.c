@@ -6,8 +6,19 @@
  * node written is the buffer as it is (plus its csum).
  *
  * Header (96 bytes): 0 csum, 8 magic, 16 addr, 24 gen, 32 fs_uuid, 48 owner,
- * 56 level u8, 57 reserved u8, 58 nritems u16, 60 reserved u32, 64 min key,
- * 80 max key (inclusive).
+ * 56 level u8, 57 reserved u8, 58 nritems u16, 60 nb u8 (short nodes, below),
+ * 61 reserved (3 bytes), 64 min key, 80 max key (inclusive).
+ *
+ * Short nodes (format v2 with SUPER_INCOMPAT_V2_SHORT_NODES): on disk a
+ * node is folded into nb blocks, the fewest that hold its front part
+ * (header and item heads or pointers) and its values, the values moved
+ * from the end of the node to end at nb * 4096, zeros between.  The value
+ * offsets in the heads stay in memory coordinates: folding and unfolding
+ * move the value block by a fixed delta.  nb (1..4) is in the header and
+ * the csum covers bytes 8 .. nb * 4096 - 1 of the folded image; nb 0 is a
+ * whole node (the format without the bit), csum over all of it.  In memory
+ * a node is always unfolded; nb is what its seal wrote (0 on a node of this
+ * transaction, bnode_set_addr_gen clears it).
  */
 #include <endian.h>
 #include <errno.h>
@@ -28,7 +39,8 @@
 #define H_LEVEL 56
 #define H_RSV1 57
 #define H_NR 58
-#define H_RSV2 60
+#define H_NB 60
+#define H_RSV2 61			/* 3 bytes */
 #define H_MIN 64
 #define H_MAX 80
 
@@ -216,19 +228,49 @@ void bnode_set_addr_gen(void *n, uint64_t addr, uint64_t gen)
 	le64_put((uint8_t *)n + H_ADDR, addr);
 	le64_put((uint8_t *)n + H_GEN, gen);
 	le64_put((uint8_t *)n + H_CSUM, 0);
+	((uint8_t *)n)[H_NB] = 0;
+}
+
+unsigned bnode_nb(const void *n)
+{
+	return ((const uint8_t *)n)[H_NB];
 }
 
 uint64_t bnode_csum(const void *n, uint64_t addr)
 {
+	/* One folded image per thread: a node's csum is taken (seal, and
+	 * bnode_matches on a cached node) without an allocation. */
+	static __thread uint8_t img[BNODE_SIZE] __attribute__((aligned(64)));
+	unsigned nb = bnode_nb(n);
+
+	if (nb && bnode_fold(n, img) == nb)
+		return csum_buf(img + H_MAGIC, nb * BNODE_BLOCK - H_MAGIC, addr);
 	return csum_buf((const uint8_t *)n + H_MAGIC, BNODE_SIZE - H_MAGIC, addr);
+}
+
+static uint64_t seal_nb(void *n, unsigned nb)
+{
+	uint64_t c;
+
+	((uint8_t *)n)[H_NB] = (uint8_t)nb;
+	c = bnode_csum(n, bnode_addr(n));
+	le64_put((uint8_t *)n + H_CSUM, c);
+	return c;
 }
 
 uint64_t bnode_seal(void *n)
 {
-	uint64_t c = bnode_csum(n, bnode_addr(n));
+	return seal_nb(n, 0);
+}
 
-	le64_put((uint8_t *)n + H_CSUM, c);
-	return c;
+uint64_t bnode_seal_short(void *n)
+{
+	return seal_nb(n, bnode_fold_blocks(n));
+}
+
+uint64_t bnode_seal_fmt(void *n, bool short_nodes)
+{
+	return short_nodes ? bnode_seal_short(n) : bnode_seal(n);
 }
 
 bool bnode_matches(const void *n, const struct bptr *p)
@@ -278,6 +320,107 @@ static unsigned vbottom(const void *n)
 static unsigned vend(const void *n, unsigned i)
 {
 	return i ? voff(n, i - 1) : BNODE_SIZE;
+}
+
+/* ---- short nodes: fold and unfold ---- */
+
+/* Front part (header and heads or pointers) and value bytes of a node in
+ * memory coordinates; false when they do not fit in a node at all. */
+static bool fold_parts(const void *n, unsigned *front, unsigned *vbytes)
+{
+	unsigned nr = bnode_nritems(n), bot;
+
+	if (bnode_level(n)) {
+		*vbytes = 0;
+		*front = BNODE_HDR + nr * BNODE_PTR;
+		return nr <= BNODE_MAX_PTRS;
+	}
+	if (nr > BNODE_USABLE / BNODE_ITEM)
+		return false;
+	*front = BNODE_HDR + nr * BNODE_ITEM;
+	bot = vbottom(n);
+	if (bot > BNODE_SIZE)
+		return false;
+	*vbytes = BNODE_SIZE - bot;
+	return *front + *vbytes <= BNODE_SIZE;
+}
+
+static unsigned blocks_for(unsigned bytes)
+{
+	unsigned nb = (bytes + BNODE_BLOCK - 1) / BNODE_BLOCK;
+
+	return nb ? nb : 1;
+}
+
+unsigned bnode_fold_blocks(const void *n)
+{
+	unsigned front, vbytes;
+
+	if (!fold_parts(n, &front, &vbytes))
+		return BNODE_BLOCKS;
+	return blocks_for(front + vbytes);
+}
+
+unsigned bnode_fold(const void *n, void *out)
+{
+	const uint8_t *b = n;
+	uint8_t *o = out;
+	unsigned nb = bnode_nb(n), front, vbytes, end;
+
+	if (!nb) {
+		memcpy(out, n, BNODE_SIZE);
+		return BNODE_BLOCKS;
+	}
+	if (nb > BNODE_BLOCKS || !fold_parts(n, &front, &vbytes) ||
+	    front + vbytes > nb * BNODE_BLOCK)
+		return 0;
+	end = nb * BNODE_BLOCK;
+	memcpy(o, b, front);
+	memset(o + front, 0, end - vbytes - front);
+	memcpy(o + end - vbytes, b + BNODE_SIZE - vbytes, vbytes);
+	memset(o + end, 0, BNODE_SIZE - end);
+	return nb;
+}
+
+/* A folded copy's layout: nb minimal for what it holds, zeros between its
+ * parts.  The items themselves are bnode_check's, once unfolded. */
+static bool folded_sound(const uint8_t *b, unsigned nb)
+{
+	unsigned front, vbytes;
+
+	if (!fold_parts(b, &front, &vbytes) || front + vbytes > nb * BNODE_BLOCK ||
+	    blocks_for(front + vbytes) != nb)
+		return false;
+	for (unsigned i = front; i < nb * BNODE_BLOCK - vbytes; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+bool bnode_copy_matches(const void *buf, const struct bptr *p, bool short_nodes)
+{
+	const uint8_t *b = buf;
+	unsigned nb = b[H_NB];
+
+	if (!short_nodes)
+		return !nb && bnode_matches(buf, p);
+	if (!nb || nb > BNODE_BLOCKS)
+		return false;
+	return le64_get(b + H_CSUM) == p->csum && le64_get(b + H_ADDR) == p->addr &&
+	       le64_get(b + H_GEN) == p->gen &&
+	       csum_buf(b + H_MAGIC, nb * BNODE_BLOCK - H_MAGIC, p->addr) == p->csum &&
+	       folded_sound(b, nb);
+}
+
+void bnode_unfold(void *buf)
+{
+	uint8_t *b = buf;
+	unsigned nb = b[H_NB], front, vbytes, end = nb * BNODE_BLOCK;
+
+	if (!nb || nb > BNODE_BLOCKS || !fold_parts(b, &front, &vbytes) || front + vbytes > end)
+		return;
+	memmove(b + BNODE_SIZE - vbytes, b + end - vbytes, vbytes);
+	memset(b + front, 0, BNODE_SIZE - vbytes - front);
 }
 
 unsigned bnode_used(const void *n)
@@ -566,8 +709,11 @@ int bnode_check(const void *n, char *why, size_t whylen)
 
 	if (memcmp(b + H_MAGIC, BNODE_MAGIC, 8))
 		return bad(why, whylen, "bad magic");
-	if (b[H_RSV1] || le32_get(b + H_RSV2))
+	if (b[H_RSV1] || b[H_RSV2] || b[H_RSV2 + 1] || b[H_RSV2 + 2])
 		return bad(why, whylen, "reserved header bytes set");
+	/* One encoding: a sealed short node says the fewest blocks. */
+	if (b[H_NB] > BNODE_BLOCKS)
+		return bad(why, whylen, "nb %u", b[H_NB]);
 	if (level >= BNODE_MAX_LEVEL)
 		return bad(why, whylen, "level %u", level);
 	if (!bnode_addr(n) || !bnode_gen(n))
@@ -575,6 +721,9 @@ int bnode_check(const void *n, char *why, size_t whylen)
 	ret = level ? check_internal(n, nr, why, whylen) : check_leaf(n, nr, why, whylen);
 	if (ret)
 		return ret;
+	if (b[H_NB] && b[H_NB] != bnode_fold_blocks(n))
+		return bad(why, whylen, "nb %u, the node needs %u blocks", b[H_NB],
+			   bnode_fold_blocks(n));
 	sz = isz(n);
 	for (unsigned i = 1; i < nr; i++) {
 		struct bkey a, c;

@@ -23,6 +23,14 @@
  * parent (a lost or stale write fails by csum and generation, a misdirected
  * one by the seed and the header address).
  *
+ * Short nodes (format v2 with SUPER_INCOMPAT_V2_SHORT_NODES): on disk
+ * only the fewest blocks nb (1..4) that hold the front part and the values
+ * are written, the values moved to end at nb * 4096 ("folded"), nb in the
+ * header (byte 60) and the csum over bytes 8 .. nb * 4096 - 1 of that
+ * image.  A slot is still BNODE_SIZE bytes: the bytes past nb * 4096 are
+ * not the node's.  In memory a node is always whole (unfolded); bnode_csum
+ * and bnode_matches fold it on the fly when its nb is set.
+ *
  * Decoding is strict (bnode_check): every length is bounded, every byte
  * outside the items must be zero, so a node has exactly one encoding and
  * the accessors below never read outside the buffer of a node it accepted.
@@ -38,6 +46,7 @@
 
 #define BNODE_SIZE 16384u		/* bytes; 4 blocks of 4 KiB */
 #define BNODE_BLOCKS 4u
+#define BNODE_BLOCK 4096u		/* a node's unit on disk (short nodes) */
 #define BNODE_HDR 96u
 #define BNODE_USABLE (BNODE_SIZE - BNODE_HDR)
 #define BNODE_ITEM 20u			/* leaf item head: key 16, off 2, size 2 */
@@ -92,10 +101,31 @@ void bnode_set_max(void *n, const struct bkey *max);
 /* Compute and store the csum for address @addr (which must be the header's);
  * returns it (for the parent pointer). */
 uint64_t bnode_seal(void *n);
+/* The same for a short node: sets nb (bnode_fold_blocks) first. */
+uint64_t bnode_seal_short(void *n);
+uint64_t bnode_seal_fmt(void *n, bool short_nodes);
 uint64_t bnode_csum(const void *n, uint64_t addr);
-/* The copy read from @p->addr is the node @p names: csum (as stored and as
- * computed with the seed p->addr), header address and generation. */
+/* The node in memory (unfolded) is the node @p names: csum (as stored and
+ * as computed with the seed p->addr), header address and generation. */
 bool bnode_matches(const void *n, const struct bptr *p);
+
+/* ---- short nodes ---- */
+/* nb as sealed (header byte 60): 0 for a whole node. */
+unsigned bnode_nb(const void *n);
+/* The fewest 4 KiB blocks that hold the node folded (1..BNODE_BLOCKS). */
+unsigned bnode_fold_blocks(const void *n);
+/* The on-disk image of a sealed node into @out (BNODE_SIZE bytes, zeros
+ * past the image): returns the blocks to write, nb (BNODE_BLOCKS for a
+ * whole node); 0 when nb cannot hold the node (not sealed: a bug). */
+unsigned bnode_fold(const void *n, void *out);
+/* A copy as read from a slot (BNODE_SIZE bytes) is the node @p names in
+ * the image's format: whole (nb 0, bnode_matches) or, with short_nodes,
+ * folded (nb 1..4, csum over its nb blocks only, nb the fewest, zeros
+ * between its parts; bytes past nb blocks ignored). */
+bool bnode_copy_matches(const void *buf, const struct bptr *p, bool short_nodes);
+/* Turn a copy that bnode_copy_matches accepted into the node in memory
+ * (in place; nothing for a whole node). */
+void bnode_unfold(void *buf);
 /* Strict structural check (not the csum).  0, or -EUCLEAN with a reason. */
 int bnode_check(const void *n, char *why, size_t whylen);
 /* The node's range is exactly [lo, hi) (hi NULL: no upper bound), the one

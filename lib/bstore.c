@@ -29,7 +29,7 @@ static bool try_copy(struct bstore_mirror *s, unsigned dev, const struct bptr *p
 {
 	int ret = mirror_read_dev(s->m, dev, p->addr, buf, BNODE_BLOCKS);
 
-	if (!ret && bnode_matches(buf, p))
+	if (!ret && bnode_copy_matches(buf, p, s->store.short_nodes))
 		return true;
 	if (ret == -ENODEV)
 		return false;
@@ -83,22 +83,61 @@ static int ms_read(void *ctx, const struct bptr *p, void *buf)
 	}
 	if (s->all_copies)
 		check_others(s, p, good, bad);
-	/* Same verified bytes over each bad copy: safe, the node is not
-	 * rewritten in place by anyone (copy-on-write). */
+	/* Same verified bytes over each bad copy (the good copy as read,
+	 * still folded, the whole slot): safe, the node is not rewritten in
+	 * place by anyone (copy-on-write). */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)
-		if (bad[d] && !mirror_write_dev(m, d, p->addr, buf, BNODE_BLOCKS))
+		if (bad[d] && !mirror_write_dev(m, d, p->addr, buf,
+						bstore_repair_image(buf, s->store.short_nodes)))
 			mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
+	bnode_unfold(buf);
 	return 0;
+}
+
+unsigned bstore_repair_image(void *buf, bool short_nodes)
+{
+	unsigned nb = short_nodes ? bnode_nb(buf) : BNODE_BLOCKS;
+
+	if (nb && nb < BNODE_BLOCKS)
+		memset((uint8_t *)buf + nb * BNODE_BLOCK, 0, (BNODE_BLOCKS - nb) * BNODE_BLOCK);
+	return BNODE_BLOCKS;
+}
+
+/* The bytes to write for the sealed node @buf: itself (whole nodes), or
+ * its folded image in @img; *nb gets the blocks.  -EUCLEAN: not sealed
+ * for this store's format (a bug). */
+static int ms_image(struct bstore_mirror *s, const void *buf, void *img, const void **out,
+		    unsigned *nb)
+{
+	*out = buf;
+	*nb = BNODE_BLOCKS;
+	if (!s->store.short_nodes)
+		return bnode_nb(buf) ? -EUCLEAN : 0;
+	if (!bnode_nb(buf))
+		return -EUCLEAN;
+	*nb = bnode_fold(buf, img);
+	*out = img;
+	return *nb ? 0 : -EUCLEAN;
 }
 
 static int ms_write(void *ctx, uint64_t addr, const void *buf)
 {
 	struct bstore_mirror *s = ctx;
+	const void *out;
 	uint64_t slot;
+	unsigned nb;
+	void *img = NULL;
+	int ret;
 
 	if (!in_area(s, addr, &slot))
 		return -EINVAL;
-	return mirror_write(s->m, addr, buf, BNODE_BLOCKS);
+	if (s->store.short_nodes && posix_memalign(&img, 4096, BNODE_SIZE))
+		return -ENOMEM;
+	ret = ms_image(s, buf, img, &out, &nb);
+	if (!ret)
+		ret = mirror_write(s->m, addr, out, nb);
+	free(img);
+	return ret;
 }
 
 static int ms_flush(void *ctx)
@@ -152,19 +191,24 @@ static void ms_free(void *ctx, uint64_t addr)
 #define MS_BATCH 64u
 
 static int ms_write_batch(struct bstore_mirror *s, size_t n, const uint64_t *addrs,
-			  void *const *bufs, struct mirror_wr *w, struct dev_io *ios)
+			  void *const *bufs, struct mirror_wr *w, struct dev_io *ios,
+			  uint8_t *imgs)
 {
 	unsigned nio = 0;
 	size_t began;
 	int ret = 0, sub;
 
 	for (began = 0; began < n; began++) {
+		const void *out;
 		uint64_t slot;
+		unsigned nb;
 
 		ret = in_area(s, addrs[began], &slot) ? 0 : -EINVAL;
 		if (!ret)
-			ret = mirror_write_begin(s->m, addrs[began], bufs[began], BNODE_BLOCKS,
-						 &w[began]);
+			ret = ms_image(s, bufs[began], imgs ? imgs + began * BNODE_SIZE : NULL,
+				       &out, &nb);
+		if (!ret)
+			ret = mirror_write_begin(s->m, addrs[began], out, nb, &w[began]);
 		if (ret)
 			break;
 		for (unsigned d = 0; d < w[began].n; d++)
@@ -194,17 +238,24 @@ static int ms_write_many(void *ctx, size_t n, const uint64_t *addrs, void *const
 	struct bstore_mirror *s = ctx;
 	struct mirror_wr *w = malloc(MS_BATCH * sizeof(*w));
 	struct dev_io *ios = malloc(MS_BATCH * DEV_MAX * sizeof(*ios));
+	void *imgs = NULL;
 	int ret = 0;
 
-	for (size_t at = 0; at < n && w && ios; at += MS_BATCH) {
+	/* Short nodes: each folded image in its own buffer, kept until the
+	 * batch's writes are done. */
+	if (s->store.short_nodes && posix_memalign(&imgs, 4096, (size_t)MS_BATCH * BNODE_SIZE))
+		imgs = NULL;
+	for (size_t at = 0; at < n && w && ios && (imgs || !s->store.short_nodes);
+	     at += MS_BATCH) {
 		size_t k = n - at < MS_BATCH ? n - at : MS_BATCH;
-		int r = ms_write_batch(s, k, addrs + at, bufs + at, w, ios);
+		int r = ms_write_batch(s, k, addrs + at, bufs + at, w, ios, imgs);
 
 		if (r && !ret)
 			ret = r;
 	}
-	if (n && (!w || !ios))
+	if (n && (!w || !ios || (!imgs && s->store.short_nodes)))
 		ret = -ENOMEM;
+	free(imgs);
 	free(w);
 	free(ios);
 	return ret;

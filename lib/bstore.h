@@ -43,6 +43,10 @@ struct bstore_ops {
 struct bstore {
 	const struct bstore_ops *ops;
 	void *ctx;
+	/* Nodes are short on disk (SUPER_INCOMPAT_V2_SHORT_NODES): the tree
+	 * seals them with bnode_seal_short, the mirror store writes and
+	 * verifies their folded images.  A store over another copies it. */
+	bool short_nodes;
 };
 
 /*
@@ -54,7 +58,10 @@ struct bstore {
  * are tried, a good copy is returned and written over every bad one
  * (MEV_REPAIRED, unless the mirror is no_repair); no good copy:
  * MEV_UNRECOVERABLE and -EIO.  With all_copies every copy is read and
- * checked (fsck).  Its allocator (a slot bitmap, first fit
+ * checked (fsck).  With store.short_nodes a write puts only the node's
+ * folded image (its nb blocks, bnode_fold) on the devices, a read takes
+ * the whole slot, verifies the folded image (bnode_copy_matches) and
+ * unfolds it; a repair writes the good copy's nb blocks.  Its allocator (a slot bitmap, first fit
  * after a cursor, under mu, not persisted) is a stand-in: the file system
  * puts fspace's node store (fspace_node_store, fspace.h) over this one,
  * which uses its read, write and flush and allocates from the node map the
@@ -74,6 +81,11 @@ struct bstore_mirror {
 
 int bstore_mirror_init(struct bstore_mirror *s, struct mirror *m, uint64_t start,
 		       uint64_t nslots);
+/* A good copy read from a slot made ready to repair bad ones: past a short
+ * node's nb blocks zeroed.  Returns the blocks a repair writes: the whole
+ * slot, so a latent error past nb (which fails every whole-slot read of
+ * that copy) is written over too. */
+unsigned bstore_repair_image(void *buf, bool short_nodes);
 void bstore_mirror_destroy(struct bstore_mirror *s);
 /* Mark an address in use (reopening a tree whose nodes are on disk). */
 int bstore_mirror_claim(struct bstore_mirror *s, uint64_t addr);

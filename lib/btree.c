@@ -670,6 +670,7 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 		pa->has_hi[l] = true;
 	}
 	t->splits++;
+	t->splits_lvl[l]++;
 	return 0;
 }
 
@@ -1055,7 +1056,7 @@ static int seal_node(struct btree *t, struct bcache_node *n, uint64_t *csum, str
 			return ret;
 		bnode_set_ptr(b, i, &p);
 	}
-	*csum = bnode_seal(b);
+	*csum = bnode_seal_fmt(b, t->store->short_nodes);
 	return wl_push(wl, n->addr, b);
 }
 
@@ -1089,6 +1090,12 @@ static int commit_locked(struct btree *t)
 		bcache_put(t->cache, r);
 		if (!ret)
 			ret = write_nodes(t, &wl);
+	}
+	for (size_t i = 0; !ret && i < wl.n; i++) {
+		unsigned nb = bnode_nb(wl.buf[i]);
+
+		t->written_lvl[bnode_level(wl.buf[i])]++;
+		t->written_blocks += nb ? nb : BNODE_BLOCKS;
 	}
 	free(wl.addr);
 	free(wl.buf);

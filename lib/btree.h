@@ -127,7 +127,17 @@ struct btree {
 	_Atomic uint64_t seq;		/* bumped by every change (iterators) */
 	/* Statistics. */
 	_Atomic uint64_t cows, splits, merges, rebalances, written;
+	_Atomic uint64_t splits_lvl[BNODE_MAX_LEVEL];	/* splits of a node at each level */
+	_Atomic uint64_t written_lvl[BNODE_MAX_LEVEL];	/* nodes written at each level */
+	_Atomic uint64_t written_blocks;	/* 4 KiB blocks they took (short nodes: nb) */
 };
+
+/* A tree's statistics since bt_open, added into @s (bt_stats_add). */
+struct bt_stats {
+	uint64_t cows, splits, merges, rebalances, written, written_blocks;
+	uint64_t splits_lvl[BNODE_MAX_LEVEL], written_lvl[BNODE_MAX_LEVEL];
+};
+void bt_stats_add(struct btree *t, struct bt_stats *s);
 
 /* Open the tree @root names (NULL or addr 0: empty).  Nothing is read
  * until used. */

@@ -3,7 +3,7 @@
  * btree_iter: iteration and verification of the format-v2 B+tree
  * (btree.h).  An iterator step locks one leaf shared, through btree.c's
  * descent, and copies it; bt_verify walks the whole tree with the barrier
- * exclusive.
+ * exclusive; bt_stats_add reads its counters.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -219,4 +219,18 @@ int bt_verify(struct btree *t, uint64_t *nitems, uint64_t *nnodes)
 	if (nnodes)
 		*nnodes = nodes;
 	return ret;
+}
+
+void bt_stats_add(struct btree *t, struct bt_stats *s)
+{
+	s->cows += atomic_load(&t->cows);
+	s->splits += atomic_load(&t->splits);
+	s->merges += atomic_load(&t->merges);
+	s->rebalances += atomic_load(&t->rebalances);
+	s->written += atomic_load(&t->written);
+	s->written_blocks += atomic_load(&t->written_blocks);
+	for (unsigned l = 0; l < BNODE_MAX_LEVEL; l++) {
+		s->splits_lvl[l] += atomic_load(&t->splits_lvl[l]);
+		s->written_lvl[l] += atomic_load(&t->written_lvl[l]);
+	}
 }

@@ -178,6 +178,7 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	if (ret)
 		return ret;
 	v->s_init = true;
+	v->s.store.short_nodes = super_short_nodes(sb);
 	ret = bcache_create(node_cache, &v->cache);
 	if (ret == 0)
 		ret = fspace_open(&v->s.store, v->cache, sb->fs_uuid, &fp,
@@ -518,6 +519,11 @@ int ckpt_v2_max_ino(struct tfs *fs, uint64_t *ino)
 struct btree *ckpt_v2_inodes(struct tfs *fs)
 {
 	return &fs->v2->itree;
+}
+
+struct btree *ckpt_v2_refs(struct tfs *fs)
+{
+	return &fs->v2->rtree;
 }
 
 /* Every inode into the table (fsck: offline, the whole tree checked). */
@@ -976,18 +982,17 @@ static int add_pending(struct ckpt_v2 *v, const uint64_t *freed, size_t n)
 	return 0;
 }
 
-/* Nodes the trees have written so far (checkpoint.written_bytes counts a
- * checkpoint's share of it). */
-static uint64_t nodes_written(struct ckpt_v2 *v)
+/* Blocks the trees' nodes took on disk so far (checkpoint.written_bytes). */
+static uint64_t blocks_written(struct ckpt_v2 *v)
 {
-	return atomic_load(&v->itree.written) + atomic_load(&v->rtree.written) +
-	       atomic_load(&fspace_tree(v->fsp)->written);
+	return atomic_load(&v->itree.written_blocks) + atomic_load(&v->rtree.written_blocks) +
+	       atomic_load(&fspace_tree(v->fsp)->written_blocks);
 }
 
 /* Commit the trees and publish them; ckpt_mu held, the INODES tree's
  * transaction open.  0 once the superblock naming them is durable; the
  * nodes written since @w0 (nodes_written before the part commits) count
- * in checkpoint.written_bytes. */
+ * in checkpoint.written_bytes (@w0: blocks_written before). */
 static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_t seq,
 			uint64_t pos, uint64_t w0)
 {
@@ -1072,7 +1077,7 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	fspace_commit_done(v->fsp);
 	alloc_v2_refs_done(v->av);
 	wib_put(fs, old.wib_start, old.wib_blocks);
-	atomic_fetch_add(&fs->ckpt_written_blocks, (nodes_written(v) - w0) * BNODE_BLOCKS);
+	atomic_fetch_add(&fs->ckpt_written_blocks, blocks_written(v) - w0);
 	return 0;
 }
 
@@ -1110,7 +1115,7 @@ int ckpt_v2_write(struct tfs *fs)
 	pthread_mutex_lock(&fs->ckpt_mu);
 	atomic_store(&fs->ckpt_busy, true);
 	/* Before the part commits: their nodes are this checkpoint's too. */
-	w0 = nodes_written(v);
+	w0 = blocks_written(v);
 	ret = log_barrier(fs->log, &seq, &pos);
 	if (ret < 0)
 		goto out;

@@ -59,6 +59,8 @@ int ckpt_v2_max_ino(struct tfs *fs, uint64_t *ino);
 int ckpt_v2_load_alloc(struct tfs *fs);
 /* The INODES tree (the log replay's read-ahead, v2replaypf.h). */
 struct btree *ckpt_v2_inodes(struct tfs *fs);
+/* The REFCOUNT tree (statistics). */
+struct btree *ckpt_v2_refs(struct tfs *fs);
 /* Write what changed, commit the trees and the superblock, trim the log. */
 int ckpt_v2_write(struct tfs *fs);
 /* Free the trees' state (fs_free); nothing is written. */

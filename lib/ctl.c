@@ -19,6 +19,7 @@
 
 #include "alloc_v2.h"
 #include "bcache.h"
+#include "btree.h"
 #include "ckpt_v2.h"
 #include "ctl.h"
 #include "discard.h"
@@ -182,6 +183,37 @@ static void icache_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "stubs", st.stubs);
 	jb_u64(j, "stub_bytes", st.stub_bytes);
 	jb_u64(j, "prefetch_reads", st.prefetch_reads);
+	jb_obj_end(j);
+}
+
+static void u64_array(struct jbuf *j, const char *name, const uint64_t *v, unsigned n)
+{
+	jb_arr_begin(j, name);
+	for (unsigned i = 0; i < n; i++)
+		jb_u64(j, NULL, v[i]);
+	jb_arr_end(j);
+}
+
+/* Format v2: the three trees' node work since mount (btree.h); the
+ * arrays by level, leaves first. */
+static void btree_json(struct tfs *fs, struct jbuf *j)
+{
+	struct bt_stats st = { 0 };
+
+	if (!fs->v2 || !fs->v2fsp)
+		return;
+	bt_stats_add(ckpt_v2_inodes(fs), &st);
+	bt_stats_add(ckpt_v2_refs(fs), &st);
+	bt_stats_add(fspace_tree(fs->v2fsp), &st);
+	jb_obj_begin(j, "btree");
+	jb_u64(j, "cows", st.cows);
+	jb_u64(j, "splits", st.splits);
+	u64_array(j, "splits_by_level", st.splits_lvl, BNODE_MAX_LEVEL);
+	jb_u64(j, "merges", st.merges);
+	jb_u64(j, "rebalances", st.rebalances);
+	jb_u64(j, "nodes_written", st.written);
+	u64_array(j, "nodes_written_by_level", st.written_lvl, BNODE_MAX_LEVEL);
+	jb_u64(j, "node_bytes_written", st.written_blocks * TFS_BLOCK_SIZE);
 	jb_obj_end(j);
 }
 
@@ -413,6 +445,7 @@ static int cmd_stats(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_obj_end(j);
 	extcache_json(fs, j);
 	node_cache_json(fs, j);
+	btree_json(fs, j);
 	dirty_json(fs, j);
 	/* Reads in the daemon at once (tfs_read_async to the reply): since
 	 * mount, the most, and now. */

@@ -65,6 +65,8 @@ int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 	super_layout(sb, total);
 	sb->version = SUPER_VERSION_V2;
 	sb->incompat = SUPER_INCOMPAT_V2_MAPPED;
+	if (!o->no_short_nodes)
+		sb->incompat |= SUPER_INCOMPAT_V2_SHORT_NODES;
 	sb->ndevs = n;
 	ret = fs_fill_random(sb->fs_uuid, sizeof(sb->fs_uuid));
 	for (unsigned i = 0; ret == 0 && i < n; i++)
@@ -165,6 +167,7 @@ static int v2_trees(struct mirror *m, struct super *sb, char *err, size_t errlen
 
 	fspace_sb_params(sb, &fp);
 	ret = bstore_mirror_init(&s, m, sb->node_start, fp.nslots);
+	s.store.short_nodes = super_short_nodes(sb);
 	if (ret == 0)
 		ret = bcache_create(V2_MKFS_CACHE, &c);
 	if (ret == 0)

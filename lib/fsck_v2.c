@@ -206,7 +206,9 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 		ret = v2m_init(v);
 	if (ret == 0)
 		ret = v2acl_init(v);
-	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v };
+	v->s.store.short_nodes = super_short_nodes(v->sb);
+	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v,
+				  .short_nodes = v->s.store.short_nodes };
 	if (ret < 0) {
 		fsck_say(c, "cannot set up the node store: %s", strerror(-ret));
 		return FSCK_EXIT_OPERROR;

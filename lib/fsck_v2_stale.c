@@ -76,20 +76,25 @@ int v2stale_open(struct v2ck *v, struct dev **mdevs)
 void v2stale_node(struct v2ck *v, const struct bptr *p, const void *buf)
 {
 	struct fck *c = v->c;
+	bool short_nodes = v->s.store.short_nodes;
 
 	for (unsigned d = 0; v->stale_buf && d < v->m.ndevs; d++) {
 		struct dev *dev = v->m.devs[d];
+		unsigned nb;
 
 		if (!is_stale(v, d))
 			continue;
 		/* The device's own I/O, not the mirror's: its copy being old
 		 * is expected, not a fault to count against it. */
 		if (dev_pread(v->be, dev, v->stale_buf, BNODE_SIZE, p->addr * TFS_BLOCK_SIZE) == 0 &&
-		    bnode_matches(v->stale_buf, p))
+		    bnode_copy_matches(v->stale_buf, p, short_nodes))
 			continue;
 		c->res->dev[d].bad++;
-		if (c->fix && dev_pwrite(v->be, dev, buf, BNODE_SIZE,
-					 p->addr * TFS_BLOCK_SIZE) == 0)
+		/* @buf is the node in memory: its on-disk image (folded, for
+		 * short nodes) is what goes onto the device. */
+		nb = bnode_fold(buf, v->stale_buf);
+		if (c->fix && nb && dev_pwrite(v->be, dev, v->stale_buf, BNODE_SIZE,
+					       p->addr * TFS_BLOCK_SIZE) == 0)
 			c->res->dev[d].repaired++;
 		else
 			c->stale_unfixed[d]++;

@@ -167,8 +167,10 @@ int fs_nodemap_init(struct fspace *fs)
 	pthread_cond_init(&nm->cv, NULL);
 	fs->nstore.ops = &node_ops;
 	fs->nstore.ctx = fs;
+	fs->nstore.short_nodes = fs->io->short_nodes;
 	fs->fstore.ops = &free_tree_ops;
 	fs->fstore.ctx = fs;
+	fs->fstore.short_nodes = fs->io->short_nodes;
 	return 0;
 }
 

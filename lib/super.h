@@ -41,7 +41,14 @@
  * A twinfs that does not know it would end the replay at cont_pos and
  * lose what the continuation holds: it refuses the image instead. */
 #define SUPER_INCOMPAT_V2_LOG_CONT 0x2u
-#define SUPER_INCOMPAT_SUPP_V2 (SUPER_INCOMPAT_V2_MAPPED | SUPER_INCOMPAT_V2_LOG_CONT)
+/* Version 2: tree nodes are short on disk (bnode.h): only the fewest
+ * 4 KiB blocks that hold a node's items are written, its header says how
+ * many (nb, byte 60) and its csum covers those.  Set by mkfs (the default;
+ * -O ^short_nodes makes an image without it).  A twinfs that does not
+ * know it would read every node as corrupt: it refuses the image. */
+#define SUPER_INCOMPAT_V2_SHORT_NODES 0x4u
+#define SUPER_INCOMPAT_SUPP_V2                                                                \
+	(SUPER_INCOMPAT_V2_MAPPED | SUPER_INCOMPAT_V2_LOG_CONT | SUPER_INCOMPAT_V2_SHORT_NODES)
 #define SUPER_RO_COMPAT_SUPP 0u
 #define SUPER_LOG_START 16
 #define SUPER_MIN_BLOCKS 16384		/* 64 MiB */
@@ -228,6 +235,12 @@ static inline bool super_self_stale(const struct super *sb)
 static inline bool super_log_cont(const struct super *sb)
 {
 	return sb->incompat & SUPER_INCOMPAT_V2_LOG_CONT;
+}
+
+/* Tree nodes are short on disk (SUPER_INCOMPAT_V2_SHORT_NODES). */
+static inline bool super_short_nodes(const struct super *sb)
+{
+	return sb->incompat & SUPER_INCOMPAT_V2_SHORT_NODES;
 }
 
 static inline uint64_t super_live_log_id(const struct super *sb)

@@ -98,6 +98,9 @@ struct tfs_format_opts {
 	bool force;			/* overwrite existing file systems */
 	const char *backend;
 	bool v2;			/* format v2 (mkfs.twinfs's default); false: v1 (deprecated) */
+	/* v2 without short nodes (SUPER_INCOMPAT_V2_SHORT_NODES, the
+	 * default): every node written whole, as before the feature. */
+	bool no_short_nodes;
 };
 
 /* mkfs: writes a new empty file system (root directory) on every device.
@@ -114,6 +117,7 @@ struct tfs_format_info {
 	uint64_t block_size, total_blocks, data_start;
 	unsigned ndevs;			/* copies */
 	unsigned version;		/* format version, 1 or 2 */
+	bool short_nodes;		/* v2: SUPER_INCOMPAT_V2_SHORT_NODES */
 };
 /* Read @dev's superblock back: 0 or -errno with one line naming @dev in err. */
 int tfs_format_info(const char *dev, struct tfs_format_info *out, char *err, size_t errlen);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bnode.h"
+#include "bstore.h"
 #include "btree.h"
 #include "fs_i.h"
 #include "v2nodes.h"
@@ -41,17 +42,19 @@ static bool eligible(struct v2n_walk *w, unsigned d, uint64_t addr)
 	return mirror_dev_readable(m, d, addr, BNODE_BLOCKS);
 }
 
-static int copy_io(struct v2n_walk *w, unsigned d, uint64_t addr, void *buf, bool write)
+/* Read a whole slot (@wblocks 0), or write its first @wblocks blocks. */
+static int copy_io(struct v2n_walk *w, unsigned d, uint64_t addr, void *buf, unsigned wblocks)
 {
 	struct mirror *m = &w->fs->mirror;
 
 	if (atomic_load(&m->state[d]) == MDEV_OK)
-		return write ? mirror_write_dev(m, d, addr, buf, BNODE_BLOCKS) :
-			       mirror_read_dev(m, d, addr, buf, BNODE_BLOCKS);
+		return wblocks ? mirror_write_dev(m, d, addr, buf, wblocks) :
+				 mirror_read_dev(m, d, addr, buf, BNODE_BLOCKS);
 	if (!m->devs[d])
 		return -ENODEV;
-	return write ? dev_pwrite(m->be, m->devs[d], buf, BNODE_SIZE, addr * TFS_BLOCK_SIZE) :
-		       dev_pread(m->be, m->devs[d], buf, BNODE_SIZE, addr * TFS_BLOCK_SIZE);
+	return wblocks ? dev_pwrite(m->be, m->devs[d], buf, (size_t)wblocks * TFS_BLOCK_SIZE,
+				    addr * TFS_BLOCK_SIZE) :
+			 dev_pread(m->be, m->devs[d], buf, BNODE_SIZE, addr * TFS_BLOCK_SIZE);
 }
 
 /*
@@ -64,6 +67,7 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	struct v2n_walk *w = st->w;
 	struct mirror *m = &w->fs->mirror;
 	bool bad[DEV_MAX] = { false }, have = false;
+	bool short_nodes = super_short_nodes(&w->fs->sb);
 	unsigned first_dev = DEV_MAX;
 
 	for (unsigned d = 0; d < m->ndevs; d++) {
@@ -72,14 +76,14 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 
 		if (!eligible(w, d, p->addr))
 			continue;
-		ret = copy_io(w, d, p->addr, buf, false);
+		ret = copy_io(w, d, p->addr, buf, 0);
 		if (ret == -ENODEV)
 			continue;
 		if (first_dev == DEV_MAX)
 			first_dev = d;
 		if (ret) {
 			w->n.read_err++;
-		} else if (!bnode_matches(buf, p)) {
+		} else if (!bnode_copy_matches(buf, p, short_nodes)) {
 			mirror_event(m, d, MEV_CSUM_ERR, p->addr, 1);
 		} else {
 			have = true;
@@ -99,12 +103,14 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	}
 	if (first)
 		w->n.checked++;
+	/* The good copy as read (folded, the whole slot) over the bad ones. */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++) {
-		if (!bad[d] || copy_io(w, d, p->addr, out, true))
+		if (!bad[d] || copy_io(w, d, p->addr, out, bstore_repair_image(out, short_nodes)))
 			continue;
 		mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
 		w->n.repaired++;
 	}
+	bnode_unfold(out);
 	return 1;
 }
 

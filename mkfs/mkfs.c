@@ -21,7 +21,8 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2|v1] DEV...   (1 to %d devices)\n",
+	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2|v1|[^]short_nodes,...] DEV...   "
+		"(1 to %d devices)\n",
 		TFS_DEV_MAX);
 }
 
@@ -36,7 +37,31 @@ static void help(void)
 	       "  -O v1     DEPRECATED: format v1, metadata in memory; twinfs and\n"
 	       "            fsck.twinfs open it only with format=1 (for tests and to\n"
 	       "            copy data off); it goes away in a later release\n"
+	       "  -O ^short_nodes  v2 writing every tree node whole (16 KiB), as\n"
+	       "            before short nodes; -O short_nodes (the default) writes\n"
+	       "            only the 4 KiB blocks a node uses\n"
+	       "            (-O takes a comma-separated list and may be repeated)\n"
 	       "  -h        this help\n");
+}
+
+/* -O's list: a format (v1, v2) and v2's features ([^]short_nodes). */
+static int parse_features(const char *arg, struct tfs_format_opts *o)
+{
+	char buf[256], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(f, "v2") || !strcmp(f, "v1")) {
+			o->v2 = !strcmp(f, "v2");
+		} else if (!strcmp(f, "short_nodes") || !strcmp(f, "^short_nodes")) {
+			o->no_short_nodes = f[0] == '^';
+		} else {
+			fprintf(stderr, PROG ": -O: unknown format or feature '%s' (v1, v2, "
+				"short_nodes, ^short_nodes)\n", f);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 static void format_uuid(const uint8_t u[16], char out[37])
@@ -75,7 +100,9 @@ static void print_summary(const struct tfs_format_info *sb, const char *const *d
 
 	printf("twinfs file system created\n");
 	if (sb->version == 2)
-		printf("  format:  v2\n");
+		printf("  format:  v2\n  nodes:   %s\n",
+		       sb->short_nodes ? "short (only the 4 KiB blocks a node uses are written)"
+				       : "whole (16 KiB each; -O ^short_nodes)");
 	else
 		printf("  format:  v1 (deprecated: twinfs mounts it only with -o format=1)\n");
 	printf("  UUID:    %s\n", uuid);
@@ -121,14 +148,10 @@ int main(int argc, char **argv)
 			o.force = true;
 			break;
 		case 'O':
-			/* Only a whole format for now, no feature list. */
-			if (strcmp(optarg, "v2") != 0 && strcmp(optarg, "v1") != 0) {
-				fprintf(stderr, PROG ": -O: unknown format '%s' (v1 or v2)\n",
-					optarg);
+			if (parse_features(optarg, &o) < 0) {
 				usage(stderr);
 				return 2;
 			}
-			o.v2 = strcmp(optarg, "v2") == 0;
 			break;
 		case 'h':
 			help();

@@ -3,12 +3,17 @@
  * bnode_check or decode to a node whose every accessor stays inside the
  * buffer, that re-encodes to the same bytes, and that the mutators keep
  * valid; never a crash.  The csum is fixed up first (for the address the
- * header names) so the fuzzer gets past it; the raw input is checked too. */
+ * header names) so the fuzzer gets past it; the raw input is checked too.
+ * An input whose header has nb 1..4 is a short node's folded image (format
+ * v2 with SUPER_INCOMPAT_V2_SHORT_NODES): verified over its nb blocks,
+ * unfolded, then the same; it re-encodes (bnode_seal_short) to the same
+ * nb and csum. */
 #include <assert.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "bnode.h"
+#include "csum.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,8 +49,15 @@ static void reencode(void)
 			bnode_leaf_insert(again, i, &k, v, len);
 		}
 	}
-	bnode_seal(again);
+	bnode_seal_fmt(again, bnode_nb(node) != 0);
 	assert(memcmp(again, node, BNODE_SIZE) == 0);
+}
+
+/* A copy of the node to change: a node of a new transaction (nb 0). */
+static void take_work(void)
+{
+	memcpy(work, node, BNODE_SIZE);
+	bnode_set_addr_gen(work, bnode_addr(node), bnode_gen(node));
 }
 
 /* An internal node whose first pointer went: its min moves up (as a
@@ -77,7 +89,7 @@ static void mutate(void)
 	assert(bnode_check_range(node, &h.min, bkey_succ(&k) ? &k : NULL, NULL, 0) == 0);
 	if (!nr)
 		return;
-	memcpy(work, node, BNODE_SIZE);
+	take_work();
 	if (bnode_level(work))
 		bnode_ptr_delete(work, nr / 2);
 	else
@@ -87,12 +99,12 @@ static void mutate(void)
 		fix_min(work);
 		assert(bnode_check(work, NULL, 0) == 0);
 	}
-	memcpy(work, node, BNODE_SIZE);
+	take_work();
 	bnode_drop_front(work, nr / 2);
 	fix_min(work);
 	assert(bnode_check(work, NULL, 0) == 0 && bnode_nritems(work) == nr - nr / 2);
 	assert(bnode_used(work) == bnode_used(node) - bnode_span_bytes(node, 0, nr / 2));
-	memcpy(work, node, BNODE_SIZE);
+	take_work();
 	bnode_truncate(work, (nr + 1) / 2);
 	assert(bnode_check(work, NULL, 0) == 0);
 }
@@ -107,8 +119,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)bnode_check(node, NULL, 0);	/* raw: must not crash either */
 	p.addr = bnode_addr(node);
 	p.gen = bnode_gen(node);
-	p.csum = bnode_seal(node);
-	assert(bnode_matches(node, &p));
+	if (bnode_nb(node) >= 1 && bnode_nb(node) <= BNODE_BLOCKS) {
+		unsigned nb = bnode_nb(node);
+
+		p.csum = csum_buf(node + 8, nb * 4096 - 8, p.addr);
+		for (unsigned b = 0; b < 8; b++)
+			node[b] = (uint8_t)(p.csum >> (8 * b));
+		assert(!bnode_copy_matches(node, &p, false));
+		if (!bnode_copy_matches(node, &p, true))
+			return 0;
+		bnode_unfold(node);
+		assert(bnode_matches(node, &p));	/* folded on the fly */
+	} else {
+		p.csum = bnode_seal(node);
+		assert(bnode_matches(node, &p));
+		assert(bnode_copy_matches(node, &p, false) && !bnode_copy_matches(node, &p, true));
+	}
 	p.addr ^= 4;	/* the same bytes elsewhere never verify */
 	assert(!bnode_matches(node, &p));
 	if (bnode_check(node, NULL, 0))
@@ -123,7 +149,7 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len));
 void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 {
 	static const uint8_t uuid[16] = { 0xde, 0xad, 0xbe, 0xef };
-	static uint8_t n[BNODE_SIZE];
+	static uint8_t n[BNODE_SIZE], folded[BNODE_SIZE];
 	uint8_t v[300];
 
 	memset(v, 0x5a, sizeof(v));
@@ -148,4 +174,15 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	}
 	bnode_seal(n);
 	emit(n, sizeof(n));
+	/* The same two as short nodes, folded as on disk. */
+	bnode_seal_short(n);
+	emit(folded, bnode_fold(n, folded) * 4096u);
+	bnode_init(n, 0, 1024, 3, 2, uuid);
+	for (unsigned i = 0; i < 25; i++) {
+		struct bkey k = { 256 + i, 1, 0 };
+
+		bnode_leaf_insert(n, i, &k, v, (i * 53) % sizeof(v));
+	}
+	bnode_seal_short(n);
+	emit(folded, bnode_fold(n, folded) * 4096u);
 }

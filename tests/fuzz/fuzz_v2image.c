@@ -15,6 +15,9 @@
  * the mount dropped, so the image stays as patched; refused: one line says
  * why, and -o rescue is tried), walked (readdir, getattr, read, readlink,
  * listxattr) and dropped, and fsck -n runs on it.  Refused or mounted, never a crash, a hang or undefined behaviour.
+ * The base image has short nodes (mkfs's default): a node's bytes are its
+ * slot as on disk (folded), a resealed node is unfolded, sealed and folded
+ * again.
  */
 #include <assert.h>
 #include <fcntl.h>
@@ -53,6 +56,8 @@ static unsigned sb_slot;
 static uint8_t sb_orig[BS];
 static struct tnode nodes[MAXNODES];
 static unsigned nnodes;
+static bool short_img;		/* SUPER_INCOMPAT_V2_SHORT_NODES */
+static uint8_t scratch[BNODE_SIZE];
 static FILE *devnull;
 static const struct tfs_cred cred = { .uid = 0, .gid = 0 };
 
@@ -97,7 +102,9 @@ static void add_tree(uint64_t addr, int parent, unsigned slot)
 	t->slot = slot;
 	assert(pread(ifd, t->orig, BNODE_SIZE, (off_t)(addr * BS)) == BNODE_SIZE);
 	memcpy(t->cur, t->orig, BNODE_SIZE);
-	assert(bnode_check(t->orig, NULL, 0) == 0);
+	memcpy(scratch, t->orig, BNODE_SIZE);
+	bnode_unfold(scratch);
+	assert(bnode_check(scratch, NULL, 0) == 0);
 	for (unsigned i = 0; bnode_level(t->orig) && i < bnode_nritems(t->orig); i++) {
 		struct bptr p;
 
@@ -139,11 +146,32 @@ static void make_base(void)
 		}
 	}
 	assert(sb0.version == SUPER_VERSION_V2);
+	short_img = super_short_nodes(&sb0);
 	for (unsigned t = 0; t < SUPER_V2_TREES; t++)
 		add_tree(sb0.roots[t].ptr.addr, -1, t);
 	devnull = fopen("/dev/null", "w");
 	assert(devnull);
 	atexit(drop_image);
+}
+
+/* Seal the slot image @cur for @addr: as is (whole nodes), or unfolded,
+ * sealed short and folded again (left unfolded when its items no longer
+ * fold: damage the checks must catch). */
+static uint64_t seal_slot(uint8_t *cur, uint64_t addr)
+{
+	uint64_t csum;
+
+	if (!short_img) {
+		bnode_set_addr_gen(cur, addr, bnode_gen(cur));
+		return bnode_seal(cur);
+	}
+	memcpy(scratch, cur, BNODE_SIZE);
+	bnode_unfold(scratch);
+	bnode_set_addr_gen(scratch, addr, bnode_gen(scratch));
+	csum = bnode_seal_short(scratch);
+	if (!bnode_fold(scratch, cur))
+		memcpy(cur, scratch, BNODE_SIZE);
+	return csum;
 }
 
 /* Reseal node @i and carry its checksum up to the superblock (@sb). */
@@ -153,8 +181,7 @@ static void reseal(unsigned i, struct super *sb)
 		uint64_t csum;
 		struct bptr p;
 
-		bnode_set_addr_gen(nodes[n].cur, nodes[n].addr, bnode_gen(nodes[n].cur));
-		csum = bnode_seal(nodes[n].cur);
+		csum = seal_slot(nodes[n].cur, nodes[n].addr);
 		if (nodes[n].parent < 0) {
 			sb->roots[nodes[n].slot].ptr.csum = csum;
 			break;

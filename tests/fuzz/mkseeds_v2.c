@@ -147,7 +147,7 @@ static void keep_items(const char *out, const uint8_t *n, unsigned owner)
 
 static void harvest(const char *img, const struct super *sb, const char *out)
 {
-	static uint8_t n[BNODE_SIZE];
+	static uint8_t raw[BNODE_SIZE], n[BNODE_SIZE];
 	int fd = open(img, O_RDONLY);
 	char path[4096];
 
@@ -157,11 +157,18 @@ static void harvest(const char *img, const struct super *sb, const char *out)
 	     a += BNODE_BLOCKS) {
 		struct bnode_hdr h;
 		size_t len = BNODE_SIZE;
+		struct bptr p;
 
-		if (pread(fd, n, BNODE_SIZE, (off_t)(a * 4096)) != BNODE_SIZE)
+		if (pread(fd, raw, BNODE_SIZE, (off_t)(a * 4096)) != BNODE_SIZE)
 			die("read", errno);
-		if (bnode_addr(n) != a || bnode_check(n, NULL, 0) ||
-		    bnode_csum(n, a) != bnode_stored_csum(n))
+		/* The slot as on disk (short nodes: folded, the seed for
+		 * fuzz_bnode), the node unfolded for its items. */
+		p = (struct bptr){ a, bnode_gen(raw), bnode_stored_csum(raw) };
+		if (!bnode_copy_matches(raw, &p, super_short_nodes(sb)))
+			continue;
+		memcpy(n, raw, BNODE_SIZE);
+		bnode_unfold(n);
+		if (bnode_check(n, NULL, 0))
 			continue;
 		bnode_hdr(n, &h);
 		if (h.owner < 1 || h.owner > 3 || h.level >= BNODE_MAX_LEVEL)
@@ -170,11 +177,13 @@ static void harvest(const char *img, const struct super *sb, const char *out)
 			keep_items(out, n, (unsigned)h.owner);
 		if (nodes_kept[h.owner][h.level] >= PER_NODE_KIND || !h.nritems)
 			continue;
-		while (len > 0 && !n[len - 1])
+		if (bnode_nb(raw))
+			memset(raw + bnode_nb(raw) * 4096, 0, BNODE_SIZE - bnode_nb(raw) * 4096);
+		while (len > 0 && !raw[len - 1])
 			len--;
 		snprintf(path, sizeof(path), "%s/bnode/real-%llu-%u-%u", out,
 			 (unsigned long long)h.owner, h.level, nodes_kept[h.owner][h.level]++);
-		put(path, n, len);
+		put(path, raw, len);
 	}
 	close(fd);
 }

@@ -33,6 +33,12 @@ garbage() {	# garbage IMG BLOCK: overwrite one 4 KiB block
 	dd if=/dev/urandom of="$1" bs=4096 seek="$2" count=1 conv=notrunc status=none ||
 		h_fail "dd into $1"
 }
+node_garbage() {	# node_garbage IMG ADDR K: garble 512 bytes of node ADDR's first block
+	# (1024 + 512 K .. past the header): inside the node's image whatever
+	# its nb (short nodes: the blocks past nb are not the node's).
+	dd if=/dev/urandom of="$1" bs=512 seek=$(($2 * 8 + 2 + $3)) count=1 conv=notrunc \
+		status=none || h_fail "dd into $1"
+}
 save() { cp --sparse=always "${IMGS[0]}" "$T/save0" && cp --sparse=always "${IMGS[1]}" "$T/save1"; }
 restore() { cp --sparse=always "$T/save0" "${IMGS[0]}" && cp --sparse=always "$T/save1" "${IMGS[1]}"; }
 dev_num() {	# dev_num IDX FIELD: a device counter of twinfs-ctl status --json
@@ -77,7 +83,7 @@ read -r lvl leaf2 < <(leaf_of "$ino2" 3 $((1 << 55)))
 h_log "d1 (inode $ino1) in leaf $leaf1, d2's entries (inode $ino2) in leaf $leaf2"
 
 h_log "(1) one copy of leaf $leaf1 garbled on image 1"
-garbage "${IMGS[1]}" $((leaf1 + 2))
+node_garbage "${IMGS[1]}" "$leaf1" 2
 h_mount
 check_files
 ((($(dev_num 1 csum_errors)) > 0)) || h_fail "the bad node copy was not counted"
@@ -90,8 +96,8 @@ cmp -s <(dd if="${IMGS[0]}" bs=4096 skip="$leaf1" count=4 status=none) \
 
 h_log "(2) both copies of leaf $leaf1 garbled"
 restore
-garbage "${IMGS[0]}" $((leaf1 + 1))
-garbage "${IMGS[1]}" $((leaf1 + 3))
+node_garbage "${IMGS[0]}" "$leaf1" 1
+node_garbage "${IMGS[1]}" "$leaf1" 3
 h_mount
 ls "$MNT" >"$T/ls" 2>&1 || true
 grep -qx d1 "$T/ls" || h_fail "the root's listing drops d1 without a word: $(tr '\n' ' ' <"$T/ls")"
@@ -106,8 +112,8 @@ h_fsck 4 -n "${IMGS[@]}"
 
 h_log "(3) both copies of leaf $leaf2 (d2's entries) garbled"
 restore
-garbage "${IMGS[0]}" $((leaf2 + 1))
-garbage "${IMGS[1]}" $((leaf2 + 1))
+node_garbage "${IMGS[0]}" "$leaf2" 1
+node_garbage "${IMGS[1]}" "$leaf2" 1
 h_mount
 n=$(ls "$MNT/d2" 2>/dev/null | wc -l) && rc=0 || rc=$?
 ((rc != 0)) || h_fail "listing d2 with its entries lost succeeds ($n names)"

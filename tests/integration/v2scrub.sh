@@ -22,8 +22,10 @@ LOG_ALLOW='checksum mismatch|repaired|unrecoverable|no good copy|tree node'
 node_num() {
 	python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["nodes"][sys.argv[1]])' "$1"
 }
-garbage() {	# garbage IMG ADDR: overwrite one 4 KiB block inside node ADDR
-	dd if=/dev/urandom of="$1" bs=4096 seek=$(($2 + 1)) count=1 conv=notrunc \
+garbage() {	# garbage IMG ADDR: overwrite the first 4 KiB block of node ADDR:
+	# inside the node's image whatever its nb (with short nodes the blocks
+	# of the slot past nb are not the node's)
+	dd if=/dev/urandom of="$1" bs=4096 seek="$2" count=1 conv=notrunc \
 		oflag=direct status=none || h_fail "dd into $1"
 }
 node_bytes() {	# node_bytes IMG ADDR: the node's 16 KiB, as a checksum

@@ -506,7 +506,7 @@ static void test_store_bug(void **state)
 	int ret = 0;
 
 	mem_init(&ms);
-	dup = (struct bstore){ &dup_ops, &ms };
+	dup = (struct bstore){ .ops = &dup_ops, .ctx = &ms };
 	dup_addr = 0;
 	assert_int_equal(bcache_create(1u << 20, &c), 0);
 	assert_int_equal(bt_open(&t, &dup, c, 5, uuid, NULL), 0);
@@ -558,7 +558,7 @@ static void test_write_many(void **state)
 
 	(void)state;
 	mem_init(&ms);
-	wm = (struct bstore){ &wm_ops, &ms };
+	wm = (struct bstore){ .ops = &wm_ops, .ctx = &ms };
 	wm_calls = wm_nodes = 0;
 	assert_int_equal(bcache_create(4u << 20, &c), 0);
 	assert_int_equal(bt_open(&t, &wm, c, 5, uuid, NULL), 0);

@@ -412,7 +412,7 @@ static void test_node_twice_parent(void **state)
 	memcpy(bad, orig, BNODE_SIZE);
 	bnode_ptr(bad, 0, &p0);
 	bnode_set_ptr(bad, 1, &p0);
-	csum = bnode_seal(bad);
+	csum = bnode_seal_fmt(bad, x.s.store.short_nodes);
 	assert_int_equal(x.s.store.ops->write(x.s.store.ctx, x.sb.roots[0].ptr.addr, bad), 0);
 	x.sb.roots[0].ptr.csum = csum;
 	x.sb.generation++;

@@ -18,6 +18,9 @@
 /* The I/O backend: "file" unless TFS_TEST_BACKEND=uring|aio|auto asks to
  * run the same cases on another one. */
 const char *tl_backend(void);
+/* TFS_TEST_WHOLE_NODES set (not 0): images formatted without short nodes
+ * (mkfs -O ^short_nodes), for the *_whole_nodes runs of a test. */
+bool tl_whole_nodes(void);
 
 /* A sparse temp image of @size bytes named <tag>_XXXXXX under /var/tmp
  * (real disk: O_DIRECT works there) or /tmp; the caller unlinks it. */
