@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * ckpt_v2: format v2, step 3 (experimental): mount a v2 image and write its
- * checkpoints into the trees (ckpt_v2.h, docs/FORMAT.md "Mounting version 2").
- * Part of the metadata core (it reads and fills struct tfs_inode).
+ * ckpt_v2: mount a format v2 image and write its checkpoints into the trees
+ * (ckpt_v2.h, FORMAT.md "Mounting version 2"); it reads and fills tfs_inode.
  *
  * Load.  The node store on the mirror (bstore_mirror), the node cache, fspace
  * over the free-space tree (its node store is where the INODES tree's nodes
@@ -65,10 +64,8 @@
 #include "wib.h"
 
 #define V2_DEL_BATCH 256		/* keys collected before deleting them */
-/* A checkpoint's INODES transaction is committed part way once the nodes
- * it changed pin dirty_soft / V2_PART_SHARE (at least V2_PART_MIN nodes). */
-#define V2_PART_SHARE 2
-#define V2_PART_MIN 64
+#define V2_PART_SHARE 2			/* part commits at dirty_soft / this pinned */
+#define V2_PART_MIN 64			/* nodes, at least */
 
 struct ckpt_v2 {
 	struct bstore_mirror s;		/* nodes on the mirror */
@@ -167,9 +164,7 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	fs->v2 = v;
 	v->inodes = sb->inodes;
 	fspace_sb_params(sb, &fp);
-	/* Clean group bitmaps kept: 8 MiB by default, out of the node
-	 * cache's budget as all of them (dbudget.c). */
-	fp.budget = node_cache / 16;
+	fp.budget = node_cache / 16;	/* clean group bitmaps kept (dbudget.c) */
 	ret = v2d_init(&v->dirty);
 	if (ret)
 		return ret;
@@ -991,8 +986,8 @@ static uint64_t blocks_written(struct ckpt_v2 *v)
 
 /* Commit the trees and publish them; ckpt_mu held, the INODES tree's
  * transaction open.  0 once the superblock naming them is durable; the
- * nodes written since @w0 (nodes_written before the part commits) count
- * in checkpoint.written_bytes (@w0: blocks_written before). */
+ * blocks written since @w0 (before the part commits) count in
+ * checkpoint.written_bytes. */
 static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_t seq,
 			uint64_t pos, uint64_t w0)
 {
