@@ -548,6 +548,15 @@ static void test_threads(void **state)
 	slot_destroy(&s.ms);
 }
 
+/* A small allocator of 100,000 blocks from b0 = 2000, opened. */
+static void st_small(struct st *s)
+{
+	*s = (struct st){ .p = { .start = 2000, .end = 2000 + 100000, .gblocks = 4096,
+		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 64u << 10 } };
+	slot_init(&s->ms, s->p.node_start, s->p.nslots);
+	st_open(s);
+}
+
 /*
  * No memory for a chunk's words (alloc_fail_words): frees wait (pending,
  * still used), a checkpoint writes them used meanwhile, and free at the
@@ -556,13 +565,11 @@ static void test_threads(void **state)
  */
 static void test_nomem(void **state)
 {
-	struct st s = { .p = { .start = 2000, .end = 2000 + 100000, .gblocks = 4096,
-		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 64u << 10 } };
+	struct st s;
 	const uint64_t b0 = 2000;
 
 	(void)state;
-	slot_init(&s.ms, s.p.node_start, s.p.nslots);
-	st_open(&s);
+	st_small(&s);
 	/* All used: whole chunks without words, no spares yet. */
 	assert_int_equal(alloc_use(s.a, b0, 100000), 0);
 	st_commit(&s, true);
@@ -601,13 +608,11 @@ static void test_nomem(void **state)
  * daemon for good. */
 static void test_journal_freed(void **state)
 {
-	struct st s = { .p = { .start = 2000, .end = 2000 + 100000, .gblocks = 4096,
-		.node_start = 16, .nslots = 400, .node_reserve = 8, .budget = 64u << 10 } };
+	struct st s;
 	const uint64_t b0 = 2000;
 
 	(void)state;
-	slot_init(&s.ms, s.p.node_start, s.p.nslots);
-	st_open(&s);
+	st_small(&s);
 	assert_int_equal(alloc_v2_mem_bytes(s.v), 0);
 	for (uint64_t b = b0; b < b0 + 20000; b++)
 		assert_int_equal(alloc_v2_ref(s.v, b, 1, +1), 0);

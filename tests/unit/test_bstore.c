@@ -328,7 +328,21 @@ static void test_unrecoverable(void **state)
 	fx_teardown(&f);
 }
 
-/* One device failed: nodes go to the other alone and read from it. */
+/* The tree's last leaf (short nodes: fewer than 4 blocks, ascending
+ * inserts leave full leaves but the last): its pointer into *p, device 0's
+ * copy into f->buf; returns its nb. */
+static unsigned last_leaf(struct fx *f, struct bptr *p)
+{
+	unsigned nb;
+
+	assert_int_equal(f->s.store.ops->read(f->s.store.ctx, &f->root.ptr, f->buf), 0);
+	bnode_ptr(f->buf, bnode_nritems(f->buf) - 1, p);
+	dev_rw(f, 0, p->addr, f->buf, false);
+	nb = bnode_nb(f->buf);
+	assert_true(nb >= 1 && nb < BNODE_BLOCKS);
+	return nb;
+}
+
 /* Short nodes: a leaf takes fewer than 4 blocks on each device, and what
  * follows its nb blocks in the slot is not read as the node's: garbage
  * there is no error (nothing counted, nothing repaired). */
@@ -336,17 +350,12 @@ static void test_short_extent(void **state)
 {
 	struct fx f;
 	struct bptr p;
-	unsigned nb = BNODE_BLOCKS;
+	unsigned nb;
 
 	if (!short_nodes)
 		return;
 	fx_setup(&f);
-	/* Ascending inserts leave full leaves but the last. */
-	assert_int_equal(f.s.store.ops->read(f.s.store.ctx, &f.root.ptr, f.buf), 0);
-	bnode_ptr(f.buf, bnode_nritems(f.buf) - 1, &p);
-	dev_rw(&f, 0, p.addr, f.buf, false);
-	nb = bnode_nb(f.buf);
-	assert_true(nb >= 1 && nb < BNODE_BLOCKS);
+	nb = last_leaf(&f, &p);
 	for (unsigned d = 0; d < 2; d++) {
 		dev_rw(&f, d, p.addr, f.buf, false);
 		memset(f.buf + nb * 4096, 0x5a, BNODE_SIZE - nb * 4096);
@@ -374,11 +383,7 @@ static void test_repair_whole_slot(void **state)
 	if (!short_nodes)
 		return;
 	fx_setup(&f);
-	assert_int_equal(f.s.store.ops->read(f.s.store.ctx, &f.root.ptr, f.buf), 0);
-	bnode_ptr(f.buf, bnode_nritems(f.buf) - 1, &p);
-	dev_rw(&f, 0, p.addr, f.buf, false);
-	nb = bnode_nb(f.buf);
-	assert_true(nb >= 1 && nb < BNODE_BLOCKS);
+	nb = last_leaf(&f, &p);
 	memset(f.buf + nb * 4096, 0x5a, BNODE_SIZE - nb * 4096);
 	dev_rw(&f, 0, p.addr, f.buf, true);
 	rot(&f, 0, p.addr, 100);
@@ -392,6 +397,7 @@ static void test_repair_whole_slot(void **state)
 	fx_teardown(&f);
 }
 
+/* One device failed: nodes go to the other alone and read from it. */
 static void test_degraded(void **state)
 {
 	struct fx f;
