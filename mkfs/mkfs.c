@@ -44,24 +44,31 @@ static void help(void)
 	       "  -h        this help\n");
 }
 
-/* -O's list: a format (v1, v2) and v2's features ([^]short_nodes). */
-static int parse_features(const char *arg, struct tfs_format_opts *o)
+/* -O's list: a format (v1, v2) and v2's features ([^]short_nodes);
+ * *@nodes is set when a node feature was named (v1 has none). */
+static int parse_features(const char *arg, struct tfs_format_opts *o, bool *nodes)
 {
-	char buf[256], *save = NULL;
+	char *buf = strdup(arg), *save = NULL;
+	int ret = 0;
 
-	snprintf(buf, sizeof(buf), "%s", arg);
-	for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+	if (!buf) {
+		fprintf(stderr, PROG ": -O: out of memory\n");
+		return -ENOMEM;
+	}
+	for (char *f = strtok_r(buf, ",", &save); f && ret == 0; f = strtok_r(NULL, ",", &save)) {
 		if (!strcmp(f, "v2") || !strcmp(f, "v1")) {
 			o->v2 = !strcmp(f, "v2");
 		} else if (!strcmp(f, "short_nodes") || !strcmp(f, "^short_nodes")) {
 			o->no_short_nodes = f[0] == '^';
+			*nodes = true;
 		} else {
 			fprintf(stderr, PROG ": -O: unknown format or feature '%s' (v1, v2, "
 				"short_nodes, ^short_nodes)\n", f);
-			return -EINVAL;
+			ret = -EINVAL;
 		}
 	}
-	return 0;
+	free(buf);
+	return ret;
 }
 
 static void format_uuid(const uint8_t u[16], char out[37])
@@ -124,6 +131,7 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	struct tfs_format_info sb;
 	int opt, ret;
+	bool nodes = false;	/* -O named a node feature */
 
 	static const struct option longopts[] = {
 		{ "label", required_argument, NULL, 'L' },
@@ -148,7 +156,7 @@ int main(int argc, char **argv)
 			o.force = true;
 			break;
 		case 'O':
-			if (parse_features(optarg, &o) < 0) {
+			if (parse_features(optarg, &o, &nodes) < 0) {
 				usage(stderr);
 				return 2;
 			}
@@ -162,6 +170,12 @@ int main(int argc, char **argv)
 		}
 	}
 
+	if (nodes && !o.v2) {
+		fprintf(stderr, PROG ": -O: short_nodes and ^short_nodes are features of format v2, "
+			"not v1\n");
+		usage(stderr);
+		return 2;
+	}
 	unsigned n = (unsigned)(argc - optind);
 	if (n < 1 || n > TFS_DEV_MAX) {
 		if (n > TFS_DEV_MAX)

@@ -8,7 +8,8 @@
 # a node garbled on one image is reported by -n (exit 4),
 # rewritten from the other image by -y (exit 1), then clean (0); a damaged
 # superblock slot is rewritten by -y; a node garbled on both images is
-# unrecoverable (exit 4).  Mounting v2 is tests/integration/v2mount.sh.
+# unrecoverable (exit 4).  mkfs -O refuses v2's node features with v1 and
+# reads a long list whole.  Mounting v2 is tests/integration/v2mount.sh.
 source "$(dirname "$0")/harness.sh"
 
 h_need_fsck
@@ -16,6 +17,14 @@ h_need_fsck
 h_setup 2 256M -O v2
 out=$("$MKFS" -f -O v2,^short_nodes -L v2 "${IMGS[@]}" 2>&1) || h_fail "mkfs whole nodes: $out"
 grep -q "^  nodes:   whole" <<<"$out" || h_fail "mkfs -O ^short_nodes: $out"
+# -O's list: v1 has no node features (refused, exit 2, before any
+# device is touched); a list past 255 characters is read whole (its last
+# word counts).
+if out=$("$MKFS" -f -O v1,^short_nodes "${IMGS[@]}" 2>&1); then h_fail "mkfs -O v1,^short_nodes accepted: $out"; fi
+grep -q "features of format v2, not v1" <<<"$out" || h_fail "mkfs -O v1,^short_nodes: $out"
+long=v2$(printf ',short_nodes%.0s' {1..30}),^short_nodes
+out=$("$MKFS" -f -O "$long" -L v2 "${IMGS[@]}" 2>&1) || h_fail "mkfs long -O: $out"
+grep -q "^  nodes:   whole" <<<"$out" || h_fail "mkfs long -O list cut short: $out"
 # Whole nodes: the node map's 2048-byte value ends at the node's end.
 map_at=$(((4116 * 4096 + 16384 - 2048) / 2048))
 node_blocks=4	# the inode tree's root: what a repair writes
