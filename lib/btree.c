@@ -1091,6 +1091,10 @@ static int commit_locked(struct btree *t)
 		if (!ret)
 			ret = write_nodes(t, &wl);
 	}
+	/* Counted once written, whatever the flush does: nodes, their
+	 * levels and their blocks alike. */
+	if (!ret)
+		t->written += wl.n;
 	for (size_t i = 0; !ret && i < wl.n; i++) {
 		unsigned nb = bnode_nb(wl.buf[i]);
 
@@ -1116,7 +1120,6 @@ static int commit_locked(struct btree *t)
 		bcache_put(t->cache, t->dirty[i]);
 	}
 	t->ndirty = 0;
-	t->written += wl.n;
 	return 0;
 }
 
