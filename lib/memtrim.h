@@ -6,8 +6,9 @@
  * thread uses; the arenas keep those pages, so without a trim the RSS stays
  * at the peak.  A trim (malloc_trim) walks the whole heap, tens of ms with
  * a large one, so it runs once every MEMTRIM_BYTES freed, counted over all
- * callers: malloc_trim is process-wide, and so is the rule.  A leaf: no
- * lock, two atomics.
+ * callers, and not again before a quiet time proportional to what the last
+ * one took: malloc_trim is process-wide, and so is the rule.  A leaf: no
+ * lock, three atomics.
  */
 #ifndef TWINFS_MEMTRIM_H
 #define TWINFS_MEMTRIM_H
@@ -18,6 +19,9 @@
 /* Freed between two trims: 16 MiB (a find dropping 16k inodes, a sweep
  * dropping ~2k map leaves). */
 #define MEMTRIM_BYTES (16ull << 20)
+/* After a trim that took T, none from mem_freed for MEMTRIM_DUTY x T: at
+ * most 1/(1 + MEMTRIM_DUTY) of a thread's time trimming. */
+#define MEMTRIM_DUTY 20u
 
 /* @bytes were freed (what the caller counts them as); trims when
  * MEMTRIM_BYTES were freed since the last trim.  Call it outside locks:
