@@ -130,11 +130,12 @@ struct btree {
 	_Atomic uint64_t splits_lvl[BNODE_MAX_LEVEL];	/* splits of a node at each level */
 	_Atomic uint64_t written_lvl[BNODE_MAX_LEVEL];	/* nodes written at each level */
 	_Atomic uint64_t written_blocks;	/* 4 KiB blocks they took (short nodes: nb) */
+	_Atomic uint64_t prefetched;	/* leaves read ahead (btree_prefetch.c) */
 };
 
 /* A tree's statistics since bt_open, added into @s (bt_stats_add). */
 struct bt_stats {
-	uint64_t cows, splits, merges, rebalances, written, written_blocks;
+	uint64_t cows, splits, merges, rebalances, written, written_blocks, prefetched;
 	uint64_t splits_lvl[BNODE_MAX_LEVEL], written_lvl[BNODE_MAX_LEVEL];
 };
 void bt_stats_add(struct btree *t, struct bt_stats *s);
@@ -186,6 +187,9 @@ int bt_trans_freed(struct btree *t, uint64_t **freed, size_t *n);
 int bt_prefetch(struct btree *t, const struct bkey *keys, size_t nkeys, size_t max);
 /* The same for the leaves holding keys in [lo, hi]. */
 int bt_prefetch_range(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t max);
+/* The same for the ranges [lo[i], hi[i]], sorted ascending and apart. */
+int bt_prefetch_ranges(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t n,
+		       size_t max);
 
 /*
  * Iteration.  After bt_iter_init(start), next returns the first item >=

@@ -229,6 +229,7 @@ void bt_stats_add(struct btree *t, struct bt_stats *s)
 	s->rebalances += atomic_load(&t->rebalances);
 	s->written += atomic_load(&t->written);
 	s->written_blocks += atomic_load(&t->written_blocks);
+	s->prefetched += atomic_load(&t->prefetched);
 	for (unsigned l = 0; l < BNODE_MAX_LEVEL; l++) {
 		s->splits_lvl[l] += atomic_load(&t->splits_lvl[l]);
 		s->written_lvl[l] += atomic_load(&t->written_lvl[l]);

@@ -272,6 +272,7 @@ static int prefetch(struct btree *t, const struct bkey *lo, const struct bkey *h
 	}
 	pf_run(&j);
 	pthread_rwlock_unlock(&t->lock);
+	atomic_fetch_add(&t->prefetched, atomic_load(&j.done));
 	free(j.node);
 	free(j.m);
 	if (!ret)
@@ -287,4 +288,10 @@ int bt_prefetch(struct btree *t, const struct bkey *keys, size_t nkeys, size_t m
 int bt_prefetch_range(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t max)
 {
 	return prefetch(t, lo, hi, 1, max);
+}
+
+int bt_prefetch_ranges(struct btree *t, const struct bkey *lo, const struct bkey *hi, size_t n,
+		       size_t max)
+{
+	return prefetch(t, lo, hi, n, max);
 }

@@ -33,6 +33,7 @@ struct put_ext {
 	bool all;			/* rewrite every block (no compare) */
 	uint64_t kept, rewritten;	/* mapped blocks left, blocks written */
 	struct extent_ent *tw, *mw;	/* PUT_WIN blocks: the tree's, the map's */
+	uint64_t ahead_to;		/* put_piece read ahead to here */
 };
 
 /* Blocks compared at a time. */
@@ -110,6 +111,30 @@ static int put_range(struct put_ext *p, uint64_t from, uint64_t to)
 	return ret;
 }
 
+/*
+ * Read-ahead of the tree's leaves under the pieces: put_piece looks up the
+ * tree's items window by window, and a leaf the cache lost was read then,
+ * one at a time.  The pieces are taken AHEAD_PIECES at a time, the leaves
+ * under them (the first AHEAD_BLOCKS of each) read together
+ * (bt_prefetch_ranges: up to AHEAD_LEAVES, by the caller and the
+ * read-ahead pool), then the pieces written; put_piece reads ahead the
+ * rest of a longer piece AHEAD_BLOCKS at a time.  Best effort: a leaf it
+ * did not read is read by the lookup.
+ */
+#define AHEAD_PIECES 512u
+#define AHEAD_BLOCKS 65536u
+#define AHEAD_LEAVES 64u
+
+/* The leaves under blocks [f, f + AHEAD_BLOCKS) of a long piece. */
+static void put_ahead(struct put_ext *p, uint64_t f, uint64_t to)
+{
+	uint64_t e = to - f > AHEAD_BLOCKS ? f + AHEAD_BLOCKS : to;
+	struct bkey lo = v2_key_extent(p->ino, f), hi = v2_key_extent(p->ino, e - 1);
+
+	(void)bt_prefetch_range(p->t, &lo, &hi, AHEAD_LEAVES);
+	p->ahead_to = e;
+}
+
 struct win {
 	struct extent_ent *e;
 	uint64_t w0;
@@ -181,6 +206,8 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 		ret = next_data(p, f, to, &f);
 		if (ret || f >= to)
 			break;
+		if (f >= from + AHEAD_BLOCKS && f >= p->ahead_to)
+			put_ahead(p, f, to);
 		e = to - f > PUT_WIN ? f + PUT_WIN : to;
 		tw.w0 = mw.w0 = f;
 		memset(p->tw, 0, PUT_WIN * sizeof(*p->tw));
@@ -203,6 +230,59 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 	return ret ? ret : put_range(p, ds, de);
 }
 
+struct ahead {
+	uint64_t ino;
+	struct bkey *lo, *hi;		/* AHEAD_PIECES */
+	size_t n;
+	uint64_t end;			/* where the pieces taken end */
+};
+
+#define AHEAD_FULL 1			/* ahead_piece's stop (not an errno) */
+
+static int ahead_piece(void *ctx, uint64_t from, uint64_t to)
+{
+	struct ahead *a = ctx;
+
+	a->lo[a->n] = v2_key_extent(a->ino, from);
+	a->hi[a->n] = v2_key_extent(a->ino, to - from > AHEAD_BLOCKS ? from + AHEAD_BLOCKS - 1 : to - 1);
+	a->n++;
+	a->end = to;
+	return a->n == AHEAD_PIECES ? AHEAD_FULL : 0;
+}
+
+/* The pieces of [from, to), AHEAD_PIECES at a time, their leaves read
+ * ahead of put_piece. */
+static int put_pieces(struct put_ext *p, uint64_t from, uint64_t to)
+{
+	struct ahead a = { .ino = p->ino };
+	int ret = 0;
+
+	a.lo = malloc(AHEAD_PIECES * sizeof(*a.lo));
+	a.hi = malloc(AHEAD_PIECES * sizeof(*a.hi));
+	if (!a.lo || !a.hi) {	/* no read-ahead then */
+		free(a.lo);
+		free(a.hi);
+		return extent_resident(p->map, from, to, put_piece, p);
+	}
+	while (ret == 0 && from < to) {
+		a.n = 0;
+		a.end = to;
+		ret = extent_resident(p->map, from, to, ahead_piece, &a);
+		if (ret == AHEAD_FULL)
+			ret = 0;
+		else if (ret == 0)
+			a.end = to;	/* every piece to the end taken */
+		if (ret == 0 && a.n > 0)
+			(void)bt_prefetch_ranges(p->t, a.lo, a.hi, a.n, AHEAD_LEAVES);
+		if (ret == 0)
+			ret = extent_resident(p->map, from, a.end, put_piece, p);
+		from = a.end;
+	}
+	free(a.lo);
+	free(a.hi);
+	return ret;
+}
+
 static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 		       struct extent_map *map, uint64_t from, uint64_t to, int64_t *dmapped,
 		       struct ckpt_v2_putcount *pc, bool all)
@@ -221,7 +301,7 @@ static int put_extents(struct btree *t, struct alloc_v2 *av, uint64_t ino,
 	if (!p.csums || !p.tw || !p.mw)
 		ret = -ENOMEM;
 	if (ret == 0)
-		ret = extent_resident(map, from, to, put_piece, &p);
+		ret = put_pieces(&p, from, to);
 	free(p.csums);
 	free(p.tw);
 	free(p.mw);

@@ -214,6 +214,8 @@ static void btree_json(struct tfs *fs, struct jbuf *j)
 	jb_u64(j, "nodes_written", st.written);
 	u64_array(j, "nodes_written_by_level", st.written_lvl, BNODE_MAX_LEVEL);
 	jb_u64(j, "node_bytes_written", st.written_blocks * TFS_BLOCK_SIZE);
+	/* Leaves read ahead of their use (cold find, replay, checkpoint). */
+	jb_u64(j, "prefetched", st.prefetched);
 	jb_obj_end(j);
 }
 

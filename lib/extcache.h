@@ -44,6 +44,10 @@ struct extent_src {
 		    void *cbctx);
 	int (*next_data)(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out);
 	int (*next_hole)(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out);
+	/* Read ahead what the walks of block ranges [lo[i], hi[i]) (n of
+	 * them, ascending, apart) will need; best effort, the number read
+	 * or -errno.  NULL: no read-ahead. */
+	int (*prefetch)(void *ctx, uint64_t ino, const uint64_t *lo, const uint64_t *hi, size_t n);
 };
 
 struct extcache_stats {

@@ -36,6 +36,7 @@ struct ext_pend {
 	struct pend_piece *v;
 	size_t n, cap;
 	bool sorted;			/* v is in leaf order (then seq) */
+	size_t ahead;			/* v[] read ahead up to here (read_ahead) */
 	_Atomic size_t left;		/* pieces not applied; read without mu */
 	extent_drop_fn drop;
 	void *dctx;
@@ -134,6 +135,71 @@ static void reset_if_done(struct ext_pend *p)
 		return;
 	p->n = 0;
 	p->sorted = false;
+	p->ahead = 0;
+}
+
+/*
+ * Read-ahead.  Applying a piece reads its leaf in (the source's items, a
+ * tree leaf read when the node cache lost it), one leaf after the other:
+ * the checkpoint after a lazy replay applied hundreds of thousands of
+ * pieces that way, a range (a write's few blocks) at a time.  So the
+ * leaves of the next AHEAD_LEAVES distinct map leaves with pieces that
+ * are not in memory are handed to the source's read-ahead together, past
+ * the range asked for: every piece is applied by the next checkpoint if
+ * not before, in this order, so what is read ahead is read once anyway.
+ */
+#define AHEAD_LEAVES 256
+
+struct ahead {
+	uint64_t lo[AHEAD_LEAVES], hi[AHEAD_LEAVES];
+	size_t n;
+};
+
+static int ahead_span(void *ctx, uint64_t lo, uint64_t hi)
+{
+	struct ahead *a = ctx;
+
+	if (a->n && a->hi[a->n - 1] == lo) {
+		a->hi[a->n - 1] = hi;
+		return 0;
+	}
+	a->lo[a->n] = lo;
+	a->hi[a->n] = hi;
+	a->n++;
+	return 0;
+}
+
+/* Under p->mu: read ahead for the pieces from v[a] on; returns the index
+ * past the pieces it covered. */
+static size_t read_ahead(struct ext_pend *p, size_t a)
+{
+	struct extent_map *m = p->m;
+	const struct extent_src *src = &m->xc->src;
+	struct ahead *ah;
+	size_t leaves = 0;
+	uint64_t last = UINT64_MAX;
+
+	if (!src->prefetch || !(ah = malloc(sizeof(*ah))))
+		return p->n;
+	ah->n = 0;
+	for (; a < p->n; a++) {
+		uint64_t l = leaf_of(p->v[a].fblk), f = p->v[a].fblk, s;
+
+		if (p->v[a].done || l == last)
+			continue;
+		if (leaves == AHEAD_LEAVES)
+			break;
+		last = l;
+		leaves++;
+		s = f < EXTENT_TINY_FBLK ? 0 : f / EXT_FAN * EXT_FAN;
+		if (f >= EXTENT_TINY_FBLK && s < EXTENT_TINY_FBLK)
+			s = EXTENT_TINY_FBLK;
+		(void)extlz_missing(m, s, leaf_end(f), ahead_span, ah);
+	}
+	if (ah->n > 1 || (ah->n == 1 && leaves > 1))
+		(void)src->prefetch(src->ctx, m->ino, ah->lo, ah->hi, ah->n);
+	free(ah);
+	return a;
 }
 
 /* Under p->mu: the pieces of leaves [lo, hi] (leaf_of numbers), in leaf
@@ -148,6 +214,7 @@ static int apply_leaves(struct ext_pend *p, uint64_t lo, uint64_t hi)
 	if (!p->sorted) {
 		qsort(p->v, p->n, sizeof(*p->v), by_leaf);
 		p->sorted = true;
+		p->ahead = 0;	/* indices moved */
 	}
 	for (b = p->n; a < b;) {
 		size_t mid = a + (b - a) / 2;
@@ -160,6 +227,8 @@ static int apply_leaves(struct ext_pend *p, uint64_t lo, uint64_t hi)
 	for (; a < p->n && leaf_of(p->v[a].fblk) <= hi; a++) {
 		if (p->v[a].done)
 			continue;
+		if (a >= p->ahead)
+			p->ahead = read_ahead(p, a);
 		ret = apply_piece(p, &p->v[a]);
 		if (ret)
 			break;

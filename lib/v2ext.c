@@ -9,6 +9,7 @@
  * the tree may change while we hold it.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -477,7 +478,28 @@ static int src_next_hole(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
 	return v2ext_next_hole(ctx, ino, fblk, out);
 }
 
+/* The leaves holding the items of the ranges, up to SRC_AHEAD_LEAVES of
+ * them read at once (bt_prefetch_ranges).  The item holding a range's
+ * first block may start in the leaf before: the lookup reads that one. */
+#define SRC_AHEAD_LEAVES 64
+
+static int src_prefetch(void *ctx, uint64_t ino, const uint64_t *lo, const uint64_t *hi, size_t n)
+{
+	struct bkey *k = malloc(2 * n * sizeof(*k));
+	int ret;
+
+	if (!k)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		k[i] = v2_key_extent(ino, lo[i]);
+		k[n + i] = v2_key_extent(ino, hi[i] - 1);
+	}
+	ret = bt_prefetch_ranges(ctx, k, k + n, n, SRC_AHEAD_LEAVES);
+	free(k);
+	return ret;
+}
+
 void v2ext_source(struct btree *t, struct extent_src *src)
 {
-	*src = (struct extent_src){ t, src_walk, src_next_data, src_next_hole };
+	*src = (struct extent_src){ t, src_walk, src_next_data, src_next_hole, src_prefetch };
 }

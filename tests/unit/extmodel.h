@@ -212,7 +212,9 @@ static inline void setup(struct st *s)
 	s->gen = 1;
 	s->nextphys = 1000;
 	env_open(&s->e, 8 * BNODE_SIZE);
-	src = (struct extent_src){ &s->e.t, s_walk, s_data, s_hole };
+	/* v2ext's own read-ahead (bt_prefetch_ranges) under the maps too */
+	src = (struct extent_src){ &s->e.t, s_walk, s_data, s_hole, NULL };
+	v2ext_source(&s->e.t, &src);
 	assert_int_equal(extcache_create(&src, BUDGET, &s->xc), 0);
 	extent_init(&s->m);
 	extent_init_lazy(&s->l, s->xc, INO, NULL, 0, false);

@@ -1040,6 +1040,22 @@ static void test_prefetch(void **state)
 	}
 	bt_iter_free(&it);
 	assert_int_equal(e.ms.reads, before);
+
+	/* Several ranges at once: theirs read, the gaps between them not. */
+	{
+		const struct bkey lo[3] = { K(13000, 0, 0), K(16000, 0, 0), K(19000, 0, 0) };
+		const struct bkey hi[3] = { K(13500, 9, 0), K(16500, 9, 0), K(19500, 9, 0) };
+
+		n = bt_prefetch_ranges(&t, lo, hi, 3, 1000);
+		assert_true(n >= 3);
+		before = e.ms.reads;
+		for (unsigned g = 0; g < 3; g++)
+			for (uint64_t i = lo[g].id; i <= hi[g].id; i += 50)
+				expect_val(&t, K(i, 1, 0), 100, i);
+		assert_int_equal(e.ms.reads, before);
+		expect_val(&t, K(14800, 1, 0), 100, 14800);	/* a gap: read now */
+		assert_int_equal(e.ms.reads, before + 1);
+	}
 	bt_close(&t);
 	bcache_destroy(c);
 	env_close(&e);
