@@ -24,7 +24,7 @@ static uint64_t now_ns(void)
  * Under steady churn (a checkpoint faulting and evicting 100,000 map
  * leaves) the pages a trim gave back were faulted in again at once, and
  * the trims (each a walk of the whole heap, an madvise and its TLB
- * shootdown) took a third of the checkpoint's CPU time. */
+ * shootdown) took about a fifth of the checkpoint's CPU time. */
 static void trim(void)
 {
 	uint64_t t0 = now_ns(), t1;
