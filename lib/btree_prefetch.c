@@ -233,6 +233,15 @@ static int prefetch(struct btree *t, const struct bkey *lo, const struct bkey *h
 
 	if (!nk || !max)
 		return 0;
+	/* No more than a quarter of the cache: leaves read ahead and pushed
+	 * out before their use would be read twice. */
+	{
+		struct bcache_stats cs;
+
+		bcache_stats(t->cache, &cs);
+		if (max > cs.budget / (4 * BNODE_SIZE))
+			max = cs.budget / (4 * BNODE_SIZE) ? cs.budget / (4 * BNODE_SIZE) : 1;
+	}
 	j.m = malloc(max * sizeof(*j.m));
 	j.node = malloc(max * sizeof(*j.node));
 	if (!j.m || !j.node) {

@@ -105,7 +105,7 @@ static int put_range(struct put_ext *p, uint64_t from, uint64_t to)
 	if (ret == 0)
 		ret = p->err;
 	if (ret == 0)
-		ret = extent_walk(p->map, from, to, put_run, p);
+		ret = extent_walk_applied(p->map, from, to, put_run, p);
 	if (xc)
 		extcache_src_changed(xc, p->ino);
 	return ret;
@@ -121,9 +121,9 @@ static int put_range(struct put_ext *p, uint64_t from, uint64_t to)
  * rest of a longer piece AHEAD_BLOCKS at a time.  Best effort: a leaf it
  * did not read is read by the lookup.
  */
-#define AHEAD_PIECES 512u
+#define AHEAD_PIECES 128u
 #define AHEAD_BLOCKS 65536u
-#define AHEAD_LEAVES 64u
+#define AHEAD_LEAVES 256u	/* scattered pieces: a leaf each, or more */
 
 /* The leaves under blocks [f, f + AHEAD_BLOCKS) of a long piece. */
 static void put_ahead(struct put_ext *p, uint64_t f, uint64_t to)
@@ -169,7 +169,7 @@ static int next_data(struct put_ext *p, uint64_t f, uint64_t to, uint64_t *out)
 	int ret = v2ext_next_data(p->t, p->ino, f, &nt);
 
 	if (ret == 0) {
-		ret = extent_walk(p->map, f, to, first_run, &nm);
+		ret = extent_walk_applied(p->map, f, to, first_run, &nm);
 		ret = ret == 1 ? 0 : ret;
 	}
 	*out = nt < nm ? nt : nm;
@@ -214,7 +214,7 @@ static int put_piece(void *ctx, uint64_t from, uint64_t to)
 		memset(p->mw, 0, PUT_WIN * sizeof(*p->mw));
 		ret = v2ext_walk(p->t, p->ino, f, e, win_run, &tw);
 		if (ret == 0)
-			ret = extent_walk(p->map, f, e, win_run, &mw);
+			ret = extent_walk_applied(p->map, f, e, win_run, &mw);
 		for (; ret == 0 && f < e; f++) {
 			if (same(p, (uint32_t)(f - tw.w0))) {
 				p->kept += p->tw[f - tw.w0].phys != 0;

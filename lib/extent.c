@@ -558,6 +558,16 @@ int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to, extent_r
 	return visit_map(m, from, to, walk_leaf, &w);
 }
 
+int extent_walk_applied(const struct extent_map *m, uint64_t from, uint64_t to,
+			extent_run_fn cb, void *ctx)
+{
+	struct walk_arg w = { cb, ctx };
+
+	if (m->xc)
+		return extlz_walk((struct extent_map *)m, from, to, cb, ctx);
+	return visit_map(m, from, to, walk_leaf, &w);
+}
+
 int extent_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
 		    void *ctx)
 {

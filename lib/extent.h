@@ -128,6 +128,16 @@ typedef int (*extent_run_fn)(void *ctx, uint64_t fblk, uint64_t phys, uint32_t n
 int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to,
 		extent_run_fn cb, void *ctx);
 
+/* extent_walk for a caller that had [from, to)'s pending pieces applied
+ * (extent_resident does; nothing adds any after the mount's replay): it
+ * does not look at them, so it never waits for a user applying others.
+ * The checkpoint walks so while readers of the file's items wait for it
+ * (extcache_src_changing): a reader applying a piece elsewhere in the
+ * file held the pieces' lock while its fault waited for the checkpoint,
+ * and the checkpoint's walk waited for that lock. */
+int extent_walk_applied(const struct extent_map *m, uint64_t from, uint64_t to,
+			extent_run_fn cb, void *ctx);
+
 /* The parts of [from, to) a lazy map holds in memory (resident leaves and
  * spans known to be holes), merged where they touch, in file order: what a
  * checkpoint writes; the rest the tree holds as it is.  A map of version 1

@@ -234,10 +234,6 @@ void extlz_stamp_as(uint64_t epoch);
 uint64_t extlz_next_data(struct extent_map *m, uint64_t fblk);
 uint64_t extlz_next_hole(struct extent_map *m, uint64_t fblk);
 int extlz_walk(struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb, void *ctx);
-/* The parts of [from, to) not in memory (a use faults them in), merged
- * where they touch, in file order; stops at cb's nonzero value. */
-int extlz_missing(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
-		  void *ctx);
 int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
 		   void *ctx);
 

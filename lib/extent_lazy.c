@@ -861,33 +861,6 @@ static int piece_nonres(struct lzv *v, uint64_t lo, uint64_t hi)
 	return 0;
 }
 
-/* missing pieces (read-ahead) */
-
-static int miss_leaf(struct lzv *v, const struct extent_ent *leaf, uint64_t base, uint64_t lo,
-		     uint64_t hi)
-{
-	(void)v;
-	(void)leaf;
-	(void)base;
-	(void)lo;
-	(void)hi;
-	return 0;
-}
-
-static int miss_span(struct lzv *v, uint64_t lo, uint64_t hi)
-{
-	return v->piece(v->ctx, lo, hi);
-}
-
-int extlz_missing(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
-		  void *ctx)
-{
-	struct lzv v = { .m = m, .leaf = miss_leaf, .nonres = miss_span, .piece = cb, .ctx = ctx,
-			 .shape_only = true };
-
-	return lzv_map(&v, from, to);
-}
-
 int extlz_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
 		   void *ctx)
 {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "extent_i.h"
+#include "tfs.h"
 #include "extpend.h"
 
 struct pend_piece {
@@ -36,7 +37,7 @@ struct ext_pend {
 	struct pend_piece *v;
 	size_t n, cap;
 	bool sorted;			/* v is in leaf order (then seq) */
-	size_t ahead;			/* v[] read ahead up to here (read_ahead) */
+	size_t ahead_from, ahead_to;	/* v[] read ahead last (read_ahead) */
 	_Atomic size_t left;		/* pieces not applied; read without mu */
 	extent_drop_fn drop;
 	void *dctx;
@@ -135,7 +136,7 @@ static void reset_if_done(struct ext_pend *p)
 		return;
 	p->n = 0;
 	p->sorted = false;
-	p->ahead = 0;
+	p->ahead_from = p->ahead_to = 0;
 }
 
 /*
@@ -143,30 +144,31 @@ static void reset_if_done(struct ext_pend *p)
  * tree leaf read when the node cache lost it), one leaf after the other:
  * the checkpoint after a lazy replay applied hundreds of thousands of
  * pieces that way, a range (a write's few blocks) at a time.  So the
- * leaves of the next AHEAD_LEAVES distinct map leaves with pieces that
- * are not in memory are handed to the source's read-ahead together, past
- * the range asked for: every piece is applied by the next checkpoint if
- * not before, in this order, so what is read ahead is read once anyway.
+ * ranges of the next AHEAD_LEAVES distinct map leaves with pieces are
+ * handed to the source's read-ahead together, past the range asked for:
+ * every piece is applied by the next checkpoint if not before, in this
+ * order, and that checkpoint compares each changed leaf with the tree's
+ * items, so what is read ahead is read once anyway.  Whether a map leaf is
+ * in memory is not looked at: past the caller's range lock its interior
+ * nodes may be freed meanwhile; the read-ahead skips cached tree leaves.
+ * [ahead_from, ahead_to) of v[] is what was read ahead last.
  */
-#define AHEAD_LEAVES 256
+#define AHEAD_LEAVES 64
 
 struct ahead {
 	uint64_t lo[AHEAD_LEAVES], hi[AHEAD_LEAVES];
 	size_t n;
 };
 
-static int ahead_span(void *ctx, uint64_t lo, uint64_t hi)
+static void ahead_span(struct ahead *a, uint64_t lo, uint64_t hi)
 {
-	struct ahead *a = ctx;
-
 	if (a->n && a->hi[a->n - 1] == lo) {
 		a->hi[a->n - 1] = hi;
-		return 0;
+		return;
 	}
 	a->lo[a->n] = lo;
 	a->hi[a->n] = hi;
 	a->n++;
-	return 0;
 }
 
 /* Under p->mu: read ahead for the pieces from v[a] on; returns the index
@@ -194,10 +196,12 @@ static size_t read_ahead(struct ext_pend *p, size_t a)
 		s = f < EXTENT_TINY_FBLK ? 0 : f / EXT_FAN * EXT_FAN;
 		if (f >= EXTENT_TINY_FBLK && s < EXTENT_TINY_FBLK)
 			s = EXTENT_TINY_FBLK;
-		(void)extlz_missing(m, s, leaf_end(f), ahead_span, ah);
+		ahead_span(ah, s, leaf_end(f));
 	}
-	if (ah->n > 1 || (ah->n == 1 && leaves > 1))
+	if (leaves > 1) {
+		tfs_may_block();	/* node reads: hand the reader turn on */
 		(void)src->prefetch(src->ctx, m->ino, ah->lo, ah->hi, ah->n);
+	}
 	free(ah);
 	return a;
 }
@@ -214,7 +218,7 @@ static int apply_leaves(struct ext_pend *p, uint64_t lo, uint64_t hi)
 	if (!p->sorted) {
 		qsort(p->v, p->n, sizeof(*p->v), by_leaf);
 		p->sorted = true;
-		p->ahead = 0;	/* indices moved */
+		p->ahead_from = p->ahead_to = 0;	/* indices moved */
 	}
 	for (b = p->n; a < b;) {
 		size_t mid = a + (b - a) / 2;
@@ -227,8 +231,10 @@ static int apply_leaves(struct ext_pend *p, uint64_t lo, uint64_t hi)
 	for (; a < p->n && leaf_of(p->v[a].fblk) <= hi; a++) {
 		if (p->v[a].done)
 			continue;
-		if (a >= p->ahead)
-			p->ahead = read_ahead(p, a);
+		if (a < p->ahead_from || a >= p->ahead_to) {
+			p->ahead_from = a;
+			p->ahead_to = read_ahead(p, a);
+		}
 		ret = apply_piece(p, &p->v[a]);
 		if (ret)
 			break;

@@ -520,6 +520,8 @@ static void trim_pools(struct tfs *fs, uint64_t *ckpts_seen)
 		n += bounce_pool_trim(fs->bounce_small);
 	if (ckpt || n)
 		mem_trim_now();
+	else
+		(void)mem_freed(0);	/* a trim the quiet time put off (memtrim.h) */
 }
 
 /* A background checkpoint failed: counted, and told (logged with an event)

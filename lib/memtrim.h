@@ -24,7 +24,9 @@
 #define MEMTRIM_DUTY 20u
 
 /* @bytes were freed (what the caller counts them as); trims when
- * MEMTRIM_BYTES were freed since the last trim.  Call it outside locks:
+ * MEMTRIM_BYTES were freed since the last trim and its quiet time is over
+ * (0 bytes: only that; the periodic thread asks, so frees that came in a
+ * quiet time are not kept for good).  Call it outside locks:
  * the trim may take a while.  True if this call trimmed. */
 bool mem_freed(uint64_t bytes);
 /* Trim now, for a caller that knows a burst of frees just ended (the bg

@@ -481,7 +481,7 @@ static int src_next_hole(void *ctx, uint64_t ino, uint64_t fblk, uint64_t *out)
 /* The leaves holding the items of the ranges, up to SRC_AHEAD_LEAVES of
  * them read at once (bt_prefetch_ranges).  The item holding a range's
  * first block may start in the leaf before: the lookup reads that one. */
-#define SRC_AHEAD_LEAVES 64
+#define SRC_AHEAD_LEAVES 128	/* extpend's 64 map leaves: one tree leaf each, or two */
 
 static int src_prefetch(void *ctx, uint64_t ino, const uint64_t *lo, const uint64_t *hi, size_t n)
 {
