@@ -127,8 +127,11 @@ int mem_write(void *ctx, uint64_t addr, const void *buf)
 
 int mem_alloc(void *ctx, uint64_t *addr)
 {
+	struct memstore *s = ctx;
 	int ret;
 
+	if (s->alloc_hook)
+		s->alloc_hook(s);
 	LOCKED(ret, mem_alloc_locked(ctx, addr));
 	return ret;
 }

@@ -30,6 +30,8 @@ struct memstore {
 	int fail_alloc_after;		/* -1: never */
 	/* Called by mem_read before it reads, outside mu (may block). */
 	void (*read_hook)(struct memstore *s, const struct bptr *p);
+	/* Called by mem_alloc before it allocates, outside mu (may block). */
+	void (*alloc_hook)(struct memstore *s);
 	void *hook_arg;
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: -o lazyreplay's pending extent records (lib/extpend.c) against an eager map: random sets, clears (small, over 16+ leaves) and re-sets of the same blocks near block 0, 2^36 and 2^51, kept pending as the mount's replay keeps them, with lookups, walks and SEEK_DATA/SEEK_HOLE in between (the sorted-then-add path) and a pend_max small enough that some fall back to an apply at once; ended by a checkpoint, a truncate to 0 or applying all: the mappings, mapped counts and the blocks handed back to the allocator (count and a hash) equal the eager map's.  Then 4 readers applying pending pieces at once under shared range locks while leaves are evicted.  Fails with one leaf's pieces applied in reverse, or without same_run's correction of an unwritten block written in place (review of session 36). */
+/* Description: -o lazyreplay's pending extent records (lib/extpend.c) against an eager map: random sets, clears (small, over 16+ leaves) and re-sets of the same blocks near block 0, 2^36 and 2^51, kept pending as the mount's replay keeps them, with lookups, walks and SEEK_DATA/SEEK_HOLE in between (the sorted-then-add path) and a pend_max small enough that some fall back to an apply at once; ended by a checkpoint, a truncate to 0 or applying all: the mappings, mapped counts and the blocks handed back to the allocator (count and a hash) equal the eager map's.  Then 4 readers applying pending pieces at once under shared range locks while leaves are evicted.  Fails with one leaf's pieces applied in reverse, or without same_run's correction of an unwritten block written in place (review of session 36).  Then read-ahead: pieces over 3,000 map leaves applied on a cold cache read their tree leaves ahead (btree.prefetched), and a checkpoint's put inside its change of the file's items while a reader applies another leaf's pieces must not deadlock (review of session 38). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -22,6 +22,8 @@
 #include "rangelock.h"
 #include "v2ext.h"
 #include "extpend.h"
+#include "alloc_v2.h"
+#include "ckpt_v2.h"
 
 #define INO 9u
 #define MAXF EXTENT_MAX_FBLK
@@ -326,12 +328,155 @@ static void test_ahead(void **state)
 	teardown(&s);
 }
 
+/* ---- a checkpoint's put of one range while a reader applies pieces of
+ * another (review of session 38) ---- */
+int alloc_v2_ref(struct alloc_v2 *v, uint64_t blk, uint64_t n, int sign)
+{
+	(void)v;
+	(void)blk;
+	(void)n;
+	(void)sign;
+	return 0;	/* the put below passes no allocator */
+}
+
+static pthread_mutex_t hk_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hk_cv = PTHREAD_COND_INITIALIZER;
+static int hk_state;		/* 0 armed, 1 checkpoint held in the hook, 2 go on */
+static pthread_t hk_thread;
+
+/* The checkpoint's first node allocation is its first copy-on-write,
+ * inside put_range's extcache_src_changing: it waits there. */
+static void hold_alloc(struct memstore *ms)
+{
+	(void)ms;
+	if (!pthread_equal(pthread_self(), hk_thread))
+		return;
+	pthread_mutex_lock(&hk_mu);
+	if (hk_state == 0) {
+		hk_state = 1;
+		pthread_cond_broadcast(&hk_cv);
+		while (hk_state != 2)
+			pthread_cond_wait(&hk_cv, &hk_mu);
+	}
+	pthread_mutex_unlock(&hk_mu);
+}
+
+struct hk_put {
+	struct st *s;
+	uint64_t from, to;
+	int ret;
+	_Atomic bool done;
+};
+
+static void *hk_ckpt(void *arg)
+{
+	struct hk_put *h = arg;
+	int64_t d;
+
+	h->ret = ckpt_v2_put_extents(&h->s->e.t, NULL, INO, &h->s->l, h->from, h->to, &d, NULL);
+	atomic_store(&h->done, true);
+	return NULL;
+}
+
+struct hk_rd {
+	struct st *s;
+	uint64_t f;
+	int ret;
+	_Atomic bool done;
+};
+
+static void *hk_reader(void *arg)
+{
+	struct hk_rd *r = arg;
+	struct extent_ent e;
+
+	r->ret = extent_lookup(&r->s->l, r->f, &e);
+	atomic_store(&r->done, true);
+	return NULL;
+}
+
+static bool wait_done(_Atomic bool *done, unsigned ms)
+{
+	for (unsigned i = 0; i < ms / 10 && !atomic_load(done); i++)
+		usleep(10000);
+	return atomic_load(done);
+}
+
+/* The reader applies pieces of leaf B (holding the pieces' lock) and its
+ * fault waits for the checkpoint's change of the file's items to end; the
+ * checkpoint, inside that change (put_range), walked the map with
+ * extent_walk, which waited for the pieces' lock: neither went on. */
+static void test_ckpt_reader(void **state)
+{
+	const uint64_t fa = EXTENT_TINY_FBLK + 10 * LEAF_BLOCKS, fb = fa + 4000 * LEAF_BLOCKS;
+	struct hk_put c = { 0 };
+	struct hk_rd r = { 0 };
+	pthread_t tc, tr;
+	uint64_t cs[4] = { 1, 2, 3, 4 };
+	struct extent_ent e;
+	struct st s;
+
+	(void)state;
+	setup(&s);
+	bcache_set_budget(s.e.cache, 64u << 20);
+	assert_int_equal(extent_set(&s.l, fa, 4, 5000, cs, drop_cb, &s.dl), 0);
+	assert_int_equal(extent_set(&s.l, fb, 4, 6000, cs, drop_cb, &s.dl), 0);
+	checkpoint(&s);
+	/* the mount after a crash: nothing in memory, a piece in each leaf */
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init_lazy(&s.l, s.xc, INO, NULL, 8, false);
+	extpend_set_max(s.xc, 1ull << 30);
+	assert_int_equal(extpend_add(&s.l, fa + 1, 1, 7000, cs, drop_cb, &s.dl), 0);
+	assert_int_equal(extpend_add(&s.l, fb + 1, 1, 7001, cs, drop_cb, &s.dl), 0);
+	/* leaf A applied first, as a checkpoint's first pass does */
+	assert_int_equal(extent_lookup(&s.l, fa + 1, &e), 0);
+	assert_int_equal(EXTENT_PHYS(e.phys), 7000);
+	bcache_set_budget(s.e.cache, 0);	/* the reader's fault reads */
+	bcache_set_budget(s.e.cache, 64u << 20);
+
+	assert_int_equal(bt_begin(&s.e.t, s.gen++), 0);
+	c = (struct hk_put){ .s = &s, .from = fa, .to = fa + LEAF_BLOCKS };
+	hk_state = 0;
+	s.e.ms.alloc_hook = hold_alloc;
+	pthread_create(&tc, NULL, hk_ckpt, &c);
+	hk_thread = tc;
+	pthread_mutex_lock(&hk_mu);
+	while (hk_state != 1)
+		pthread_cond_wait(&hk_cv, &hk_mu);
+	pthread_mutex_unlock(&hk_mu);
+	/* the checkpoint is inside its change of INO's items: a reader of B */
+	r = (struct hk_rd){ .s = &s, .f = fb + 1 };
+	pthread_create(&tr, NULL, hk_reader, &r);
+	usleep(200000);		/* it holds the pieces' lock, its fault waits */
+	pthread_mutex_lock(&hk_mu);
+	hk_state = 2;
+	pthread_cond_broadcast(&hk_cv);
+	pthread_mutex_unlock(&hk_mu);
+	if (!wait_done(&c.done, 10000) || !wait_done(&r.done, 10000)) {
+		fprintf(stderr, "checkpoint %s, reader %s after 10 s: deadlock\n",
+			atomic_load(&c.done) ? "done" : "stuck", atomic_load(&r.done) ? "done" : "stuck");
+		fail();		/* the threads stay stuck: the process ends here */
+	}
+	pthread_join(tc, NULL);
+	pthread_join(tr, NULL);
+	s.e.ms.alloc_hook = NULL;
+	assert_int_equal(c.ret, 0);
+	assert_int_equal(r.ret, 0);
+	commit_release(&s.e.t, &s.root);
+	assert_int_equal(extent_lookup(&s.l, fb + 1, &e), 0);
+	assert_int_equal(EXTENT_PHYS(e.phys), 7001);
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init(&s.l);
+	teardown(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pend),
 		cmocka_unit_test(test_readers),
 		cmocka_unit_test(test_ahead),
+		cmocka_unit_test(test_ckpt_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
