@@ -545,19 +545,6 @@ static int walk_leaf(void *arg, const struct extent_ent *leaf, uint64_t base, ui
 	return 0;
 }
 
-int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb,
-		void *ctx)
-{
-	struct walk_arg w = { cb, ctx };
-
-	if (m->xc) {
-		int ret = extpend_apply((struct extent_map *)m, from, to);
-
-		return ret ? ret : extlz_walk((struct extent_map *)m, from, to, cb, ctx);
-	}
-	return visit_map(m, from, to, walk_leaf, &w);
-}
-
 int extent_walk_applied(const struct extent_map *m, uint64_t from, uint64_t to,
 			extent_run_fn cb, void *ctx)
 {
@@ -566,6 +553,14 @@ int extent_walk_applied(const struct extent_map *m, uint64_t from, uint64_t to,
 	if (m->xc)
 		return extlz_walk((struct extent_map *)m, from, to, cb, ctx);
 	return visit_map(m, from, to, walk_leaf, &w);
+}
+
+int extent_walk(const struct extent_map *m, uint64_t from, uint64_t to, extent_run_fn cb,
+		void *ctx)
+{
+	int ret = m->xc ? extpend_apply((struct extent_map *)m, from, to) : 0;
+
+	return ret ? ret : extent_walk_applied(m, from, to, cb, ctx);
 }
 
 int extent_resident(struct extent_map *m, uint64_t from, uint64_t to, extent_piece_fn cb,
