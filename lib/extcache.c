@@ -325,15 +325,24 @@ static void trim_compact(struct extent_cache *xc, uint64_t scan, bool full)
 	}
 }
 
+/* Leaves the evictor took out of the cache or made compact, so far. */
+static uint64_t freed_so_far(struct extent_cache *xc)
+{
+	return atomic_load(&xc->evictions) + atomic_load(&xc->compactions) +
+	       atomic_load(&xc->compact_drops);
+}
+
 /* Under xc->mu: oldest first, a used leaf gets a second chance, a dirty
  * one is made compact (try_compact) or, like a busy one, goes to the end;
  * then clean compact leaves go (trim_compact; all of them in a @full
  * sweep).  Returns the clean leaves it had to leave because someone was
- * inside them. */
+ * inside them.  *@moved (if not NULL) is false when it freed nothing and
+ * passed over a leaf it could not free (busy, or changed and kept whole):
+ * looking again at once would most likely find the same. */
 static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan,
-			    bool full)
+			    bool full, bool *moved)
 {
-	uint64_t scanned = 0, busy = 0;
+	uint64_t scanned = 0, busy = 0, stuck = 0, freed = freed_so_far(xc);
 
 	for (; scanned < scan && over_budget(xc) && xc->full.head; scanned++) {
 		struct ext_leaf *l = LEAF_OF(xc->full.head);
@@ -344,8 +353,10 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 
 			if (l != keep && !used && !clean && try_compact(xc, l))
 				continue;
-			if (l != keep && !used && clean)
-				busy++;
+			if (l != keep && !used) {
+				busy += clean;
+				stuck++;
+			}
 			if (&l->link == xc->full.tail)
 				break;
 			unlist(xc, l);
@@ -355,7 +366,44 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 	atomic_fetch_add(&xc->scanned, scanned);
 	/* Full leaves first: each frees 8 KiB, a compact one ~1/60 of it. */
 	trim_compact(xc, full ? 2 * atomic_load(&xc->compacts) + 1 : SCAN_MAX, full);
+	if (moved)
+		*moved = stuck == 0 || freed_so_far(xc) != freed;
 	return busy;
+}
+
+/*
+ * Under xc->mu: the bounded trim of a leaf coming in.  One that moved
+ * nothing (the leaves it looked at changed and not compactable, or someone
+ * inside them: a checkpoint holds its file's whole range lock while it reads
+ * the leaves in, a fallocate its range while it makes them) would move
+ * nothing again at the next fault: the trims after it are put off for 1,
+ * 2, 4 ... up to SCAN_MAX leaves in, so a fault costs about one look
+ * instead of SCAN_MAX (a checkpoint after kill -9 that faulted 100,000
+ * leaves spent a fifth of its CPU rotating the same busy ones).  A trim
+ * that moves something or a commit (leaves turn clean) ends the wait; the
+ * cache may pass its budget by SCAN_MAX leaves meanwhile.
+ */
+static void trim_in(struct extent_cache *xc, const struct ext_leaf *keep)
+{
+	uint64_t c = atomic_load(&xc->committed);
+	bool moved = true;
+
+	if (xc->idle_at != c) {
+		xc->idle_at = c;
+		xc->idle_skip = xc->idle_next = 0;
+	}
+	if (xc->idle_skip) {
+		xc->idle_skip--;
+		return;
+	}
+	trim_locked(xc, keep, SCAN_MAX, false, &moved);
+	if (moved)
+		xc->idle_next = 0;
+	else
+		xc->idle_next = xc->idle_next ? 2 * xc->idle_next : 1;
+	if (xc->idle_next > SCAN_MAX)
+		xc->idle_next = SCAN_MAX;
+	xc->idle_skip = xc->idle_next;
 }
 
 /*
@@ -389,10 +437,10 @@ void extcache_trim(struct extent_cache *xc)
 	uint64_t c = atomic_load(&xc->committed);
 
 	if (xc->swept != c) {
-		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1, true) == 0)
+		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1, true, NULL) == 0)
 			xc->swept = c;
 	} else {
-		trim_locked(xc, NULL, SCAN_MAX, false);
+		trim_locked(xc, NULL, SCAN_MAX, false, NULL);
 	}
 	pthread_mutex_unlock(&xc->mu);
 	give_back(xc);
@@ -428,7 +476,7 @@ static void (*leaf_in_locked(struct extent_cache *xc, struct ext_leaf *l))(void 
 	list_tail(xc, l);
 	atomic_fetch_add(&xc->leaves, 1);
 	if (over_budget(xc))
-		trim_locked(xc, l, SCAN_MAX, false);
+		trim_in(xc, l);
 	/* Still twice over: changed leaves, which only a checkpoint frees. */
 	if (extcache_over(xc) > atomic_load(&xc->budget) && xc->pressure &&
 	    !atomic_exchange(&xc->pressure_sent, true))

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone, and the level-1 interior node of the second GiB freed and made again under them); interior nodes freed with their last leaf (one block a GiB over 250 GiB), but not while a clear they hold is not checkpointed; a trim while every leaf is changed looks at a bounded few, not all of them each time; a node that cannot be read fails a lookup with -EIO and installs nothing. */
+/* Description: a format-v2 file map as a cache of its EXTENT items (lib/extent_lazy.c, lib/extcache.c) on the in-memory node store: a randomized model test against an all-in-memory map (sets, clears small and huge near block 0, 2^36 and 2^51; lookups, walks, SEEK_DATA/SEEK_HOLE, dropped blocks and mapped counts), leaves read in on use and evicted under a tiny budget, changed leaves kept until a checkpoint wrote them, then evicted; a checkpoint that cuts and joins an item around one leaf while two threads read the leaves around it in (every block still right, reads redone, and the level-1 interior node of the second GiB freed and made again under them); interior nodes freed with their last leaf (one block a GiB over 250 GiB), but not while a clear they hold is not checkpointed; a trim while every leaf is changed looks at a bounded few, not all of them each time, and leaves read in under a whole-file lock (a checkpoint's) cost about one look each, not 64; a node that cannot be read fails a lookup with -EIO and installs nothing. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -255,6 +255,58 @@ static void test_trim_bounded(void **state)
 }
 
 /*
+ * A checkpoint holds its file's whole range lock (shared) while it reads
+ * the file's leaves in: none of them may go meanwhile, and each fault's
+ * bounded trim looked at 64 of them for nothing.  A trim that moved nothing
+ * now puts the next ones off: about one look per fault, not 64.  Once the
+ * lock is gone they go again.
+ */
+static void test_trim_busy(void **state)
+{
+	struct extcache_stats a, b;
+	uint64_t cs[8] = { 0 }, faults, scanned;
+	struct extent_ent e;
+	struct rangelock rl;
+	struct rl_range r;
+	struct st s;
+
+	(void)state;
+	setup(&s);
+	rl_init(&rl);
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init_lazy(&s.l, s.xc, INO, &rl, 0, false);
+	for (uint64_t i = 0; i < 600; i++)
+		assert_int_equal(extent_set(&s.l, i * 512, 8, s.nextphys += 8, cs, NULL, NULL), 0);
+	checkpoint(&s);		/* clean, and trimmed to the budget */
+	extcache_stats(s.xc, &a);
+	rl_lock(&rl, &r, 0, RL_EOF, false);
+	for (uint64_t i = 0; i < 400; i++)
+		assert_int_equal(extent_lookup(&s.l, i * 512 + 3, &e), 0);
+	extcache_stats(s.xc, &b);
+	faults = b.faults - a.faults;
+	scanned = b.scanned - a.scanned;
+	printf("extcache: %llu leaves read in under a whole-file lock: %llu looked at, "
+	       "%llu evicted, %llu resident\n", (unsigned long long)faults,
+	       (unsigned long long)scanned, (unsigned long long)(b.evictions - a.evictions),
+	       (unsigned long long)b.leaves);
+	assert_true(faults >= 390);
+	assert_int_equal(b.evictions, a.evictions);	/* none could go */
+	assert_true(scanned <= 3 * faults);		/* 64 each: 25,000 */
+	rl_unlock(&rl, &r);
+	/* Unlocked: the next faults' trims bring the cache back down. */
+	for (uint64_t i = 400; i < 600; i++)
+		assert_int_equal(extent_lookup(&s.l, i * 512 + 3, &e), 0);
+	extcache_stats(s.xc, &b);
+	printf("extcache: after 200 more faults unlocked, %llu resident (%llu bytes)\n",
+	       (unsigned long long)b.leaves, (unsigned long long)b.bytes);
+	assert_true(b.bytes <= 2 * BUDGET);
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init_lazy(&s.l, s.xc, INO, NULL, 0, false);
+	teardown(&s);
+	rl_destroy(&rl);
+}
+
+/*
  * The checkpoint rewrites a changed leaf's items while readers (a shared
  * range lock each, as the checkpoint's own) read the leaves around it in
  * from the tree.  One fallocated run of 300,000 blocks is one item; the
@@ -479,6 +531,7 @@ int main(void)
 		cmocka_unit_test(test_model_full),
 		cmocka_unit_test(test_compact_cycle),
 		cmocka_unit_test(test_trim_bounded),
+		cmocka_unit_test(test_trim_busy),
 		cmocka_unit_test(test_race),
 		cmocka_unit_test(test_inner),
 	};
