@@ -336,13 +336,11 @@ static uint64_t freed_so_far(struct extent_cache *xc)
  * one is made compact (try_compact) or, like a busy one, goes to the end;
  * then clean compact leaves go (trim_compact; all of them in a @full
  * sweep).  Returns the clean leaves it had to leave because someone was
- * inside them.  *@moved (if not NULL) is false when it freed nothing and
- * passed over a leaf it could not free (busy, or changed and kept whole):
- * looking again at once would most likely find the same. */
+ * inside them. */
 static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep, uint64_t scan,
-			    bool full, bool *moved)
+			    bool full)
 {
-	uint64_t scanned = 0, busy = 0, stuck = 0, freed = freed_so_far(xc);
+	uint64_t scanned = 0, busy = 0;
 
 	for (; scanned < scan && over_budget(xc) && xc->full.head; scanned++) {
 		struct ext_leaf *l = LEAF_OF(xc->full.head);
@@ -353,10 +351,8 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 
 			if (l != keep && !used && !clean && try_compact(xc, l))
 				continue;
-			if (l != keep && !used) {
-				busy += clean;
-				stuck++;
-			}
+			if (l != keep && !used && clean)
+				busy++;
 			if (&l->link == xc->full.tail)
 				break;
 			unlist(xc, l);
@@ -366,44 +362,60 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 	atomic_fetch_add(&xc->scanned, scanned);
 	/* Full leaves first: each frees 8 KiB, a compact one ~1/60 of it. */
 	trim_compact(xc, full ? 2 * atomic_load(&xc->compacts) + 1 : SCAN_MAX, full);
-	if (moved)
-		*moved = stuck == 0 || freed_so_far(xc) != freed;
 	return busy;
 }
 
+/* Leaf faults a bounded trim is put off for at most (trim_in). */
+#define IDLE_MAX 16
+
+/* Under xc->mu: after a trim that freed nothing (@freed false) having
+ * looked at @looked leaves, or one that freed some. */
+static void idle_count(struct extent_cache *xc, bool freed, uint64_t looked)
+{
+	if (freed) {
+		xc->idle_looks = 0;
+		xc->idle_skip = xc->idle_next = 0;
+		return;
+	}
+	xc->idle_looks += looked;
+	/* Twice round the list: once to take the second chances away. */
+	if (xc->idle_looks < 2 * atomic_load(&xc->leaves) + 2)
+		return;
+	xc->idle_next = xc->idle_next ? 2 * xc->idle_next : 1;
+	if (xc->idle_next > IDLE_MAX)
+		xc->idle_next = IDLE_MAX;
+	xc->idle_skip = xc->idle_next;
+}
+
 /*
- * Under xc->mu: the bounded trim of a leaf coming in.  One that moved
- * nothing (the leaves it looked at changed and not compactable, or someone
- * inside them: a checkpoint holds its file's whole range lock while it reads
- * the leaves in, a fallocate its range while it makes them) would move
- * nothing again at the next fault: the trims after it are put off for 1,
- * 2, 4 ... up to SCAN_MAX leaves in, so a fault costs about one look
- * instead of SCAN_MAX (a checkpoint after kill -9 that faulted 100,000
- * leaves spent a fifth of its CPU rotating the same busy ones).  A trim
- * that moves something or a commit (leaves turn clean) ends the wait; the
- * cache may pass its budget by SCAN_MAX leaves meanwhile.
+ * Under xc->mu: the bounded trim of a leaf coming in.  Once the trims have
+ * been twice round the whole list without freeing a leaf (every one
+ * changed and kept whole, or someone inside it: a checkpoint holds its
+ * file's whole range lock while it reads the file's leaves in), the next
+ * ones are put off for 1, 2, 4 ... up to IDLE_MAX leaves in, so a fault
+ * costs a few looks instead of SCAN_MAX (a checkpoint after kill -9 that
+ * faulted 100,000 leaves spent a fifth of its CPU rotating the same busy
+ * ones).  A trim that frees a leaf or a commit (leaves turn clean) ends
+ * it.  Meanwhile the cache grows by the leaves coming in, as it would
+ * anyway with nothing to free; a leaf whose user leaves it without a
+ * commit is reached at about 4 looks a fault instead of 64.
  */
 static void trim_in(struct extent_cache *xc, const struct ext_leaf *keep)
 {
-	uint64_t c = atomic_load(&xc->committed);
-	bool moved = true;
+	uint64_t c = atomic_load(&xc->committed), freed, looked;
 
 	if (xc->idle_at != c) {
 		xc->idle_at = c;
-		xc->idle_skip = xc->idle_next = 0;
+		idle_count(xc, true, 0);
 	}
 	if (xc->idle_skip) {
 		xc->idle_skip--;
 		return;
 	}
-	trim_locked(xc, keep, SCAN_MAX, false, &moved);
-	if (moved)
-		xc->idle_next = 0;
-	else
-		xc->idle_next = xc->idle_next ? 2 * xc->idle_next : 1;
-	if (xc->idle_next > SCAN_MAX)
-		xc->idle_next = SCAN_MAX;
-	xc->idle_skip = xc->idle_next;
+	freed = freed_so_far(xc);
+	looked = atomic_load(&xc->scanned);
+	trim_locked(xc, keep, SCAN_MAX, false);
+	idle_count(xc, freed_so_far(xc) != freed, atomic_load(&xc->scanned) - looked);
 }
 
 /*
@@ -434,14 +446,16 @@ static void give_back(struct extent_cache *xc)
 void extcache_trim(struct extent_cache *xc)
 {
 	pthread_mutex_lock(&xc->mu);
-	uint64_t c = atomic_load(&xc->committed);
+	uint64_t c = atomic_load(&xc->committed), freed = freed_so_far(xc);
 
 	if (xc->swept != c) {
-		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1, true, NULL) == 0)
+		if (trim_locked(xc, NULL, 2 * atomic_load(&xc->leaves) + 1, true) == 0)
 			xc->swept = c;
 	} else {
-		trim_locked(xc, NULL, SCAN_MAX, false, NULL);
+		trim_locked(xc, NULL, SCAN_MAX, false);
 	}
+	if (freed_so_far(xc) != freed)
+		idle_count(xc, true, 0);	/* a fault's trim may free more too */
 	pthread_mutex_unlock(&xc->mu);
 	give_back(xc);
 }

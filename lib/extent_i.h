@@ -98,9 +98,11 @@ struct extent_cache {
 	uint64_t swept;			/* under mu: committed at the last full
 					 * trim that left no clean leaf behind
 					 * (UINT64_MAX: none yet / budget changed) */
-	/* Under mu: bounded trims put off after one that moved nothing
-	 * (trim_in): leaves in before the next, the wait after the next
-	 * futile one, and the commit they were counted from. */
+	/* Under mu: bounded trims put off once they went round the list
+	 * freeing nothing (trim_in): the leaves they looked at since one
+	 * freed a leaf, leaves in before the next trim, the wait after the
+	 * next futile one, and the commit they were counted from. */
+	uint64_t idle_looks;
 	unsigned idle_skip, idle_next;
 	uint64_t idle_at;
 	void (*pressure)(void *ctx);	/* ask for a checkpoint (may be NULL) */
