@@ -168,7 +168,9 @@ static const struct fuse_opt cfg_opts[] = {
 	CFG_OPT("cache=%s", cache, 0),
 	CFG_OPT("ckpt_log=%s", ckpt_log, 0),
 	CFG_OPT("compact_dirty", compact_dirty, 1),
+	CFG_OPT("nocompact_dirty", compact_dirty, 0),
 	CFG_OPT("lazyreplay", lazyreplay, 1),
+	CFG_OPT("nolazyreplay", lazyreplay, 0),
 	CFG_OPT("format=%s", format, 0),
 	CFG_OPT("event_cmd=%s", event_cmd, 0),
 	CFG_OPT("event_timeout=%s", event_timeout, 0),
@@ -301,13 +303,13 @@ static void usage(FILE *out, const char *prog)
 		"                           direct I/O (default " TFSD_DIRECT_WRITERS_TEXT ", 0: off)\n"
 		"    -o cache=SIZE          format v2: node cache and resident inodes together\n"
 		"                           (default 256M, at least 4M; format 1 ignores it)\n"
-		"    -o compact_dirty       format v2: keep changed map leaves compact until\n"
-		"                           their checkpoint (fewer checkpoint bytes under\n"
-		"                           random writes; a longer log to replay after a crash)\n"
-		"    -o lazyreplay          format v2: the mount after a crash keeps the\n"
-		"                           replayed extent records pending and serves at\n"
-		"                           once, the log continuing; the next checkpoint\n"
-		"                           applies them in key order as it writes them\n"
+		"    -o nocompact_dirty     format v2: changed map leaves stay whole until\n"
+		"                           their checkpoint (the default keeps unused ones\n"
+		"                           compact: fewer checkpoint bytes under random writes)\n"
+		"    -o nolazyreplay        format v2: the mount after a crash writes its\n"
+		"                           checkpoint before it serves (the default keeps the\n"
+		"                           replayed extent records pending and serves at once,\n"
+		"                           the log continuing; the next checkpoint applies them)\n"
 		"    -o ckpt_log=SIZE       checkpoint once the log since the last one passes\n"
 		"                           SIZE (default: half the log): bounds the replay of\n"
 		"                           the mount after a crash\n"
@@ -643,6 +645,8 @@ static int parse_args(struct fuse_args *args, const char *prog, struct startup *
 	static char abs_store[DEVS_MAX][PATH_MAX];
 	struct cfg *cfg = &s->cfg;
 
+	cfg->compact_dirty = 1;		/* the defaults; nocompact_dirty, nolazyreplay */
+	cfg->lazyreplay = 1;
 	if (fuse_opt_parse(args, cfg, cfg_opts, cfg_proc) < 0)
 		goto out_usage;
 	/* Before fuse_parse_cmdline, which adds subtype=<program name>

@@ -9,6 +9,8 @@
 # commits, superblocks) too.  KILL_DSYNC=1: writer b opens O_DSYNC and takes every
 # write that returned as acknowledged (no fsync), the group-commit path.  KILL_SEED
 # seeds the kill moments; HARNESS_OPTS (cache=4M, threads=16...) reaches every mount.
+# The mounts alternate the default (lazyreplay, compact_dirty) and
+# nolazyreplay,nocompact_dirty, so both replays follow kills.
 source "$(dirname "$0")/harness.sh"
 : "${KILLWRITER:?KILLWRITER must name the killwriter binary}"
 
@@ -35,7 +37,13 @@ check_all() {
 
 total_acked=0
 for ((round = 0; round < rounds; round++)); do
-	h_mount
+	# Every other mount after a kill replays eagerly (its checkpoint
+	# before it serves), the others as by default (lazyreplay).
+	if ((round % 2)); then
+		h_mount "" nolazyreplay,nocompact_dirty
+	else
+		h_mount "" ""
+	fi
 	check_all "$round"
 	"$KILLWRITER" write "$MNT/r$round.a" "$T/ack.$round.a" "$((round * 2 + 1))" 2>/dev/null &
 	wa=$!

@@ -187,7 +187,7 @@ mkdir -p "$T/expect"
 for f in "$MNT"/f*; do cp "$f" "$T/expect/"; done
 
 round=0
-for opts in "lazyreplay" "lazyreplay,compact_dirty" "lazyreplay,cache=8M"; do
+for opts in "lazyreplay,nocompact_dirty" "lazyreplay,compact_dirty" "lazyreplay,cache=8M"; do
 	round=$((round + 1))
 	workload "$round"
 	h_crash

@@ -8,7 +8,8 @@
 # modes, sizes, mtimes, targets, xattrs, sha256 of every file, readdir
 # cookies), unmount, fsck.twinfs clean, remount: the same manifest.  kill -9
 # after fsync: the fsynced file is there after the remount (log replay on
-# the loaded trees), fsck clean after; a fallocate logged in the short form
+# the loaded trees; the default mount serves before its checkpoint, the log
+# continued: lazyreplay), fsck clean after; a fallocate logged in the short form
 # (no checksums for unwritten blocks) is there after it too.  Scrub runs (data and tree nodes);
 # replace copies the trees onto a new image (the rest of the test runs on
 # it; v2scrub.sh tests node repair and rebuild).  A checkpoint after changing one
@@ -123,6 +124,13 @@ h_log "fallocate 200M wrote $((lb1 - lb0)) log blocks"
 ((lb1 - lb0 < 40)) || h_fail "fallocate of 200M wrote $((lb1 - lb0)) log blocks (short form: under 40)"
 h_crash
 h_mount
+# The default mount after a crash serves at once, its checkpoint owed
+# (lazyreplay, the default since session 39; docs/FORMAT.md "Log continuation").
+cont=$("$CTL" raw "$MNT" status | python3 -c 'import json, sys
+m = json.load(sys.stdin)["mount"]
+print(m["log_continued"], m["ckpt_write_ns"])')
+[[ $cont == "1 0" ]] || h_fail "the default mount after kill -9 wrote its checkpoint before serving" \
+	"(log_continued, ckpt_write_ns: $cont): lazyreplay is the default"
 [[ $(stat -c %s "$MNT/d2/prealloc") == $((200 << 20)) ]] || h_fail "fallocated file's size after kill -9"
 cmp -n $((200 << 20)) "$MNT/d2/prealloc" /dev/zero || h_fail "fallocated file does not read as zeros after kill -9"
 [[ $(stat -c %b "$MNT/d2/prealloc") -ge $((200 << 11)) ]] || h_fail "fallocated blocks lost after kill -9: $(stat -c %b "$MNT/d2/prealloc")"
