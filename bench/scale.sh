@@ -23,7 +23,9 @@
 # Writes <out>.md (tables), <out>.png (RSS against size) and <out>.tsv.
 # SCALE_CRASH_STATUS=PREFIX in the environment keeps what the mount after
 # kill -9 spent (status: mount.replay_ns, ckpt_write_ns; stats: node and
-# map caches) in PREFIX.STEP.status and PREFIX.STEP.stats.
+# map caches) in PREFIX.STEP.status and PREFIX.STEP.stats, and after the
+# checkpoint such a mount owes (lazyreplay) its status and raw stats in
+# PREFIX.STEP.owed.status and PREFIX.STEP.owed.json.
 # SCALE_STATS=PREFIX keeps the daemon's stats (twinfs-ctl raw MNT stats:
 # the checkpoints' bytes, the btree's splits and nodes written by level)
 # after each step's workload, before the kill -9, in PREFIX.STEP.json.
@@ -360,6 +362,10 @@ measure() {
 		"$CTL" raw "$MNT" checkpoint >/dev/null || fail "the checkpoint after kill -9 failed"
 		set -- "$@" "deferred_ckpt_s=$(since "$t0")"
 		read -r mck mcb < <(stats checkpoints_total checkpoint_written_bytes_total)
+		if [ -n "${SCALE_CRASH_STATUS:-}" ]; then
+			"$CTL" raw "$MNT" status >"$SCALE_CRASH_STATUS.$step.owed.status" || true
+			"$CTL" raw "$MNT" stats >"$SCALE_CRASH_STATUS.$step.owed.json" || true
+		fi
 	fi
 	stop_daemon
 	umnt=$UMOUNT_S
