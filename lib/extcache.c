@@ -368,15 +368,17 @@ static uint64_t trim_locked(struct extent_cache *xc, const struct ext_leaf *keep
 /* Leaf faults a bounded trim is put off for at most (trim_in). */
 #define IDLE_MAX 16
 
-/* Under xc->mu: after a trim that freed nothing (@freed false) having
- * looked at @looked leaves, or one that freed some. */
-static void idle_count(struct extent_cache *xc, bool freed, uint64_t looked)
+/* Under xc->mu: a leaf freed or a commit: the fault's trims run again. */
+static void idle_reset(struct extent_cache *xc)
 {
-	if (freed) {
-		xc->idle_looks = 0;
-		xc->idle_skip = xc->idle_next = 0;
-		return;
-	}
+	xc->idle_looks = 0;
+	xc->idle_skip = xc->idle_next = 0;
+}
+
+/* Under xc->mu: after a trim that freed nothing having looked at @looked
+ * leaves. */
+static void idle_count(struct extent_cache *xc, uint64_t looked)
+{
 	xc->idle_looks += looked;
 	/* Twice round the list: once to take the second chances away. */
 	if (xc->idle_looks < 2 * atomic_load(&xc->leaves) + 2)
@@ -406,7 +408,7 @@ static void trim_in(struct extent_cache *xc, const struct ext_leaf *keep)
 
 	if (xc->idle_at != c) {
 		xc->idle_at = c;
-		idle_count(xc, true, 0);
+		idle_reset(xc);
 	}
 	if (xc->idle_skip) {
 		xc->idle_skip--;
@@ -415,7 +417,10 @@ static void trim_in(struct extent_cache *xc, const struct ext_leaf *keep)
 	freed = freed_so_far(xc);
 	looked = atomic_load(&xc->scanned);
 	trim_locked(xc, keep, SCAN_MAX, false);
-	idle_count(xc, freed_so_far(xc) != freed, atomic_load(&xc->scanned) - looked);
+	if (freed_so_far(xc) != freed)
+		idle_reset(xc);
+	else
+		idle_count(xc, atomic_load(&xc->scanned) - looked);
 }
 
 /*
@@ -455,7 +460,7 @@ void extcache_trim(struct extent_cache *xc)
 		trim_locked(xc, NULL, SCAN_MAX, false);
 	}
 	if (freed_so_far(xc) != freed)
-		idle_count(xc, true, 0);	/* a fault's trim may free more too */
+		idle_reset(xc);		/* a fault's trim may free more too */
 	pthread_mutex_unlock(&xc->mu);
 	give_back(xc);
 }
