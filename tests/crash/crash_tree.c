@@ -357,3 +357,98 @@ char *recovered_text(struct tfs *fs, int *ret)
 		*ret = fs_walk(fs, TFS_ROOT_INO, "", &l, 0);
 	return lines_join(&l);
 }
+
+/* ---- image files ---- */
+void crash_mk_image(char *path, uint64_t size)
+{
+	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
+	int fd;
+
+	snprintf(path, 64, "%s/tfs_crash_XXXXXX", dir);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+}
+
+void crash_copy_image(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_TRUNC);
+	static char buf[1 << 20];
+	ssize_t r;
+
+	assert_true(in >= 0 && out >= 0);
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)r), r);
+	assert_int_equal(r, 0);
+	close(in);
+	close(out);
+}
+
+/* ---- rng ---- */
+uint64_t rng_s;
+uint64_t rnd(void)
+{
+	rng_s ^= rng_s << 13;
+	rng_s ^= rng_s >> 7;
+	rng_s ^= rng_s << 17;
+	return rng_s;
+}
+
+uint64_t rndn(uint64_t n)
+{
+	return n ? rnd() % n : 0;
+}
+
+int pick_node(int type, bool need_name)
+{
+	int c[MAXN], k = 0;
+
+	for (int i = 0; i < MAXN; i++)
+		if (nodes[i].live && nodes[i].type == type && (!need_name || i == 0 ||
+		    (type == T_DIR ? dent_of_dir(i) >= 0 : nodes[i].nlink > 0)))
+			c[k++] = i;
+	return k ? c[rndn((uint64_t)k)] : -1;
+}
+
+int pick_dent(int type)
+{
+	int c[MAXN], k = 0;
+
+	for (int i = 0; i < MAXN; i++)
+		if (dents[i].live && (type < 0 || nodes[dents[i].node].type == type))
+			c[k++] = i;
+	return k ? c[rndn((uint64_t)k)] : -1;
+}
+
+bool dir_empty(int node)
+{
+	for (int i = 0; i < MAXN; i++)
+		if (dents[i].live && dents[i].parent == node)
+			return false;
+	return true;
+}
+
+/* Is @a equal to or below directory @d? */
+bool under(int a, int d)
+{
+	for (int depth = 0; depth < 64; depth++) {
+		if (a == d)
+			return true;
+		if (a == 0)
+			return false;
+		a = dents[dent_of_dir(a)].parent;
+	}
+	return true;
+}
+
+void fill_rand(uint8_t *p, size_t len)
+{
+	uint64_t v = rnd();
+
+	for (size_t i = 0; i < len; i++) {
+		if ((i & 7) == 0)
+			v = rnd();
+		p[i] = (uint8_t)(v >> ((i & 7) * 8));
+	}
+}

@@ -68,5 +68,22 @@ void lines_add(struct lines *l, const char *fmt, ...);
 char *lines_join(struct lines *l);
 char *model_text(void);
 char *recovered_text(struct tfs *fs, int *ret);
+/* The workload's random numbers (xorshift; rng_s is the state, never 0)
+ * and its random picks from the model: a live node of @type (with a name
+ * unless it is the root, for need_name), a live name of a node of @type
+ * (any type: < 0); -1 when there is none. */
+extern uint64_t rng_s;
+uint64_t rnd(void);
+uint64_t rndn(uint64_t n);
+int pick_node(int type, bool need_name);
+int pick_dent(int type);
+bool dir_empty(int node);
+/* Is @a equal to or below directory @d? */
+bool under(int a, int d);
+void fill_rand(uint8_t *p, size_t len);
+/* Image files: a sparse one of @size bytes under /var/tmp (or /tmp), its
+ * name into @path (64 bytes); a copy of one over another. */
+void crash_mk_image(char *path, uint64_t size);
+void crash_copy_image(const char *from, const char *to);
 
 #endif

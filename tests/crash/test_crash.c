@@ -50,6 +50,10 @@
  * A state inside it must recover the base (ops[0], synced before the
  * crash): fsck, mounts with -o lazyreplay and without, each device alone;
  * other states alternate the two.  S_SUPER: see enum below.
+ * --compact (with --lazyreplay, the test crash_compact: the daemon's
+ * defaults): the workload and verification mounts keep changed map leaves
+ * compact (-o compact_dirty) with no leaf budget, so the recorded
+ * checkpoints write from compact leaves (compact_tune).
  * TWINFS_CRASH_SEEDS=N how many.  TWINFS_CRASH_CACHE=MiB sets the node cache
  * of the workload and verification mounts (-o cache=; 4 is the smallest).
  */
@@ -71,6 +75,7 @@
 
 #include "fs_i.h"
 #include "discard.h"
+#include "extcache.h"
 #include "fsck.h"
 #include "tfs.h"
 
@@ -88,54 +93,16 @@ static bool fmt_v2;	/* format v2 (the default; --v1 or TWINFS_CRASH_FORMAT=v1: v
 static uint64_t cache_bytes;	/* TWINFS_CRASH_CACHE, 0: the default */
 static bool lazyreplay;		/* --lazyreplay: verification mounts with -o lazyreplay */
 static bool lazycont;		/* --lazycont: the workload on a continued mount */
+static bool compact;		/* --compact: changed map leaves kept compact */
+static unsigned long total_compactions, total_expansions;	/* --compact: in the workload */
 static bool no_ckpt;		/* do_op: no checkpoint (continued_base's log) */
 static size_t mount_end;	/* --lazycont: the continued mount's journal entries */
 static unsigned long total_states, total_discards, total_node_writes, total_node_wraps;
 static unsigned long in_mount_states;	/* --lazycont: explored inside the continued mount */
 
-/* ---- rng ---- */
-static uint64_t rng_s;
-static uint64_t rnd(void)
-{
-	rng_s ^= rng_s << 13;
-	rng_s ^= rng_s >> 7;
-	rng_s ^= rng_s << 17;
-	return rng_s;
-}
-static uint64_t rndn(uint64_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
 /* ---- images ---- */
 static char orig[NDEV][64], work[NDEV][64];
 static const char *orig_p[NDEV], *work_p[NDEV];
-
-static void mk_image(char *path)
-{
-	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
-	int fd;
-
-	snprintf(path, 64, "%s/tfs_crash_XXXXXX", dir);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)IMG_SIZE), 0);
-	close(fd);
-}
-
-static void copy_image(const char *from, const char *to)
-{
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_TRUNC);
-	static char buf[1 << 20];
-	ssize_t r;
-
-	assert_true(in >= 0 && out >= 0);
-	while ((r = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)r), r);
-	assert_int_equal(r, 0);
-	close(in);
-	close(out);
-}
 
 /* ---- the workload ---- */
 struct opinfo {
@@ -158,64 +125,11 @@ static size_t jlen(void)
 	return n;
 }
 
-static int pick_node(int type, bool need_name)
-{
-	int c[MAXN], k = 0;
-
-	for (int i = 0; i < MAXN; i++)
-		if (nodes[i].live && nodes[i].type == type && (!need_name || i == 0 ||
-		    (type == T_DIR ? dent_of_dir(i) >= 0 : nodes[i].nlink > 0)))
-			c[k++] = i;
-	return k ? c[rndn((uint64_t)k)] : -1;
-}
-
-static int pick_dent(int type)
-{
-	int c[MAXN], k = 0;
-
-	for (int i = 0; i < MAXN; i++)
-		if (dents[i].live && (type < 0 || nodes[dents[i].node].type == type))
-			c[k++] = i;
-	return k ? c[rndn((uint64_t)k)] : -1;
-}
-
-static bool dir_empty(int node)
-{
-	for (int i = 0; i < MAXN; i++)
-		if (dents[i].live && dents[i].parent == node)
-			return false;
-	return true;
-}
-
-/* Is @a equal to or below directory @d? */
-static bool under(int a, int d)
-{
-	for (int depth = 0; depth < 64; depth++) {
-		if (a == d)
-			return true;
-		if (a == 0)
-			return false;
-		a = dents[dent_of_dir(a)].parent;
-	}
-	return true;
-}
-
 static struct tfs_file *fh_of(int n)
 {
 	if (!nodes[n].fh)
 		assert_int_equal(tfs_open(wfs, nodes[n].ino, O_RDWR, &nodes[n].fh), 0);
 	return nodes[n].fh;
-}
-
-static void fill_rand(uint8_t *p, size_t len)
-{
-	uint64_t v = rnd();
-
-	for (size_t i = 0; i < len; i++) {
-		if ((i & 7) == 0)
-			v = rnd();
-		p[i] = (uint8_t)(v >> ((i & 7) * 8));
-	}
 }
 
 static void unlink_node(int n)
@@ -301,6 +215,8 @@ static bool do_op(char *desc, size_t dlen)
 			if (n < 0)
 				continue;
 			off = rndn(3) == 0 ? nodes[n].size : rndn(nodes[n].size + 65536);
+			if (compact && rndn(3) == 0)	/* past the tiny leaf: cache leaves */
+				off = (128u << 10) + rndn(4u << 20);
 			if (rndn(3) == 0)
 				off &= ~(size_t)(BS - 1);
 			len = rndn(20) == 0 ? 1 + rndn(TFS_IO_MAX) : 1 + rndn(rndn(2) ? 3 * BS : 64 * 1024);
@@ -678,6 +594,19 @@ static size_t build_state(const struct dev_fault_rec *j, const struct cstate *s)
 	return first_out;
 }
 
+/* --compact: a mount's map leaves get no budget, so every changed leaf
+ * nobody is inside is made compact at the next leaf fault's trim (and
+ * expanded by its next user), and the checkpoints write from compact
+ * leaves.  No pressure callback: it would ask for checkpoints on the
+ * background thread, at times no seed repeats. */
+static void compact_tune(struct tfs *fs)
+{
+	if (!compact || !fs->xc)
+		return;
+	extcache_set_pressure(fs->xc, NULL, NULL);
+	extcache_set_budget(fs->xc, 0);
+}
+
 static int mount_work(const char *const *devs, unsigned n, bool degraded, bool lazy,
 		      struct tfs **fs, char *err, size_t errlen)
 {
@@ -687,9 +616,13 @@ static int mount_work(const char *const *devs, unsigned n, bool degraded, bool l
 		.nodiscard = true,	/* leaves the work images as built */
 		.cache_bytes = cache_bytes,
 		.lazyreplay = lazy,
+		.compact_dirty = compact,
 	};
+	int ret = tfs_mount(&o, fs, err, errlen);
 
-	return tfs_mount(&o, fs, err, errlen);
+	if (!ret)
+		compact_tune(*fs);
+	return ret;
 }
 
 static const struct dev_fault_rec *dbg_j;
@@ -722,7 +655,7 @@ static void dump_fail(const struct cstate *s, const char *what, size_t lo, size_
 			char to[512];
 			snprintf(to, sizeof(to), "%s.%d", getenv("TWINFS_CRASH_KEEP"), d);
 			close(open(to, O_CREAT | O_WRONLY, 0644));
-			copy_image(work_p[d], to);
+			crash_copy_image(work_p[d], to);
 		}
 		fprintf(stderr, "  images kept as %s.N\n", getenv("TWINFS_CRASH_KEEP"));
 	}
@@ -988,6 +921,19 @@ static void v2_age(void)
 	fail_msg("v2: the node cursor does not move");
 }
 
+/* Every file the workload holds open released (an unnamed one goes). */
+static void release_all(void)
+{
+	for (int i = 0; i < MAXN; i++) {
+		if (!nodes[i].fh)
+			continue;
+		assert_int_equal(tfs_release(nodes[i].fh), 0);
+		nodes[i].fh = NULL;
+		if (nodes[i].nlink == 0)
+			nodes[i].live = false;
+	}
+}
+
 /* --lazycont: a few more operations logged after the base's checkpoint,
  * every file released (an unlinked open one would be an orphan the mount
  * reclaims, which it does only with a checkpoint), a crash, and the mount
@@ -1008,14 +954,7 @@ static void continued_base(struct tfs_opts *o)
 	memset(&st, 0, sizeof(st));
 	st.st_mtim.tv_sec = 999;	/* at least one record after the checkpoints */
 	assert_int_equal(tfs_setattr(wfs, TFS_ROOT_INO, &st, TFS_SET_MTIME, NULL, &st), 0);
-	for (int i = 0; i < MAXN; i++) {
-		if (!nodes[i].fh)
-			continue;
-		assert_int_equal(tfs_release(nodes[i].fh), 0);
-		nodes[i].fh = NULL;
-		if (nodes[i].nlink == 0)
-			nodes[i].live = false;
-	}
+	release_all();
 	assert_int_equal(tfs_syncfs(wfs), 0);
 	/* The last chunk on device 0 only (a change the model does not show,
 	 * the root's mtime): the continued mount's replay rewrites it onto
@@ -1026,10 +965,11 @@ static void continued_base(struct tfs_opts *o)
 	assert_int_equal(tfs_syncfs(wfs), 0);
 	tfs_abandon(wfs);
 	for (int i = 0; i < NDEV; i++)
-		copy_image(orig_p[i], work_p[i]);
+		crash_copy_image(orig_p[i], work_p[i]);
 	o->lazyreplay = true;
 	o->fault = "record";
 	assert_int_equal(tfs_mount(o, &wfs, err, sizeof(err)), 0);
+	compact_tune(wfs);
 	assert_true(wfs->mount_continued);
 	assert_true(super_log_cont(&wfs->sb));
 	assert_int_equal(atomic_load(&wfs->ckpt_writes), 0);
@@ -1047,6 +987,7 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 		.devs = orig_p, .ndevs = NDEV, .backend = "file", .fault = "",
 		.commit_ms = 3600000,	/* no background commits between base and recording */
 		.cache_bytes = cache_bytes,
+		.compact_dirty = compact,
 	};
 	char err[256] = "";
 	const struct dev_fault_rec *j;
@@ -1057,18 +998,26 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 	rng_s = seed * 0x9e3779b97f4a7c15ull | 1;
 	assert_int_equal(tfs_format(orig_p, NDEV, &fo, err, sizeof(err)), 0);
 	assert_int_equal(tfs_mount(&o, &wfs, err, sizeof(err)), 0);
+	compact_tune(wfs);
 	model_reset();
 
 	/* a few files exist before the recording starts */
 	ops = calloc(nop + 1, sizeof(*ops));
 	assert_non_null(ops);
 	nops = 0;
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < (compact ? 40 : 6); i++) {
 		char d[96];
 		do_op(d, sizeof(d));
 	}
 	if (fmt_v2) {	/* the base already has trees with items */
 		assert_int_equal(tfs_checkpoint(wfs), 0);
+		if (compact) {	/* the base's files come back with their maps
+				 * read from the tree: leaves of the cache */
+			release_all();
+			assert_int_equal(tfs_unmount(wfs), 0);
+			assert_int_equal(tfs_mount(&o, &wfs, err, sizeof(err)), 0);
+			compact_tune(wfs);
+		}
 		v2_age();
 	}
 	if (lazycont) {
@@ -1076,7 +1025,7 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 	} else {
 		assert_int_equal(tfs_syncfs(wfs), 0);
 		for (int d = 0; d < NDEV; d++)
-			copy_image(orig_p[d], work_p[d]);
+			crash_copy_image(orig_p[d], work_p[d]);
 		dev_fault_record(wfs->be, true);
 	}
 
@@ -1094,6 +1043,12 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 		 * right here, between operations, not only at the end. */
 		if (rndn(4) == 0)
 			discard_flush(wfs);
+		/* --compact: trims as leaf faults of other files would
+		 * make them (the first takes the second chances away). */
+		if (compact && wfs->xc) {
+			extcache_trim(wfs->xc);
+			extcache_trim(wfs->xc);
+		}
 		ops[k].text = model_text();
 		nops = k + 1;
 	}
@@ -1118,6 +1073,13 @@ static void run_seed(uint64_t seed, unsigned nop, unsigned budget)
 			tfs_release(nodes[i].fh);
 			nodes[i].fh = NULL;
 		}
+	if (wfs->xc) {
+		struct extcache_stats xs;
+
+		extcache_stats(wfs->xc, &xs);
+		total_compactions += xs.compactions;
+		total_expansions += xs.expansions;
+	}
 	tfs_abandon(wfs);
 	for (size_t k = 0; k < nops; k++)
 		free(ops[k].text);
@@ -1146,13 +1108,18 @@ static void test_crash_states(void **state)
 	if (!ns || !*ns)
 		assert_true(total_states >= (long_run ? 5000u : fmt_v2 ? 500u : 1000u));
 	assert_true(in_mount_states > 0 || !lazycont);
+	if (compact) {	/* the checkpoints wrote from compact leaves */
+		printf("crash: %lu map leaves made compact, %lu expanded again\n",
+		       total_compactions, total_expansions);
+		assert_true(total_compactions > 0 && total_expansions > 0);
+	}
 }
 
 static int setup(void **state)
 {
 	for (int d = 0; d < NDEV; d++) {
-		mk_image(orig[d]);
-		mk_image(work[d]);
+		crash_mk_image(orig[d], IMG_SIZE);
+		crash_mk_image(work[d], IMG_SIZE);
 		orig_p[d] = orig[d];
 		work_p[d] = work[d];
 	}
@@ -1194,6 +1161,8 @@ int main(int argc, char **argv)
 			lazyreplay = true;
 		else if (!strcmp(argv[i], "--lazycont"))
 			lazycont = true;
+		else if (!strcmp(argv[i], "--compact"))
+			compact = true;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	return cmocka_run_group_tests(tests, setup, teardown);
