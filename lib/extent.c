@@ -38,6 +38,7 @@
 #include "extent.h"
 #include "extent_i.h"
 #include "extpend.h"
+#include "rangelock.h"
 
 #define LVL_BITS 9
 #define FAN (1u << LVL_BITS)
@@ -343,9 +344,20 @@ int extent_clear(struct extent_map *m, uint64_t fblk, uint64_t n, extent_drop_fn
 void extent_destroy(struct extent_map *m, extent_drop_fn drop, void *ctx)
 {
 	if (m->xc) {
+		struct rl_range r;
+		bool lock = drop && m->pend && m->rl;
+
 		/* A file deleted drops its blocks as the records left them;
-		 * memory torn down (no drop) accounts nothing. */
+		 * memory torn down (no drop) accounts nothing.  Applying them
+		 * reads leaves in under interior nodes that only the range
+		 * lock keeps the evictor off (extcache.c inner_evict): held
+		 * shared, as every user of the map holds it.  Nobody else
+		 * holds it: the file has no name and no open left. */
+		if (lock)
+			rl_lock(m->rl, &r, 0, RL_EOF, false);
 		(void)extpend_release(m, drop != NULL);
+		if (lock)
+			rl_unlock(m->rl, &r);
 		(void)extlz_clear(m, 0, EXTENT_MAX_FBLK, drop, ctx, true);
 	}
 	else

@@ -470,6 +470,94 @@ static void test_ckpt_reader(void **state)
 	teardown(&s);
 }
 
+/* ---- review of session 40: a deleted file's pending pieces are applied
+ * by extent_destroy, which no caller calls under the file's range lock;
+ * the evictor's guard against freeing an interior node someone is inside
+ * is that range lock.  A fault of the piece's leaf (tree I/O) under a
+ * level-1 node whose other leaf is clean let a trim meanwhile evict that
+ * leaf and free the node: the fault then installed its leaf into freed
+ * memory (ASan: heap-use-after-free) and the replaced block was put twice
+ * (by the piece, then by the destroy's clear reading the tree). ---- */
+static struct extent_cache *dl_xc;
+static uint64_t dl_at;		/* a walk over this block trims with no budget, once */
+static int (*dl_walk)(void *, uint64_t, uint64_t, uint64_t, extent_run_fn, void *);
+
+static int dl_hook(void *ctx, uint64_t ino, uint64_t from, uint64_t to, extent_run_fn cb,
+		   void *c)
+{
+	if (dl_at && from <= dl_at && dl_at < to) {
+		dl_at = 0;
+		extcache_set_budget(dl_xc, 0);	/* trims: a second chance */
+		extcache_trim(dl_xc);		/* and this one evicts */
+		struct extcache_stats xs;
+
+		extcache_stats(dl_xc, &xs);
+		if (xs.inner_freed)	/* the fault goes on into the freed node */
+			fail_msg("an interior node was freed under the fault of a destroy");
+	}
+	return dl_walk(ctx, ino, from, to, cb, c);
+}
+
+static unsigned dl_drops[3];	/* the three blocks, by phys - 5000 */
+
+static void dl_drop(void *ctx, uint64_t phys, uint64_t n)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		if (phys + i >= 5000 && phys + i < 5003)
+			dl_drops[phys + i - 5000]++;
+}
+
+static void test_destroy_pending(void **state)
+{
+	const uint64_t fa = 600, fb = 1100;	/* map leaves 1 and 2: one level-1 node */
+	struct extcache_stats xs;
+	struct extent_src src;
+	struct extent_ent e;
+	struct rangelock rl;
+	struct rl_range g;
+	uint64_t cs = 42;
+	struct st s;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	s.gen = 1;
+	env_open(&s.e, 8 * BNODE_SIZE);
+	src = (struct extent_src){ &s.e.t, s_walk, s_data, s_hole, NULL };
+	v2ext_source(&s.e.t, &src);
+	dl_walk = src.walk;
+	src.walk = dl_hook;
+	assert_int_equal(extcache_create(&src, BUDGET, &s.xc), 0);
+	dl_xc = s.xc;
+	extent_init(&s.m);
+	rl_init(&rl);
+	extent_init_lazy(&s.l, s.xc, INO, &rl, 0, false);
+	assert_int_equal(extent_set(&s.l, fa, 1, 5000, &cs, NULL, NULL), 0);
+	assert_int_equal(extent_set(&s.l, fb, 1, 5001, &cs, NULL, NULL), 0);
+	checkpoint(&s);
+	/* cold, then the leaf of fa read in by a reader: clean, resident */
+	extent_destroy(&s.l, NULL, NULL);
+	extent_init_lazy(&s.l, s.xc, INO, &rl, 2, false);
+	rl_lock(&rl, &g, fa, fa + 1, false);
+	assert_int_equal(extent_lookup(&s.l, fa, &e), 0);
+	rl_unlock(&rl, &g);
+	assert_int_equal(EXTENT_PHYS(e.phys), 5000);
+	/* the replay kept a record over fb pending: fb now maps 5002 */
+	extpend_set_max(s.xc, 1ull << 30);
+	assert_int_equal(extpend_add(&s.l, fb, 1, 5002, &cs, dl_drop, NULL), 0);
+	/* the file is deleted: its pieces applied, its blocks dropped */
+	dl_at = fb;
+	extent_destroy(&s.l, dl_drop, NULL);
+	assert_int_equal(dl_at, 0);	/* the hook ran inside the fault */
+	extcache_stats(s.xc, &xs);
+	assert_int_equal(xs.inner_freed, 0);	/* nothing freed under the destroy */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(dl_drops[i], 1);	/* each block put once */
+	rl_destroy(&rl);
+	extent_init(&s.l);
+	teardown(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -477,6 +565,7 @@ int main(void)
 		cmocka_unit_test(test_readers),
 		cmocka_unit_test(test_ahead),
 		cmocka_unit_test(test_ckpt_reader),
+		cmocka_unit_test(test_destroy_pending),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
