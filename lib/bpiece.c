@@ -8,9 +8,7 @@
  * laid out exactly as the tree builds leaves.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "bpiece.h"
@@ -37,20 +35,6 @@ static void put16(uint8_t *p, unsigned v)
 {
 	p[0] = (uint8_t)v;
 	p[1] = (uint8_t)(v >> 8);
-}
-
-static int bad(char *why, size_t whylen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int bad(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return -EUCLEAN;
 }
 
 /* A new run starts where (id, type) changes. */
@@ -237,13 +221,13 @@ static int cur_next(struct pcur *c)
 static int cur_tail(const struct pcur *c, char *why, size_t whylen)
 {
 	if (c->pos > c->vend)
-		return bad(why, whylen, "piece entries run into its values");
+		return bnode_bad(why, whylen, "piece entries run into its values");
 	for (unsigned i = c->pos; i < c->vend; i++)
 		if (c->p[i])
-			return bad(why, whylen, "nonzero byte %u between entries and values", i);
+			return bnode_bad(why, whylen, "nonzero byte %u after the entries", i);
 	if (blocks_for(c->pos + (c->end - c->vend)) != c->end / BNODE_BLOCK)
-		return bad(why, whylen, "piece of %u blocks holds %u bytes", c->end / BNODE_BLOCK,
-			   c->pos + (c->end - c->vend));
+		return bnode_bad(why, whylen, "piece of %u blocks holds %u bytes",
+				 c->end / BNODE_BLOCK, c->pos + (c->end - c->vend));
 	return 0;
 }
 
@@ -290,30 +274,30 @@ static int merge_piece(void *dst, const uint8_t *p, unsigned pb, char *why, size
 		int cmp = 1;
 
 		if (bkey_cmp(&c.key, &h.min) < 0 || bkey_cmp(&c.key, &h.max) > 0)
-			return bad(why, whylen, "piece key outside the leaf's range");
+			return bnode_bad(why, whylen, "piece key outside the leaf's range");
 		for (; i < nr; i++) {
 			bnode_key(dst, i, &k);
 			cmp = bkey_cmp(&k, &c.key);
 			if (cmp >= 0)
 				break;
 			if (!copy_item(merge_tmp, dst, i))
-				return bad(why, whylen, "merged leaf does not fit a node");
+				return bnode_bad(why, whylen, "merged leaf does not fit a node");
 		}
 		if (i < nr && !cmp)
 			i++;		/* replaced or removed */
 		else if (c.vlen == BPIECE_WHITEOUT)
-			return bad(why, whylen, "whiteout of a key not in the leaf");
+			return bnode_bad(why, whylen, "whiteout of a key not in the leaf");
 		if (c.vlen != BPIECE_WHITEOUT && !put_item(merge_tmp, &c.key, c.val, c.vlen))
-			return bad(why, whylen, "merged leaf does not fit a node");
+			return bnode_bad(why, whylen, "merged leaf does not fit a node");
 	}
 	if (r < 0)
-		return bad(why, whylen, "bad piece entries");
+		return bnode_bad(why, whylen, "bad piece entries");
 	r = cur_tail(&c, why, whylen);
 	if (r)
 		return r;
 	for (; i < nr; i++)
 		if (!copy_item(merge_tmp, dst, i))
-			return bad(why, whylen, "merged leaf does not fit a node");
+			return bnode_bad(why, whylen, "merged leaf does not fit a node");
 	memcpy(dst, merge_tmp, BNODE_SIZE);
 	return 0;
 }
@@ -329,20 +313,20 @@ static int load_base(void *dst, const uint8_t *b, unsigned nblocks, const struct
 	int ret;
 
 	if (!nb0 || nb0 > BNODE_BLOCKS || nb0 > nblocks)
-		return bad(why, whylen, "base of %u blocks in a chain of %u", nb0, nblocks);
+		return bnode_bad(why, whylen, "base of %u blocks in a chain of %u", nb0, nblocks);
 	memcpy(dst, b, (size_t)nb0 * BNODE_BLOCK);
 	memset((uint8_t *)dst + nb0 * BNODE_BLOCK, 0, BNODE_SIZE - nb0 * BNODE_BLOCK);
 	bp.addr = p ? p->addr : bnode_addr(dst);
 	bp.gen = bnode_gen(dst);
 	bp.csum = bnode_stored_csum(dst);
 	if (!bnode_copy_matches(dst, &bp, true))
-		return bad(why, whylen, "base does not verify");
+		return bnode_bad(why, whylen, "base does not verify");
 	bnode_unfold(dst);
 	ret = bnode_check(dst, why, whylen);
 	if (ret)
 		return ret;
 	if (nblocks > nb0 && bnode_level(dst))
-		return bad(why, whylen, "pieces after an internal node");
+		return bnode_bad(why, whylen, "pieces after an internal node");
 	*ch = (struct bpiece_chain){ .nb0 = nb0, .addr = bp.addr, .base_gen = bp.gen,
 				     .gen = bp.gen, .csum = bp.csum };
 	return 0;
@@ -357,19 +341,19 @@ static int piece_hdr(const uint8_t *p, unsigned room, const struct bpiece_chain 
 
 	*pb = p[P_PB];
 	if (!*pb || *pb > BPIECE_MAX_BLOCKS || *pb > room)
-		return bad(why, whylen, "piece %u: %u blocks, %u left", k, *pb, room);
+		return bnode_bad(why, whylen, "piece %u: %u blocks, %u left", k, *pb, room);
 	if (csum_buf(p + P_MAGIC, *pb * BNODE_BLOCK - P_MAGIC, ch->csum) != le64_get(p + P_CSUM))
-		return bad(why, whylen, "piece %u: csum", k);
+		return bnode_bad(why, whylen, "piece %u: csum", k);
 	if (memcmp(p + P_MAGIC, BPIECE_MAGIC, 8))
-		return bad(why, whylen, "piece %u: bad magic", k);
+		return bnode_bad(why, whylen, "piece %u: bad magic", k);
 	if (le64_get(p + P_ADDR) != ch->addr || le64_get(p + P_BGEN) != ch->base_gen)
-		return bad(why, whylen, "piece %u: of another extent or base", k);
+		return bnode_bad(why, whylen, "piece %u: of another extent or base", k);
 	if (get16(p + P_K) != k || le64_get(p + P_GEN) <= ch->gen)
-		return bad(why, whylen, "piece %u: says k %u, gen %llu after %llu", k,
-			   get16(p + P_K), (unsigned long long)le64_get(p + P_GEN),
-			   (unsigned long long)ch->gen);
+		return bnode_bad(why, whylen, "piece %u: says k %u, gen %llu after %llu", k,
+				 get16(p + P_K), (unsigned long long)le64_get(p + P_GEN),
+				 (unsigned long long)ch->gen);
 	if (p[P_RSV1] || p[P_RSV2] || p[P_RSV2 + 1] || !get16(p + P_NR))
-		return bad(why, whylen, "piece %u: reserved bytes or no entries", k);
+		return bnode_bad(why, whylen, "piece %u: reserved bytes or no entries", k);
 	return 0;
 }
 
@@ -382,7 +366,7 @@ int bpiece_load(void *dst, const void *buf, unsigned nblocks, const struct bptr 
 	int ret;
 
 	if (!nblocks || nblocks > BPIECE_EXT_BLOCKS)
-		return bad(why, whylen, "chain of %u blocks", nblocks);
+		return bnode_bad(why, whylen, "chain of %u blocks", nblocks);
 	ret = load_base(dst, b, nblocks, p, &ch, why, whylen);
 	for (unsigned off = ch.nb0; !ret && off < nblocks; off += pb) {
 		const uint8_t *piece = b + (size_t)off * BNODE_BLOCK;
@@ -397,8 +381,8 @@ int bpiece_load(void *dst, const void *buf, unsigned nblocks, const struct bptr 
 	if (ret)
 		return ret;
 	if (p && (ch.gen != p->gen || ch.csum != p->csum))
-		return bad(why, whylen, "chain ends at gen %llu, the pointer says %llu",
-			   (unsigned long long)ch.gen, (unsigned long long)p->gen);
+		return bnode_bad(why, whylen, "chain ends at gen %llu, the pointer says %llu",
+				 (unsigned long long)ch.gen, (unsigned long long)p->gen);
 	if (ch.npieces) {
 		/* The merged leaf is no sealed image: nb 0, the chain's gen and csum. */
 		bnode_set_addr_gen(dst, ch.addr, ch.gen);
