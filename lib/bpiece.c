@@ -368,6 +368,8 @@ int bpiece_load(void *dst, const void *buf, unsigned nblocks, const struct bptr 
 	if (!nblocks || nblocks > BPIECE_EXT_BLOCKS)
 		return bnode_bad(why, whylen, "chain of %u blocks", nblocks);
 	ret = load_base(dst, b, nblocks, p, &ch, why, whylen);
+	if (ret)
+		return ret;
 	for (unsigned off = ch.nb0; !ret && off < nblocks; off += pb) {
 		const uint8_t *piece = b + (size_t)off * BNODE_BLOCK;
 
