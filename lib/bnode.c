@@ -617,9 +617,7 @@ void bnode_drop_front(void *n, unsigned k)
 
 /* ---- strict check ---- */
 
-static int bad(char *why, size_t whylen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int bad(char *why, size_t whylen, const char *fmt, ...)
+int bnode_bad(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -645,17 +643,18 @@ static int check_leaf(const void *n, unsigned nr, char *why, size_t whylen)
 	unsigned heads = BNODE_HDR + nr * BNODE_ITEM, end = BNODE_SIZE;
 
 	if (nr > BNODE_USABLE / BNODE_ITEM)
-		return bad(why, whylen, "leaf with %u items", nr);
+		return bnode_bad(why, whylen, "leaf with %u items", nr);
 	for (unsigned i = 0; i < nr; i++) {
 		unsigned off = voff(n, i), len = vlen(n, i);
 
 		/* Packed from the end, no gap, never into the heads. */
 		if (len > BNODE_MAX_VAL || len > end || off != end - len || off < heads)
-			return bad(why, whylen, "item %u: value at %u, %u bytes", i, off, len);
+			return bnode_bad(why, whylen, "item %u: value at %u, %u bytes", i, off,
+					 len);
 		end = off;
 	}
 	if (!zero(b + heads, end - heads))
-		return bad(why, whylen, "nonzero free space");
+		return bnode_bad(why, whylen, "nonzero free space");
 	return 0;
 }
 
@@ -665,18 +664,18 @@ static int check_internal(const void *n, unsigned nr, char *why, size_t whylen)
 	uint64_t gen = bnode_gen(n);
 
 	if (!nr || nr > BNODE_MAX_PTRS)
-		return bad(why, whylen, "internal node with %u pointers", nr);
+		return bnode_bad(why, whylen, "internal node with %u pointers", nr);
 	for (unsigned i = 0; i < nr; i++) {
 		struct bptr p;
 
 		bnode_ptr(n, i, &p);
 		/* A child is never younger than its parent. */
 		if (!p.addr || !p.gen || p.gen > gen)
-			return bad(why, whylen, "pointer %u: addr %llu gen %llu", i,
-				   (unsigned long long)p.addr, (unsigned long long)p.gen);
+			return bnode_bad(why, whylen, "pointer %u: addr %llu gen %llu", i,
+					 (unsigned long long)p.addr, (unsigned long long)p.gen);
 	}
 	if (!zero(b + BNODE_HDR + nr * BNODE_PTR, BNODE_USABLE - nr * BNODE_PTR))
-		return bad(why, whylen, "nonzero free space");
+		return bnode_bad(why, whylen, "nonzero free space");
 	return 0;
 }
 
@@ -689,15 +688,15 @@ static int check_own_range(const void *n, unsigned nr, unsigned sz, char *why, s
 	key_get(b + H_MIN, &min);
 	key_get(b + H_MAX, &max);
 	if (bkey_cmp(&min, &max) > 0)
-		return bad(why, whylen, "empty key range");
+		return bnode_bad(why, whylen, "empty key range");
 	if (!nr)
 		return 0;
 	key_get(item(n, 0, sz), &first);
 	key_get(item(n, nr - 1, sz), &last);
 	if (bkey_cmp(&first, &min) < 0 || bkey_cmp(&last, &max) > 0)
-		return bad(why, whylen, "keys outside the node's range");
+		return bnode_bad(why, whylen, "keys outside the node's range");
 	if (bnode_level(n) && bkey_cmp(&first, &min))
-		return bad(why, whylen, "first pointer key is not the node's min");
+		return bnode_bad(why, whylen, "first pointer key is not the node's min");
 	return 0;
 }
 
@@ -708,22 +707,22 @@ int bnode_check(const void *n, char *why, size_t whylen)
 	int ret;
 
 	if (memcmp(b + H_MAGIC, BNODE_MAGIC, 8))
-		return bad(why, whylen, "bad magic");
+		return bnode_bad(why, whylen, "bad magic");
 	if (b[H_RSV1] || b[H_RSV2] || b[H_RSV2 + 1] || b[H_RSV2 + 2])
-		return bad(why, whylen, "reserved header bytes set");
+		return bnode_bad(why, whylen, "reserved header bytes set");
 	/* One encoding: a sealed short node says the fewest blocks. */
 	if (b[H_NB] > BNODE_BLOCKS)
-		return bad(why, whylen, "nb %u", b[H_NB]);
+		return bnode_bad(why, whylen, "nb %u", b[H_NB]);
 	if (level >= BNODE_MAX_LEVEL)
-		return bad(why, whylen, "level %u", level);
+		return bnode_bad(why, whylen, "level %u", level);
 	if (!bnode_addr(n) || !bnode_gen(n))
-		return bad(why, whylen, "address or generation 0");
+		return bnode_bad(why, whylen, "address or generation 0");
 	ret = level ? check_internal(n, nr, why, whylen) : check_leaf(n, nr, why, whylen);
 	if (ret)
 		return ret;
 	if (b[H_NB] && b[H_NB] != bnode_fold_blocks(n))
-		return bad(why, whylen, "nb %u, the node needs %u blocks", b[H_NB],
-			   bnode_fold_blocks(n));
+		return bnode_bad(why, whylen, "nb %u, the node needs %u blocks", b[H_NB],
+				 bnode_fold_blocks(n));
 	sz = isz(n);
 	for (unsigned i = 1; i < nr; i++) {
 		struct bkey a, c;
@@ -731,7 +730,7 @@ int bnode_check(const void *n, char *why, size_t whylen)
 		key_get(item(n, i - 1, sz), &a);
 		key_get(item(n, i, sz), &c);
 		if (bkey_cmp(&a, &c) >= 0)
-			return bad(why, whylen, "keys %u and %u out of order", i - 1, i);
+			return bnode_bad(why, whylen, "keys %u and %u out of order", i - 1, i);
 	}
 	return check_own_range(n, nr, sz, why, whylen);
 }
@@ -747,9 +746,9 @@ int bnode_check_range(const void *n, const struct bkey *lo, const struct bkey *h
 	if (hi) {
 		want = *hi;
 		if (!bkey_pred(&want))
-			return bad(why, whylen, "empty range from the parent");
+			return bnode_bad(why, whylen, "empty range from the parent");
 	}
 	if (bkey_cmp(&min, lo) || bkey_cmp(&max, &want))
-		return bad(why, whylen, "node range differs from the parent's");
+		return bnode_bad(why, whylen, "node range differs from the parent's");
 	return 0;
 }

@@ -132,6 +132,9 @@ int bnode_check(const void *n, char *why, size_t whylen);
  * its parent gives it.  0 or -EUCLEAN. */
 int bnode_check_range(const void *n, const struct bkey *lo, const struct bkey *hi,
 		      char *why, size_t whylen);
+/* -EUCLEAN, with the reason formatted into @why (when given): the checks'
+ * return. */
+int bnode_bad(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void bnode_hdr(const void *n, struct bnode_hdr *h);
 /* Retarget a copy (copy-on-write): new address and generation. */
 void bnode_set_addr_gen(void *n, uint64_t addr, uint64_t gen);
