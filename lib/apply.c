@@ -648,6 +648,7 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 		 * Stop changing anything rather than checkpoint a half state. */
 		tfs_log(LOG_ERR, "applying a metadata transaction failed (%s); "
 			"the file system is now read-only", strerror(-ret));
+		atomic_store(&fs->unlogged, true);
 		fs->readonly = true;
 		goto out;
 	}
@@ -656,6 +657,7 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 		if (ret) {
 			tfs_log(LOG_ERR, "metadata log append failed (%s); "
 				"the file system is now read-only", strerror(-ret));
+			atomic_store(&fs->unlogged, true);
 			fs->readonly = true;
 			goto out;	/* the drops leak: never reuse what may be referenced */
 		}

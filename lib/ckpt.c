@@ -35,6 +35,7 @@
 #include "inode_i.h"
 #include "le.h"
 #include "sbcommit.h"
+#include "tlog.h"
 #include "wib.h"
 
 #define CKPT_IO_BLOCKS 256u	/* blocks per mirror I/O (1 MiB) */
@@ -323,6 +324,17 @@ int ckpt_write(struct tfs *fs)
 	uint8_t *buf = NULL;
 	int ret;
 
+	/* Memory is ahead of the log by a transaction that failed: writing
+	 * it would keep half an operation (a rename's new name without the
+	 * old one gone), or one its caller was told failed.  The log and the
+	 * last checkpoint stay what the next mount recovers, as after a
+	 * crash; the unmount does not mark the file system clean. */
+	if (atomic_load(&fs->unlogged)) {
+		if (!atomic_exchange(&fs->unlogged_said, true))
+			tfs_log(LOG_ERR, "not writing checkpoints: memory holds a metadata "
+				"transaction that failed; the next mount recovers from the log");
+		return -EROFS;
+	}
 	if (fs->v2) {
 		ret = ckpt_v2_write(fs);
 		/* A record the mount's replay kept pending that the

@@ -238,6 +238,13 @@ struct tfs {
 	bool mount_continued;
 	uint64_t mount_orphans;
 	bool readonly;
+	/* Set once when memory holds a change the log does not (a metadata
+	 * transaction that failed half applied, or applied and not
+	 * appended; makes readonly true too): no checkpoint writes memory
+	 * from then on (ckpt_write: -EROFS), so the file system stays what
+	 * the log and the last checkpoint say, as after a crash. */
+	_Atomic bool unlogged;
+	_Atomic bool unlogged_said;	/* ckpt_write logged it once */
 	/* Set once when no device can take writes (makes readonly true too):
 	 * status reports the file system UNUSABLE. */
 	_Atomic bool unusable;

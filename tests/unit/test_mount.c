@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "csum.h"
+#include "fs_i.h"
 #include "testlib.h"
 
 #define IMG_SIZE (128ull << 20)
@@ -757,6 +758,52 @@ static void test_reserve_two_ckpts(void **state)
 	tl_rm_images(big, NIMG);
 }
 
+/* A metadata transaction whose second record fails to apply leaves its
+ * first applied in memory only, never logged: the file system goes
+ * read-only, and no checkpoint (asked for, or the unmount's) may write
+ * that memory, so the next mount recovers the log's state, without the
+ * half of the transaction (review of session 40). */
+static void half_tx(bool v2)
+{
+	struct tfs_format_opts fo = { .force = true, .backend = tl_backend(), .v2 = v2 };
+	struct log_rec r[2] = { { .type = LR_DENT_SET }, { .type = LR_INODE_DEL } };
+	char err[256] = "";
+	struct meta_tx tx;
+	struct tfs *fs;
+	struct stat st;
+
+	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
+	fs = mount2(false);
+	put_file(fs, TFS_ROOT_INO, "kept", 5000, 3);
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "kept", &st), 0);
+	tfs_forget(fs, st.st_ino, 1);
+	r[0].dent.parent = TFS_ROOT_INO;	/* a second name, no link count */
+	r[0].dent.ino = st.st_ino;
+	r[0].dent.name = "half";
+	r[0].dent.namelen = 4;
+	r[1].del.ino = TFS_ROOT_INO;		/* refused: -EUCLEAN */
+	meta_tx_init(&tx);
+	assert_int_equal(meta_tx_add(&tx, &r[0]), 0);
+	assert_int_equal(meta_tx_add(&tx, &r[1]), 0);
+	assert_int_not_equal(meta_tx_commit(fs, &tx, NULL), 0);
+	meta_tx_free(&tx);
+	assert_true(fs->readonly);
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "half", &st), 0);	/* in memory */
+	tfs_forget(fs, st.st_ino, 1);
+	assert_int_equal(tfs_checkpoint(fs), -EROFS);
+	assert_int_equal(tfs_unmount(fs), -EROFS);
+	fs = mount2(false);
+	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "half", &st), -ENOENT);
+	check_file(fs, TFS_ROOT_INO, "kept", 5000, 3);
+	assert_int_equal(tfs_unmount(fs), 0);
+}
+
+static void test_half_tx(void **state)
+{
+	half_tx(true);
+	half_tx(false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -775,6 +822,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_ckpt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_growing_ckpt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_two_ckpts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_half_tx, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
