@@ -626,6 +626,17 @@ static int apply_cb(void *ctx, const struct log_rec *r)
 	return 0;
 }
 
+/* A transaction failed in memory: read-only, and no checkpoint writes
+ * memory from now on (fs->unlogged, ckpt_write), so none frees log space
+ * either: the log's space waiters get EROFS. */
+static void stop_ckpts(struct tfs *fs)
+{
+	atomic_store(&fs->unlogged, true);
+	fs->readonly = true;
+	if (fs->log)
+		log_stop_waits(fs->log);
+}
+
 int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 {
 	struct apply_ctx c = { .fs = fs, .tx = tx, .cap = TOUCH_INLINE };
@@ -648,8 +659,7 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 		 * Stop changing anything rather than checkpoint a half state. */
 		tfs_log(LOG_ERR, "applying a metadata transaction failed (%s); "
 			"the file system is now read-only", strerror(-ret));
-		atomic_store(&fs->unlogged, true);
-		fs->readonly = true;
+		stop_ckpts(fs);
 		goto out;
 	}
 	if (fs->log) {
@@ -657,8 +667,7 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 		if (ret) {
 			tfs_log(LOG_ERR, "metadata log append failed (%s); "
 				"the file system is now read-only", strerror(-ret));
-			atomic_store(&fs->unlogged, true);
-			fs->readonly = true;
+			stop_ckpts(fs);
 			goto out;	/* the drops leak: never reuse what may be referenced */
 		}
 	}

@@ -388,7 +388,7 @@ int ckpt_write(struct tfs *fs)
 	/* The other fields belong to the services that registered with the
 	 * superblock commit; it fills them, the device states and the
 	 * generation, and writes and flushes the superblock. */
-	ret = sbc_commit(fs);
+	ret = atomic_load(&fs->unlogged) ? -EROFS : sbc_commit(fs);	/* ckpt_write's */
 	if (ret < 0) {
 		/* No device took the new superblock; the old checkpoint remains
 		 * the durable one, so keep its blocks and drop the new ones. */

@@ -1059,7 +1059,8 @@ static int commit_trees(struct tfs *fs, struct ckpt_v2 *v, uint64_t gen, uint64_
 	fs->sb.wib_blocks = wib.blocks;
 	fs->sb.wib_shift = wib.start ? wib.shift : 0;
 	fs->sb.wib_csum = wib.csum;
-	ret = sbc_commit(fs);
+	/* A transaction failed half way while memory was read (apply.c) */
+	ret = atomic_load(&fs->unlogged) ? -EROFS : sbc_commit(fs);
 	if (ret) {
 		fs->sb = old;
 		wib_put(fs, wib.start, wib.blocks);
@@ -1135,11 +1136,10 @@ int ckpt_v2_write(struct tfs *fs)
 	ret = put_changes(fs, v, vec, n, gen);
 	if (ret)
 		goto give_back;
-	/* -o lazyreplay: every record the mount's replay kept pending is in
-	 * a range the set names (the replay noted each), so the changes above
-	 * applied them all.  One left would be lost with the log this
-	 * checkpoint frees: applied now, and this checkpoint is redone
-	 * (-EAGAIN) with the set given back. */
+	/* -o lazyreplay: every record the mount's replay kept pending is in a range
+	 * the set names (the replay noted each), so the changes above applied them
+	 * all.  One left would be lost with the log this checkpoint frees: applied
+	 * now, and this checkpoint is redone (-EAGAIN) with the set given back. */
 	if (extpend_late(fs->xc, &fs->mount_pend_late)) {
 		abort_itree(v);
 		ret = extpend_apply_all(fs->xc);

@@ -101,6 +101,8 @@ void fs_on_mirror_state(void *ctx, unsigned dev, int state, int err)
 	 * lasts until unmount.  Logged once: on_state fires per transition. */
 	if (mirror_healthy(&fs->mirror) == 0 && !atomic_exchange(&fs->unusable, true)) {
 		fs->readonly = true;
+		if (fs->log)	/* no checkpoint can free log space */
+			log_stop_waits(fs->log);
 		tfs_log(LOG_ERR, "no device can take writes any more: the file system is "
 			"now read-only (every change fails with EROFS); unmount it and "
 			"check the devices");

@@ -71,6 +71,7 @@ struct log {
 	pthread_mutex_t mu;		/* protects everything below */
 	pthread_cond_t commit_cv;	/* a commit finished */
 	pthread_cond_t space_cv;	/* the head moved (space freed) */
+	bool stopped;			/* log_stop_waits: no room will come */
 	uint64_t head_pos, head_seq;	/* durable head (superblock) */
 	uint64_t pos;			/* next chunk goes here (or at 0) */
 	uint64_t last;			/* newest seq handed out */
@@ -399,6 +400,10 @@ int log_wait_space(struct log *l)
 {
 	pthread_mutex_lock(&l->mu);
 	while (used_locked(l) > l->nblocks - l->slack) {
+		if (l->stopped) {
+			pthread_mutex_unlock(&l->mu);
+			return -EROFS;
+		}
 		if (l->cbs.on_pressure) {
 			pthread_mutex_unlock(&l->mu);
 			l->cbs.on_pressure(l->cbs.ctx);
@@ -411,6 +416,14 @@ int log_wait_space(struct log *l)
 	}
 	pthread_mutex_unlock(&l->mu);
 	return l->cbs.on_room ? l->cbs.on_room(l->cbs.ctx) : 0;
+}
+
+void log_stop_waits(struct log *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->stopped = true;
+	pthread_cond_broadcast(&l->space_cv);
+	pthread_mutex_unlock(&l->mu);
 }
 
 uint64_t log_durable_seq(struct log *l)

@@ -205,6 +205,10 @@ void log_close(struct log *l);
  * asking for a checkpoint if needed, then pass the owner's on_room.  Operations call this BEFORE taking any
  * lock, because a checkpoint takes the locks of the objects it serializes. */
 int log_wait_space(struct log *l);
+/* No checkpoint will move the head any more (the file system turned
+ * read-only: a failed transaction, no device left): every log_wait_space
+ * sleeping or to come that finds no room returns -EROFS. */
+void log_stop_waits(struct log *l);
 /* Append one transaction (all its records go into the same chunk).  Returns
  * the assigned seq in *seq.  Never waits for space (see log_wait_space);
  * -ENOSPC only if the region is truly full. */

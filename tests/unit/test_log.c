@@ -947,6 +947,56 @@ static void test_wait_space(void **state)
 	env_close(&e);
 }
 
+/* log_stop_waits (the file system turned read-only: no checkpoint will
+ * move the head): a writer asleep for room wakes with -EROFS, and one that
+ * comes later finds no room and returns -EROFS at once (review of session
+ * 40: after a failed transaction they slept for ever). */
+struct stop_waiter {
+	struct log *l;
+	_Atomic int ret, done;
+};
+
+static void *stop_wait_thread(void *p)
+{
+	struct stop_waiter *w = p;
+
+	atomic_store(&w->ret, log_wait_space(w->l));
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+static void test_stop_waits(void **state)
+{
+	struct env e;
+	struct log *l;
+	struct log_geom g;
+	struct space_ctx c = { 0 };
+	struct log_cbs cbs = { .on_durable = on_durable, .on_pressure = on_pressure, .ctx = &c };
+	struct stop_waiter w;
+	struct timespec ts = { 0, 100000000 };
+	pthread_t th;
+	uint64_t id = 1;
+
+	env_open(&e, 128);
+	g = geom(&e, 8, 0, 1);
+	assert_int_equal(log_open(&e.m, &g, 0, 1, &cbs, &l), 0);
+	while (log_used_blocks(l) <= 128 - 32)
+		write_ids(l, id, id + 1, 10000), id++;
+	w = (struct stop_waiter){ .l = l };
+	pthread_create(&th, NULL, stop_wait_thread, &w);
+	nanosleep(&ts, NULL);
+	assert_int_equal(atomic_load(&w.done), 0);	/* asleep for room */
+	log_stop_waits(l);
+	for (int i = 0; i < 50 && !atomic_load(&w.done); i++)
+		nanosleep(&ts, NULL);
+	assert_int_equal(atomic_load(&w.done), 1);	/* woken */
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&w.ret), -EROFS);
+	assert_int_equal(log_wait_space(l), -EROFS);	/* and the next at once */
+	log_close(l);
+	env_close(&e);
+}
+
 /* log_set_ckpt_blocks: a checkpoint is asked for (on_pressure) once the
  * log passes the cap, long before half the region; 0 or a cap past half
  * leaves it at half. */
@@ -1123,6 +1173,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_at_zero),
 		cmocka_unit_test(test_barrier),
 		cmocka_unit_test(test_wait_space),
+		cmocka_unit_test(test_stop_waits),
 		cmocka_unit_test(test_ckpt_cap),
 		cmocka_unit_test(test_commit_error),
 		cmocka_unit_test(test_reserve),
