@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "le.h"
 
 #define ACL_VERSION	2
 #define ACL_HDR		4
@@ -20,22 +21,6 @@ enum {
 	TAG_GROUP = 0x08, TAG_MASK = 0x10, TAG_OTHER = 0x20,
 };
 
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)get16(p) | (uint32_t)get16(p + 2) << 16;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
 static size_t acl_count(size_t size)
 {
 	return (size - ACL_HDR) / ACL_ENT;
@@ -43,17 +28,17 @@ static size_t acl_count(size_t size)
 
 static uint16_t tag(const void *val, size_t i)
 {
-	return get16((const uint8_t *)val + ACL_HDR + i * ACL_ENT);
+	return le16_get((const uint8_t *)val + ACL_HDR + i * ACL_ENT);
 }
 
 static uint16_t perm(const void *val, size_t i)
 {
-	return get16((const uint8_t *)val + ACL_HDR + i * ACL_ENT + 2) & 7;
+	return le16_get((const uint8_t *)val + ACL_HDR + i * ACL_ENT + 2) & 7;
 }
 
 static void set_perm(void *val, size_t i, uint16_t p)
 {
-	put16((uint8_t *)val + ACL_HDR + i * ACL_ENT + 2, p & 7);
+	le16_put((uint8_t *)val + ACL_HDR + i * ACL_ENT + 2, p & 7);
 }
 
 bool acl_name(const char *name)
@@ -80,12 +65,12 @@ const char *acl_invalid(const void *val, size_t size)
 		return "its size is not a header and whole 8-byte entries";
 	if (size > ACL_XATTR_MAX)
 		return "larger than 4096 bytes";
-	if (get32(p) != ACL_VERSION)
+	if (le32_get(p) != ACL_VERSION)
 		return "not a version 2 ACL";
 	for (size_t i = 0; i < acl_count(size); i++) {
 		uint16_t t = tag(val, i);
 
-		if (get16(p + ACL_HDR + i * ACL_ENT + 2) & ~7u)
+		if (le16_get(p + ACL_HDR + i * ACL_ENT + 2) & ~7u)
 			return "an entry has permission bits beyond rwx";
 		switch (t) {
 		case TAG_USER_OBJ:

@@ -57,21 +57,6 @@ static inline uint64_t ld64(const void *p)
 	return le64toh(v);
 }
 
-static inline uint16_t le16_get(const void *p)
-{
-	const uint8_t *b = p;
-
-	return (uint16_t)(b[0] | b[1] << 8);
-}
-
-static inline void le16_put(void *p, unsigned v)
-{
-	uint8_t *b = p;
-
-	b[0] = (uint8_t)v;
-	b[1] = (uint8_t)(v >> 8);
-}
-
 int bkey_cmp(const struct bkey *a, const struct bkey *b)
 {
 	if (a->id != b->id)

@@ -26,17 +26,6 @@
 #define P_NR 44
 #define P_RSV2 46			/* 2 bytes */
 
-static unsigned get16(const uint8_t *p)
-{
-	return (unsigned)(p[0] | p[1] << 8);
-}
-
-static void put16(uint8_t *p, unsigned v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
 /* A new run starts where (id, type) changes. */
 static bool same_run(const struct bkey *a, const struct bkey *b)
 {
@@ -93,7 +82,7 @@ static void encode_items(uint8_t *out, unsigned end, const void *leaf, const str
 			run[8] = k->type;
 			pos += BPIECE_RUN;
 		}
-		put16(run + 10, get16(run + 10) + 1);
+		le16_put(run + 10, le16_get(run + 10) + 1);
 		if (bnode_search(leaf, k, &idx)) {
 			const void *v = bnode_val(leaf, idx, &len);
 
@@ -101,7 +90,7 @@ static void encode_items(uint8_t *out, unsigned end, const void *leaf, const str
 			memcpy(out + vend, v, len);
 		}
 		le64_put(out + pos, k->off);
-		put16(out + pos + 8, len);
+		le16_put(out + pos + 8, len);
 		pos += BPIECE_ENTRY;
 	}
 }
@@ -128,9 +117,9 @@ int bpiece_encode(void *out, size_t outlen, const void *merged_leaf, const struc
 	le64_put(o + P_ADDR, addr);
 	le64_put(o + P_GEN, gen);
 	le64_put(o + P_BGEN, base_gen);
-	put16(o + P_K, k);
+	le16_put(o + P_K, k);
 	o[P_PB] = (uint8_t)pb;
-	put16(o + P_NR, nkeys);
+	le16_put(o + P_NR, nkeys);
 	encode_items(o, pb * BNODE_BLOCK, merged_leaf, keys, nkeys);
 	le64_put(o + P_CSUM, csum_buf(o + P_MAGIC, pb * BNODE_BLOCK - P_MAGIC, prev_csum));
 	return (int)pb;
@@ -159,7 +148,7 @@ static void cur_init(struct pcur *c, const uint8_t *p, unsigned pb)
 	c->p = p;
 	c->end = c->vend = pb * BNODE_BLOCK;
 	c->pos = BPIECE_HDR;
-	c->left = get16(p + P_NR);
+	c->left = le16_get(p + P_NR);
 }
 
 /* A run head: (id, type) above the previous run's, count 1..left. */
@@ -173,7 +162,7 @@ static bool cur_run(struct pcur *c)
 		return false;
 	id = le64_get(r);
 	type = r[8];
-	c->run = get16(r + 10);
+	c->run = le16_get(r + 10);
 	if (r[9] || !c->run || c->run > c->left)
 		return false;
 	if (c->pos > BPIECE_HDR &&
@@ -198,7 +187,7 @@ static int cur_next(struct pcur *c)
 	if (c->pos + BPIECE_ENTRY > c->end)
 		return -EUCLEAN;
 	off = le64_get(c->p + c->pos);
-	c->vlen = get16(c->p + c->pos + 8);
+	c->vlen = le16_get(c->p + c->pos + 8);
 	if (off > BKEY_OFF_MAX || (c->started && off <= c->key.off))
 		return -EUCLEAN;
 	c->val = NULL;
@@ -348,11 +337,11 @@ static int piece_hdr(const uint8_t *p, unsigned room, const struct bpiece_chain 
 		return bnode_bad(why, whylen, "piece %u: bad magic", k);
 	if (le64_get(p + P_ADDR) != ch->addr || le64_get(p + P_BGEN) != ch->base_gen)
 		return bnode_bad(why, whylen, "piece %u: of another extent or base", k);
-	if (get16(p + P_K) != k || le64_get(p + P_GEN) <= ch->gen)
+	if (le16_get(p + P_K) != k || le64_get(p + P_GEN) <= ch->gen)
 		return bnode_bad(why, whylen, "piece %u: says k %u, gen %llu after %llu", k,
-				 get16(p + P_K), (unsigned long long)le64_get(p + P_GEN),
+				 le16_get(p + P_K), (unsigned long long)le64_get(p + P_GEN),
 				 (unsigned long long)ch->gen);
-	if (p[P_RSV1] || p[P_RSV2] || p[P_RSV2 + 1] || !get16(p + P_NR))
+	if (p[P_RSV1] || p[P_RSV2] || p[P_RSV2 + 1] || !le16_get(p + P_NR))
 		return bnode_bad(why, whylen, "piece %u: reserved bytes or no entries", k);
 	return 0;
 }

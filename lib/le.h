@@ -2,13 +2,28 @@
 /*
  * le.h: little-endian loads and stores of the on-disk formats (superblock,
  * log chunk headers, checkpoint tables, the rebuild bitmap, the scrub
- * cursor).  Byte by byte, so unaligned fields and big-endian hosts work;
+ * cursor, tree nodes and leaf pieces, items, ACL xattrs).  Byte by byte, so unaligned fields and big-endian hosts work;
  * compilers turn these into single loads/stores on x86.
  */
 #ifndef TWINFS_LE_H
 #define TWINFS_LE_H
 
 #include <stdint.h>
+
+static inline uint16_t le16_get(const void *p)
+{
+	const uint8_t *b = p;
+
+	return (uint16_t)(b[0] | b[1] << 8);
+}
+
+static inline void le16_put(void *p, unsigned v)
+{
+	uint8_t *b = p;
+
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+}
 
 static inline uint32_t le32_get(const void *p)
 {

@@ -21,17 +21,6 @@
 #include "le.h"
 #include "v2item.h"
 
-static uint16_t le16_get(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static void le16_put(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
 uint64_t v2_hash56(uint64_t seed, const char *name, size_t len)
 {
 	return csum_buf(name, len, seed) & V2_HASH_MASK;
