@@ -874,14 +874,14 @@ static void on_durable(void *ctx, uint64_t seq)
 
 struct waiter {
 	struct log *l;
-	_Atomic int done;
+	_Atomic int ret, done;	/* log_wait_space's return, once done */
 };
 
 static void *wait_thread(void *p)
 {
 	struct waiter *w = p;
 
-	assert_int_equal(log_wait_space(w->l), 0);
+	atomic_store(&w->ret, log_wait_space(w->l));
 	atomic_store(&w->done, 1);
 	return NULL;
 }
@@ -924,6 +924,7 @@ static void test_wait_space(void **state)
 	log_set_head(l, bpos, bseq + 1);
 	pthread_join(th, NULL);
 	assert_int_equal(atomic_load(&w.done), 1);
+	assert_int_equal(atomic_load(&w.ret), 0);
 	assert_int_equal(log_used_blocks(l), 0);
 
 	/* truly full: the region refuses rather than overwrite the head */
@@ -951,20 +952,6 @@ static void test_wait_space(void **state)
  * move the head): a writer asleep for room wakes with -EROFS, and one that
  * comes later finds no room and returns -EROFS at once (review of session
  * 40: after a failed transaction they slept for ever). */
-struct stop_waiter {
-	struct log *l;
-	_Atomic int ret, done;
-};
-
-static void *stop_wait_thread(void *p)
-{
-	struct stop_waiter *w = p;
-
-	atomic_store(&w->ret, log_wait_space(w->l));
-	atomic_store(&w->done, 1);
-	return NULL;
-}
-
 static void test_stop_waits(void **state)
 {
 	struct env e;
@@ -972,7 +959,7 @@ static void test_stop_waits(void **state)
 	struct log_geom g;
 	struct space_ctx c = { 0 };
 	struct log_cbs cbs = { .on_durable = on_durable, .on_pressure = on_pressure, .ctx = &c };
-	struct stop_waiter w;
+	struct waiter w;
 	struct timespec ts = { 0, 100000000 };
 	pthread_t th;
 	uint64_t id = 1;
@@ -982,8 +969,8 @@ static void test_stop_waits(void **state)
 	assert_int_equal(log_open(&e.m, &g, 0, 1, &cbs, &l), 0);
 	while (log_used_blocks(l) <= 128 - 32)
 		write_ids(l, id, id + 1, 10000), id++;
-	w = (struct stop_waiter){ .l = l };
-	pthread_create(&th, NULL, stop_wait_thread, &w);
+	w = (struct waiter){ .l = l };
+	pthread_create(&th, NULL, wait_thread, &w);
 	nanosleep(&ts, NULL);
 	assert_int_equal(atomic_load(&w.done), 0);	/* asleep for room */
 	log_stop_waits(l);
