@@ -21,6 +21,7 @@
 
 #include "bnode.h"
 #include "dir.h"
+#include "event.h"
 #include "extpend.h"
 #include "fs_i.h"
 #include "inode_i.h"
@@ -628,13 +629,20 @@ static int apply_cb(void *ctx, const struct log_rec *r)
 
 /* A transaction failed in memory: read-only, and no checkpoint writes
  * memory from now on (fs->unlogged, ckpt_write), so none frees log space
- * either: the log's space waiters get EROFS. */
-static void stop_ckpts(struct tfs *fs)
+ * either: the log's space waiters get EROFS.  Logged, and the fs_failed
+ * event sent, by the first failure only. */
+static void stop_ckpts(struct tfs *fs, const char *what, int err)
 {
-	atomic_store(&fs->unlogged, true);
+	bool was = atomic_exchange(&fs->unlogged, true);
+
 	fs->readonly = true;
 	if (fs->log)
 		log_stop_waits(fs->log);
+	if (was)
+		return;
+	tfs_log(LOG_ERR, "%s failed (%s); the file system is now read-only", what,
+		strerror(-err));
+	event_fs_failed(fs, what, err);
 }
 
 int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
@@ -657,17 +665,13 @@ int meta_tx_commit(struct tfs *fs, struct meta_tx *tx, uint64_t *seq)
 	if (ret) {
 		/* A partly applied transaction: memory no longer matches the log.
 		 * Stop changing anything rather than checkpoint a half state. */
-		tfs_log(LOG_ERR, "applying a metadata transaction failed (%s); "
-			"the file system is now read-only", strerror(-ret));
-		stop_ckpts(fs);
+		stop_ckpts(fs, "applying a metadata transaction", ret);
 		goto out;
 	}
 	if (fs->log) {
 		ret = log_append(fs->log, &tx->buf, &s);
 		if (ret) {
-			tfs_log(LOG_ERR, "metadata log append failed (%s); "
-				"the file system is now read-only", strerror(-ret));
-			stop_ckpts(fs);
+			stop_ckpts(fs, "a metadata log append", ret);
 			goto out;	/* the drops leak: never reuse what may be referenced */
 		}
 	}

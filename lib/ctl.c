@@ -160,7 +160,23 @@ const char *ctl_state(struct tfs *fs)
 		if (atomic_load(&fs->mirror.state[i]) != MDEV_OK ||
 		    atomic_load(&fs->mirror.ctr[i].unrecoverable))
 			healthy = false;
-	return atomic_load(&fs->unusable) ? "UNUSABLE" : healthy ? "HEALTHY" : "DEGRADED";
+	if (atomic_load(&fs->unusable))
+		return "UNUSABLE";
+	/* A metadata change failed in memory (apply.c): read-only, no
+	 * checkpoint, until a mount replays the log. */
+	if (atomic_load(&fs->unlogged))
+		return "FAILED";
+	return healthy ? "HEALTHY" : "DEGRADED";
+}
+
+/* Why the mount refuses changes, "" when it takes them. */
+static const char *ro_reason(struct tfs *fs)
+{
+	if (atomic_load(&fs->unusable))
+		return "no device can take writes";
+	if (atomic_load(&fs->unlogged))
+		return "a metadata change failed";
+	return fs->readonly ? "mounted read-only" : "";
 }
 
 /* ---- commands ---- */
@@ -352,6 +368,7 @@ static int cmd_status(struct tfs *fs, int argc, char **argv, struct jbuf *j)
 	jb_str(j, "state", ctl_state(fs));
 	jb_u64(j, "writable_devices", mirror_healthy(&fs->mirror));	/* 0: unusable */
 	jb_bool(j, "readonly", fs->readonly);
+	jb_str(j, "readonly_reason", ro_reason(fs));
 	jb_str(j, "backend", tfs_backend_name(fs));
 	space_json(fs, j);
 	jb_u64(j, "inodes", fs_ninodes(fs));

@@ -78,6 +78,7 @@ static const char *const names[EV_KINDS] = {
 	[EV_FS_UNUSABLE] = "fs_unusable",
 	[EV_CHECKPOINT_FAILED] = "checkpoint_failed",
 	[EV_UNRECOVERABLE] = "unrecoverable",
+	[EV_FS_FAILED] = "fs_failed",
 };
 
 const char *event_name(int kind)
@@ -94,6 +95,7 @@ static int ev_level(const struct event *e)
 	case EV_FS_UNUSABLE:
 	case EV_CHECKPOINT_FAILED:
 	case EV_UNRECOVERABLE:
+	case EV_FS_FAILED:
 		return LOG_ERR;
 	case EV_SCRUB_DONE:
 		return e->unrecoverable ? LOG_ERR : e->csum_errors || e->read_errors ?
@@ -526,6 +528,15 @@ void event_dev_state(struct tfs *fs, unsigned dev, int state, int err)
 	    atomic_compare_exchange_strong(&fs->ev->unusable, &no, 1))
 		event_emit(fs, &(struct event){ .kind = EV_FS_UNUSABLE, .slot = -1 },
 			   "no device left that takes writes: the mount is read-only, every change fails with EROFS");
+}
+
+void event_fs_failed(struct tfs *fs, const char *what, int err)
+{
+	if (fs->ev)
+		event_emit(fs, &(struct event){ .kind = EV_FS_FAILED, .slot = -1 },
+			   "%s failed (%s): the mount is read-only and writes no checkpoint; "
+			   "unmount and mount again (the log replays every change acknowledged "
+			   "before it)", what, strerror(err < 0 ? -err : err ? err : EIO));
 }
 
 void event_unrecoverable(void *ctx, unsigned dev, uint64_t blk)

@@ -43,6 +43,7 @@ enum event_kind {
 	EV_FS_UNUSABLE,		/* no device left that takes writes */
 	EV_CHECKPOINT_FAILED,	/* a background checkpoint failed (rate-limited) */
 	EV_UNRECOVERABLE,	/* a read found no good copy (rate-limited per device) */
+	EV_FS_FAILED,		/* a metadata change failed in memory: read-only */
 	EV_KINDS
 };
 
@@ -84,6 +85,9 @@ void event_emit(struct tfs *fs, const struct event *e, const char *fmt, ...)
 void event_dev_state(struct tfs *fs, unsigned dev, int state, int err);
 /* The mirror's unrecoverable hook: no copy of blk verifies (data or a
  * tree node: the read failed with EIO or EUCLEAN). */
+/* A metadata transaction failed in memory (apply.c): the mount is
+ * read-only and writes no checkpoint; once per mount. */
+void event_fs_failed(struct tfs *fs, const char *what, int err);
 void event_unrecoverable(void *ctx, unsigned dev, uint64_t blk);
 /* scrub_done with what the scrub found (state: "finished", "canceled");
  * nodes: format v2's tree nodes checked, repaired (copies), unrecoverable

@@ -28,6 +28,12 @@
 #include "ctl.h"
 #include "json.h"
 
+/* State FAILED (lib/ctl.c ctl_state): a metadata change failed in memory. */
+#define FAILED_WHY                                                                          \
+	"a metadata change failed in the daemon; every change fails with EROFS and no "     \
+	"checkpoint is written: unmount and mount again (the log replays every change "     \
+	"acknowledged before the failure)"
+
 static const char *prog = "twinfs-ctl";
 static bool quiet;	/* send_cmd: no line for an {"error": ...} reply */
 
@@ -413,6 +419,16 @@ static int wait_job(const char *mnt, const char *verb, bool json, struct jv **la
 
 /* ---- status ---- */
 
+/* The status line's words for the states that refuse every change. */
+static const char *state_why(const char *state)
+{
+	if (!strcmp(state, "UNUSABLE"))
+		return ": no device can take writes; every change fails with EROFS";
+	if (!strcmp(state, "FAILED"))
+		return ": " FAILED_WHY;
+	return "";
+}
+
 static void status_table(const struct jv *v)
 {
 	const struct jv *devs = jv_get(v, "devices"), *sc = jv_get(v, "scrub");
@@ -425,8 +441,7 @@ static void status_table(const struct jv *v)
 	printf("  format v%llu  backend %s\n", (unsigned long long)jv_u64(v, "format_version", 0),
 	       jv_str(v, "backend", "?"));
 	printf(" state: %s%s%s\n", jv_str(v, "state", "?"), jv_bool(v, "readonly", false) ?
-	       " (read-only)" : "", strcmp(jv_str(v, "state", ""), "UNUSABLE") ? "" :
-	       ": no device can take writes; every change fails with EROFS");
+	       " (read-only)" : "", state_why(jv_str(v, "state", "")));
 	printf(" space: %s used of %s, %s available; %llu inodes\n",
 	       human(jv_num(v, "used_bytes", 0), b1, sizeof(b1)),
 	       human(jv_num(v, "size_bytes", 0), b2, sizeof(b2)),
@@ -563,11 +578,12 @@ static int status_health(const struct jv *v, char *why, size_t n)
 						"(no copy verifies)", len ? "; " : "",
 						(unsigned long long)unrec);
 	}
-	if (!writable) {
+	if (!writable || !strcmp(jv_str(v, "state", ""), "FAILED")) {
 		char rest[512];
 
 		snprintf(rest, sizeof(rest), "%s", why);
-		snprintf(why, n, "unusable: no device takes writes%s%s", *rest ? "; " : "", rest);
+		snprintf(why, n, "unusable: %s%s%s", writable ? FAILED_WHY : "no device takes writes",
+			 *rest ? "; " : "", rest);
 		return HEALTH_UNUSABLE;
 	}
 	if (h == HEALTH_OK) {

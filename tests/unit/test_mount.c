@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "csum.h"
+#include "ctl.h"
 #include "fs_i.h"
 #include "testlib.h"
 
@@ -768,12 +769,26 @@ static void half_tx(bool v2)
 	struct tfs_format_opts fo = { .force = true, .backend = tl_backend(), .v2 = v2 };
 	struct log_rec r[2] = { { .type = LR_DENT_SET }, { .type = LR_INODE_DEL } };
 	char err[256] = "";
+	char dir[] = "/tmp/tfs_halftx.XXXXXX", script[64], evout[64];
+	struct tfs_opts o;
 	struct meta_tx tx;
 	struct tfs *fs;
 	struct stat st;
+	char *out;
+	FILE *f;
 
 	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);
-	fs = mount2(false);
+	assert_non_null(mkdtemp(dir));
+	snprintf(script, sizeof(script), "%s/ev.sh", dir);
+	snprintf(evout, sizeof(evout), "%s/out", dir);
+	f = fopen(script, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\necho \"$TWINFS_EVENT\" >>%s\n", evout);
+	fclose(f);
+	assert_int_equal(chmod(script, 0755), 0);
+	tl_mount_opts(&o, devs, NIMG);
+	o.event_cmd = script;
+	fs = tl_mount(&o);
 	put_file(fs, TFS_ROOT_INO, "kept", 5000, 3);
 	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "kept", &st), 0);
 	tfs_forget(fs, st.st_ino, 1);
@@ -788,10 +803,26 @@ static void half_tx(bool v2)
 	assert_int_not_equal(meta_tx_commit(fs, &tx, NULL), 0);
 	meta_tx_free(&tx);
 	assert_true(fs->readonly);
+	/* status names it (state FAILED, the reason) and the event went out */
+	out = malloc(TWINFS_CTL_MAX);
+	assert_non_null(out);
+	assert_int_equal(tfs_ctl(fs, "status", out, TWINFS_CTL_MAX), 0);
+	assert_non_null(strstr(out, "\"state\":\"FAILED\""));
+	assert_non_null(strstr(out, "\"readonly_reason\":\"a metadata change failed\""));
+	free(out);
 	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "half", &st), 0);	/* in memory */
 	tfs_forget(fs, st.st_ino, 1);
 	assert_int_equal(tfs_checkpoint(fs), -EROFS);
-	assert_int_equal(tfs_unmount(fs), -EROFS);
+	assert_int_equal(tfs_unmount(fs), -EROFS);	/* delivers the events */
+	f = fopen(evout, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(err, sizeof(err), f));
+	assert_string_equal(err, "fs_failed\n");
+	assert_null(fgets(err, sizeof(err), f));	/* once */
+	fclose(f);
+	unlink(evout);
+	unlink(script);
+	rmdir(dir);
 	fs = mount2(false);
 	assert_int_equal(tfs_lookup(fs, TFS_ROOT_INO, "half", &st), -ENOENT);
 	check_file(fs, TFS_ROOT_INO, "kept", 5000, 3);
