@@ -118,7 +118,11 @@ static int ext_set_counted(struct tfs *fs, struct tfs_inode *ip, const struct lo
 		return -EFBIG;
 	if (alloc_use(fs->alloc, p, r->ext.n))
 		return -EUCLEAN;
-	extent_walk(&ip->map, r->ext.fblk, r->ext.fblk + r->ext.n, same_run, &c);
+	/* A walk that fails would leave a block a reference too many: fail
+	 * the replay, as the set would on the same leaf. */
+	ret = extent_walk(&ip->map, r->ext.fblk, r->ext.fblk + r->ext.n, same_run, &c);
+	if (ret)
+		return ret;
 	ret = extent_set(&ip->map, r->ext.fblk, r->ext.n, r->ext.phys, r->ext.csums, drop_put,
 			 fs->alloc);
 	return ret;

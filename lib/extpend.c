@@ -22,6 +22,7 @@
 #include "extent_i.h"
 #include "tfs.h"
 #include "extpend.h"
+#include "tlog.h"
 
 struct pend_piece {
 	uint64_t fblk;
@@ -375,6 +376,28 @@ bool extpend_any(const struct extent_map *m)
 	return m->pend && atomic_load(&m->pend->left);
 }
 
+/* The file is going (extpend_release with apply) and some pieces could not
+ * be applied: each set left holds the reference the replay took on its
+ * blocks (alloc_use); applied, it would have gone into the map and the
+ * destroy's clear would have dropped it.  Drop it here.  What the sets
+ * would have replaced stays in the map for that clear; a leaf it cannot
+ * read either leaks its blocks until fsck, as it says. */
+static void drop_unapplied(struct ext_pend *p, int err)
+{
+	uint64_t blocks = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->v[i].done || !p->v[i].phys || !p->drop)
+			continue;
+		p->drop(p->dctx, p->v[i].phys, p->v[i].n);
+		blocks += p->v[i].n;
+	}
+	tfs_log(LOG_WARNING, "deleting inode %llu: its pending map records could not be "
+		"applied (%s); %llu blocks they mapped were freed, blocks of map leaves "
+		"that cannot be read stay allocated until fsck -y",
+		(unsigned long long)p->m->ino, strerror(-err), (unsigned long long)blocks);
+}
+
 int extpend_release(struct extent_map *m, bool apply)
 {
 	struct ext_pend *p = m->pend;
@@ -385,6 +408,8 @@ int extpend_release(struct extent_map *m, bool apply)
 		return 0;
 	if (apply)
 		ret = extpend_apply(m, 0, EXTENT_MAX_FBLK);
+	if (ret)	/* a leaf unreadable: the sets left own their blocks still */
+		drop_unapplied(p, ret);
 	pthread_mutex_lock(&xc->pend_mu);
 	*p->pprev = p->next;
 	if (p->next)
