@@ -1138,11 +1138,11 @@ int ckpt_v2_write(struct tfs *fs)
 		goto give_back;
 	/* -o lazyreplay: every record the mount's replay kept pending is in a range
 	 * the set names (the replay noted each), so the changes above applied them
-	 * all.  One left would be lost with the log this checkpoint frees: applied
-	 * now, and this checkpoint is redone (-EAGAIN) with the set given back. */
+	 * all.  One left would be lost with the log this checkpoint frees: noted,
+	 * and redone (-EAGAIN) with the set given back: the redo applies it. */
 	if (extpend_late(fs->xc, &fs->mount_pend_late)) {
 		abort_itree(v);
-		ret = extpend_apply_all(fs->xc);
+		ret = extpend_note_late(fs->xc, v2d_note_late, &v->dirty);
 		ret = ret ? ret : -EAGAIN;
 		goto give_back;
 	}

@@ -445,6 +445,24 @@ int extpend_apply_all(struct extent_cache *xc)
 	return ret;
 }
 
+int extpend_note_late(struct extent_cache *xc, extpend_note_fn note, void *ctx)
+{
+	int ret = 0;
+
+	if (!xc || !atomic_load(&xc->pend_pieces))
+		return 0;
+	pthread_mutex_lock(&xc->pend_mu);
+	for (struct ext_pend *p = xc->pend_list; p && ret == 0; p = p->next) {
+		pthread_mutex_lock(&p->mu);
+		for (size_t i = 0; i < p->n && ret == 0; i++)
+			if (!p->v[i].done)
+				ret = note(ctx, p->m->ino, p->v[i].fblk, p->v[i].n);
+		pthread_mutex_unlock(&p->mu);
+	}
+	pthread_mutex_unlock(&xc->pend_mu);
+	return ret;
+}
+
 bool extpend_late(struct extent_cache *xc, uint64_t *late)
 {
 	uint64_t n = xc ? atomic_load(&xc->pend_pieces) : 0;

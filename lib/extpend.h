@@ -48,6 +48,13 @@ int extpend_release(struct extent_map *m, bool apply);
  * while one is left: the log it frees still holds it).  0 or -errno. */
 int extpend_apply_all(struct extent_cache *xc);
 
+/* Every piece pending in @xc's maps, by file and range, to @note (a
+ * checkpoint that found pieces outside the ranges it wrote notes them for
+ * its redo, which applies them under the range locks as it writes them).
+ * 0 or @note's error. */
+typedef int (*extpend_note_fn)(void *ctx, uint64_t ino, uint64_t fblk, uint64_t n);
+int extpend_note_late(struct extent_cache *xc, extpend_note_fn note, void *ctx);
+
 /* Whether pieces are pending in @xc's maps; if so, their count is added
  * to *@late. */
 bool extpend_late(struct extent_cache *xc, uint64_t *late);

@@ -370,6 +370,13 @@ int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uin
 	return ret;
 }
 
+int v2d_note_late(void *d, uint64_t ino, uint64_t fblk, uint64_t n)
+{
+	/* The node gate's estimate of a set record (apply.c ext_grow), its
+	 * most: a late piece is one of a record the replay kept. */
+	return v2d_note_ext(d, ino, fblk, n, 3 * 48 + 8 * n, NULL);
+}
+
 int v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t len,
 		  uint64_t dead_cookie, const struct v2d_how *h)
 {

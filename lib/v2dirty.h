@@ -173,6 +173,9 @@ int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct
  * change may add to the trees (the node gate's estimate, apply.c). */
 int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t grow,
 		 const struct v2d_how *h);
+/* As v2d_note_ext into @d's open set, for extpend_note_late (a pending
+ * piece a checkpoint found outside its set). */
+int v2d_note_late(void *d, uint64_t ino, uint64_t fblk, uint64_t n);
 /* @ino's xattrs changed (V2D_XATTR), and rewriting them all writes
  * @slots node slots (the node gate's estimate: meta_v2_xattr_slots). */
 int v2d_note_xattr(struct v2dirty *d, uint64_t ino, uint64_t slots, const struct v2d_how *h);
