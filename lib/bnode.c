@@ -43,6 +43,7 @@
 #define H_RSV2 61			/* 3 bytes */
 #define H_MIN 64
 #define H_MAX 80
+#define BPTR_NB_SHIFT 48		/* a pointer's nblocks in its child address */
 
 const struct bkey bkey_min = { 0, 0, 0 };
 const struct bkey bkey_max = { UINT64_MAX, 255, BKEY_OFF_MAX };
@@ -498,8 +499,10 @@ void bnode_leaf_delete(void *n, unsigned i)
 void bnode_ptr(const void *n, unsigned i, struct bptr *p)
 {
 	const uint8_t *e = item(n, i, BNODE_PTR);
+	uint64_t a = le64_get(e + 16);
 
-	p->addr = le64_get(e + 16);
+	p->addr = a & ~(0xFFull << BPTR_NB_SHIFT);
+	p->nblocks = (unsigned)(a >> BPTR_NB_SHIFT) & 0xFF;
 	p->gen = le64_get(e + 24);
 	p->csum = le64_get(e + 32);
 }
@@ -508,7 +511,7 @@ void bnode_set_ptr(void *n, unsigned i, const struct bptr *p)
 {
 	uint8_t *e = item(n, i, BNODE_PTR);
 
-	le64_put(e + 16, p->addr);
+	le64_put(e + 16, p->addr | (uint64_t)(p->nblocks & 0xFF) << BPTR_NB_SHIFT);
 	le64_put(e + 24, p->gen);
 	le64_put(e + 32, p->csum);
 }
