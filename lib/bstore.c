@@ -154,12 +154,12 @@ static int ms_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_cha
 
 int bstore_mirror_raw(struct bstore_mirror *s, const struct bptr *p, void *raw)
 {
-	struct mread r = { p, read_span(s, p), raw, NULL, NULL };
+	unsigned nb = read_span(s, p);
 
-	for (unsigned d = 0; r.nb && d < s->m->ndevs; d++) {
-		if (!mirror_dev_readable(s->m, d, p->addr, r.nb))
+	for (unsigned d = 0; nb && d < s->m->ndevs; d++) {
+		if (!mirror_dev_readable(s->m, d, p->addr, nb))
 			continue;
-		if (!mirror_read_dev(s->m, d, p->addr, raw, r.nb) &&
+		if (!mirror_read_dev(s->m, d, p->addr, raw, nb) &&
 		    bstore_copy_ok(&s->store, p, raw, NULL, NULL))
 			return 0;
 	}
