@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Description: reading leaf pieces (format v2, SUPER_INCOMPAT_V2_PIECES; step 2b-1 of docs/design-leaf-pieces.md): on an image made with -O pieces, the inode tree's root leaf is replaced on both mirrors by a chain made by hand, the older leaf as its base and three pieces (bpiece_encode) that turn it into the newer one (a file's items removed by whiteouts, a file added, an INODE item changed, and one item set by piece 1 and set again by piece 3), the root pointer patched to its nblocks, gen and csum.  A fresh store reads exactly the newer leaf, merged (chain: 3 pieces), a fresh tree finds the new items and not the removed ones, and fsck -n is clean; the last piece rotten on one mirror: the read takes the other and rewrites it (that mirror's copy verifies alone afterwards, csum_err and repaired counted once), fsck -n reports it on the other mirror and -y rewrites it, scrub too (a mounted walk of every node); a mount reads the files the chain names and its checkpoint writes the leaf back as a base (pointer nblocks = its nb), fsck clean; both mirrors' last piece rotten: the read fails with EIO, never other bytes. */
+/* Description: reading leaf pieces (format v2, SUPER_INCOMPAT_V2_PIECES; step 2b-1 of docs/design-leaf-pieces.md): on an image made with -O pieces, the inode tree's root leaf is replaced on both mirrors by a chain made by hand, the older leaf as its base and three pieces (bpiece_encode) that turn it into the newer one (a file's items removed by whiteouts, a file added, an INODE item changed, and one item set by piece 1 and set again by piece 3), the root pointer patched to its nblocks, gen and csum.  A fresh store reads exactly the newer leaf, merged (chain: 3 pieces), a fresh tree finds the new items and not the removed ones, and fsck -n is clean; the last piece rotten on one mirror: the read takes the other and rewrites it (that mirror's copy verifies alone afterwards, csum_err and repaired counted once), fsck -n reports it on the other mirror and -y rewrites it, and rewrites it on a device recorded stale from the other's chain, scrub too (a mounted walk of every node); a mount reads the files the chain names and its checkpoint writes the leaf back as a base (pointer nblocks = its nb), fsck clean; both mirrors' last piece rotten: the read fails with EIO, never other bytes. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -297,6 +297,35 @@ static void test_one_mirror_repaired(void **state)
 	v2img_expect(FSCK_EXIT_OK, "0 errors");
 }
 
+/* fsck brings a stale device up to date (fsck_v2_stale.c): device 1's copy
+ * of the chain, rotten while it was recorded stale, is rewritten with the
+ * chain as device 0 holds it (bstore_mirror_raw), exactly its nblocks. */
+static void test_stale_device(void **state)
+{
+	static uint8_t raw[BPTR_MAX_NBLOCKS * BNODE_BLOCK] __attribute__((aligned(4096)));
+	struct img2 x;
+
+	(void)state;
+	img_open(&x);
+	rot_last(&x, 1);
+	/* Only device 0's superblock, newer, records device 1 stale. */
+	x.sb.generation++;
+	x.sb.dev_state[1] = 1;
+	x.sb.dev_index = 0;
+	memcpy(x.sb.dev_uuid, x.sb.dev_uuids[0], 16);
+	assert_int_equal(super_write_dev(x.be, x.d[0], &x.sb), 0);
+	img_close(&x);
+	v2img_expect(FSCK_EXIT_UNCORRECTED, "stale");
+	v2img_expect_mode(FSCK_REPAIR, FSCK_EXIT_FIXED, "bringing every block up to date");
+	v2img_expect(FSCK_EXIT_OK, "0 errors");
+	img_open(&x);
+	assert_int_equal(x.sb.dev_state[1], 0);
+	assert_int_equal(dev_pread(x.be, x.d[1], raw, cp.nblocks * BNODE_BLOCK,
+				   cp.addr * BNODE_BLOCK), 0);
+	assert_memory_equal(raw, chain, cp.nblocks * BNODE_BLOCK);
+	img_close(&x);
+}
+
 /* Scrub (v2nodes.c) reads the chain's nblocks on both mirrors and rewrites
  * the copy whose last piece rotted from the other. */
 static void test_scrub_repairs(void **state)
@@ -384,6 +413,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_merged_read),
 		cmocka_unit_test(test_one_mirror_repaired),
+		cmocka_unit_test(test_stale_device),
 		cmocka_unit_test(test_scrub_repairs),
 		cmocka_unit_test(test_mount_writes_base),
 		cmocka_unit_test(test_both_bad),
