@@ -25,11 +25,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bpiece.h"
+
 struct bcache;
 
 struct bcache_node {
 	uint64_t addr;
 	void *buf;			/* BNODE_SIZE bytes */
+	/* Format v2 with pieces: what the node's chain on disk says (set by
+	 * the read that filled buf, or the seal that wrote it as a base; zeros
+	 * otherwise), for the next piece to append to.  The tree's, like buf. */
+	struct bpiece_chain chain;
 	/* The tree's per-node lock (btree.h says who takes it and how); the
 	 * cache only makes it with the entry and destroys it with the memory. */
 	pthread_rwlock_t lock;

@@ -43,6 +43,7 @@
 #define H_RSV2 61			/* 3 bytes */
 #define H_MIN 64
 #define H_MAX 80
+#define BPTR_NB_SHIFT 48		/* a pointer's nblocks in its child address */
 
 const struct bkey bkey_min = { 0, 0, 0 };
 const struct bkey bkey_max = { UINT64_MAX, 255, BKEY_OFF_MAX };
@@ -498,8 +499,10 @@ void bnode_leaf_delete(void *n, unsigned i)
 void bnode_ptr(const void *n, unsigned i, struct bptr *p)
 {
 	const uint8_t *e = item(n, i, BNODE_PTR);
+	uint64_t a = le64_get(e + 16);
 
-	p->addr = le64_get(e + 16);
+	p->addr = a & ~(0xFFull << BPTR_NB_SHIFT);
+	p->nblocks = (unsigned)(a >> BPTR_NB_SHIFT) & 0xFF;
 	p->gen = le64_get(e + 24);
 	p->csum = le64_get(e + 32);
 }
@@ -508,7 +511,7 @@ void bnode_set_ptr(void *n, unsigned i, const struct bptr *p)
 {
 	uint8_t *e = item(n, i, BNODE_PTR);
 
-	le64_put(e + 16, p->addr);
+	le64_put(e + 16, p->addr | (uint64_t)(p->nblocks & 0xFF) << BPTR_NB_SHIFT);
 	le64_put(e + 24, p->gen);
 	le64_put(e + 32, p->csum);
 }
@@ -614,12 +617,13 @@ int bnode_bad(char *why, size_t whylen, const char *fmt, ...)
 	return -EUCLEAN;
 }
 
+/* Every byte of a node's free space: one memcmp against zeros (a byte loop
+ * cost ~10 us per read of a small node, more than the rest of the check). */
 static bool zero(const uint8_t *p, size_t len)
 {
-	for (size_t i = 0; i < len; i++)
-		if (p[i])
-			return false;
-	return true;
+	static const uint8_t zeros[BNODE_SIZE];
+
+	return len <= sizeof(zeros) ? !memcmp(p, zeros, len) : false;
 }
 
 static int check_leaf(const void *n, unsigned nr, char *why, size_t whylen)

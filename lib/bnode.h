@@ -71,7 +71,13 @@ struct bptr {
 	uint64_t addr;			/* first 4 KiB block; 0: none */
 	uint64_t gen;			/* generation the node was written in */
 	uint64_t csum;
+	/* Format v2 with SUPER_INCOMPAT_V2_PIECES: the blocks of the node on
+	 * disk, a base and any leaf pieces (1..BPTR_MAX_NBLOCKS; bpiece.h);
+	 * 0 without it.  On disk bits 48..55 of the child address (addresses
+	 * are below 2^48) and byte 25 of a root. */
+	unsigned nblocks;
 };
+#define BPTR_MAX_NBLOCKS 16u		/* a leaf extent of 4 slots */
 
 /* What the header says (bnode_hdr). */
 struct bnode_hdr {
@@ -161,6 +167,9 @@ void bnode_leaf_insert(void *n, unsigned i, const struct bkey *k, const void *va
 void bnode_leaf_delete(void *n, unsigned i);
 
 /* ---- internal nodes ---- */
+/* Pointer i; its nblocks from bits 48..55 of the stored address (0 in a
+ * format without pieces, whose addresses are below 2^48: the bytes are the
+ * same), bits 56..63 left in addr (no valid address has them). */
 void bnode_ptr(const void *n, unsigned i, struct bptr *p);
 void bnode_set_ptr(void *n, unsigned i, const struct bptr *p);
 /* Change the key of pointer i (a separator after a rebalance). */

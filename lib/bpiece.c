@@ -384,6 +384,20 @@ int bpiece_load(void *dst, const void *buf, unsigned nblocks, const struct bptr 
 	return 0;
 }
 
+void bpiece_seal_base(void *n, bool short_nodes, bool pieces, struct bptr *p,
+		      struct bpiece_chain *c)
+{
+	p->csum = bnode_seal_fmt(n, short_nodes);
+	p->nblocks = pieces ? bnode_nb(n) : 0;
+	if (!c)
+		return;
+	memset(c, 0, sizeof(*c));
+	if (pieces)
+		*c = (struct bpiece_chain){ .nb0 = p->nblocks, .addr = bnode_addr(n),
+					    .base_gen = bnode_gen(n), .gen = bnode_gen(n),
+					    .csum = p->csum };
+}
+
 int bpiece_verify_chain(const void *buf, unsigned nblocks, const struct bptr *p)
 {
 	return bpiece_load(verify_dst, buf, nblocks, p, NULL, NULL, 0);

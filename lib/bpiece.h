@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * bpiece: the on-disk codec of format v2 "leaf pieces" (design:
- * docs/design-leaf-pieces.md; bytes: docs/FORMAT.md "Leaf pieces (format
- * v2, not yet written by any version)").  Step 2a: nothing writes or reads
- * pieces yet; the tree, store and cache wire it in behind
- * SUPER_INCOMPAT_V2_PIECES later.
+ * docs/design-leaf-pieces.md; bytes: docs/FORMAT.md "Leaf pieces").  With
+ * SUPER_INCOMPAT_V2_PIECES the stores (bstore.c, v2nodes.c, fsck) read
+ * every node through it (step 2b-1) and the tree seals bases with
+ * bpiece_seal_base; nothing appends pieces yet.
  *
  * A leaf on disk is a chain of nblocks (1..16) 4 KiB blocks: a base, a
  * short node (bnode.h, "Short nodes") of nb0 blocks, csum seeded with the
@@ -47,13 +47,14 @@
 #ifndef TWINFS_BPIECE_H
 #define TWINFS_BPIECE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bnode.h"
 
 #define BPIECE_MAGIC "TFSBTP2\0"
-#define BPIECE_EXT_BLOCKS 16u		/* a leaf extent: 4 slots */
+#define BPIECE_EXT_BLOCKS BPTR_MAX_NBLOCKS	/* a leaf extent: 4 slots */
 #define BPIECE_MAX_BLOCKS 15u		/* one piece */
 #define BPIECE_HDR 48u
 #define BPIECE_RUN 12u
@@ -80,6 +81,13 @@ struct bpiece_chain {
 int bpiece_encode(void *out, size_t outlen, const void *merged_leaf, const struct bkey *keys,
 		  unsigned nkeys, uint64_t addr, uint64_t base_gen, uint64_t gen, unsigned k,
 		  uint64_t prev_csum);
+
+/* Seal the node @n (in memory) to be written as a base in a format with
+ * @short_nodes and @pieces (SUPER_INCOMPAT_V2_PIECES): p->csum its csum,
+ * p->nblocks its nb with pieces (0 without), and *c (may be NULL) the
+ * chain of that base alone (zeros without pieces). */
+void bpiece_seal_base(void *n, bool short_nodes, bool pieces, struct bptr *p,
+		      struct bpiece_chain *c);
 
 /* Verify the chain in @buf (nblocks blocks; bytes past them are never read)
  * and merge it into @dst (BNODE_SIZE bytes): the base's items, then each

@@ -2,7 +2,8 @@
 /*
  * bstore: B+tree nodes (format v2) on the mirror (see bstore.h).  A node is
  * BNODE_BLOCKS blocks written to every in-sync device at once; a read is
- * verified against the parent pointer (bnode_matches), not against
+ * verified against the parent pointer (bnode_matches; with leaf pieces the
+ * chain of the pointer's nblocks blocks, bpiece_load), not against
  * per-block checksums, so the mirror's own verified read does not fit: this
  * file does the same dance (one copy, then the others, repair the bad ones,
  * count everything in the mirror's counters) for whole nodes.
@@ -22,82 +23,155 @@ static bool in_area(const struct bstore_mirror *s, uint64_t addr, uint64_t *slot
 	return *slot < s->nslots;
 }
 
-/* Read device @dev's copy into buf: true when it is the node @p names.
- * A copy that is not (read error or mismatch) is marked for repair. */
-static bool try_copy(struct bstore_mirror *s, unsigned dev, const struct bptr *p, void *buf,
-		     bool *bad)
+unsigned bstore_read_blocks(const struct bstore *st, const struct bptr *p)
 {
-	int ret = mirror_read_dev(s->m, dev, p->addr, buf, BNODE_BLOCKS);
+	if (!st->pieces)
+		return p->nblocks ? 0 : BNODE_BLOCKS;
+	return p->nblocks <= BPTR_MAX_NBLOCKS ? p->nblocks : 0;
+}
 
-	if (!ret && bnode_copy_matches(buf, p, s->store.short_nodes))
+bool bstore_copy_ok(const struct bstore *st, const struct bptr *p, const void *raw, void *node,
+		    struct bpiece_chain *c)
+{
+	if (!st->pieces)
+		return bnode_copy_matches(raw, p, st->short_nodes);
+	if (!node)
+		return !bpiece_verify_chain(raw, p->nblocks, p);
+	return !bpiece_load(node, raw, p->nblocks, p, c, NULL, 0);
+}
+
+void bstore_copy_node(const struct bstore *st, void *raw)
+{
+	if (!st->pieces)
+		bnode_unfold(raw);
+}
+
+/* The blocks of the node @p names, inside the node area: 0 if not. */
+static unsigned read_span(const struct bstore_mirror *s, const struct bptr *p)
+{
+	unsigned nb = bstore_read_blocks(&s->store, p);
+	uint64_t slot;
+
+	if (!nb || !in_area(s, p->addr, &slot) || p->addr - s->start + nb > s->nslots * BNODE_BLOCKS)
+		return 0;
+	return nb;
+}
+
+/* One read of the node @p names (nb blocks): @raw the copy as read, @node
+ * the node (with pieces; without it is @raw), @chain what it says. */
+struct mread {
+	const struct bptr *p;
+	unsigned nb;
+	void *raw, *node;
+	struct bpiece_chain *chain;
+};
+
+/* Read device @dev's copy into r->raw: true when it is the node r->p names.
+ * A copy that is not (read error or mismatch) is marked for repair. */
+static bool try_copy(struct bstore_mirror *s, unsigned dev, const struct mread *r, bool *bad)
+{
+	int ret = mirror_read_dev(s->m, dev, r->p->addr, r->raw, r->nb);
+
+	if (!ret && bstore_copy_ok(&s->store, r->p, r->raw, r->node, r->chain))
 		return true;
 	if (ret == -ENODEV)
 		return false;
 	if (!ret)	/* read errors are counted by mirror_read_dev */
-		mirror_event(s->m, dev, MEV_CSUM_ERR, p->addr, 1);
+		mirror_event(s->m, dev, MEV_CSUM_ERR, r->p->addr, 1);
 	bad[dev] = true;
 	return false;
 }
 
 /* all_copies: read the copies not read yet too (into a scratch buffer,
- * buf holds the good one), so a bad copy is found even when a good one
+ * r->raw holds the good one), so a bad copy is found even when a good one
  * came first. */
-static void check_others(struct bstore_mirror *s, const struct bptr *p, int good, bool *bad)
+static void check_others(struct bstore_mirror *s, const struct mread *r, int good, bool *bad)
 {
-	void *tmp;
+	struct mread o = { r->p, r->nb, NULL, NULL, NULL };
 
-	if (posix_memalign(&tmp, 4096, BNODE_SIZE))
+	if (posix_memalign(&o.raw, 4096, (size_t)r->nb * BNODE_BLOCK))
 		return;
 	for (unsigned d = 0; d < s->m->ndevs; d++) {
-		if ((int)d == good || bad[d] || !mirror_dev_readable(s->m, d, p->addr, BNODE_BLOCKS))
+		if ((int)d == good || bad[d] || !mirror_dev_readable(s->m, d, r->p->addr, r->nb))
 			continue;
-		try_copy(s, d, p, tmp, bad);
+		try_copy(s, d, &o, bad);
 	}
-	free(tmp);
+	free(o.raw);
 }
 
-static int ms_read(void *ctx, const struct bptr *p, void *buf)
+/* The first good copy into r (the read rotation's device first): its
+ * device, or -1 with every readable copy bad. */
+static int first_good(struct bstore_mirror *s, const struct mread *r, bool *bad)
+{
+	struct mirror *m = s->m;
+	int first = mirror_read_pick(m, r->p->addr, r->nb);
+
+	if (first < 0)
+		return -1;
+	if (try_copy(s, (unsigned)first, r, bad))
+		return first;
+	for (unsigned d = 0; d < m->ndevs; d++) {
+		if ((int)d == first || !mirror_dev_readable(m, d, r->p->addr, r->nb))
+			continue;
+		if (try_copy(s, d, r, bad))
+			return (int)d;
+	}
+	mirror_event(m, (unsigned)first, MEV_UNRECOVERABLE, r->p->addr, 1);
+	return -1;
+}
+
+static int ms_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain)
 {
 	struct bstore_mirror *s = ctx;
 	struct mirror *m = s->m;
 	bool bad[DEV_MAX] = { false };
-	int first, good = -1;
-	uint64_t slot;
+	struct mread r = { p, read_span(s, p), buf, buf, chain };
+	int good;
 
-	if (!in_area(s, p->addr, &slot))
+	if (chain)
+		memset(chain, 0, sizeof(*chain));
+	if (!r.nb)
 		return -EIO;
-	first = mirror_read_pick(m, p->addr, BNODE_BLOCKS);
-	if (first < 0)
-		return -EIO;
-	if (try_copy(s, (unsigned)first, p, buf, bad))
-		good = first;
-	for (unsigned d = 0; good < 0 && d < m->ndevs; d++) {
-		if ((int)d == first || !mirror_dev_readable(m, d, p->addr, BNODE_BLOCKS))
-			continue;
-		if (try_copy(s, d, p, buf, bad))
-			good = (int)d;
-	}
-	if (good < 0) {
-		mirror_event(m, (unsigned)first, MEV_UNRECOVERABLE, p->addr, 1);
-		return -EIO;
-	}
-	if (s->all_copies)
-		check_others(s, p, good, bad);
+	/* Pieces: the chain as read in a bounce, merged into buf. */
+	if (s->store.pieces && posix_memalign(&r.raw, 4096, (size_t)r.nb * BNODE_BLOCK))
+		return -ENOMEM;
+	good = first_good(s, &r, bad);
+	if (good >= 0 && s->all_copies)
+		check_others(s, &r, good, bad);
 	/* Same verified bytes over each bad copy (the good copy as read,
-	 * still folded, the whole slot): safe, the node is not rewritten in
-	 * place by anyone (copy-on-write). */
-	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++)
-		if (bad[d] && !mirror_write_dev(m, d, p->addr, buf,
-						bstore_repair_image(buf, s->store.short_nodes)))
+	 * still folded; the whole slot, or the chain's nblocks): safe, the
+	 * node is not rewritten in place by anyone (copy-on-write). */
+	for (unsigned d = 0; good >= 0 && d < m->ndevs && !m->no_repair; d++)
+		if (bad[d] && !mirror_write_dev(m, d, p->addr, r.raw,
+						bstore_repair_image(r.raw, &s->store, p)))
 			mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
-	bnode_unfold(buf);
-	return 0;
+	if (good >= 0)
+		bstore_copy_node(&s->store, buf);
+	if (r.raw != buf)
+		free(r.raw);
+	return good >= 0 ? 0 : -EIO;
 }
 
-unsigned bstore_repair_image(void *buf, bool short_nodes)
+int bstore_mirror_raw(struct bstore_mirror *s, const struct bptr *p, void *raw)
 {
-	unsigned nb = short_nodes ? bnode_nb(buf) : BNODE_BLOCKS;
+	unsigned nb = read_span(s, p);
 
+	for (unsigned d = 0; nb && d < s->m->ndevs; d++) {
+		if (!mirror_dev_readable(s->m, d, p->addr, nb))
+			continue;
+		if (!mirror_read_dev(s->m, d, p->addr, raw, nb) &&
+		    bstore_copy_ok(&s->store, p, raw, NULL, NULL))
+			return 0;
+	}
+	return -EIO;
+}
+
+unsigned bstore_repair_image(void *buf, const struct bstore *st, const struct bptr *p)
+{
+	unsigned nb = st->short_nodes ? bnode_nb(buf) : BNODE_BLOCKS;
+
+	if (st->pieces)
+		return p->nblocks;
 	if (nb && nb < BNODE_BLOCKS)
 		memset((uint8_t *)buf + nb * BNODE_BLOCK, 0, (BNODE_BLOCKS - nb) * BNODE_BLOCK);
 	return BNODE_BLOCKS;

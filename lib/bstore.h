@@ -7,9 +7,11 @@
  * Contract of the operations (all return 0 or -errno):
  *   read   the node @p names into buf (BNODE_SIZE, 4096-aligned).  0 only
  *          when the bytes are exactly that node (bnode_matches: csum seeded
- *          with p->addr, header address and generation); a store with
- *          copies tries each and repairs the bad ones; -EIO when no copy
- *          matches: never other bytes.
+ *          with p->addr, header address and generation; with pieces the
+ *          chain of p->nblocks blocks, bpiece_load, merged into one node);
+ *          a store with copies tries each and repairs the bad ones; -EIO
+ *          when no copy matches: never other bytes.  @chain (may be NULL)
+ *          gets what a pieces store's chain says (zeros without pieces).
  *   write  the sealed node at addr (every copy).
  *   write_many  (optional) many sealed nodes, issued together.
  *   flush  make every write before it durable (NULL: nothing to do).
@@ -27,9 +29,10 @@
 #include <stdint.h>
 
 #include "bnode.h"
+#include "bpiece.h"
 
 struct bstore_ops {
-	int (*read)(void *ctx, const struct bptr *p, void *buf);
+	int (*read)(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain);
 	int (*write)(void *ctx, uint64_t addr, const void *buf);
 	/* Optional: the @n sealed nodes at addrs[i] from bufs[i], as write
 	 * each, issued together (NULL: the tree writes them one by one).
@@ -47,7 +50,27 @@ struct bstore {
 	 * seals them with bnode_seal_short, the mirror store writes and
 	 * verifies their folded images.  A store over another copies it. */
 	bool short_nodes;
+	/* Pointers carry nblocks (SUPER_INCOMPAT_V2_PIECES, needs
+	 * short_nodes): a read takes exactly p->nblocks blocks, a base and
+	 * any leaf pieces, verifies the chain and merges it (bpiece_load);
+	 * the tree writes bases only and sets nblocks to their nb. */
+	bool pieces;
 };
+
+/* Blocks a read of the node @p names takes in @st's format: p->nblocks
+ * with pieces (1..BPTR_MAX_NBLOCKS), the whole slot without (nblocks must
+ * be 0).  0: the pointer is malformed for the format (no copy can match). */
+unsigned bstore_read_blocks(const struct bstore *st, const struct bptr *p);
+/* The copy @raw (bstore_read_blocks blocks as read) is the node @p names
+ * in @st's format.  With pieces the chain is verified and merged into
+ * @node (BNODE_SIZE bytes, not @raw; NULL: verify only), *c (may be NULL)
+ * gets the chain; without, @raw is checked in place (folded) and
+ * bstore_copy_node turns it into the node. */
+bool bstore_copy_ok(const struct bstore *st, const struct bptr *p, const void *raw, void *node,
+		    struct bpiece_chain *c);
+/* After bstore_copy_ok (and any repair from @raw): without pieces unfold
+ * @raw, which is the node; with pieces nothing (@node has it). */
+void bstore_copy_node(const struct bstore *st, void *raw);
 
 /*
  * The mirror store: nodes in the block range [start, start + nslots *
@@ -61,7 +84,10 @@ struct bstore {
  * checked (fsck).  With store.short_nodes a write puts only the node's
  * folded image (its nb blocks, bnode_fold) on the devices, a read takes
  * the whole slot, verifies the folded image (bnode_copy_matches) and
- * unfolds it; a repair writes the good copy's nb blocks.  Its allocator (a slot bitmap, first fit
+ * unfolds it; a repair writes the good copy's nb blocks.  With
+ * store.pieces a read takes the pointer's nblocks blocks (into a bounce),
+ * verifies the chain (base and leaf pieces) and merges it into buf; a
+ * repair writes those nblocks blocks as read.  Its allocator (a slot bitmap, first fit
  * after a cursor, under mu, not persisted) is a stand-in: the file system
  * puts fspace's node store (fspace_node_store, fspace.h) over this one,
  * which uses its read, write and flush and allocates from the node map the
@@ -81,11 +107,16 @@ struct bstore_mirror {
 
 int bstore_mirror_init(struct bstore_mirror *s, struct mirror *m, uint64_t start,
 		       uint64_t nslots);
-/* A good copy read from a slot made ready to repair bad ones: past a short
- * node's nb blocks zeroed.  Returns the blocks a repair writes: the whole
- * slot, so a latent error past nb (which fails every whole-slot read of
- * that copy) is written over too. */
-unsigned bstore_repair_image(void *buf, bool short_nodes);
+/* A good copy read (bstore_read_blocks blocks) made ready to repair bad
+ * ones.  Returns the blocks a repair writes: with pieces exactly the
+ * pointer's nblocks, as read; else the whole slot, past a short node's nb
+ * blocks zeroed, so a latent error past nb (which fails every whole-slot
+ * read of that copy) is written over too. */
+unsigned bstore_repair_image(void *buf, const struct bstore *st, const struct bptr *p);
+/* A copy of the node @p names that verifies, as on disk (@raw: room for
+ * bstore_read_blocks blocks), from any readable device; no repair, errors
+ * counted as reads count them.  0 or -EIO. */
+int bstore_mirror_raw(struct bstore_mirror *s, const struct bptr *p, void *raw);
 void bstore_mirror_destroy(struct bstore_mirror *s);
 /* Mark an address in use (reopening a tree whose nodes are on disk). */
 int bstore_mirror_claim(struct bstore_mirror *s, uint64_t addr);

@@ -199,7 +199,7 @@ int btp_load_miss(struct btree *t, struct path *pa)
 	ret = bcache_alloc(t->cache, m->p.addr, &n);
 	if (ret)
 		return ret;
-	ret = t->store->ops->read(t->store->ctx, &m->p, n->buf);
+	ret = t->store->ops->read(t->store->ctx, &m->p, n->buf, &n->chain);
 	if (!ret)
 		ret = btp_check_node(t, n->buf, m->level, &m->lo, m->has_hi ? &m->hi : NULL);
 	if (ret) {
@@ -351,7 +351,7 @@ static int cow_node(struct btree *t, struct bcache_node **np, struct bcache_node
 		bcache_put(t->cache, n);
 		return ret;
 	}
-	p = (struct bptr){ n->addr, t->tgen, 0 };
+	p = (struct bptr){ n->addr, t->tgen, 0, 0 };
 	if (parent)
 		bnode_set_ptr(parent->buf, ps, &p);
 	else
@@ -387,7 +387,7 @@ static int lock_root_for(struct btree *t, struct path *pa, const struct op *op, 
 			root_unlock(t, pa);
 			return ret;
 		}
-		t->root = (struct broot){ { n->addr, t->tgen, 0 }, 0 };
+		t->root = (struct broot){ { n->addr, t->tgen, 0, 0 }, 0 };
 		node_unlock(n, LK_X);
 		bcache_put(t->cache, n);
 	}
@@ -588,7 +588,7 @@ static int grow(struct btree *t, struct path *pa)
 	if (ret)
 		return ret;
 	bnode_ptr_insert(r->buf, 0, &bkey_min, &t->root.ptr);
-	t->root.ptr = (struct bptr){ r->addr, t->tgen, 0 };
+	t->root.ptr = (struct bptr){ r->addr, t->tgen, 0, 0 };
 	t->root.level = top + 1;
 	pa->top = top + 1;
 	pa->n[top + 1] = r;
@@ -653,7 +653,7 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 	bnode_set_max(r->buf, &h.max);
 	bnode_set_range(b, &h.min, &sep);
 	ps = pa->slot[l + 1];
-	bnode_ptr_insert(pa->n[l + 1]->buf, ps + 1, &sep, &(struct bptr){ r->addr, t->tgen, 0 });
+	bnode_ptr_insert(pa->n[l + 1]->buf, ps + 1, &sep, &(struct bptr){ r->addr, t->tgen, 0, 0 });
 	if (bkey_cmp(k, &sep) >= 0) {
 		drop(t, &pa->n[l], &pa->mode[l]);
 		pa->n[l] = r;
@@ -1030,10 +1030,11 @@ static int wl_push(struct wlist *wl, uint64_t addr, void *buf)
 }
 
 /* Seal @n and, first, every child of this transaction below it (a
- * parent's pointer carries its child's csum); *csum gets @n's and each
- * goes onto @wl to be written.  The buffers stay put: dirty nodes are
- * pinned in the cache until the commit ends. */
-static int seal_node(struct btree *t, struct bcache_node *n, uint64_t *csum, struct wlist *wl)
+ * parent's pointer carries its child's csum and nblocks); *np gets @n's,
+ * n->chain its base's (pieces); each goes onto @wl to be written.  The
+ * buffers stay put: dirty nodes are pinned in the cache until the commit
+ * ends. */
+static int seal_node(struct btree *t, struct bcache_node *n, struct bptr *np, struct wlist *wl)
 {
 	void *b = n->buf;
 	int ret;
@@ -1050,13 +1051,13 @@ static int seal_node(struct btree *t, struct bcache_node *n, uint64_t *csum, str
 			bcache_put(t->cache, c);
 			return -EUCLEAN;
 		}
-		ret = seal_node(t, c, &p.csum, wl);
+		ret = seal_node(t, c, &p, wl);
 		bcache_put(t->cache, c);
 		if (ret)
 			return ret;
 		bnode_set_ptr(b, i, &p);
 	}
-	*csum = bnode_seal_fmt(b, t->store->short_nodes);
+	bpiece_seal_base(b, t->store->short_nodes, t->store->pieces, np, &n->chain);
 	return wl_push(wl, n->addr, b);
 }
 
@@ -1086,7 +1087,7 @@ static int commit_locked(struct btree *t)
 
 		if (!r)
 			return -EUCLEAN;
-		ret = seal_node(t, r, &t->root.ptr.csum, &wl);
+		ret = seal_node(t, r, &t->root.ptr, &wl);
 		bcache_put(t->cache, r);
 		if (!ret)
 			ret = write_nodes(t, &wl);

@@ -80,7 +80,7 @@ static void pf_read(struct pf_job *j)
 		struct bcache_node *n = j->node[i];
 		int ret;
 
-		ret = j->t->store->ops->read(j->t->store->ctx, &m->p, n->buf);
+		ret = j->t->store->ops->read(j->t->store->ctx, &m->p, n->buf, &n->chain);
 		if (!ret)
 			ret = btp_check_node(j->t, n->buf, m->level, &m->lo,
 					     m->has_hi ? &m->hi : NULL);

@@ -173,7 +173,7 @@ static int v2_open(struct tfs *fs, uint64_t node_cache)
 	if (ret)
 		return ret;
 	v->s_init = true;
-	v->s.store.short_nodes = super_short_nodes(sb);
+	super_node_format(sb, &v->s.store);
 	ret = bcache_create(node_cache, &v->cache);
 	if (ret == 0)
 		ret = fspace_open(&v->s.store, v->cache, sb->fs_uuid, &fp,

@@ -347,6 +347,7 @@ int tfs_format_info(const char *path, struct tfs_format_info *out, char *err, si
 	out->ndevs = sb.ndevs;
 	out->version = sb.version;
 	out->short_nodes = super_short_nodes(&sb);
+	out->pieces = super_pieces(&sb);
 out_be:
 	dev_backend_destroy(be);
 out_close:

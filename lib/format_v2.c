@@ -67,6 +67,12 @@ int format_v2_super(struct super *sb, unsigned n, uint64_t total,
 	sb->incompat = SUPER_INCOMPAT_V2_MAPPED;
 	if (!o->no_short_nodes)
 		sb->incompat |= SUPER_INCOMPAT_V2_SHORT_NODES;
+	if (o->pieces && o->no_short_nodes) {
+		tfs_seterr(err, errlen, "pieces need short nodes");
+		return -EINVAL;
+	}
+	if (o->pieces)
+		sb->incompat |= SUPER_INCOMPAT_V2_PIECES;
 	sb->ndevs = n;
 	ret = fs_fill_random(sb->fs_uuid, sizeof(sb->fs_uuid));
 	for (unsigned i = 0; ret == 0 && i < n; i++)
@@ -167,7 +173,7 @@ static int v2_trees(struct mirror *m, struct super *sb, char *err, size_t errlen
 
 	fspace_sb_params(sb, &fp);
 	ret = bstore_mirror_init(&s, m, sb->node_start, fp.nslots);
-	s.store.short_nodes = super_short_nodes(sb);
+	super_node_format(sb, &s.store);
 	if (ret == 0)
 		ret = bcache_create(V2_MKFS_CACHE, &c);
 	if (ret == 0)

@@ -87,13 +87,13 @@ static void point_at(struct v2ck *v, uint64_t addr, uint64_t from)
  * once (its first visit misses the cache), so after bt_verify of the three
  * trees reached holds exactly the nodes they reference.  fsck runs one
  * thread: no lock. */
-static int rec_read(void *ctx, const struct bptr *p, void *buf)
+static int rec_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain)
 {
 	struct v2ck *v = ctx;
 	uint64_t a = p->addr, slot = (a - v->sb->node_start) / BNODE_BLOCKS;
 	int ret;
 
-	ret = v->s.store.ops->read(v->s.store.ctx, p, buf);
+	ret = v->s.store.ops->read(v->s.store.ctx, p, buf, chain);
 	if (ret == 0 && a >= v->sb->node_start && (a - v->sb->node_start) % BNODE_BLOCKS == 0 &&
 	    slot < v->nslots && !bm_count(v->reached, slot, slot + 1)) {
 		char why[128];
@@ -206,9 +206,10 @@ static int v2_open(struct v2ck *v, const char *const *usable, unsigned nusable)
 		ret = v2m_init(v);
 	if (ret == 0)
 		ret = v2acl_init(v);
-	v->s.store.short_nodes = super_short_nodes(v->sb);
+	super_node_format(v->sb, &v->s.store);
 	v->rec = (struct bstore){ .ops = &rec_ops, .ctx = v,
-				  .short_nodes = v->s.store.short_nodes };
+				  .short_nodes = v->s.store.short_nodes,
+				  .pieces = v->s.store.pieces };
 	if (ret < 0) {
 		fsck_say(c, "cannot set up the node store: %s", strerror(-ret));
 		return FSCK_EXIT_OPERROR;

@@ -66,35 +66,48 @@ int v2stale_open(struct v2ck *v, struct dev **mdevs)
 			 mdevs[d]->path,
 			 c->fix ? "bringing every block up to date" : "not fixed (-n)");
 	}
-	if (any && posix_memalign(&v->stale_buf, TFS_BLOCK_SIZE, BNODE_SIZE)) {
+	if (any && posix_memalign(&v->stale_buf, TFS_BLOCK_SIZE,
+				  (size_t)BPTR_MAX_NBLOCKS * BNODE_BLOCK)) {
 		v->stale_buf = NULL;
 		return -ENOMEM;
 	}
 	return 0;
 }
 
+/* The on-disk image of the node @p names into stale_buf: the node in
+ * memory @buf folded (short nodes), or with pieces the chain as a good
+ * device holds it.  The blocks to write, 0 if none. */
+static size_t stale_image(struct v2ck *v, const struct bptr *p, const void *buf)
+{
+	if (!v->s.store.pieces)
+		return bnode_fold(buf, v->stale_buf) ? BNODE_SIZE : 0;
+	if (bstore_mirror_raw(&v->s, p, v->stale_buf))
+		return 0;
+	return (size_t)p->nblocks * BNODE_BLOCK;
+}
+
 void v2stale_node(struct v2ck *v, const struct bptr *p, const void *buf)
 {
 	struct fck *c = v->c;
-	bool short_nodes = v->s.store.short_nodes;
+	size_t len = (size_t)bstore_read_blocks(&v->s.store, p) * BNODE_BLOCK;
 
-	for (unsigned d = 0; v->stale_buf && d < v->m.ndevs; d++) {
+	for (unsigned d = 0; v->stale_buf && len && d < v->m.ndevs; d++) {
 		struct dev *dev = v->m.devs[d];
-		unsigned nb;
+		size_t wlen;
 
 		if (!is_stale(v, d))
 			continue;
 		/* The device's own I/O, not the mirror's: its copy being old
 		 * is expected, not a fault to count against it. */
-		if (dev_pread(v->be, dev, v->stale_buf, BNODE_SIZE, p->addr * TFS_BLOCK_SIZE) == 0 &&
-		    bnode_copy_matches(v->stale_buf, p, short_nodes))
+		if (dev_pread(v->be, dev, v->stale_buf, len, p->addr * TFS_BLOCK_SIZE) == 0 &&
+		    bstore_copy_ok(&v->s.store, p, v->stale_buf, NULL, NULL))
 			continue;
 		c->res->dev[d].bad++;
-		/* @buf is the node in memory: its on-disk image (folded, for
-		 * short nodes) is what goes onto the device. */
-		nb = bnode_fold(buf, v->stale_buf);
-		if (c->fix && nb && dev_pwrite(v->be, dev, v->stale_buf, BNODE_SIZE,
-					       p->addr * TFS_BLOCK_SIZE) == 0)
+		/* @buf is the node in memory: its on-disk image is what goes
+		 * onto the device. */
+		wlen = stale_image(v, p, buf);
+		if (c->fix && wlen && dev_pwrite(v->be, dev, v->stale_buf, wlen,
+						 p->addr * TFS_BLOCK_SIZE) == 0)
 			c->res->dev[d].repaired++;
 		else
 			c->stale_unfixed[d]++;

@@ -90,14 +90,14 @@ static int fst_alloc(void *ctx, uint64_t *addr)
 	return node_alloc(ctx, addr, true);
 }
 
-static int ns_read(void *ctx, const struct bptr *p, void *buf)
+static int ns_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain)
 {
 	struct fspace *fs = ctx;
 	uint64_t s;
 
 	if (!fs_node_slot(fs, p->addr, &s))
 		return -EIO;
-	return fs->io->ops->read(fs->io->ctx, p, buf);
+	return fs->io->ops->read(fs->io->ctx, p, buf, chain);
 }
 
 static int ns_write(void *ctx, uint64_t addr, const void *buf)
@@ -168,9 +168,11 @@ int fs_nodemap_init(struct fspace *fs)
 	fs->nstore.ops = &node_ops;
 	fs->nstore.ctx = fs;
 	fs->nstore.short_nodes = fs->io->short_nodes;
+	fs->nstore.pieces = fs->io->pieces;
 	fs->fstore.ops = &free_tree_ops;
 	fs->fstore.ctx = fs;
 	fs->fstore.short_nodes = fs->io->short_nodes;
+	fs->fstore.pieces = fs->io->pieces;
 	return 0;
 }
 

@@ -121,6 +121,7 @@ static void encode_v2(uint8_t *b, const struct super *sb)
 		le64_put(o + 8, r->ptr.gen);
 		le64_put(o + 16, r->ptr.csum);
 		o[24] = (uint8_t)r->level;
+		o[25] = (uint8_t)r->ptr.nblocks;	/* 0 without SUPER_INCOMPAT_V2_PIECES */
 	}
 }
 
@@ -145,6 +146,7 @@ static void decode_v2(const uint8_t *b, struct super *sb)
 		r->ptr.gen = le64_get(o + 8);
 		r->ptr.csum = le64_get(o + 16);
 		r->level = o[24];
+		r->ptr.nblocks = o[25];
 	}
 }
 
@@ -372,11 +374,16 @@ static bool all_zero(const uint8_t *p, size_t n)
 static bool root_ok(const struct super *sb, const struct broot *r, const uint8_t *raw)
 {
 	uint64_t a = r->ptr.addr;
+	unsigned nb = r->ptr.nblocks;
 
-	if (!all_zero(raw + 25, SB_ROOT_SIZE - 25))
+	/* Byte 25: nblocks with pieces (1..16, inside the node area), else zero. */
+	if (!all_zero(raw + 26, SB_ROOT_SIZE - 26) || (!super_pieces(sb) && nb))
 		return false;
 	if (!a)
-		return !r->ptr.gen && !r->ptr.csum && !r->level;
+		return !r->ptr.gen && !r->ptr.csum && !r->level && !nb;
+	if (super_pieces(sb) && (!nb || nb > BPTR_MAX_NBLOCKS ||
+				 a - sb->node_start > sb->node_blocks - nb))
+		return false;
 	return a >= sb->node_start && (a - sb->node_start) % BNODE_BLOCKS == 0 &&
 	       a - sb->node_start <= sb->node_blocks - BNODE_BLOCKS &&
 	       r->ptr.gen >= 1 && r->ptr.gen <= sb->tree_gen && r->level < BNODE_MAX_LEVEL;

@@ -47,8 +47,16 @@
  * -O ^short_nodes makes an image without it).  A twinfs that does not
  * know it would read every node as corrupt: it refuses the image. */
 #define SUPER_INCOMPAT_V2_SHORT_NODES 0x4u
+/* Version 2, experimental (mkfs -O pieces; needs SHORT_NODES): a tree
+ * pointer (bits 48..55 of a child address, byte 25 of a root) names the
+ * blocks of its node, nblocks: a base and the leaf pieces after it
+ * (bpiece.h, docs/FORMAT.md "Leaf pieces").  This twinfs reads pieces and
+ * writes bases only (nblocks = the base's nb).  A twinfs that does not
+ * know it would read every pointer's address wrong: it refuses the image. */
+#define SUPER_INCOMPAT_V2_PIECES 0x8u
 #define SUPER_INCOMPAT_SUPP_V2                                                                \
-	(SUPER_INCOMPAT_V2_MAPPED | SUPER_INCOMPAT_V2_LOG_CONT | SUPER_INCOMPAT_V2_SHORT_NODES)
+	(SUPER_INCOMPAT_V2_MAPPED | SUPER_INCOMPAT_V2_LOG_CONT | SUPER_INCOMPAT_V2_SHORT_NODES | \
+	 SUPER_INCOMPAT_V2_PIECES)
 #define SUPER_RO_COMPAT_SUPP 0u
 #define SUPER_LOG_START 16
 #define SUPER_MIN_BLOCKS 16384		/* 64 MiB */
@@ -241,6 +249,19 @@ static inline bool super_log_cont(const struct super *sb)
 static inline bool super_short_nodes(const struct super *sb)
 {
 	return sb->incompat & SUPER_INCOMPAT_V2_SHORT_NODES;
+}
+
+/* Tree pointers carry nblocks (SUPER_INCOMPAT_V2_PIECES). */
+static inline bool super_pieces(const struct super *sb)
+{
+	return sb->incompat & SUPER_INCOMPAT_V2_PIECES;
+}
+
+/* A node store's format (bstore.h) as the superblock says. */
+static inline void super_node_format(const struct super *sb, struct bstore *s)
+{
+	s->short_nodes = super_short_nodes(sb);
+	s->pieces = super_pieces(sb);
 }
 
 static inline uint64_t super_live_log_id(const struct super *sb)

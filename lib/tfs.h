@@ -101,6 +101,9 @@ struct tfs_format_opts {
 	/* v2 without short nodes (SUPER_INCOMPAT_V2_SHORT_NODES, the
 	 * default): every node written whole, as before the feature. */
 	bool no_short_nodes;
+	/* v2 with leaf pieces (SUPER_INCOMPAT_V2_PIECES, mkfs -O pieces;
+	 * experimental, needs short nodes). */
+	bool pieces;
 };
 
 /* mkfs: writes a new empty file system (root directory) on every device.
@@ -118,6 +121,7 @@ struct tfs_format_info {
 	unsigned ndevs;			/* copies */
 	unsigned version;		/* format version, 1 or 2 */
 	bool short_nodes;		/* v2: SUPER_INCOMPAT_V2_SHORT_NODES */
+	bool pieces;			/* v2: SUPER_INCOMPAT_V2_PIECES */
 };
 /* Read @dev's superblock back: 0 or -errno with one line naming @dev in err. */
 int tfs_format_info(const char *dev, struct tfs_format_info *out, char *err, size_t errlen);

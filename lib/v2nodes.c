@@ -24,7 +24,9 @@
 struct wstate {
 	struct v2n_walk *w;
 	uint8_t *lvl[BNODE_MAX_LEVEL];	/* the good copy of the node at each level */
+	uint8_t *raw;			/* pieces: the first good copy as read */
 	uint8_t *tmp;			/* further copies */
+	struct bstore fmt;		/* the node format (short nodes, pieces) */
 	struct bkey cursor;		/* leaves below it are checked */
 	bool done;			/* the whole tree is */
 	unsigned budget;		/* nodes left in this piece */
@@ -33,28 +35,30 @@ struct wstate {
 
 /* A copy to check: every readable device (in sync, or a rebuild target
  * where it has been copied), and the walk's own target anywhere. */
-static bool eligible(struct v2n_walk *w, unsigned d, uint64_t addr)
+static bool eligible(struct v2n_walk *w, unsigned d, uint64_t addr, unsigned nb)
 {
 	struct mirror *m = &w->fs->mirror;
 
 	if ((int)d == w->target)
 		return m->devs[d] && atomic_load(&m->state[d]) == MDEV_REBUILDING;
-	return mirror_dev_readable(m, d, addr, BNODE_BLOCKS);
+	return mirror_dev_readable(m, d, addr, nb);
 }
 
-/* Read a whole slot (@wblocks 0), or write its first @wblocks blocks. */
-static int copy_io(struct v2n_walk *w, unsigned d, uint64_t addr, void *buf, unsigned wblocks)
+/* Read @rblocks blocks (@wblocks 0), or write the first @wblocks. */
+static int copy_io(struct v2n_walk *w, unsigned d, uint64_t addr, void *buf, unsigned wblocks,
+		   unsigned rblocks)
 {
 	struct mirror *m = &w->fs->mirror;
 
 	if (atomic_load(&m->state[d]) == MDEV_OK)
 		return wblocks ? mirror_write_dev(m, d, addr, buf, wblocks) :
-				 mirror_read_dev(m, d, addr, buf, BNODE_BLOCKS);
+				 mirror_read_dev(m, d, addr, buf, rblocks);
 	if (!m->devs[d])
 		return -ENODEV;
 	return wblocks ? dev_pwrite(m->be, m->devs[d], buf, (size_t)wblocks * TFS_BLOCK_SIZE,
 				    addr * TFS_BLOCK_SIZE) :
-			 dev_pread(m->be, m->devs[d], buf, BNODE_SIZE, addr * TFS_BLOCK_SIZE);
+			 dev_pread(m->be, m->devs[d], buf, (size_t)rblocks * TFS_BLOCK_SIZE,
+				   addr * TFS_BLOCK_SIZE);
 }
 
 /*
@@ -67,23 +71,24 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	struct v2n_walk *w = st->w;
 	struct mirror *m = &w->fs->mirror;
 	bool bad[DEV_MAX] = { false }, have = false;
-	bool short_nodes = super_short_nodes(&w->fs->sb);
-	unsigned first_dev = DEV_MAX;
+	unsigned first_dev = DEV_MAX, nb = bstore_read_blocks(&st->fmt, p);
+	/* The good copy as read: the node itself, or (pieces) its chain. */
+	uint8_t *good = st->fmt.pieces ? st->raw : out;
 
-	for (unsigned d = 0; d < m->ndevs; d++) {
-		uint8_t *buf = have ? st->tmp : out;
+	for (unsigned d = 0; nb && d < m->ndevs; d++) {
+		uint8_t *buf = have ? st->tmp : good;
 		int ret;
 
-		if (!eligible(w, d, p->addr))
+		if (!eligible(w, d, p->addr, nb))
 			continue;
-		ret = copy_io(w, d, p->addr, buf, 0);
+		ret = copy_io(w, d, p->addr, buf, 0, nb);
 		if (ret == -ENODEV)
 			continue;
 		if (first_dev == DEV_MAX)
 			first_dev = d;
 		if (ret) {
 			w->n.read_err++;
-		} else if (!bnode_copy_matches(buf, p, short_nodes)) {
+		} else if (!bstore_copy_ok(&st->fmt, p, buf, have ? NULL : out, NULL)) {
 			mirror_event(m, d, MEV_CSUM_ERR, p->addr, 1);
 		} else {
 			have = true;
@@ -92,10 +97,11 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 		bad[d] = true;
 		w->n.bad++;
 	}
-	if (first_dev == DEV_MAX)
+	if (first_dev == DEV_MAX && nb)
 		return -ENODEV;
-	if (!have) {
-		mirror_event(m, first_dev, MEV_UNRECOVERABLE, p->addr, 1);
+	if (!have) {	/* (a pointer malformed for the format: none either) */
+		if (first_dev < DEV_MAX)
+			mirror_event(m, first_dev, MEV_UNRECOVERABLE, p->addr, 1);
 		w->n.unrecoverable++;
 		if (w->on_lost)
 			w->on_lost(w->ctx, p->addr);
@@ -103,14 +109,16 @@ static int check_node(struct wstate *st, const struct bptr *p, uint8_t *out, boo
 	}
 	if (first)
 		w->n.checked++;
-	/* The good copy as read (folded, the whole slot) over the bad ones. */
+	/* The good copy as read (folded; the whole slot, or the chain's
+	 * nblocks) over the bad ones. */
 	for (unsigned d = 0; d < m->ndevs && !m->no_repair; d++) {
-		if (!bad[d] || copy_io(w, d, p->addr, out, bstore_repair_image(out, short_nodes)))
+		if (!bad[d] ||
+		    copy_io(w, d, p->addr, good, bstore_repair_image(good, &st->fmt, p), 0))
 			continue;
 		mirror_event(m, d, MEV_REPAIRED, p->addr, 1);
 		w->n.repaired++;
 	}
-	bnode_unfold(out);
+	bstore_copy_node(&st->fmt, out);
 	return 1;
 }
 
@@ -201,19 +209,23 @@ static int walk_tree(struct wstate *st, unsigned t)
 int v2n_walk(struct v2n_walk *w)
 {
 	struct wstate st = { .w = w };
+	size_t rawlen = (size_t)BPTR_MAX_NBLOCKS * BNODE_BLOCK;
 	int ret = 0;
 
 	if (w->fs->sb.version != SUPER_VERSION_V2)
 		return 0;
+	super_node_format(&w->fs->sb, &st.fmt);
 	for (unsigned l = 0; l < BNODE_MAX_LEVEL; l++)
 		if (posix_memalign((void **)&st.lvl[l], TFS_BLOCK_SIZE, BNODE_SIZE))
 			ret = -ENOMEM;
-	if (posix_memalign((void **)&st.tmp, TFS_BLOCK_SIZE, BNODE_SIZE))
+	if (posix_memalign((void **)&st.tmp, TFS_BLOCK_SIZE, rawlen) ||
+	    posix_memalign((void **)&st.raw, TFS_BLOCK_SIZE, rawlen))
 		ret = -ENOMEM;
 	for (unsigned t = 0; ret == 0 && t < SUPER_V2_TREES; t++)
 		ret = walk_tree(&st, t);
 	for (unsigned l = 0; l < BNODE_MAX_LEVEL; l++)
 		free(st.lvl[l]);
 	free(st.tmp);
+	free(st.raw);
 	return ret;
 }

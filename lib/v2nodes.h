@@ -13,7 +13,9 @@
  *
  * A node's copy on each readable device (and the rebuild target) is read
  * and checked against the parent pointer (bnode_matches: csum seeded with
- * the address, header address and generation); a bad or unreadable copy is
+ * the address, header address and generation; with leaf pieces the
+ * pointer's nblocks blocks, a chain verified by bpiece_load, bstore.h's
+ * bstore_copy_ok); a bad or unreadable copy is
  * rewritten from a good one (counted on the device: csum_err or read_err,
  * and repaired, once per node: a node is one object, whatever its blocks),
  * a node with no good copy is counted unrecoverable (MEV_UNRECOVERABLE,

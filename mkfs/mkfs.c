@@ -21,7 +21,7 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2|v1|[^]short_nodes,...] DEV...   "
+	fprintf(out, "usage: " PROG " [-L label] [-f] [-O v2|v1|[^]short_nodes|pieces,...] DEV...   "
 		"(1 to %d devices)\n",
 		TFS_DEV_MAX);
 }
@@ -40,11 +40,13 @@ static void help(void)
 	       "  -O ^short_nodes  v2 writing every tree node whole (16 KiB), as\n"
 	       "            before short nodes; -O short_nodes (the default) writes\n"
 	       "            only the 4 KiB blocks a node uses\n"
+	       "  -O pieces EXPERIMENTAL: v2 whose tree pointers name leaf pieces\n"
+	       "            (this version reads them and writes whole bases only)\n"
 	       "            (-O takes a comma-separated list and may be repeated)\n"
 	       "  -h        this help\n");
 }
 
-/* -O's list: a format (v1, v2) and v2's features ([^]short_nodes);
+/* -O's list: a format (v1, v2) and v2's features ([^]short_nodes, pieces);
  * *@nodes is set when a node feature was named (v1 has none). */
 static int parse_features(const char *arg, struct tfs_format_opts *o, bool *nodes)
 {
@@ -61,9 +63,12 @@ static int parse_features(const char *arg, struct tfs_format_opts *o, bool *node
 		} else if (!strcmp(f, "short_nodes") || !strcmp(f, "^short_nodes")) {
 			o->no_short_nodes = f[0] == '^';
 			*nodes = true;
+		} else if (!strcmp(f, "pieces")) {
+			o->pieces = true;
+			*nodes = true;
 		} else {
 			fprintf(stderr, PROG ": -O: unknown format or feature '%s' (v1, v2, "
-				"short_nodes, ^short_nodes)\n", f);
+				"short_nodes, ^short_nodes, pieces)\n", f);
 			ret = -EINVAL;
 		}
 	}
@@ -107,9 +112,10 @@ static void print_summary(const struct tfs_format_info *sb, const char *const *d
 
 	printf("twinfs file system created\n");
 	if (sb->version == 2)
-		printf("  format:  v2\n  nodes:   %s\n",
+		printf("  format:  v2\n  nodes:   %s%s\n",
 		       sb->short_nodes ? "short (only the 4 KiB blocks a node uses are written)"
-				       : "whole (16 KiB each; -O ^short_nodes)");
+				       : "whole (16 KiB each; -O ^short_nodes)",
+		       sb->pieces ? ", leaf pieces (experimental)" : "");
 	else
 		printf("  format:  v1 (deprecated: twinfs mounts it only with -o format=1)\n");
 	printf("  UUID:    %s\n", uuid);
@@ -171,7 +177,7 @@ int main(int argc, char **argv)
 	}
 
 	if (nodes && !o.v2) {
-		fprintf(stderr, PROG ": -O: short_nodes and ^short_nodes are features of format v2, "
+		fprintf(stderr, PROG ": -O: short_nodes, ^short_nodes and pieces are features of format v2, "
 			"not v1\n");
 		usage(stderr);
 		return 2;

@@ -168,7 +168,7 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	bnode_init(n, 2, 4096, 9, 2, uuid);
 	for (unsigned i = 0; i < 30; i++) {
 		struct bkey k = { i * 1000ull, i ? 1 : 0, 0 };	/* key 0: the min */
-		struct bptr p = { 8192 + i * BNODE_BLOCKS, 1 + i % 9, 0x1234567ull * i };
+		struct bptr p = { 8192 + i * BNODE_BLOCKS, 1 + i % 9, 0x1234567ull * i, 0 };
 
 		bnode_ptr_insert(n, i, &k, &p);
 	}

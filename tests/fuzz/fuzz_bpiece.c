@@ -88,13 +88,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)bpiece_merge(dst, buf, nblocks);	/* raw: must not crash either */
 	fix_csums(nblocks);
 	if (bpiece_load(dst, buf, nblocks, NULL, &c, NULL, 0)) {
-		p = (struct bptr){ bnode_addr(buf), bnode_gen(buf), le64_get(buf) };
+		p = (struct bptr){ bnode_addr(buf), bnode_gen(buf), le64_get(buf), 0 };
 		assert(bpiece_verify_chain(buf, nblocks, &p) == -EUCLEAN);
 		return 0;
 	}
 	assert(bnode_check(dst, NULL, 0) == 0);
 	assert(c.nb0 >= 1 && c.nb0 <= nblocks && (!c.npieces || !bnode_level(dst)));
-	p = (struct bptr){ c.addr, c.gen, c.csum };
+	p = (struct bptr){ c.addr, c.gen, c.csum, nblocks };
 	assert(bpiece_verify_chain(buf, nblocks, &p) == 0);
 	assert(bpiece_merge(state, buf, nblocks) == 0 && !memcmp(state, dst, BNODE_SIZE));
 	p.gen++;

@@ -89,10 +89,10 @@ void fuzz_make_seeds(void (*emit)(const void *p, size_t len))
 	sb.gblocks = 1u << 18;
 	sb.node_reserve = 16;
 	for (unsigned i = 0; i < SUPER_V2_TREES; i++)
-		sb.roots[i] = (struct broot){ { sb.node_start + 4 * i, 1 + i, 0x77 * i }, i };
+		sb.roots[i] = (struct broot){ { sb.node_start + 4 * i, 1 + i, 0x77 * i, 0 }, i };
 	super_encode(&sb, 0, buf);
 	emit(buf, sizeof(buf));
-	sb.roots[2] = (struct broot){ { 0, 0, 0 }, 0 };
+	sb.roots[2] = (struct broot){ { 0, 0, 0, 0 }, 0 };
 	super_encode(&sb, 0, buf);
 	emit(buf, sizeof(buf));
 }

@@ -17,7 +17,9 @@
  * listxattr) and dropped, and fsck -n runs on it.  Refused or mounted, never a crash, a hang or undefined behaviour.
  * The base image has short nodes (mkfs's default): a node's bytes are its
  * slot as on disk (folded), a resealed node is unfolded, sealed and folded
- * again.
+ * again.  With TFS_FUZZ_PIECES set (fuzz_v2image_pieces) it is made with
+ * -O pieces: every pointer carries nblocks (a resealed node's nb goes into
+ * its parent's pointer or root), every read verifies a chain.
  */
 #include <assert.h>
 #include <fcntl.h>
@@ -57,6 +59,7 @@ static uint8_t sb_orig[BS];
 static struct tnode nodes[MAXNODES];
 static unsigned nnodes;
 static bool short_img;		/* SUPER_INCOMPAT_V2_SHORT_NODES */
+static bool pieces_img;		/* SUPER_INCOMPAT_V2_PIECES */
 static uint8_t scratch[BNODE_SIZE];
 static FILE *devnull;
 static const struct tfs_cred cred = { .uid = 0, .gid = 0 };
@@ -115,7 +118,8 @@ static void add_tree(uint64_t addr, int parent, unsigned slot)
 
 static void make_base(void)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true,
+				      .pieces = getenv("TFS_FUZZ_PIECES") != NULL };
 	const char *devs[1] = { img };
 	struct tfs_opts o = { .devs = devs, .ndevs = 1, .backend = "file", .commit_ms = 3600000,
 			      .nodiscard = true };
@@ -147,6 +151,8 @@ static void make_base(void)
 	}
 	assert(sb0.version == SUPER_VERSION_V2);
 	short_img = super_short_nodes(&sb0);
+	pieces_img = super_pieces(&sb0);
+	assert(pieces_img == fo.pieces);
 	for (unsigned t = 0; t < SUPER_V2_TREES; t++)
 		add_tree(sb0.roots[t].ptr.addr, -1, t);
 	devnull = fopen("/dev/null", "w");
@@ -180,16 +186,21 @@ static void reseal(unsigned i, struct super *sb)
 	for (int n = (int)i; n >= 0; n = nodes[n].parent) {
 		uint64_t csum;
 		struct bptr p;
+		unsigned nb;
 
 		csum = seal_slot(nodes[n].cur, nodes[n].addr);
+		/* Pieces: the sealed nb names the node's blocks (1..4). */
+		nb = pieces_img ? bnode_nb(nodes[n].cur) : 0;
 		if (nodes[n].parent < 0) {
 			sb->roots[nodes[n].slot].ptr.csum = csum;
+			sb->roots[nodes[n].slot].ptr.nblocks = nb;
 			break;
 		}
 		if (nodes[n].slot >= bnode_nritems(nodes[nodes[n].parent].cur))
 			break;	/* the parent itself was patched: leave it */
 		bnode_ptr(nodes[nodes[n].parent].cur, nodes[n].slot, &p);
 		p.csum = csum;
+		p.nblocks = nb;
 		bnode_set_ptr(nodes[nodes[n].parent].cur, nodes[n].slot, &p);
 	}
 }
@@ -271,6 +282,40 @@ static void apply(const uint8_t *d, size_t size, struct super *sb, uint8_t *sbra
 	}
 }
 
+/* The superblock @sb (re-encoded into @sbraw if it differs from the base's)
+ * and every node's current bytes onto the image. */
+static void write_image(const struct super *sb, uint8_t *sbraw)
+{
+	if (memcmp(sb, &sb0, sizeof(*sb)))
+		super_encode(sb, sb_slot, sbraw);
+	assert(pwrite(ifd, sbraw, BS, (off_t)(sb_slot * BS)) == BS);
+	for (unsigned i = 0; i < nnodes; i++)
+		assert(pwrite(ifd, nodes[i].cur, BNODE_SIZE, (off_t)(nodes[i].addr * BS)) ==
+		       BNODE_SIZE);
+}
+
+/* Once: every node resealed without a change still mounts, so a fixed-up
+ * patch (pointer csum, and nblocks with pieces) reaches the decoders. */
+static void check_reseal(void)
+{
+	const char *devs[1] = { img };
+	struct tfs_opts o = { .devs = devs, .ndevs = 1, .backend = "file", .fault = DROP_ALL,
+			      .commit_ms = 3600000, .nodiscard = true };
+	struct super sb = sb0;
+	uint8_t sbraw[BS];
+	struct tfs *fs;
+	char err[512];
+
+	memcpy(sbraw, sb_orig, BS);
+	for (unsigned i = 0; i < nnodes; i++)
+		memcpy(nodes[i].cur, nodes[i].orig, BNODE_SIZE);
+	for (unsigned i = nnodes; i-- > 0;)
+		reseal(i, &sb);
+	write_image(&sb, sbraw);
+	assert(tfs_mount(&o, &fs, err, sizeof(err)) == 0);
+	tfs_abandon(fs);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *devs[1] = { img };
@@ -284,8 +329,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tfs *fs;
 	char err[512];
 
-	if (ifd < 0)
+	if (ifd < 0) {
 		make_base();
+		check_reseal();
+	}
 	fo.out = devnull;
 	sb = sb0;
 	memcpy(sbraw, sb_orig, BS);
@@ -293,12 +340,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(nodes[i].cur, nodes[i].orig, BNODE_SIZE);
 	if (size)
 		apply(data, size, &sb, sbraw);
-	if (memcmp(&sb, &sb0, sizeof(sb)))
-		super_encode(&sb, sb_slot, sbraw);
-	assert(pwrite(ifd, sbraw, BS, (off_t)(sb_slot * BS)) == BS);
-	for (unsigned i = 0; i < nnodes; i++)
-		assert(pwrite(ifd, nodes[i].cur, BNODE_SIZE, (off_t)(nodes[i].addr * BS)) ==
-		       BNODE_SIZE);
+	write_image(&sb, sbraw);
 
 	if (tfs_mount(&o, &fs, err, sizeof(err)) == 0) {
 		walk(fs, TFS_ROOT_INO, 0);

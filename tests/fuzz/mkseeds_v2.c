@@ -163,7 +163,7 @@ static void harvest(const char *img, const struct super *sb, const char *out)
 			die("read", errno);
 		/* The slot as on disk (short nodes: folded, the seed for
 		 * fuzz_bnode), the node unfolded for its items. */
-		p = (struct bptr){ a, bnode_gen(raw), bnode_stored_csum(raw) };
+		p = (struct bptr){ a, bnode_gen(raw), bnode_stored_csum(raw), 0 };
 		if (!bnode_copy_matches(raw, &p, super_short_nodes(sb)))
 			continue;
 		memcpy(n, raw, BNODE_SIZE);

@@ -105,11 +105,13 @@ static void mem_free_locked(void *ctx, uint64_t addr)
 		pthread_mutex_unlock(&s_->mu);		\
 	} while (0)
 
-int mem_read(void *ctx, const struct bptr *p, void *buf)
+int mem_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain)
 {
 	struct memstore *s = ctx;
 	int ret;
 
+	if (chain)
+		memset(chain, 0, sizeof(*chain));
 	if (s->read_hook)
 		s->read_hook(s, p);
 

@@ -36,7 +36,7 @@ struct memstore {
 };
 
 size_t addr_slot(struct memstore *s, uint64_t addr);
-int mem_read(void *ctx, const struct bptr *p, void *buf);
+int mem_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain);
 int mem_write(void *ctx, uint64_t addr, const void *buf);
 int mem_alloc(void *ctx, uint64_t *addr);
 void mem_free(void *ctx, uint64_t addr);

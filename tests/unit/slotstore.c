@@ -18,12 +18,14 @@ uint64_t slot_of(const struct slotstore *s, uint64_t addr)
 	return (addr - s->base) / BNODE_BLOCKS;
 }
 
-static int slot_read(void *ctx, const struct bptr *p, void *buf)
+static int slot_read(void *ctx, const struct bptr *p, void *buf, struct bpiece_chain *chain)
 {
 	struct slotstore *s = ctx;
 	uint64_t slot = (p->addr - s->base) / BNODE_BLOCKS;
 	int ret = -EIO;
 
+	if (chain)
+		memset(chain, 0, sizeof(*chain));
 	pthread_mutex_lock(&s->mu);
 	if (s->fail_reads > 0) {
 		s->fail_reads--;

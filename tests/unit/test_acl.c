@@ -160,7 +160,8 @@ static uint32_t mode_of(struct tfs *fs, uint64_t ino)
 
 static void run_fs(bool v1)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = !v1 };
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = !v1,
+				      .pieces = !v1 && tl_pieces() };
 	char err[256];
 	uint8_t b[128], got[128];
 	struct tfs_cred cr = { .uid = 1, .gid = 2, .umask = 027 };
@@ -293,7 +294,8 @@ static void *ckpt_thread(void *arg)
  */
 static void test_ckpt_chmod(void **state)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true,
+				      .pieces = tl_pieces() };
 	struct tfs_cred cr = { .uid = 1, .gid = 2, .umask = 022 };
 	struct stat st, in = { 0 };
 	uint8_t b[128], got[128];

@@ -102,7 +102,7 @@ static void test_roundtrip(void **state)
 	bnode_init(n, 1, ADDR, GEN, 1, uuid);
 	for (unsigned i = 0; i < 150; i++) {
 		struct bkey k = { i, 0, 0 };
-		struct bptr c = { 8192 + 4 * i, GEN, i };
+		struct bptr c = { 8192 + 4 * i, GEN, i, 0 };
 
 		bnode_ptr_insert(n, i, &k, &c);
 	}

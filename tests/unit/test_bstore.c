@@ -112,7 +112,7 @@ static void leaf_ptr(struct fx *f, unsigned i, struct bptr *p, unsigned *first)
 {
 	struct bkey k;
 
-	assert_int_equal(f->s.store.ops->read(f->s.store.ctx, &f->root.ptr, f->buf), 0);
+	assert_int_equal(f->s.store.ops->read(f->s.store.ctx, &f->root.ptr, f->buf, NULL), 0);
 	assert_true(i + 1 < bnode_nritems(f->buf));
 	bnode_ptr(f->buf, i, p);
 	bnode_key(f->buf, i, &k);
@@ -213,7 +213,7 @@ static void test_read_counted_once(void **state)
 	leaf_ptr(&f, 3, &p, &first);
 	r0 = atomic_load(&f.m.ctr[0].reads) + atomic_load(&f.m.ctr[1].reads);
 	b0 = atomic_load(&f.m.ctr[0].read_bytes) + atomic_load(&f.m.ctr[1].read_bytes);
-	assert_int_equal(f.s.store.ops->read(f.s.store.ctx, &p, f.buf), 0);
+	assert_int_equal(f.s.store.ops->read(f.s.store.ctx, &p, f.buf, NULL), 0);
 	r1 = atomic_load(&f.m.ctr[0].reads) + atomic_load(&f.m.ctr[1].reads);
 	b1 = atomic_load(&f.m.ctr[0].read_bytes) + atomic_load(&f.m.ctr[1].read_bytes);
 	assert_int_equal(r1 - r0, 1);
@@ -335,7 +335,7 @@ static unsigned last_leaf(struct fx *f, struct bptr *p)
 {
 	unsigned nb;
 
-	assert_int_equal(f->s.store.ops->read(f->s.store.ctx, &f->root.ptr, f->buf), 0);
+	assert_int_equal(f->s.store.ops->read(f->s.store.ctx, &f->root.ptr, f->buf, NULL), 0);
 	bnode_ptr(f->buf, bnode_nritems(f->buf) - 1, p);
 	dev_rw(f, 0, p->addr, f->buf, false);
 	nb = bnode_nb(f->buf);

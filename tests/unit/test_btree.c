@@ -82,14 +82,14 @@ static void test_bnode(void **state)
 
 	/* Seal: verified only through a pointer naming its address and generation. */
 	uint64_t cs = bnode_seal(n);
-	assert_true(bnode_matches(n, &(struct bptr){ 4096, 7, cs }));
-	assert_false(bnode_matches(n, &(struct bptr){ 4100, 7, cs }));
-	assert_false(bnode_matches(n, &(struct bptr){ 4096, 6, cs }));
+	assert_true(bnode_matches(n, &(struct bptr){ 4096, 7, cs, 0 }));
+	assert_false(bnode_matches(n, &(struct bptr){ 4100, 7, cs, 0 }));
+	assert_false(bnode_matches(n, &(struct bptr){ 4096, 6, cs, 0 }));
 	/* The same bytes written at another address do not verify there. */
 	assert_int_not_equal(bnode_csum(n, 4100), cs);
 	memcpy(c, n, BNODE_SIZE);
 	c[BNODE_SIZE - 1] ^= 1;
-	assert_false(bnode_matches(c, &(struct bptr){ 4096, 7, cs }));
+	assert_false(bnode_matches(c, &(struct bptr){ 4096, 7, cs, 0 }));
 
 	/* Strict: keys out of order, a nonzero byte in the free space, a value
 	 * running into the heads, reserved header bytes. */
@@ -121,10 +121,26 @@ static void test_bnode(void **state)
 
 	/* Internal nodes: a child younger than its parent is refused. */
 	bnode_init(c, 1, 8192, 7, 3, uuid);
-	bnode_ptr_insert(c, 0, &bkey_min, &(struct bptr){ 12, 7, 99 });
+	bnode_ptr_insert(c, 0, &bkey_min, &(struct bptr){ 12, 7, 99, 0 });
 	assert_int_equal(bnode_check(c, why, sizeof(why)), 0);
-	bnode_set_ptr(c, 0, &(struct bptr){ 12, 8, 99 });
+	bnode_set_ptr(c, 0, &(struct bptr){ 12, 8, 99, 0 });
 	assert_int_equal(bnode_check(c, why, sizeof(why)), -EUCLEAN);
+	/* Leaf pieces: nblocks in bits 48..55 of the child address; 0 leaves
+	 * the bytes as before, bits 56..63 stay in addr (no valid address). */
+	{
+		struct bptr q;
+		const uint8_t *e = (const uint8_t *)c + BNODE_HDR + 16;
+
+		bnode_set_ptr(c, 0, &(struct bptr){ 12, 7, 99, 16 });
+		assert_true(e[0] == 12 && e[6] == 16 && e[7] == 0);
+		bnode_ptr(c, 0, &q);
+		assert_true(q.addr == 12 && q.nblocks == 16 && q.gen == 7 && q.csum == 99);
+		bnode_set_ptr(c, 0, &(struct bptr){ 12, 7, 99, 0 });
+		assert_true(e[6] == 0);
+		memcpy((uint8_t *)c + BNODE_HDR + 16 + 7, "\x01", 1);
+		bnode_ptr(c, 0, &q);
+		assert_true(q.addr == (12 | 1ull << 56) && q.nblocks == 0);
+	}
 	k = bkey_max;
 	assert_false(bkey_succ(&k));
 	k = K(1, 255, BKEY_OFF_MAX);
@@ -457,7 +473,7 @@ static void test_errors(void **state)
 		struct bptr p;
 		uint8_t root[BNODE_SIZE];
 
-		assert_int_equal(mem_read(&e.ms, &r.ptr, root), 0);
+		assert_int_equal(mem_read(&e.ms, &r.ptr, root, NULL), 0);
 		bnode_ptr(root, 1, &p);
 		((uint8_t *)e.ms.node[addr_slot(&e.ms, p.addr)])[200] ^= 4;
 		assert_int_equal(bcache_create(1u << 20, &c2), 0);

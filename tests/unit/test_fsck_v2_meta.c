@@ -407,7 +407,7 @@ static void test_node_twice_parent(void **state)
 	assert_true(x.sb.roots[0].level >= 1);
 	assert_int_equal(posix_memalign(&orig, 4096, BNODE_SIZE), 0);
 	assert_int_equal(posix_memalign(&bad, 4096, BNODE_SIZE), 0);
-	assert_int_equal(x.s.store.ops->read(x.s.store.ctx, &x.sb.roots[0].ptr, orig), 0);
+	assert_int_equal(x.s.store.ops->read(x.s.store.ctx, &x.sb.roots[0].ptr, orig, NULL), 0);
 	assert_true(bnode_nritems(orig) >= 2);
 	memcpy(bad, orig, BNODE_SIZE);
 	bnode_ptr(bad, 0, &p0);

@@ -82,7 +82,7 @@ static uint64_t walk(struct bstore *io, struct fspace *fs, const struct bptr *p,
 	if (!level)
 		return 1;
 	assert_int_equal(posix_memalign(&b, 4096, BNODE_SIZE), 0);
-	assert_int_equal(io->ops->read(io->ctx, p, b), 0);
+	assert_int_equal(io->ops->read(io->ctx, p, b, NULL), 0);
 	for (unsigned i = 0; i < bnode_nritems(b); i++) {
 		struct bptr c;
 

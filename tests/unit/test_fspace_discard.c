@@ -68,7 +68,7 @@ static uint64_t mark(struct bstore *io, const struct bptr *p, unsigned level, bo
 	uint64_t n = 1;
 
 	assert_non_null(b);
-	assert_int_equal(io->ops->read(io->ctx, p, b), 0);
+	assert_int_equal(io->ops->read(io->ctx, p, b, NULL), 0);
 	in[(p->addr - NODE_START) / BNODE_BLOCKS] = true;
 	for (unsigned i = 0; level && i < bnode_nritems(b); i++) {
 		struct bptr c;

@@ -768,7 +768,8 @@ static void test_reserve_two_ckpts(void **state)
  * half of the transaction (review of session 40). */
 static void half_tx(bool v2)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = tl_backend(), .v2 = v2 };
+	struct tfs_format_opts fo = { .force = true, .backend = tl_backend(), .v2 = v2,
+				      .pieces = v2 && tl_pieces() };
 	struct log_rec r[2] = { { .type = LR_DENT_SET }, { .type = LR_INODE_DEL } };
 	char err[256] = "";
 	char dir[] = "/tmp/tfs_halftx.XXXXXX", script[64], evout[64];

@@ -326,6 +326,46 @@ static void test_v2_log_cont(void **state)
 	assert_string_equal(why, "unknown incompat features 0x2");
 }
 
+/* Leaf pieces (incompat 0x8): a root's byte 25 is its nblocks, 1..16 and
+ * inside the node area; zero on an empty root and without the bit. */
+static void test_v2_pieces(void **state)
+{
+	struct super a, b;
+	uint8_t buf[4096];
+	char why[128];
+
+	(void)state;
+	fill_v2(&a);
+	a.incompat |= SUPER_INCOMPAT_V2_SHORT_NODES | SUPER_INCOMPAT_V2_PIECES;
+	for (unsigned i = 0; i < SUPER_V2_TREES; i++)
+		a.roots[i].ptr.nblocks = 1 + i;
+	super_encode(&a, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_true(buf[992 + 25] == 1 && buf[992 + 64 + 25] == 3 && !buf[992 + 26]);
+	assert_true(super_pieces(&b));
+	b = a; b.roots[0].ptr.nblocks = 0; expect_geom(&b);
+	b = a; b.roots[0].ptr.nblocks = BPTR_MAX_NBLOCKS + 1; expect_geom(&b);
+	b = a; b.roots[0].ptr.nblocks = BPTR_MAX_NBLOCKS; super_encode(&b, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), 0);
+	/* a chain past the node area's end */
+	b = a; b.roots[1].ptr.addr = a.node_start + a.node_blocks - 4;
+	b.roots[1].ptr.nblocks = 5; expect_geom(&b);
+	b.roots[1].ptr.nblocks = 4; super_encode(&b, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), 0);
+	b = a; b.roots[2] = (struct broot){ { 0, 0, 0, 1 }, 0 }; expect_geom(&b);
+	/* without the bit nblocks must be 0 (test_v2: byte 25 set refused) */
+	b = a; b.incompat &= ~SUPER_INCOMPAT_V2_PIECES; expect_geom(&b);
+	/* version 1 does not know the bit */
+	b = a;
+	b.version = SUPER_VERSION;
+	b.incompat = SUPER_INCOMPAT_V2_PIECES;
+	b.ckpt_blocks = 0;
+	super_encode(&b, 1, buf);
+	assert_int_equal(super_decode(buf, 1, &b, why, sizeof(why)), -EPROTONOSUPPORT);
+	assert_string_equal(why, "unknown incompat features 0x8");
+}
+
 static void test_v2_geometry(void **state)
 {
 	struct super a, b;
@@ -358,7 +398,7 @@ static void test_v2_geometry(void **state)
 	fill_v2(&a);
 	a.roots[1].ptr.addr = a.node_start + a.node_blocks - 4;
 	a.roots[1].ptr.gen = a.tree_gen;
-	a.roots[2] = (struct broot){ { 0, 0, 0 }, 0 };
+	a.roots[2] = (struct broot){ { 0, 0, 0, 0 }, 0 };
 	a.roots[0].level = BNODE_MAX_LEVEL - 1;
 	a.node_blocks = a.total_blocks - a.node_start - 64;
 	a.free_blocks = 64;
@@ -522,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_v2),
 		cmocka_unit_test(test_v2_log_cont),
 		cmocka_unit_test(test_v2_geometry),
+		cmocka_unit_test(test_v2_pieces),
 		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_probe_foreign),
 		cmocka_unit_test(test_read_dev),

@@ -51,7 +51,8 @@ static int teardown(void **state)
  * budget then set to 0 so every trim drops all it may. */
 static struct tfs *fresh_v2(void)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true,
+				      .pieces = tl_pieces() };
 	struct tfs_opts o;
 	struct tfs *fs;
 	char err[256] = "";

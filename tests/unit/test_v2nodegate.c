@@ -65,7 +65,8 @@ static unsigned fill(struct tfs *fs)
 /* A freshly formatted file system, mounted. */
 static struct tfs *mount_fresh(struct tfs_opts *o)
 {
-	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true };
+	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true,
+				      .pieces = tl_pieces() };
 	char err[256] = "";
 
 	assert_int_equal(tfs_format(devs, NIMG, &fo, err, sizeof(err)), 0);

@@ -30,6 +30,13 @@ bool tl_whole_nodes(void)
 	return w && *w && *w != '0';
 }
 
+bool tl_pieces(void)
+{
+	const char *w = getenv("TFS_TEST_PIECES");
+
+	return w && *w && *w != '0';
+}
+
 void tl_mk_image(char path[TL_PATH_MAX], const char *tag, uint64_t size)
 {
 	const char *dir = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
@@ -60,7 +67,7 @@ void tl_rm_images(char img[][TL_PATH_MAX], unsigned n)
 void tl_format(const char *const *devs, unsigned n, const char *backend)
 {
 	struct tfs_format_opts fo = { .force = true, .backend = backend ? backend : tl_backend(),
-				      .no_short_nodes = tl_whole_nodes() };
+				      .no_short_nodes = tl_whole_nodes(), .pieces = tl_pieces() };
 	char err[256] = "";
 	int ret = tfs_format(devs, n, &fo, err, sizeof(err));
 

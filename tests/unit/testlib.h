@@ -21,6 +21,9 @@ const char *tl_backend(void);
 /* TFS_TEST_WHOLE_NODES set (not 0): images formatted without short nodes
  * (mkfs -O ^short_nodes), for the *_whole_nodes runs of a test. */
 bool tl_whole_nodes(void);
+/* TFS_TEST_PIECES set (not 0): images formatted with leaf pieces (mkfs -O
+ * pieces: pointers carry nblocks), for the *_pieces runs of a test. */
+bool tl_pieces(void);
 
 /* A sparse temp image of @size bytes named <tag>_XXXXXX under /var/tmp
  * (real disk: O_DIRECT works there) or /tmp; the caller unlinks it. */

@@ -21,7 +21,7 @@ static const char *devs[V2IMG_N];
 int v2img_setup(const char *tag)
 {
 	struct tfs_format_opts fo = { .force = true, .backend = "file", .v2 = true,
-				      .no_short_nodes = tl_whole_nodes() };
+				      .no_short_nodes = tl_whole_nodes(), .pieces = tl_pieces() };
 	char err[512] = "";
 
 	tl_mk_images(img, devs, V2IMG_N, tag, 64ull << 20);
@@ -30,6 +30,11 @@ int v2img_setup(const char *tag)
 		return -1;
 	}
 	return 0;
+}
+
+const char *const *v2img_devs(void)
+{
+	return devs;
 }
 
 void v2img_teardown(void)
@@ -76,7 +81,7 @@ void img_open(struct img2 *x)
 	assert_int_equal(mirror_init(&x->m, x->be, x->d, V2IMG_N), 0);
 	assert_int_equal(bstore_mirror_init(&x->s, &x->m, x->sb.node_start,
 					    x->sb.node_blocks / BNODE_BLOCKS), 0);
-	x->s.store.short_nodes = super_short_nodes(&x->sb);
+	super_node_format(&x->sb, &x->s.store);
 	assert_int_equal(bcache_create(1u << 20, &x->c), 0);
 	fspace_sb_params(&x->sb, &p);
 	assert_int_equal(fspace_open(&x->s.store, x->c, x->sb.fs_uuid, &p,

@@ -27,6 +27,8 @@
  * 0 or -1 (cmocka setup). */
 int v2img_setup(const char *tag);
 void v2img_teardown(void);
+/* The image paths (V2IMG_N), to mount them. */
+const char *const *v2img_devs(void);
 /* fsck in @mode; *out gets the report (free it). */
 int v2img_fsck(int mode, char **out);
 /* fsck in @mode must return @rc and print @want (NULL: anything). */
