@@ -429,7 +429,9 @@ int extpend_release(struct extent_map *m, bool apply)
 	return ret;
 }
 
-int extpend_apply_all(struct extent_cache *xc)
+/* @fn on every map of @xc with pieces pending, each under its mu (xc's
+ * pend_mu held throughout), until one fails. */
+static int each_pend(struct extent_cache *xc, int (*fn)(struct ext_pend *p, void *c), void *c)
 {
 	int ret = 0;
 
@@ -438,29 +440,45 @@ int extpend_apply_all(struct extent_cache *xc)
 	pthread_mutex_lock(&xc->pend_mu);
 	for (struct ext_pend *p = xc->pend_list; p && ret == 0; p = p->next) {
 		pthread_mutex_lock(&p->mu);
-		ret = apply_leaves(p, 0, UINT64_MAX);
+		ret = fn(p, c);
 		pthread_mutex_unlock(&p->mu);
 	}
 	pthread_mutex_unlock(&xc->pend_mu);
 	return ret;
 }
 
-int extpend_note_late(struct extent_cache *xc, extpend_note_fn note, void *ctx)
+static int apply_all_fn(struct ext_pend *p, void *c)
 {
+	(void)c;
+	return apply_leaves(p, 0, UINT64_MAX);
+}
+
+int extpend_apply_all(struct extent_cache *xc)
+{
+	return each_pend(xc, apply_all_fn, NULL);
+}
+
+struct note_ctx {
+	extpend_note_fn note;
+	void *ctx;
+};
+
+static int note_fn(struct ext_pend *p, void *c)
+{
+	struct note_ctx *nc = c;
 	int ret = 0;
 
-	if (!xc || !atomic_load(&xc->pend_pieces))
-		return 0;
-	pthread_mutex_lock(&xc->pend_mu);
-	for (struct ext_pend *p = xc->pend_list; p && ret == 0; p = p->next) {
-		pthread_mutex_lock(&p->mu);
-		for (size_t i = 0; i < p->n && ret == 0; i++)
-			if (!p->v[i].done)
-				ret = note(ctx, p->m->ino, p->v[i].fblk, p->v[i].n);
-		pthread_mutex_unlock(&p->mu);
-	}
-	pthread_mutex_unlock(&xc->pend_mu);
+	for (size_t i = 0; i < p->n && ret == 0; i++)
+		if (!p->v[i].done)
+			ret = nc->note(nc->ctx, p->m->ino, p->v[i].fblk, p->v[i].n);
 	return ret;
+}
+
+int extpend_note_late(struct extent_cache *xc, extpend_note_fn note, void *ctx)
+{
+	struct note_ctx nc = { note, ctx };
+
+	return each_pend(xc, note_fn, &nc);
 }
 
 bool extpend_late(struct extent_cache *xc, uint64_t *late)

@@ -511,6 +511,30 @@ static void dl_drop(void *ctx, uint64_t phys, uint64_t n)
 			dl_drops[phys + i - 5000]++;
 }
 
+/* Blocks fa and fb of file INO mapped to 5000 and 5001 in two leaves
+ * under one level-1 node, checkpointed; walks go through dl_hook. */
+static void dl_setup(struct st *s, struct extent_src *src, struct rangelock *rl, uint64_t fa,
+		     uint64_t fb)
+{
+	uint64_t cs = 42;
+
+	memset(s, 0, sizeof(*s));
+	s->gen = 1;
+	env_open(&s->e, 8 * BNODE_SIZE);
+	*src = (struct extent_src){ &s->e.t, s_walk, s_data, s_hole, NULL };
+	v2ext_source(&s->e.t, src);
+	dl_walk = src->walk;
+	src->walk = dl_hook;
+	assert_int_equal(extcache_create(src, BUDGET, &s->xc), 0);
+	dl_xc = s->xc;
+	extent_init(&s->m);
+	rl_init(rl);
+	extent_init_lazy(&s->l, s->xc, INO, rl, 0, false);
+	assert_int_equal(extent_set(&s->l, fa, 1, 5000, &cs, NULL, NULL), 0);
+	assert_int_equal(extent_set(&s->l, fb, 1, 5001, &cs, NULL, NULL), 0);
+	checkpoint(s);
+}
+
 static void test_destroy_pending(void **state)
 {
 	const uint64_t fa = 600, fb = 1100;	/* map leaves 1 and 2: one level-1 node */
@@ -523,21 +547,7 @@ static void test_destroy_pending(void **state)
 	struct st s;
 
 	(void)state;
-	memset(&s, 0, sizeof(s));
-	s.gen = 1;
-	env_open(&s.e, 8 * BNODE_SIZE);
-	src = (struct extent_src){ &s.e.t, s_walk, s_data, s_hole, NULL };
-	v2ext_source(&s.e.t, &src);
-	dl_walk = src.walk;
-	src.walk = dl_hook;
-	assert_int_equal(extcache_create(&src, BUDGET, &s.xc), 0);
-	dl_xc = s.xc;
-	extent_init(&s.m);
-	rl_init(&rl);
-	extent_init_lazy(&s.l, s.xc, INO, &rl, 0, false);
-	assert_int_equal(extent_set(&s.l, fa, 1, 5000, &cs, NULL, NULL), 0);
-	assert_int_equal(extent_set(&s.l, fb, 1, 5001, &cs, NULL, NULL), 0);
-	checkpoint(&s);
+	dl_setup(&s, &src, &rl, fa, fb);
 	/* cold, then the leaf of fa read in by a reader: clean, resident */
 	extent_destroy(&s.l, NULL, NULL);
 	extent_init_lazy(&s.l, s.xc, INO, &rl, 2, false);
@@ -574,22 +584,8 @@ static void test_destroy_unreadable(void **state)
 	struct st s;
 
 	(void)state;
-	memset(&s, 0, sizeof(s));
 	memset(dl_drops, 0, sizeof(dl_drops));
-	s.gen = 1;
-	env_open(&s.e, 8 * BNODE_SIZE);
-	src = (struct extent_src){ &s.e.t, s_walk, s_data, s_hole, NULL };
-	v2ext_source(&s.e.t, &src);
-	dl_walk = src.walk;
-	src.walk = dl_hook;
-	assert_int_equal(extcache_create(&src, BUDGET, &s.xc), 0);
-	dl_xc = s.xc;
-	extent_init(&s.m);
-	rl_init(&rl);
-	extent_init_lazy(&s.l, s.xc, INO, &rl, 0, false);
-	assert_int_equal(extent_set(&s.l, fa, 1, 5000, &cs, NULL, NULL), 0);
-	assert_int_equal(extent_set(&s.l, fb, 1, 5001, &cs, NULL, NULL), 0);
-	checkpoint(&s);
+	dl_setup(&s, &src, &rl, fa, fb);
 	extent_destroy(&s.l, NULL, NULL);
 	extent_init_lazy(&s.l, s.xc, INO, &rl, 2, false);
 	extpend_set_max(s.xc, 1ull << 30);
