@@ -187,5 +187,12 @@ void bnode_truncate(void *n, unsigned k);
 void bnode_drop_front(void *n, unsigned k);
 /* Bytes items [from, to) take (heads + values, or pointers). */
 unsigned bnode_span_bytes(const void *n, unsigned from, unsigned to);
+/* Where a split cuts @n: about half of the bytes on each side, or all
+ * but the last item when @k goes past the last key (ascending inserts). */
+unsigned bnode_split_point(const void *n, const struct bkey *k);
+/* Even out the items of siblings @L and @R (same level, together more than
+ * one node holds): moves items across, not the ranges (the caller sets
+ * them).  0 or -ENOMEM. */
+int bnode_redistribute(void *L, void *R);
 
 #endif

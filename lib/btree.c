@@ -599,26 +599,6 @@ static int grow(struct btree *t, struct path *pa)
 	return 0;
 }
 
-/* Where to cut items: about half of the bytes on each side, both sides
- * non-empty (a leaf that needs a split has at least two items).  A key
- * @k past the node's last goes on a run of ascending inserts (a
- * checkpoint of new inodes, a directory's new cookies): the node keeps
- * all but its last item, so such a run leaves full nodes behind, not
- * half-empty ones (a mount's checkpoint of 100k creates wrote 38.7 MB
- * of nodes with half splits). */
-static unsigned split_point(const void *b, const struct bkey *k)
-{
-	unsigned nr = bnode_nritems(b), half = bnode_used(b) / 2, m = 1;
-	struct bkey last;
-
-	bnode_key(b, nr - 1, &last);
-	if (bkey_cmp(k, &last) > 0)
-		return nr - 1;
-	while (m + 1 < nr && bnode_span_bytes(b, 0, m) < half)
-		m++;
-	return m;
-}
-
 /* Split path node l (the transaction's own, exclusive, its parent too)
  * into two; the path continues in the half where @k belongs. */
 static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey *k)
@@ -640,7 +620,7 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 		return ret;
 	b = pa->n[l]->buf;
 	nr = bnode_nritems(b);
-	m = split_point(b, k);
+	m = bnode_split_point(b, k);
 	ret = new_node(t, l, NULL, &r);
 	if (ret)
 		return ret;
@@ -676,38 +656,6 @@ static int split(struct btree *t, struct path *pa, unsigned l, const struct bkey
 
 /* ---- merge and rebalance ---- */
 
-/* Even out the bytes of two siblings that do not fit in one node. */
-static int redistribute(void *L, void *R)
-{
-	unsigned ul = bnode_used(L), ur = bnode_used(R), half = (ul + ur) / 2;
-	unsigned nl = bnode_nritems(L), nrr = bnode_nritems(R), k = 1;
-	struct bnode_hdr h;
-	void *tmp;
-
-	if (ul < ur) {
-		while (k + 1 < nrr && ul + bnode_span_bytes(R, 0, k + 1) <= half)
-			k++;
-		bnode_append(L, R, 0, k);
-		bnode_drop_front(R, k);
-		return 0;
-	}
-	while (k + 1 < nl && ur + bnode_span_bytes(L, nl - k - 1, nl) <= half)
-		k++;
-	tmp = malloc(BNODE_SIZE);
-	if (!tmp)
-		return -ENOMEM;
-	bnode_hdr(R, &h);
-	bnode_init(tmp, h.level, h.addr, h.gen, h.owner, h.fs_uuid);
-	bnode_set_min(tmp, &h.min);	/* (the caller moves min) */
-	bnode_set_max(tmp, &h.max);
-	bnode_append(tmp, L, nl - k, nl);
-	bnode_append(tmp, R, 0, nrr);
-	memcpy(R, tmp, BNODE_SIZE);
-	free(tmp);
-	bnode_truncate(L, nl - k);
-	return 0;
-}
-
 /* Single-child roots give way to their child (root lock exclusive). */
 static int shrink_root(struct btree *t, struct path *pa)
 {
@@ -724,6 +672,21 @@ static int shrink_root(struct btree *t, struct path *pa)
 		pa->top--;
 	}
 	return 0;
+}
+
+/* Path node l was merged into its left sibling (slot ss): the sibling is
+ * the path's node now, and the freed one its sibling, released as one
+ * (both exclusive).  shrink_root reads the path's nodes: before session 41
+ * it found the freed node there, took its one child for the root and lost
+ * the rest of the tree. */
+static void merged_left(struct path *pa, unsigned l, unsigned ss)
+{
+	struct bcache_node *gone = pa->n[l];
+
+	pa->n[l] = pa->sib[l];
+	pa->sib[l] = gone;
+	pa->slot[l + 1] = ss;
+	bnode_key(pa->n[l + 1]->buf, ss, &pa->lo[l]);
 }
 
 /* Path node l (the transaction's own) and its sibling pa->sib[l] at slot
@@ -754,10 +717,12 @@ static int fix_pair(struct btree *t, struct path *pa, unsigned l, unsigned ss, b
 		bnode_ptr_delete(parent->buf, rs);
 		ret = free_node(t, R);
 		t->merges++;
+		if (ss < ps)	/* the path goes on through the survivor */
+			merged_left(pa, l, ss);
 	} else {
 		struct bnode_hdr lh;
 
-		ret = redistribute(L->buf, R->buf);
+		ret = bnode_redistribute(L->buf, R->buf);
 		bnode_key(R->buf, 0, &sep);
 		bnode_set_key(parent->buf, rs, &sep);
 		/* The boundary moved to sep: [L.min, sep) and [sep, R.max]. */

@@ -333,6 +333,48 @@ static void test_ascending_fill(void **state)
 	env_close(&e);
 }
 
+/* A merge at level 1 whose path node is the right one (the delete's
+ * key is under it) keeps the left sibling; the path must go on through
+ * the survivor.  It went on through the freed right node: when the root
+ * then had one child, shrink_root made that child the root and, finding
+ * the freed node (one pointer left) at the next level of the path, made
+ * its child the root too, a leaf whose range started at a separator:
+ * everything under the left sibling was gone from the tree, and an
+ * iterator looking before that leaf's first key spun for ever (found by
+ * the double-crash run of fsstress and rm -rf, session 41).  Ascending
+ * inserts until the root is at level 2 leave a right level-1 node of two
+ * leaves; deleting from the right end merges them, then that node into
+ * its full left sibling. */
+static void test_merge_right_path(void **state)
+{
+	const unsigned VLEN = 100;
+	uint64_t items, nodes;
+	unsigned n = 0;
+	struct broot r;
+	struct env e;
+
+	(void)state;
+	env_open(&e, 1u << 20);
+	assert_int_equal(bt_begin(&e.t, 1), 0);
+	while (e.t.root.level < 2)
+		put_val(&e.t, K(5, 1, n), VLEN, n), n++;
+	commit_release(&e.t, &r);
+	assert_int_equal(bt_begin(&e.t, 2), 0);
+	for (unsigned i = n; i-- > n / 2;) {
+		assert_int_equal(bt_delete(&e.t, &K(5, 1, i)), 0);
+		if (e.t.root.level < 2)
+			break;
+	}
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	assert_true(e.t.root.level == 1);
+	for (unsigned i = 0; i < items; i += 7)
+		expect_val(&e.t, K(5, 1, i), VLEN, i);
+	assert_true(items >= n - 3 * BNODE_USABLE / (BNODE_ITEM + VLEN));
+	commit_release(&e.t, &r);
+	assert_int_equal(bt_verify(&e.t, &items, &nodes), 0);
+	env_close(&e);
+}
+
 static void test_commit_abort(void **state)
 {
 	struct env e;
@@ -1087,6 +1129,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_grow_shrink),
 		cmocka_unit_test(test_ascending_fill),
 		cmocka_unit_test(test_interior_bound),
+		cmocka_unit_test(test_merge_right_path),
 		cmocka_unit_test(test_commit_abort),
 		cmocka_unit_test(test_young),
 		cmocka_unit_test(test_errors),
