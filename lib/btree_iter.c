@@ -83,6 +83,12 @@ static int iter_locate(struct bt_iter *it, struct path *pa, struct bkey pos, int
 			break;
 		bnode_hdr(pa->n[0]->buf, &h);
 		btp_release(t, pa);
+		/* The leaf the descent found must hold @at: the next try starts
+		 * past its range, so each one moves on.  One that does not is a
+		 * damaged tree (session 41: a root whose range began at a
+		 * separator spun here for ever with the tree lock held). */
+		if (bkey_cmp(&h.min, &at) > 0 || bkey_cmp(&h.max, &at) < 0)
+			return -EUCLEAN;
 		pos = dir > 0 ? h.max : h.min;
 		if (dir > 0 && !bkey_succ(&pos))
 			return -ENOENT;
