@@ -308,23 +308,11 @@ static void apply_xattr_del(struct tfs_inode *ip, const struct log_rec *r)
 	free(x);
 }
 
-/* Format v2: the bytes of items an extent change may add to the trees,
- * for the node gate (fs.c): a set cuts the item around its end (one more
- * item) and adds its own, of at most 256 blocks and 8 bytes of csum a
- * block when written; the blocks it takes or frees split a FREE run (one
- * more item).  A clear makes one cut and one split.  Whatever it removes
- * is not subtracted: an estimate from above. */
-#define GROW_ITEM 48ull			/* a 20-byte head, a body of up to 28 */
-
 static uint64_t ext_grow(const struct log_rec *r)
 {
-	uint64_t n = r->ext.n;
-
 	if (r->type != LR_EXT_SET)
-		return 2 * GROW_ITEM;
-	if (r->ext.phys & EXTENT_UNWRITTEN)
-		return 3 * GROW_ITEM;
-	return (2 + (n + 255) / 256) * GROW_ITEM + 8 * n;
+		return v2d_ext_grow(0, false, false);
+	return v2d_ext_grow(r->ext.n, true, r->ext.phys & EXTENT_UNWRITTEN);
 }
 
 /*

@@ -372,9 +372,9 @@ int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uin
 
 int v2d_note_late(void *d, uint64_t ino, uint64_t fblk, uint64_t n)
 {
-	/* The node gate's estimate of a set record (apply.c ext_grow), its
-	 * most: a late piece is one of a record the replay kept. */
-	return v2d_note_ext(d, ino, fblk, n, 3 * 48 + 8 * n, NULL);
+	/* A late piece is part of a record the replay kept: estimated as a
+	 * written set, the most a record of its size adds. */
+	return v2d_note_ext(d, ino, fblk, n, v2d_ext_grow(n, true, false), NULL);
 }
 
 int v2d_note_name(struct v2dirty *d, uint64_t dir, const char *name, uint16_t len,

@@ -169,8 +169,23 @@ void v2d_destroy(struct v2dirty *d);
 /* Notes: -ENOMEM when the change could not be kept (into the open set:
  * d->lost, and *h->txlost; into a rebuilt set: that rebuild fails). */
 int v2d_note_inode(struct v2dirty *d, uint64_t ino, unsigned flags, const struct v2d_how *h);
+/* The bytes of items an extent change of @n blocks may add to the trees,
+ * for the node gate (fs.c): a set (@set) cuts the item around its end (one
+ * more item) and adds its own, of at most 256 blocks and 8 bytes of csum a
+ * block when written (not @unwritten); the blocks it takes or frees split
+ * a FREE run (one more item).  A clear makes one cut and one split.
+ * Whatever it removes is not subtracted: an estimate from above. */
+#define V2D_GROW_ITEM 48ull		/* a 20-byte head, a body of up to 28 */
+static inline uint64_t v2d_ext_grow(uint64_t n, bool set, bool unwritten)
+{
+	if (!set)
+		return 2 * V2D_GROW_ITEM;
+	if (unwritten)
+		return 3 * V2D_GROW_ITEM;
+	return (2 + (n + 255) / 256) * V2D_GROW_ITEM + 8 * n;
+}
 /* File blocks [fblk, fblk + n) of @ino changed; @grow: bytes of items the
- * change may add to the trees (the node gate's estimate, apply.c). */
+ * change may add to the trees (the node gate's estimate, v2d_ext_grow). */
 int v2d_note_ext(struct v2dirty *d, uint64_t ino, uint64_t fblk, uint64_t n, uint64_t grow,
 		 const struct v2d_how *h);
 /* As v2d_note_ext into @d's open set, for extpend_note_late (a pending
